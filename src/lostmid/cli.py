@@ -1,0 +1,78 @@
+"""The ``lostmid`` command line: the small interface the Snakemake rules call.
+
+Each subcommand parses paths and a JSON run spec, sets threads and logging, and calls one
+library function. Errors the user can fix (config, checkpoint) exit with status 2 and one
+clear line instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+
+from lostmid.errors import LostmidError
+
+log = logging.getLogger("lostmid")
+
+
+def _json(text: str):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {err}") from err
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads for torch (Snakemake passes {threads})")
+    parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
+
+
+COMMANDS: dict[str, tuple[str, callable, callable]] = {}
+
+
+def command(name: str, help: str, arguments):
+    """Register ``func`` as subcommand ``name``; ``arguments(parser)`` declares its options."""
+
+    def wrap(func):
+        COMMANDS[name] = (help, arguments, func)
+        return func
+
+    return wrap
+
+
+def build_parser() -> argparse.ArgumentParser:
+    # Import the modules that register commands; kept here so `lostmid --help` lists them all.
+    import lostmid.commands  # noqa: F401
+
+    parser = argparse.ArgumentParser(prog="lostmid", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, (help_text, arguments, func) in sorted(COMMANDS.items()):
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        _common(p)
+        arguments(p)
+        p.set_defaults(func=func)
+    return parser
+
+
+def main(argv=None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    args = build_parser().parse_args(argv)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    try:
+        args.func(args)
+    except LostmidError as err:
+        log.error("%s", err)
+        print(f"lostmid {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+json_arg = _json
+
+if __name__ == "__main__":
+    sys.exit(main())

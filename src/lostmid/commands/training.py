@@ -1,0 +1,98 @@
+"""Commands of the training stage: init, train (one segment), failure (evaluation), and their plots."""
+
+from __future__ import annotations
+
+import logging
+
+import pandas as pd
+import torch
+
+from lostmid import checkpoint, devices, evaluate, io, tables
+from lostmid.cli import command, json_arg
+from lostmid.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+def _spec(parser):
+    parser.add_argument("--spec", type=json_arg, required=True, help="run spec (JSON), as built by lostmid.config.run_spec")
+
+
+def _init_args(parser):
+    _spec(parser)
+    parser.add_argument("--attention-bias", default=None, help="tensor file (.pt) of a fitted L x L attention-logit bias")
+    parser.add_argument("--out", required=True, help="checkpoint to write (step 0)")
+
+
+@command("init", "write the step-0 checkpoint of a run", _init_args)
+def init(args):
+    device = devices.resolve(args.device)
+    bias = None
+    if args.attention_bias:
+        bias = torch.load(args.attention_bias, map_location="cpu", weights_only=True)
+    state = checkpoint.TrainingState.initial(args.spec, device, attention_bias=bias)
+    state.save(args.out)
+    log.info("wrote step-0 checkpoint %s (%d parameters)", args.out, sum(p.numel() for p in state.model.parameters()))
+
+
+def _train_args(parser):
+    _spec(parser)
+    parser.add_argument("--checkpoint", required=True, help="checkpoint to continue from")
+    parser.add_argument("--steps", type=int, required=True, help="optimizer steps in this segment")
+    parser.add_argument("--out", required=True, help="checkpoint to write after the segment")
+    parser.add_argument("--table", required=True, help="Parquet file of the segment's per-step log")
+
+
+@command("train", "continue a run from a checkpoint for one segment of steps", _train_args)
+def train(args):
+    from lostmid.train import train_steps
+
+    if args.steps < 1:
+        raise ConfigError(f"--steps must be positive, got {args.steps}")
+    device = devices.resolve(args.device)
+    state = checkpoint.TrainingState.load(args.checkpoint, args.spec, device)
+    start = state.step
+    log.info("training %s from step %d for %d steps on %s", args.spec["variant"], start, args.steps, device)
+    log_table = train_steps(state, args.steps, device)
+    state.save(args.out)
+    io.write_parquet(tables.with_run_keys(log_table, args.spec), args.table)
+    log.info("wrote checkpoint %s at step %d", args.out, state.step)
+
+
+def _failure_args(parser):
+    _spec(parser)
+    parser.add_argument("--checkpoints", nargs="+", required=True, help="the run's checkpoints to evaluate")
+    parser.add_argument("--per-position", type=int, required=True, help="evaluation sequences per flag position")
+    parser.add_argument("--eval-seed", type=int, required=True)
+    parser.add_argument("--out", required=True, help="Parquet table of failure by flag position")
+
+
+@command("failure", "failure rate by flag position at each checkpoint of a run", _failure_args)
+def failure(args):
+    device = devices.resolve(args.device)
+    parts = []
+    for path in args.checkpoints:
+        model, step = checkpoint.load_model(path, args.spec, device)
+        table = evaluate.failure_by_position(model, args.spec["L"], args.per_position, args.eval_seed, device)
+        parts.append(tables.with_run_keys(table, args.spec, step))
+        log.info("step %d: mean failure rate %.3f", step, table.failure_rate.mean())
+    io.write_parquet(pd.concat(parts, ignore_index=True), args.out)
+
+
+def _plot_args(parser):
+    parser.add_argument("--out", required=True, help="PNG file")
+    parser.add_argument("inputs", nargs="+", help="Parquet files of the table to plot")
+
+
+@command("plot-failure", "figure: failure rate by flag position at each checkpoint", _plot_args)
+def plot_failure(args):
+    from lostmid import plots
+
+    plots.failure_by_position(tables.read(args.inputs), args.out)
+
+
+@command("plot-training", "figure: training loss and accuracy curves", _plot_args)
+def plot_training(args):
+    from lostmid import plots
+
+    plots.training_curves(tables.read(args.inputs), args.out)

@@ -1,0 +1,159 @@
+"""The workflow config: validation, the run grid and the spec that defines one run.
+
+A *run* is one point of the grid: (variant, L, depth, seed). Its *spec* is everything that
+determines its trained weights: the merged model, training and remedy settings. The spec,
+and nothing else, is fingerprinted into every checkpoint, so that changing the total step
+count, the checkpoint interval, the device or an analysis parameter never retrains.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from lostmid.errors import ConfigError
+
+# Keys of the grid that every results table carries as columns.
+GRID_KEYS = ("variant", "L", "depth", "seed", "step")
+
+
+@dataclass(frozen=True, order=True)
+class Run:
+    variant: str
+    L: int
+    depth: int
+    seed: int
+
+    @property
+    def name(self) -> str:
+        """Folder-style id used in result paths: ``{variant}/L{L}_M{depth}_seed{seed}``."""
+        return f"{self.variant}/L{self.L}_M{self.depth}_seed{self.seed}"
+
+    def keys(self) -> dict:
+        return {"variant": self.variant, "L": self.L, "depth": self.depth, "seed": self.seed}
+
+
+def _key_path(path) -> str:
+    """``['grid', 0, 'L']`` -> ``grid[0].L``: how error messages name a config key."""
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "<top level>"
+
+
+def validate(config: dict, schema_path) -> dict:
+    """Check ``config`` against the JSON schema and the cross-key rules; return it unchanged.
+
+    Raises ConfigError naming the offending key.
+    """
+    import jsonschema
+
+    schema = yaml.safe_load(Path(schema_path).read_text())
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.path), list(map(str, e.path))))
+    if errors:
+        err = errors[0]
+        raise ConfigError(f"config key {_key_path(err.path)}: {err.message}")
+    check_cross_keys(config)
+    return config
+
+
+def check_cross_keys(config: dict) -> None:
+    """Rules a JSON schema cannot express."""
+    train = config["train"]
+    if train["steps"] % train["every"]:
+        raise ConfigError(f"config key train.every={train['every']} does not divide train.steps={train['steps']}")
+    variants = config.get("variants", {})
+    for i, block in enumerate(config["grid"]):
+        for name in block["variants"]:
+            if name not in variants:
+                raise ConfigError(f"config key grid[{i}].variants names {name!r}, which is not defined under variants")
+    model = config["model"]
+    if model["d_model"] % model["heads"]:
+        raise ConfigError(f"config key model.d_model={model['d_model']} is not divisible by model.heads={model['heads']}")
+    for name, variant in variants.items():
+        overrides = (variant or {}).get("model", {})
+        if "d_model" in overrides or "heads" in overrides:
+            d_model, heads = overrides.get("d_model", model["d_model"]), overrides.get("heads", model["heads"])
+            if d_model % heads:
+                raise ConfigError(f"config key variants.{name}.model: d_model={d_model} is not divisible by heads={heads}")
+
+
+def load(path, schema_path) -> dict:
+    """Read and validate a config file (for library use outside Snakemake)."""
+    try:
+        config = yaml.safe_load(Path(path).read_text())
+    except yaml.YAMLError as err:
+        raise ConfigError(f"config file {path} is not valid YAML: {err}") from err
+    return validate(config, schema_path)
+
+
+def runs(config: dict) -> list[Run]:
+    """Every run of the grid: the union of each grid block's product, sorted, no duplicates."""
+    found = set()
+    for block in config["grid"]:
+        for variant in block["variants"]:
+            for L in block["L"]:
+                for depth in block["depth"]:
+                    for seed in block["seeds"]:
+                        found.add(Run(variant, int(L), int(depth), int(seed)))
+    return sorted(found)
+
+
+def checkpoint_steps(config: dict) -> list[int]:
+    """0, every, 2 every, ..., steps."""
+    train = config["train"]
+    return list(range(0, train["steps"] + 1, train["every"]))
+
+
+def _merge(base: dict, override: dict) -> dict:
+    merged = copy.deepcopy(base)
+    for key, value in override.items():
+        merged[key] = _merge(merged[key], value) if isinstance(value, dict) and isinstance(merged.get(key), dict) else value
+    return merged
+
+
+# train keys that say how far and how often to checkpoint, not what the weights become.
+_SCHEDULE_KEYS = ("steps", "every")
+
+
+def run_spec(config: dict, run: Run) -> dict:
+    """Everything that defines the weights of ``run``: the fingerprinted spec."""
+    variant = config["variants"][run.variant] or {}
+    model = _merge(config["model"], variant.get("model", {}))
+    model.update(seq_len=run.L, depth=run.depth)
+    train = _merge(config["train"], variant.get("train", {}))
+    for key in _SCHEDULE_KEYS:
+        train.pop(key, None)
+    return {
+        **run.keys(),
+        "model": model,
+        "train": train,
+        "remedy": copy.deepcopy(variant.get("remedy", {"kind": "none"})),
+    }
+
+
+def canonical_json(obj) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"))
+
+
+def fingerprint(spec: dict) -> str:
+    return hashlib.sha256(canonical_json(spec).encode()).hexdigest()[:16]
+
+
+def spec_differences(expected: dict, found: dict, prefix: str = "") -> list[str]:
+    """Dotted keys whose values differ between two specs (for checkpoint mismatch errors)."""
+    diffs = []
+    for key in sorted(set(expected) | set(found)):
+        a, b = expected.get(key), found.get(key)
+        name = f"{prefix}{key}"
+        if isinstance(a, dict) and isinstance(b, dict):
+            diffs += spec_differences(a, b, name + ".")
+        elif a != b:
+            diffs.append(f"{name}: requested {a!r}, checkpoint has {b!r}")
+    return diffs

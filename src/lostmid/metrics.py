@@ -1,0 +1,80 @@
+"""Regional metrics of a normalized influence density (DESIGN.md section 4).
+
+A density m over L positions has mean 1. Position i (1-based) sits at p_i = (i - 1/2) / L.
+Regions at scale delta: left p < delta, middle delta <= p < 1 - delta, right p >= 1 - delta.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+LIM_STABILIZER = 1e-8
+
+
+def positions(L: int) -> np.ndarray:
+    """Relative positions p_i = (i - 1/2) / L of the L tokens."""
+    return (np.arange(1, L + 1) - 0.5) / L
+
+
+def normalize(energy) -> np.ndarray:
+    """Density m_i = I(i) / mean_j I(j), so that mean(m) = 1."""
+    energy = np.asarray(energy, dtype=np.float64)
+    mean = energy.mean(axis=-1, keepdims=True)
+    if np.any(mean <= 0):
+        raise ValueError("influence energy is zero everywhere: the density is undefined")
+    return energy / mean
+
+
+def region_masks(L: int, delta: float) -> dict[str, np.ndarray]:
+    """Boolean masks of the left, middle and right regions at scale delta."""
+    check_delta(delta)
+    p = positions(L)
+    left = p < delta
+    right = p >= 1 - delta
+    masks = {"left": left, "middle": ~left & ~right, "right": right}
+    empty = [name for name, mask in masks.items() if not mask.any()]
+    if empty:
+        raise ValueError(f"delta={delta} leaves region(s) {empty} empty for L={L}; use a larger L or delta")
+    return masks
+
+
+def check_delta(delta: float) -> None:
+    if not 0 < delta < 0.5:
+        raise ValueError(f"delta must lie in (0, 0.5), got {delta}")
+
+
+def metrics_from_regions(m_left: float, m_middle: float, m_right: float) -> dict[str, float]:
+    """Delta, SC and LIM from the three regional averages."""
+    edge = min(m_left, m_right)
+    delta_gap = edge - m_middle
+    return {
+        "Delta": delta_gap,
+        "SC": delta_gap / (edge + m_middle),
+        "LIM": 1 - m_middle / (edge + LIM_STABILIZER),
+    }
+
+
+def influence_imbalance(density, target=None) -> float:
+    """E_inf(nu) = (1/L) sum_i (m_i - nu_i)^2, with nu = 1 (uniform) by default."""
+    density = np.asarray(density, dtype=np.float64)
+    nu = np.ones_like(density) if target is None else np.asarray(target, dtype=np.float64)
+    if nu.shape != density.shape:
+        raise ValueError(f"target density has shape {nu.shape}, density has {density.shape}")
+    return float(np.mean((density - nu) ** 2))
+
+
+def regional_metrics(density, delta: float = 0.2, target=None) -> dict[str, float]:
+    """Regional averages and the metrics of DESIGN.md section 4 for one density profile.
+
+    Returns m_left, m_middle, m_right, Delta, SC, LIM and E_inf (against ``target``, uniform if None).
+    """
+    density = np.asarray(density, dtype=np.float64)
+    if density.ndim != 1:
+        raise ValueError(f"density must be one profile (1-D), got shape {density.shape}")
+    masks = region_masks(density.size, delta)
+    averages = {f"m_{name}": float(density[mask].mean()) for name, mask in masks.items()}
+    return {
+        **averages,
+        **metrics_from_regions(averages["m_left"], averages["m_middle"], averages["m_right"]),
+        "E_inf": influence_imbalance(density, target),
+    }

@@ -1,0 +1,43 @@
+"""Training objectives: the task loss, and the hook through which remedies change it.
+
+An objective turns one batch into a loss. Remedies that carry state between steps (the
+reweighting law of Algorithm 2, a probe generator) expose it through ``state_dict`` so
+that a checkpoint captures it and chained segments stay exactly one run.
+"""
+
+from __future__ import annotations
+
+
+
+class TaskObjective:
+    """Plain cross-entropy of the readout: the baseline (and the debiased variant, whose
+    change lives in the model's fixed attention bias, not in the loss)."""
+
+    def __init__(self, spec: dict):
+        self.spec = spec
+
+    def __call__(self, model, tokens, targets, flags, step: int):
+        """Return (loss, logits) for one batch at training step ``step``."""
+        logits = model(tokens)
+        return model.loss(logits, targets), logits
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        if state:
+            raise ValueError(f"{type(self).__name__} has no state, got keys {sorted(state)}")
+
+
+# remedy kind -> objective class; remedies register here.
+OBJECTIVES: dict[str, type] = {"none": TaskObjective, "bias": TaskObjective}
+
+
+def make_objective(spec: dict) -> TaskObjective:
+    kind = spec.get("remedy", {}).get("kind", "none")
+    try:
+        return OBJECTIVES[kind](spec)
+    except KeyError:
+        raise ValueError(f"unknown remedy kind {kind!r}; known: {sorted(OBJECTIVES)}") from None
+
+

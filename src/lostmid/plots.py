@@ -1,0 +1,71 @@
+"""Seaborn figures of the training stage. Agg backend: figures are files, never windows."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+from lostmid import io  # noqa: E402
+
+sns.set_theme(style="whitegrid", context="paper")
+
+
+def save(grid, path) -> None:
+    fig = grid.figure if hasattr(grid, "figure") else grid
+    io.save_figure(fig, path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
+def failure_by_position(failure: pd.DataFrame, path) -> None:
+    """Failure rate against flag position, one line per checkpoint (mean and 95% CI over seeds).
+
+    The blog's plot: a half-trained model fails more often as the FLAG moves right.
+    """
+    grid = sns.relplot(
+        data=failure,
+        x="p",
+        y="failure_rate",
+        hue="step",
+        row="variant",
+        col="L",
+        kind="line",
+        errorbar=("ci", 95),
+        palette="viridis",
+        height=2.6,
+        aspect=1.4,
+        facet_kws={"margin_titles": True},
+    )
+    grid.set_axis_labels("flag position p = f / L", "failure rate")
+    grid.set(ylim=(-0.02, 0.62))
+    save(grid, path)
+
+
+def training_curves(train: pd.DataFrame, path, window: int = 25) -> None:
+    """Loss and batch accuracy over steps (rolling mean over ``window`` steps, 95% CI over seeds)."""
+    train = train.sort_values(["variant", "L", "depth", "seed", "step"])
+    runs = train.groupby(["variant", "L", "depth", "seed"], sort=False)
+    smooth = train.assign(
+        loss=runs["loss"].transform(lambda s: s.rolling(window, min_periods=1).mean()),
+        accuracy=runs["accuracy"].transform(lambda s: s.rolling(window, min_periods=1).mean()),
+    )
+    long = smooth.melt(id_vars=["variant", "L", "depth", "seed", "step"], value_vars=["loss", "accuracy"], var_name="metric")
+    grid = sns.relplot(
+        data=long,
+        x="step",
+        y="value",
+        hue="variant",
+        style="depth" if long["depth"].nunique() > 1 else None,
+        row="metric",
+        col="L",
+        kind="line",
+        errorbar=("ci", 95),
+        height=2.6,
+        aspect=1.4,
+        facet_kws={"sharey": "row", "margin_titles": True},
+    )
+    grid.set_axis_labels("training step", "")
+    save(grid, path)

@@ -1,0 +1,62 @@
+"""Shared fixtures: tiny specs and configs, so every test runs in seconds."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    # Deterministic and fair on the 2-core CI machine.
+    torch.set_num_threads(1)
+
+
+@pytest.fixture
+def smoke_config() -> dict:
+    return copy.deepcopy(yaml.safe_load((REPO / "config" / "smoke.yaml").read_text()))
+
+
+def tiny_spec(**model_overrides) -> dict:
+    """A run spec of a tiny model (L=8, d=8, one block) as lostmid.config.run_spec builds it."""
+    model = {
+        "seq_len": 8,
+        "depth": 1,
+        "d_model": 8,
+        "heads": 2,
+        "mlp_ratio": 2,
+        "block": "sequential",
+        "residual": True,
+        "epsilon": 1.0,
+        "readout": "last",
+    }
+    model.update(model_overrides)
+    return {
+        "variant": "baseline",
+        "L": model["seq_len"],
+        "depth": model["depth"],
+        "seed": 0,
+        "model": model,
+        "train": {
+            "batch_size": 16,
+            "lr": 0.003,
+            "beta1": 0.9,
+            "beta2": 0.99,
+            "weight_decay": 0.0,
+            "grad_clip": 1.0,
+            "flag_law": "uniform",
+        },
+        "remedy": {"kind": "none"},
+    }
+
+
+@pytest.fixture
+def spec() -> dict:
+    return tiny_spec()

@@ -1,0 +1,45 @@
+"""One backward pass gives the adjoint at every position: it equals per-position Jacobians."""
+
+import pytest
+import torch
+from torch.func import jacrev
+
+from lostmid import adjoint
+from lostmid.model import FlagTransformer, ModelConfig, explicit_attention
+
+
+@pytest.mark.parametrize("block", ["sequential", "parallel"])
+def test_input_adjoint_equals_the_jacobian_of_each_sequence_loss(block):
+    torch.manual_seed(0)
+    model = FlagTransformer(ModelConfig(seq_len=6, depth=2, d_model=8, heads=2, mlp_ratio=2, block=block)).double()
+    tokens = torch.randint(0, 3, (3, 6))
+    targets = torch.tensor([0, 1, 1])
+    p0 = adjoint.input_adjoint(model, tokens, targets)
+
+    for b in range(3):
+        def loss_of_embedding(x0):
+            x = x0[None]
+            bias = model.logit_bias()
+            for k in range(len(model.steps)):
+                x = model.advance(k, x, bias)
+            return model.loss(model.read_out(x), targets[b : b + 1])
+
+        with explicit_attention(model):  # jacrev vmaps; the fused kernel has no batching rule
+            expected = jacrev(loss_of_embedding)(model.embed(tokens[b : b + 1])[0].detach())
+        torch.testing.assert_close(p0[b], expected)
+
+
+def test_adjoints_at_every_step_from_one_pass_and_the_terminal_one_lives_at_the_last_position():
+    torch.manual_seed(1)
+    model = FlagTransformer(ModelConfig(seq_len=6, depth=2, d_model=8, heads=2, mlp_ratio=2)).double()
+    tokens = torch.randint(0, 3, (4, 6))
+    _, states = adjoint.adjoints(model, tokens, torch.zeros(4, dtype=torch.long))
+    assert len(states) == len(model.steps) + 1
+    terminal = states[-1]
+    assert terminal[:, :-1].abs().max() == 0 and terminal[:, -1].abs().max() > 0
+    torch.testing.assert_close(states[0], adjoint.input_adjoint(model, tokens, torch.zeros(4, dtype=torch.long)))
+
+
+def test_density_has_mean_one():
+    energy = torch.tensor([4.0, 1.0, 1.0, 2.0])
+    torch.testing.assert_close(adjoint.density(energy).mean(), torch.tensor(1.0))

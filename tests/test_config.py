@@ -1,0 +1,69 @@
+"""Config validation: bad keys and values are errors that name the key."""
+
+import copy
+
+import pytest
+
+from lostmid import config as cfg
+from lostmid.errors import ConfigError
+
+from conftest import SCHEMA
+
+
+def test_the_shipped_configs_are_valid(smoke_config):
+    from conftest import REPO
+    import yaml
+
+    for name in ("config.yaml", "smoke.yaml", "cluster.yaml"):
+        cfg.validate(yaml.safe_load((REPO / "config" / name).read_text()), SCHEMA)
+
+
+def broken(config, edit):
+    config = copy.deepcopy(config)
+    edit(config)
+    return config
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda c: c.update(learning_rate=0.1), r"<top level>: Additional properties are not allowed \('learning_rate'"),
+        (lambda c: c["model"].update(dmodel=8), r"model: Additional properties are not allowed \('dmodel'"),
+        (lambda c: c["train"].update(steps="many"), r"train\.steps: 'many' is not of type 'integer'"),
+        (lambda c: c["train"].update(steps=0), r"train\.steps: 0 is less than the minimum of 1"),
+        (lambda c: c["grid"][0].update(L=[8, 1]), r"grid\[0\]\.L\[1\]: 1 is less than the minimum of 2"),
+        (lambda c: c["grid"][0].update(depth=[0]), r"grid\[0\]\.depth\[0\]: 0 is less than the minimum of 1"),
+        (lambda c: c["train"].update(every=7), r"train\.every=7 does not divide train\.steps=20"),
+        (lambda c: c["grid"][0].update(variants=["nope"]), r"grid\[0\]\.variants names 'nope'"),
+        (lambda c: c["variants"].update({"bad/name": {}}), r"variants: 'bad/name' does not match"),
+        (lambda c: c["model"].update(block="diagonal"), r"model\.block: 'diagonal' is not one of"),
+        (lambda c: c["variants"]["baseline"].update(train={"steps": 5}), r"variants\.baseline\.train"),
+        (lambda c: c["model"].update(heads=3), r"model\.d_model=8 is not divisible by model\.heads=3"),
+    ],
+)
+def test_bad_config_is_an_error_naming_the_key(smoke_config, edit, message):
+    with pytest.raises(ConfigError, match=message):
+        cfg.validate(broken(smoke_config, edit), SCHEMA)
+
+
+def test_the_grid_is_the_union_of_products(smoke_config):
+    smoke_config["grid"].append({"variants": ["baseline"], "L": [8, 12], "depth": [1], "seeds": [0]})
+    runs = cfg.runs(smoke_config)
+    assert cfg.Run("baseline", 12, 1, 0) in runs
+    assert len(runs) == len(set(runs)) == 3  # L8 seeds 0,1 and L12 seed 0; L8 seed 0 not doubled
+
+
+def test_the_spec_ignores_the_schedule_so_more_steps_never_retrain(smoke_config):
+    run = cfg.runs(smoke_config)[0]
+    longer = broken(smoke_config, lambda c: c["train"].update(steps=40, every=20))
+    assert cfg.fingerprint(cfg.run_spec(smoke_config, run)) == cfg.fingerprint(cfg.run_spec(longer, run))
+    other_lr = broken(smoke_config, lambda c: c["train"].update(lr=0.01))
+    assert cfg.fingerprint(cfg.run_spec(smoke_config, run)) != cfg.fingerprint(cfg.run_spec(other_lr, run))
+
+
+def test_variant_overrides_reach_the_spec(smoke_config):
+    smoke_config["variants"]["wide"] = {"model": {"d_model": 16}, "train": {"lr": 0.01}}
+    spec = cfg.run_spec(smoke_config, cfg.Run("wide", 8, 1, 0))
+    assert spec["model"]["d_model"] == 16 and spec["model"]["heads"] == 2
+    assert spec["train"]["lr"] == 0.01 and "steps" not in spec["train"]
+    assert spec["model"]["seq_len"] == 8 and spec["model"]["depth"] == 1

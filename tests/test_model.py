@@ -1,0 +1,73 @@
+"""The model: causal, both layouts, explicit attention equal to fused, the bias and the taps."""
+
+import pytest
+import torch
+
+from lostmid.model import FlagTransformer, ModelConfig, explicit_attention
+
+
+def make(**kw):
+    torch.manual_seed(0)
+    config = dict(seq_len=8, depth=2, d_model=8, heads=2, mlp_ratio=2)
+    config.update(kw)
+    return FlagTransformer(ModelConfig(**config)).double()
+
+
+@pytest.mark.parametrize("block", ["sequential", "parallel"])
+def test_steps_per_block(block):
+    model = make(block=block)
+    assert len(model.steps) == model.config.n_steps == (4 if block == "sequential" else 2)
+
+
+@pytest.mark.parametrize("block", ["sequential", "parallel"])
+@pytest.mark.parametrize("attention", ["softmax", "uniform"])
+def test_explicit_attention_equals_fused(block, attention):
+    model = make(block=block, attention=attention)
+    model.set_attention_bias(torch.randn(8, 8, dtype=torch.float64))
+    tokens = torch.randint(0, 3, (5, 8))
+    fused = model(tokens)
+    with explicit_attention(model):
+        explicit = model(tokens)
+    torch.testing.assert_close(fused, explicit)
+
+
+def test_the_model_is_causal():
+    model = make(readout="all")
+    tokens = torch.randint(0, 3, (1, 8))
+    changed = tokens.clone()
+    changed[0, 5] = (changed[0, 5] + 1) % 3
+    a, b = model(tokens), model(changed)
+    torch.testing.assert_close(a[:, :5], b[:, :5])
+    assert not torch.allclose(a[:, 5:], b[:, 5:])
+
+
+def test_two_copy_attention_with_equal_copies_is_ordinary_attention():
+    model = make()
+    x = torch.randn(3, 8, 8, dtype=torch.float64)
+    step = model.steps[0]
+    torch.testing.assert_close(step(x, model.logit_bias(), True, x_other=x), step(x, model.logit_bias(), True))
+
+
+def test_zero_taps_leave_the_output_unchanged():
+    model = make()
+    tokens = torch.randint(0, 3, (4, 8))
+    taps = [torch.zeros(4, 8, 8, dtype=torch.float64) for _ in range(len(model.steps) + 1)]
+    torch.testing.assert_close(model(tokens, taps=taps), model(tokens))
+
+
+def test_without_residual_each_step_replaces_the_state():
+    model = make(residual=False, depth=1)
+    x = torch.randn(2, 8, 8, dtype=torch.float64)
+    bias = model.logit_bias()
+    torch.testing.assert_close(model.advance(0, x, bias), model.steps[0](x, bias))
+
+
+def test_bias_of_the_wrong_shape_is_an_error():
+    with pytest.raises(ValueError, match="8x8"):
+        make().set_attention_bias(torch.zeros(4, 4))
+
+
+@pytest.mark.parametrize("bad, message", [({"block": "diagonal"}, "model.block"), ({"heads": 3}, "divisible")])
+def test_bad_model_options_name_the_option(bad, message):
+    with pytest.raises(ValueError, match=message):
+        ModelConfig(seq_len=8, **{"d_model": 8, **bad})

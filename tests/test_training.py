@@ -1,0 +1,95 @@
+"""Training as a chain of checkpoints: exact resumption, determinism, and clear checkpoint errors."""
+
+import pytest
+import torch
+
+from lostmid import checkpoint
+from lostmid.checkpoint import TrainingState
+from lostmid.errors import CheckpointError
+from lostmid.train import train_steps
+
+
+def weights(state):
+    return {k: v.clone() for k, v in state.model.state_dict().items()}
+
+
+def assert_bitwise_equal(a, b):
+    assert a.keys() == b.keys()
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
+
+
+def test_chained_segments_give_bitwise_the_weights_of_one_uninterrupted_run(spec, tmp_path):
+    whole = TrainingState.initial(spec, "cpu")
+    whole_log = train_steps(whole, 12, "cpu", progress=False)
+
+    TrainingState.initial(spec, "cpu").save(tmp_path / "step0.pt")
+    logs = []
+    for start, end in [(0, 5), (5, 9), (9, 12)]:
+        state = TrainingState.load(tmp_path / f"step{start}.pt", spec, "cpu")
+        logs.append(train_steps(state, end - start, "cpu", progress=False))
+        state.save(tmp_path / f"step{end}.pt")
+    chained = TrainingState.load(tmp_path / "step12.pt", spec, "cpu")
+
+    assert chained.step == whole.step == 12
+    assert_bitwise_equal(weights(chained), weights(whole))
+    assert_bitwise_equal(chained.optimizer.state_dict()["state"][0], whole.optimizer.state_dict()["state"][0])
+    chained_losses = [loss for log in logs for loss in log["loss"]]
+    assert chained_losses == list(whole_log["loss"])
+
+
+def test_the_same_seed_trains_the_same_weights_and_another_seed_does_not(spec):
+    runs = []
+    for seed in (0, 0, 1):
+        state = TrainingState.initial({**spec, "seed": seed}, "cpu")
+        train_steps(state, 3, "cpu", progress=False)
+        runs.append(weights(state))
+    assert_bitwise_equal(runs[0], runs[1])
+    assert not torch.equal(runs[0]["head.weight"], runs[2]["head.weight"])
+
+
+def test_training_log_has_one_row_per_step(spec):
+    state = TrainingState.initial(spec, "cpu")
+    log = train_steps(state, 4, "cpu", progress=False)
+    assert list(log.columns) == ["step", "loss", "accuracy", "seconds_per_step"]
+    assert list(log["step"]) == [1, 2, 3, 4]
+    assert log["accuracy"].between(0, 1).all() and (log["seconds_per_step"] > 0).all()
+
+
+def test_a_checkpoint_of_another_run_is_refused_and_the_message_names_the_key(spec, tmp_path):
+    TrainingState.initial(spec, "cpu").save(tmp_path / "step0.pt")
+    other = {**spec, "train": {**spec["train"], "lr": 0.1}}
+    with pytest.raises(CheckpointError, match=r"train\.lr: requested 0\.1, checkpoint has 0\.003"):
+        TrainingState.load(tmp_path / "step0.pt", other, "cpu")
+
+
+def test_a_truncated_checkpoint_is_a_clear_error(spec, tmp_path):
+    path = tmp_path / "step0.pt"
+    TrainingState.initial(spec, "cpu").save(path)
+    path.write_bytes(path.read_bytes()[:500])
+    with pytest.raises(CheckpointError, match="corrupt or truncated"):
+        checkpoint.read(path)
+
+
+def test_a_missing_or_foreign_file_is_a_clear_error(tmp_path):
+    with pytest.raises(CheckpointError, match="does not exist"):
+        checkpoint.read(tmp_path / "nope.pt")
+    torch.save({"weights": torch.zeros(2)}, tmp_path / "other.pt")
+    with pytest.raises(CheckpointError, match="not a lostmid checkpoint"):
+        checkpoint.read(tmp_path / "other.pt")
+
+
+def test_checkpoints_are_written_atomically(spec, tmp_path, monkeypatch):
+    path = tmp_path / "step0.pt"
+    state = TrainingState.initial(spec, "cpu")
+    state.save(path)
+    before = path.read_bytes()
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(torch, "save", killed)
+    with pytest.raises(KeyboardInterrupt):
+        state.save(path)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["step0.pt"]

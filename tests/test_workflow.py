@@ -1,0 +1,101 @@
+"""The whole Snakemake DAG on the smoke config, in a temp dir, through Snakemake's CLI.
+
+One module-scoped run; the other tests ask Snakemake (dry runs) what it would redo.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+import yaml
+
+from conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+
+def snakemake(workdir, *args, configfile=None, check=True):
+    command = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir), "--cores", "2"]
+    command += ["--configfile", str(configfile or workdir / "config.yaml"), *args]
+    result = subprocess.run(command, capture_output=True, text=True)
+    if check and result.returncode:
+        raise AssertionError(f"snakemake failed:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}")
+    return result
+
+
+def planned_jobs(workdir, configfile=None) -> dict[str, int]:
+    """Jobs per rule that a dry run would execute."""
+    out = snakemake(workdir, "--dry-run", "--quiet", "rules", configfile=configfile).stdout
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", out, re.M) if m.group(1) != "total"}
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("smoke")
+    config = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
+    (workdir / "config.yaml").write_text(yaml.safe_dump(config))
+    snakemake(workdir)
+    return workdir, config
+
+
+def test_the_dag_writes_every_table_with_the_grid_keys(smoke_run):
+    workdir, config = smoke_run
+    failure = pd.read_parquet(workdir / "results" / "failure")
+    train = pd.read_parquet(workdir / "results" / "train")
+    for table in (failure, train):
+        assert {"variant", "L", "depth", "seed", "step"} <= set(table.columns)
+    steps = config["train"]["steps"]
+    assert sorted(failure["step"].unique()) == list(range(0, steps + 1, config["train"]["every"]))
+    assert sorted(train["step"].unique()) == list(range(1, steps + 1))
+    assert set(failure["seed"]) == set(config["grid"][0]["seeds"])
+    assert (workdir / "results" / "figures" / "failure_by_position.png").stat().st_size > 10_000
+
+
+def test_every_job_left_a_log_and_a_benchmark(smoke_run):
+    workdir, _ = smoke_run
+    logs = list((workdir / "results" / "logs").rglob("*.log"))
+    benchmarks = list((workdir / "results" / "benchmarks").rglob("*.tsv"))
+    assert logs and len(logs) == len(benchmarks)
+
+
+def test_a_second_run_has_nothing_to_do(smoke_run):
+    workdir, _ = smoke_run
+    assert planned_jobs(workdir) == {}
+
+
+def test_more_steps_train_only_the_new_segments(smoke_run, tmp_path):
+    workdir, config = smoke_run
+    config = copy.deepcopy(config)
+    config["train"]["steps"] += config["train"]["every"]
+    longer = tmp_path / "longer.yaml"
+    longer.write_text(yaml.safe_dump(config))
+    jobs = planned_jobs(workdir, configfile=longer)
+    n_runs = len(config["grid"][0]["seeds"])
+    assert jobs["train_segment"] == n_runs  # one new segment per run
+    assert "init_checkpoint" not in jobs
+
+
+def test_a_new_seed_trains_only_that_seed(smoke_run, tmp_path):
+    workdir, config = smoke_run
+    config = copy.deepcopy(config)
+    config["grid"][0]["seeds"].append(99)
+    more = tmp_path / "more.yaml"
+    more.write_text(yaml.safe_dump(config))
+    jobs = planned_jobs(workdir, configfile=more)
+    assert jobs["init_checkpoint"] == 1
+    assert jobs["train_segment"] == config["train"]["steps"] // config["train"]["every"]
+
+
+def test_a_bad_config_stops_snakemake_with_the_key_named(tmp_path):
+    config = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
+    config["train"]["every"] = 7
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(config))
+    result = snakemake(tmp_path, "--dry-run", configfile=bad, check=False)
+    assert result.returncode != 0
+    assert "train.every=7 does not divide train.steps=20" in result.stdout + result.stderr

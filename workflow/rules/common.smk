@@ -1,0 +1,42 @@
+# Shared helpers of the stage files: the run grid, wildcard patterns and run specs.
+import lostmid.config as lostmid_config
+
+RUNS = lostmid_config.runs(config)
+STEPS = lostmid_config.checkpoint_steps(config)
+EVERY = config["train"]["every"]
+
+# One run's id in paths; wildcards are constrained to characters safe in file names.
+RUN = "{variant}/L{L}_M{depth}_seed{seed}"
+CHECKPOINT = "results/checkpoints/" + RUN + "/step{step}.pt"
+
+
+wildcard_constraints:
+    variant=r"[A-Za-z][A-Za-z0-9_-]*",
+    L=r"\d+",
+    depth=r"\d+",
+    seed=r"\d+",
+    step=r"\d+",
+
+
+def run_of(wildcards):
+    return lostmid_config.Run(wildcards.variant, int(wildcards.L), int(wildcards.depth), int(wildcards.seed))
+
+
+def spec_json(wildcards):
+    """The run spec passed to the library; a change of it reruns the rule and what reads it."""
+    return lostmid_config.canonical_json(lostmid_config.run_spec(config, run_of(wildcards)))
+
+
+def every_checkpoint(pattern, steps=None):
+    """``pattern`` expanded over every run of the grid and every checkpoint step."""
+    steps = STEPS if steps is None else steps
+    return [pattern.format(**run.keys(), step=step) for run in RUNS for step in steps]
+
+
+def run_checkpoints(wildcards):
+    """Every checkpoint of one run, step 0 to train.steps."""
+    return [CHECKPOINT.format(**run_of(wildcards).keys(), step=step) for step in STEPS]
+
+
+def every_run(pattern):
+    return [pattern.format(**run.keys()) for run in RUNS]

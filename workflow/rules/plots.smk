@@ -1,0 +1,46 @@
+# Figures of the training stage, registered for `snakemake --report`.
+
+
+rule plot_failure:
+    input:
+        every_run("results/failure/" + RUN + ".parquet"),
+    output:
+        report(
+            "results/figures/failure_by_position.png",
+            caption="../report/failure_by_position.rst",
+            category="Training",
+        ),
+    log:
+        "results/logs/plots/failure_by_position.log",
+    benchmark:
+        "results/benchmarks/plots/failure_by_position.tsv"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    shell:
+        "lostmid plot-failure --out {output} {input} > {log} 2>&1"
+
+
+rule plot_training:
+    input:
+        every_checkpoint("results/train/" + RUN + "_step{step}.parquet", steps=STEPS[1:]),
+    output:
+        report(
+            "results/figures/training_curves.png",
+            caption="../report/training_curves.rst",
+            category="Training",
+        ),
+    log:
+        "results/logs/plots/training_curves.log",
+    benchmark:
+        "results/benchmarks/plots/training_curves.tsv"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    shell:
+        "lostmid plot-training --out {output} {input} > {log} 2>&1"
+
+
+TARGETS += rules.plot_failure.output + rules.plot_training.output
