@@ -26,6 +26,10 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/plots.smk"
 include: "workflow/rules/algebraic.smk"
+include: "workflow/rules/influence.smk"
+include: "workflow/rules/channels.smk"
+include: "workflow/rules/remedies.smk"
+include: "workflow/rules/report.smk"
 
 
 rule all:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -60,3 +62,23 @@ def tiny_spec(**model_overrides) -> dict:
 @pytest.fixture
 def spec() -> dict:
     return tiny_spec()
+
+
+def run_snakemake(workdir: Path, *args, configfile=None, check: bool = True, timeout: int = 1800):
+    """Snakemake's CLI on the repo's Snakefile in ``workdir`` (config: ``workdir/config.yaml``)."""
+    command = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir), "--cores", "2"]
+    command += ["--configfile", str(configfile or workdir / "config.yaml"), *args]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    if check and result.returncode:
+        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}")
+    return result
+
+
+@pytest.fixture(scope="session")
+def smoke_run(tmp_path_factory):
+    """The whole DAG of config/smoke.yaml, run once per session in a temp dir: (workdir, config)."""
+    workdir = tmp_path_factory.mktemp("smoke")
+    config = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
+    (workdir / "config.yaml").write_text(yaml.safe_dump(config))
+    run_snakemake(workdir)
+    return workdir, config

@@ -3,19 +3,32 @@
 import copy
 
 import pytest
+import yaml
 
 from lostmid import config as cfg
 from lostmid.errors import ConfigError
 
-from conftest import SCHEMA
+from conftest import REPO, SCHEMA
 
 
-def test_the_shipped_configs_are_valid(smoke_config):
-    from conftest import REPO
-    import yaml
+def shipped(*names) -> dict:
+    """Config files merged as `--configfile` merges them: mappings recursively, the rest replaced."""
+    merged = {}
+    for name in names:
+        merged = cfg.merge(merged, yaml.safe_load((REPO / "config" / name).read_text()))
+    return merged
 
-    for name in ("config.yaml", "smoke.yaml", "cluster.yaml"):
-        cfg.validate(yaml.safe_load((REPO / "config" / name).read_text()), SCHEMA)
+
+@pytest.mark.parametrize("names", [("config.yaml",), ("smoke.yaml",), ("config.yaml", "ablations.yaml"), ("config.yaml", "cluster.yaml")])
+def test_the_shipped_configs_are_valid(names):
+    config = cfg.validate(shipped(*names), SCHEMA)
+    assert cfg.runs(config)
+
+
+def test_ablations_and_the_cluster_grid_add_runs_to_the_default():
+    default = len(cfg.runs(shipped("config.yaml")))
+    assert len(cfg.runs(shipped("config.yaml", "ablations.yaml"))) > default
+    assert len(cfg.runs(shipped("config.yaml", "cluster.yaml"))) > default
 
 
 def broken(config, edit):
@@ -47,7 +60,10 @@ def test_bad_config_is_an_error_naming_the_key(smoke_config, edit, message):
 
 
 def test_the_grid_is_the_union_of_products(smoke_config):
-    smoke_config["grid"].append({"variants": ["baseline"], "L": [8, 12], "depth": [1], "seeds": [0]})
+    smoke_config["grid"] = [
+        {"variants": ["baseline"], "L": [8], "depth": [1], "seeds": [0, 1]},
+        {"variants": ["baseline"], "L": [8, 12], "depth": [1], "seeds": [0]},
+    ]
     runs = cfg.runs(smoke_config)
     assert cfg.Run("baseline", 12, 1, 0) in runs
     assert len(runs) == len(set(runs)) == 3  # L8 seeds 0,1 and L12 seed 0; L8 seed 0 not doubled

@@ -21,9 +21,11 @@ def test_steps_per_block(block):
 
 @pytest.mark.parametrize("block", ["sequential", "parallel"])
 @pytest.mark.parametrize("attention", ["softmax", "uniform"])
-def test_explicit_attention_equals_fused(block, attention):
+@pytest.mark.parametrize("biased", [False, True], ids=["causal-fast-path", "with-bias"])
+def test_explicit_attention_equals_fused(block, attention, biased):
     model = make(block=block, attention=attention)
-    model.set_attention_bias(torch.randn(8, 8, dtype=torch.float64))
+    if biased:
+        model.set_attention_bias(torch.randn(8, 8, dtype=torch.float64))
     tokens = torch.randint(0, 3, (5, 8))
     fused = model(tokens)
     with explicit_attention(model):
@@ -71,3 +73,13 @@ def test_bias_of_the_wrong_shape_is_an_error():
 def test_bad_model_options_name_the_option(bad, message):
     with pytest.raises(ValueError, match=message):
         ModelConfig(seq_len=8, **{"d_model": 8, **bad})
+
+
+def test_a_loaded_bias_is_used_by_the_fused_path():
+    biased = make()
+    biased.set_attention_bias(torch.randn(8, 8, dtype=torch.float64))
+    fresh = make()
+    fresh.load_state_dict(biased.state_dict())
+    assert fresh.has_bias
+    tokens = torch.randint(0, 3, (4, 8))
+    torch.testing.assert_close(fresh(tokens), biased(tokens))

@@ -1,46 +1,27 @@
 """The whole Snakemake DAG on the smoke config, in a temp dir, through Snakemake's CLI.
 
-One module-scoped run; the other tests ask Snakemake (dry runs) what it would redo.
+One session-scoped run (conftest.smoke_run); the other tests ask Snakemake (dry runs) what it
+would redo.
 """
 
 from __future__ import annotations
 
 import copy
 import re
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
 import yaml
 
-from conftest import REPO
+from conftest import REPO, run_snakemake
 
 pytestmark = pytest.mark.slow
 
 
-def snakemake(workdir, *args, configfile=None, check=True):
-    command = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir), "--cores", "2"]
-    command += ["--configfile", str(configfile or workdir / "config.yaml"), *args]
-    result = subprocess.run(command, capture_output=True, text=True)
-    if check and result.returncode:
-        raise AssertionError(f"snakemake failed:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}")
-    return result
-
-
 def planned_jobs(workdir, configfile=None) -> dict[str, int]:
     """Jobs per rule that a dry run would execute."""
-    out = snakemake(workdir, "--dry-run", "--quiet", "rules", configfile=configfile).stdout
+    out = run_snakemake(workdir, "--dry-run", "--quiet", "rules", configfile=configfile).stdout
     return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", out, re.M) if m.group(1) != "total"}
-
-
-@pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("smoke")
-    config = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
-    (workdir / "config.yaml").write_text(yaml.safe_dump(config))
-    snakemake(workdir)
-    return workdir, config
 
 
 def test_the_dag_writes_every_table_with_the_grid_keys(smoke_run):
@@ -96,6 +77,6 @@ def test_a_bad_config_stops_snakemake_with_the_key_named(tmp_path):
     config["train"]["every"] = 7
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(config))
-    result = snakemake(tmp_path, "--dry-run", configfile=bad, check=False)
+    result = run_snakemake(tmp_path, "--dry-run", configfile=bad, check=False)
     assert result.returncode != 0
     assert "train.every=7 does not divide train.steps=20" in result.stdout + result.stderr

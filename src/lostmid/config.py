@@ -111,10 +111,12 @@ def checkpoint_steps(config: dict) -> list[int]:
     return list(range(0, train["steps"] + 1, train["every"]))
 
 
-def _merge(base: dict, override: dict) -> dict:
+def merge(base: dict, override: dict) -> dict:
+    """``override`` on top of ``base`` as Snakemake merges config files: mappings recursively,
+    everything else replaced."""
     merged = copy.deepcopy(base)
     for key, value in override.items():
-        merged[key] = _merge(merged[key], value) if isinstance(value, dict) and isinstance(merged.get(key), dict) else value
+        merged[key] = merge(merged[key], value) if isinstance(value, dict) and isinstance(merged.get(key), dict) else value
     return merged
 
 
@@ -125,9 +127,9 @@ _SCHEDULE_KEYS = ("steps", "every")
 def run_spec(config: dict, run: Run) -> dict:
     """Everything that defines the weights of ``run``: the fingerprinted spec."""
     variant = config["variants"][run.variant] or {}
-    model = _merge(config["model"], variant.get("model", {}))
+    model = merge(config["model"], variant.get("model", {}))
     model.update(seq_len=run.L, depth=run.depth)
-    train = _merge(config["train"], variant.get("train", {}))
+    train = merge(config["train"], variant.get("train", {}))
     for key in _SCHEDULE_KEYS:
         train.pop(key, None)
     return {

@@ -47,9 +47,11 @@ def metrics_from_regions(m_left: float, m_middle: float, m_right: float) -> dict
     """Delta, SC and LIM from the three regional averages."""
     edge = min(m_left, m_right)
     delta_gap = edge - m_middle
+    contrast_scale = edge + m_middle
     return {
         "Delta": delta_gap,
-        "SC": delta_gap / (edge + m_middle),
+        # A profile with no mass in the middle and on one edge has no defined contrast.
+        "SC": delta_gap / contrast_scale if contrast_scale > 0 else float("nan"),
         "LIM": 1 - m_middle / (edge + LIM_STABILIZER),
     }
 

@@ -89,7 +89,8 @@ class CausalSelfAttention(nn.Module):
         return self.proj(y.transpose(1, 2).reshape(b, L, h * dh))
 
     def forward(self, x, bias, explicit: bool, x_other=None):
-        """Attention over ``x``; ``bias`` is the additive logit matrix, -inf above the diagonal.
+        """Attention over ``x``; ``bias`` is the additive logit matrix, -inf above the diagonal
+        (None: plain causal attention).
 
         With ``x_other``, keys and values at strictly earlier positions j < i come from
         ``x_other`` while the query and the j = i key/value come from ``x`` (the two-copy trick
@@ -99,7 +100,11 @@ class CausalSelfAttention(nn.Module):
         if x_other is None and not explicit:
             if self.uniform:
                 q = torch.zeros_like(q)
-            return self._merge(F.scaled_dot_product_attention(q, k, v, attn_mask=bias))
+            # bias None: plain causal attention, for which the fused kernel has a faster path.
+            return self._merge(F.scaled_dot_product_attention(q, k, v, attn_mask=bias, is_causal=bias is None))
+        if bias is None:
+            L = x.shape[1]
+            bias = torch.full((L, L), float("-inf"), dtype=x.dtype, device=x.device).triu(1)
         scale = 1.0 / math.sqrt(q.shape[-1])
         if x_other is None:
             logits = q @ k.transpose(-2, -1) * scale
@@ -192,8 +197,12 @@ class FlagTransformer(nn.Module):
         self.steps = nn.ModuleList(build_steps(config))
         self.final_norm = _norm(config)
         self.head = nn.Linear(d, N_ANSWERS)
-        # The data-independent logit bias B; zeros unless a fitted correction is loaded.
+        # The data-independent logit bias B; zeros unless a fitted correction is loaded. Change it
+        # through set_attention_bias or load_state_dict, which keep `has_bias` current: the fused
+        # path reads the flag instead of the tensor, so a forward pass never waits on the GPU.
         self.register_buffer("attn_bias", torch.zeros(L, L))
+        self.has_bias = False
+        self.register_load_state_dict_post_hook(lambda module, _: module._refresh_bias_flag())
         self.register_buffer("causal_mask", torch.full((L, L), float("-inf")).triu(1), persistent=False)
         self.explicit_attention = False
         self.apply(self._init_weights)
@@ -215,17 +224,29 @@ class FlagTransformer(nn.Module):
         if tuple(bias.shape) != (L, L):
             raise ValueError(f"attention bias must be {L}x{L} for seq_len={L}, got {tuple(bias.shape)}")
         self.attn_bias.copy_(bias)
+        self._refresh_bias_flag()
+
+    def _refresh_bias_flag(self) -> None:
+        self.has_bias = bool(self.attn_bias.any())
 
     def logit_bias(self) -> torch.Tensor:
+        """The additive attention logits: the fixed bias B plus -inf above the diagonal."""
         return self.attn_bias + self.causal_mask
+
+    def _attention_mask(self):
+        """The mask the steps use: None (the fused causal fast path) when B = 0 and the fused
+        kernel is in use, else ``logit_bias()``."""
+        if not self.explicit_attention and not self.has_bias:
+            return None
+        return self.logit_bias()
 
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
         positions = torch.arange(tokens.shape[1], device=tokens.device)
         return self.token_embedding(tokens) + self.position_embedding(positions)
 
     def advance(self, k: int, x: torch.Tensor, bias=None, x_other=None) -> torch.Tensor:
-        """One residual step X_{k+1} from X_k."""
-        bias = self.logit_bias() if bias is None else bias
+        """One residual step X_{k+1} from X_k (``bias`` None: the model's own mask)."""
+        bias = self._attention_mask() if bias is None else bias
         update = self.steps[k](x, bias, self.explicit_attention, x_other)
         return x + self.step_size(k) * update if self.config.residual else update
 
@@ -242,7 +263,7 @@ class FlagTransformer(nn.Module):
         """
         taps = [None] * (len(self.steps) + 1) if taps is None else taps
         x = self.embed(tokens)
-        bias = self.logit_bias()
+        bias = self._attention_mask()
         if taps[0] is not None:
             x = x + taps[0]
         for k in range(len(self.steps)):

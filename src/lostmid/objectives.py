@@ -34,6 +34,8 @@ OBJECTIVES: dict[str, type] = {"none": TaskObjective, "bias": TaskObjective}
 
 
 def make_objective(spec: dict) -> TaskObjective:
+    import lostmid.remedies  # noqa: F401  (registers Algorithms 1-3 in OBJECTIVES)
+
     kind = spec.get("remedy", {}).get("kind", "none")
     try:
         return OBJECTIVES[kind](spec)

@@ -25,7 +25,8 @@ def train_steps(state: TrainingState, n_steps: int, device, progress: bool | Non
     """Advance ``state`` by ``n_steps`` optimizer steps in place; return the per-step log.
 
     Columns: step, loss, accuracy (of the training batch), seconds_per_step (forward,
-    backward and update, measured on the host after the device finished).
+    backward and update, measured on the host after the device finished), peak_mem_mb
+    (peak memory so far, see ``peak_memory_mb``).
     """
     spec = state.spec
     train = spec["train"]
@@ -49,8 +50,18 @@ def train_steps(state: TrainingState, n_steps: int, device, progress: bool | Non
         loss_value = loss.item()  # synchronizes with the device, so the timing is honest
         seconds = time.perf_counter() - start
         accuracy = (model.predictions(logits.detach()) == targets).float().mean().item()
-        rows.append((step, loss_value, accuracy, seconds))
+        rows.append((step, loss_value, accuracy, seconds, peak_memory_mb(device)))
         state.step = step
         if not show_bar and (step - first + 1) % every_log == 0:
             log.info("step %d loss %.4f batch accuracy %.3f (%.1f ms/step)", step, loss_value, accuracy, 1e3 * seconds)
-    return pd.DataFrame(rows, columns=["step", "loss", "accuracy", "seconds_per_step"])
+    return pd.DataFrame(rows, columns=["step", "loss", "accuracy", "seconds_per_step", "peak_mem_mb"])
+
+
+def peak_memory_mb(device) -> float:
+    """Peak memory so far (MB): torch.cuda.max_memory_allocated on CUDA, else the process's
+    resident high-water mark (getrusage ru_maxrss; interpreter and torch included)."""
+    if torch.device(device).type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

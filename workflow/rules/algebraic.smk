@@ -19,6 +19,8 @@ rule algebraic_table:
         "results/logs/algebraic/table.log",
     benchmark:
         "results/benchmarks/algebraic/table.tsv"
+    conda:
+        LOSTMID_ENV
     threads: 1
     resources:
         mem_mb=1000,
@@ -37,6 +39,8 @@ rule algebraic_probes:
         "results/logs/algebraic/probes.log",
     benchmark:
         "results/benchmarks/algebraic/probes.tsv"
+    conda:
+        LOSTMID_ENV
     threads: 1
     resources:
         mem_mb=1000,
@@ -59,6 +63,8 @@ rule plot_algebraic_table:
         "results/logs/algebraic/plot_table.log",
     benchmark:
         "results/benchmarks/algebraic/plot_table.tsv"
+    conda:
+        LOSTMID_ENV
     threads: 1
     resources:
         mem_mb=1000,
@@ -80,6 +86,8 @@ rule plot_algebraic_probes:
         "results/logs/algebraic/plot_probes.log",
     benchmark:
         "results/benchmarks/algebraic/plot_probes.tsv"
+    conda:
+        LOSTMID_ENV
     threads: 1
     resources:
         mem_mb=1000,

@@ -5,6 +5,9 @@ RUNS = lostmid_config.runs(config)
 STEPS = lostmid_config.checkpoint_steps(config)
 EVERY = config["train"]["every"]
 
+# The conda environment of every job (used with --software-deployment-method conda).
+LOSTMID_ENV = "../../envs/lostmid.yaml"
+
 # One run's id in paths; wildcards are constrained to characters safe in file names.
 RUN = "{variant}/L{L}_M{depth}_seed{seed}"
 CHECKPOINT = "results/checkpoints/" + RUN + "/step{step}.pt"

@@ -16,6 +16,8 @@ rule failure:
         "results/logs/failure/" + RUN + ".log",
     benchmark:
         "results/benchmarks/failure/" + RUN + ".tsv"
+    conda:
+        LOSTMID_ENV
     threads: 1
     resources:
         mem_mb=1000,

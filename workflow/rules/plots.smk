@@ -14,6 +14,8 @@ rule plot_failure:
         "results/logs/plots/failure_by_position.log",
     benchmark:
         "results/benchmarks/plots/failure_by_position.tsv"
+    conda:
+        LOSTMID_ENV
     threads: 1
     resources:
         mem_mb=2000,
@@ -35,6 +37,8 @@ rule plot_training:
         "results/logs/plots/training_curves.log",
     benchmark:
         "results/benchmarks/plots/training_curves.tsv"
+    conda:
+        LOSTMID_ENV
     threads: 1
     resources:
         mem_mb=2000,

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import logging
 
-import pandas as pd
-import torch
 
 from lostmid import io
 from lostmid.cli import command, json_arg
@@ -30,6 +28,8 @@ def _table_args(parser):
 
 @command("algebraic-table", "remedy table of the algebraic controlled model (paper Table 1)", _table_args)
 def algebraic_table(args):
+    import torch
+
     from lostmid.algebraic import remedy_table
 
     settings = _settings(args.settings)
@@ -51,6 +51,8 @@ def _probe_args(parser):
 
 @command("algebraic-probes", "bias and spread of the probe-estimated squared trace penalty", _probe_args)
 def algebraic_probes(args):
+    import torch
+
     from lostmid.algebraic import loglog_slope, probe_study
 
     settings = _settings(args.settings)
@@ -72,6 +74,8 @@ def _plot_args(parser):
 
 @command("plot-algebraic", "figure of the algebraic table (with profiles) or of the probe study", _plot_args)
 def plot_algebraic(args):
+    import pandas as pd
+
     from lostmid import plots_algebraic
 
     if args.probes and not args.table:

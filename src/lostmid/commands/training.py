@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import logging
 
-import pandas as pd
-import torch
 
-from lostmid import checkpoint, devices, evaluate, io, tables
+from lostmid import io
 from lostmid.cli import command, json_arg
 from lostmid.errors import ConfigError
 
@@ -26,6 +24,10 @@ def _init_args(parser):
 
 @command("init", "write the step-0 checkpoint of a run", _init_args)
 def init(args):
+    from lostmid import checkpoint
+    from lostmid import devices
+    import torch
+
     device = devices.resolve(args.device)
     bias = None
     if args.attention_bias:
@@ -45,6 +47,10 @@ def _train_args(parser):
 
 @command("train", "continue a run from a checkpoint for one segment of steps", _train_args)
 def train(args):
+    from lostmid import checkpoint
+    from lostmid import devices
+    from lostmid import tables
+
     from lostmid.train import train_steps
 
     if args.steps < 1:
@@ -69,6 +75,12 @@ def _failure_args(parser):
 
 @command("failure", "failure rate by flag position at each checkpoint of a run", _failure_args)
 def failure(args):
+    from lostmid import checkpoint
+    from lostmid import devices
+    from lostmid import evaluate
+    import pandas as pd
+    from lostmid import tables
+
     device = devices.resolve(args.device)
     parts = []
     for path in args.checkpoints:
@@ -86,6 +98,8 @@ def _plot_args(parser):
 
 @command("plot-failure", "figure: failure rate by flag position at each checkpoint", _plot_args)
 def plot_failure(args):
+    from lostmid import tables
+
     from lostmid import plots
 
     plots.failure_by_position(tables.read(args.inputs), args.out)
@@ -93,6 +107,8 @@ def plot_failure(args):
 
 @command("plot-training", "figure: training loss and accuracy curves", _plot_args)
 def plot_training(args):
+    from lostmid import tables
+
     from lostmid import plots
 
     plots.training_curves(tables.read(args.inputs), args.out)

@@ -1,0 +1,226 @@
+"""The blog's bias correction: a fixed additive attention-logit bias B that flattens the
+influence profile at initialization (DESIGN.md section 6).
+
+B is one L x L matrix (entries on and below the diagonal; the causal mask hides the rest),
+shared by every head and layer, data-independent and fitted once per (L, depth, block
+layout). By default B is Toeplitz, B_ij = c(i - j), L numbers (``param: distance``): with
+every entry free (``full``, L(L+1)/2 numbers) the fit chases the sampling noise of its
+batches when the systematic imbalance is small, as it is at init in a residual model. It minimizes the influence imbalance E_inf of the input-adjoint density at step 0,
+averaged over several random initializations and batches whose seeds are disjoint from the
+training seeds; the model's weights stay fixed, only B moves (Adam on B, gradients through
+the adjoint with create_graph).
+
+Which positions are flattened (``positions``):
+- ``all``: DESIGN.md's E_inf over the whole profile.
+- ``context`` (default): positions 1..L-1, renormalized over them. In a residual model the
+  last position, where the answer is read out, reaches the loss through the identity path
+  with unit gain, while every other position reaches it only through attention with small
+  initial weights; at initialization m_L ~ L and the rest ~ 0, whatever B is. No attention
+  bias can move that spike, so ``all`` would spend the fit on it; ``context`` flattens the
+  profile over the positions that can hold the target, which is what the bias can change.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from lostmid import metrics, task
+from lostmid.adjoint import density, energy
+from lostmid.errors import ConfigError
+from lostmid.model import FlagTransformer, ModelConfig, explicit_attention
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class FitSettings:
+    inits: int = 3  # random initializations averaged in the objective
+    batch: int = 32  # sequences per initialization (one fixed batch each)
+    max_iter: int = 120  # Adam iterations at most
+    lr: float = 0.1  # Adam step on the logit bias
+    tol: float = 1e-2  # stop when the best objective improved by less than tol (relative) ...
+    patience: int = 10  # ... over the last `patience` iterations
+    positions: str = "context"  # context: positions 1..L-1; all: the whole profile
+    param: str = "distance"  # distance: B_ij = c(i - j) (L numbers); full: every entry free
+    seed: int = 100_000  # fit seeds: seed + j (weights), seed + 1000 + j (batches); check: + 500
+
+    @classmethod
+    def from_dict(cls, raw: dict) -> "FitSettings":
+        unknown = sorted(set(raw) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise ConfigError(f"config key bias_fit.{unknown[0]}: unknown setting (known: {sorted(cls.__dataclass_fields__)})")
+        settings = cls(**raw)
+        if settings.param not in ("distance", "full"):
+            raise ConfigError(f"config key bias_fit.param: expected distance or full, got {settings.param!r}")
+        if settings.positions not in ("context", "all"):
+            raise ConfigError(f"config key bias_fit.positions: expected context or all, got {settings.positions!r}")
+        for key in ("inits", "batch", "max_iter", "patience"):
+            if getattr(settings, key) < 1:
+                raise ConfigError(f"config key bias_fit.{key}: must be >= 1, got {getattr(settings, key)}")
+        return settings
+
+    def seeds(self) -> list[int]:
+        """Every seed the fit uses: check these are not training seeds."""
+        return [self.seed + offset + j for offset in (0, 500, 1000, 1500) for j in range(self.inits)]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class FitResult:
+    bias: torch.Tensor  # (L, L), gauge-fixed, zero above the diagonal
+    iterations: pd.DataFrame  # iteration, E_inf_fit, E_inf
+    profiles: pd.DataFrame  # stage (before/after), position, p, density (held-out inits)
+    before: float  # held-out E_inf of the fitted positions at B = 0
+    after: float  # ... at the fitted B
+    converged: bool
+
+
+def model_at_init(config: ModelConfig, seed: int) -> FlagTransformer:
+    """A frozen model initialized exactly as a training run with this seed would be.
+
+    The global RNG is forked, so fitting never shifts anyone else's random numbers.
+    """
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = FlagTransformer(config)
+    model.requires_grad_(False)
+    return model.eval()
+
+
+@contextlib.contextmanager
+def logit_bias(model: FlagTransformer, bias: torch.Tensor):
+    """Use ``bias`` (which may carry a gradient) as the model's attention bias inside the block."""
+    saved = model._buffers["attn_bias"]
+    model._buffers["attn_bias"] = bias
+    try:
+        yield model
+    finally:
+        model._buffers["attn_bias"] = saved
+
+
+def fitted_positions(L: int, positions: str) -> slice:
+    return slice(0, L - 1) if positions == "context" else slice(0, L)
+
+
+def profile(model, tokens, targets, bias: torch.Tensor, create_graph: bool) -> torch.Tensor:
+    """Influence energy I(i) of the input adjoint at init under ``bias``, shape (L,)."""
+    tap = torch.zeros(tokens.shape[0], tokens.shape[1], model.config.d_model, requires_grad=True)
+    with logit_bias(model, bias), explicit_attention(model):
+        logits = model(tokens, taps=[tap] + [None] * len(model.steps))
+        loss = model.loss(logits, targets) * tokens.shape[0]
+        (p0,) = torch.autograd.grad(loss, tap, create_graph=create_graph)
+    return energy(p0)
+
+
+def imbalance(energies: torch.Tensor, part: slice) -> torch.Tensor:
+    """E_inf (uniform target) of the density renormalized over the positions ``part``."""
+    return (density(energies[..., part]) - 1).square().mean(-1)
+
+
+def gauge_fix(theta: torch.Tensor) -> torch.Tensor:
+    """The causal part of theta with each row's mean removed (softmax ignores row shifts)."""
+    L = theta.shape[0]
+    causal = torch.ones(L, L, dtype=torch.bool).tril()
+    b = theta.masked_fill(~causal, 0.0)
+    row_mean = b.sum(1, keepdim=True) / causal.sum(1, keepdim=True)
+    return (b - row_mean).masked_fill(~causal, 0.0)
+
+
+def bias_matrix(theta: torch.Tensor, L: int, param: str) -> torch.Tensor:
+    """B from the free parameters: ``full`` theta is L x L; ``distance`` theta[k] is the bias of
+    a key k positions back (a Toeplitz B: the same recency preference for every query)."""
+    if param == "distance":
+        lag = (torch.arange(L)[:, None] - torch.arange(L)[None, :]).clamp_min(0)
+        theta = theta[lag]
+    return gauge_fix(theta)
+
+
+def _problems(config: ModelConfig, settings: FitSettings, offset: int):
+    L = config.seq_len
+    law = task.flag_law(L, "uniform")
+    out = []
+    for j in range(settings.inits):
+        model = model_at_init(config, settings.seed + offset + j)
+        generator = torch.Generator().manual_seed(settings.seed + 1000 + offset + j)
+        tokens, targets, _ = task.sample_batch(settings.batch, L, law, generator)
+        out.append((model, tokens, targets))
+    return out
+
+
+def fit_bias(config: ModelConfig, settings: FitSettings = FitSettings()) -> FitResult:
+    """Fit B by Adam on mean_j E_inf(model_j, batch_j; B), stopping on the relative tolerance."""
+    if config.attention == "uniform":
+        raise ConfigError("config key model.attention: a logit bias has no effect on uniform attention")
+    L = config.seq_len
+    part = fitted_positions(L, settings.positions)
+    problems = _problems(config, settings, offset=0)
+    theta = torch.zeros((L,) if settings.param == "distance" else (L, L), requires_grad=True)
+    optimizer = torch.optim.Adam([theta], lr=settings.lr)
+    rows, best, history = [], float("inf"), []
+    converged = False
+    for iteration in range(settings.max_iter + 1):
+        bias = bias_matrix(theta, L, settings.param)
+        energies = torch.stack([profile(m, x, y, bias, create_graph=True) for m, x, y in problems])
+        objective = imbalance(energies, part).mean()
+        full = imbalance(energies.detach(), slice(0, L)).mean()
+        rows.append((iteration, objective.item(), full.item()))
+        best = min(best, objective.item())
+        history.append(best)
+        if iteration >= settings.patience:
+            old = history[-1 - settings.patience]
+            if old - best <= settings.tol * abs(old):
+                converged = True
+                break
+        if iteration == settings.max_iter:
+            break
+        optimizer.zero_grad()
+        objective.backward()
+        optimizer.step()
+    bias = bias_matrix(theta.detach(), L, settings.param)
+    iterations = pd.DataFrame(rows, columns=["iteration", "E_inf_fit", "E_inf"])
+    profiles, before, after = held_out_profiles(config, settings, bias)
+    log.info("bias fit L=%d: %d iterations, held-out E_inf %.4g -> %.4g", L, len(rows) - 1, before, after)
+    return FitResult(bias, iterations, profiles, before, after, converged)
+
+
+def held_out_profiles(config: ModelConfig, settings: FitSettings, bias: torch.Tensor):
+    """Density profiles before (B = 0) and after (fitted B) on held-out inits and batches."""
+    L = config.seq_len
+    part = fitted_positions(L, settings.positions)
+    problems = _problems(config, settings, offset=500)
+    frames, scores = [], {}
+    for stage, b in (("before", torch.zeros(L, L)), ("after", bias)):
+        energies = torch.stack([profile(m, x, y, b, create_graph=False) for m, x, y in problems])
+        scores[stage] = imbalance(energies, part).mean().item()
+        mean_density = density(energies).mean(0).numpy()
+        fit_density = np.full(L, np.nan)
+        fit_density[part] = density(energies[:, part]).mean(0).numpy()
+        frames.append(
+            pd.DataFrame(
+                {
+                    "stage": stage,
+                    "position": np.arange(1, L + 1),
+                    "p": metrics.positions(L),
+                    "density": mean_density,
+                    "density_fit": fit_density,
+                    "E_inf_fit": scores[stage],
+                    "E_inf": imbalance(energies, slice(0, L)).mean().item(),
+                }
+            )
+        )
+    return pd.concat(frames, ignore_index=True), scores["before"], scores["after"]
+
+
+def bias_long(bias: torch.Tensor) -> pd.DataFrame:
+    """B in long format: one row per (query i, key j) on and below the diagonal (1-based)."""
+    L = bias.shape[0]
+    i, j = torch.tril_indices(L, L)
+    return pd.DataFrame({"query": (i + 1).numpy(), "key": (j + 1).numpy(), "bias": bias[i, j].numpy()})

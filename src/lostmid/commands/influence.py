@@ -1,0 +1,159 @@
+"""Commands of the adjoint influence stage: per-run influence and metrics, the density-flow check,
+the initialization sweep, the structural baseline, and their figures."""
+
+from __future__ import annotations
+
+import logging
+
+
+from lostmid import io
+from lostmid.cli import command, json_arg
+from lostmid.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+def _settings(parser, what: str):
+    parser.add_argument("--settings", type=json_arg, required=True, help=f"the config's {what} (JSON); keys left out take the library defaults")
+
+
+def _run_args(parser):
+    parser.add_argument("--spec", type=json_arg, required=True, help="run spec (JSON), as built by lostmid.config.run_spec")
+    parser.add_argument("--checkpoints", nargs="+", required=True, help="the run's checkpoints")
+    _settings(parser, "influence block")
+
+
+def _influence_args(parser):
+    _run_args(parser)
+    parser.add_argument("--profiles", required=True, help="Parquet: influence energy and density per layer and position")
+    parser.add_argument("--metrics", required=True, help="Parquet: regional metrics and Z per delta")
+
+
+def _influence_settings(raw):
+    from lostmid.influence import InfluenceSettings
+
+    return InfluenceSettings.from_dict(raw)
+
+
+@command("influence", "adjoint influence profiles and regional metrics at every checkpoint of a run", _influence_args)
+def influence(args):
+    from lostmid import checkpoint
+    from lostmid import devices
+    import pandas as pd
+    from lostmid import tables
+
+    from lostmid import influence as inf
+    from lostmid import metrics
+
+    settings = _influence_settings(args.settings)
+    device = devices.resolve(args.device)
+    L = args.spec["L"]
+    try:  # a delta that leaves a region empty at this L is a config error, not a crash
+        for delta in settings.deltas:
+            metrics.region_masks(L, delta)
+    except ValueError as err:
+        raise ConfigError(f"config key influence.deltas: {err}") from err
+    tokens, targets = inf.evaluation_batch(L, settings, device)
+    profiles, rows = [], []
+    for path in args.checkpoints:
+        model, step = checkpoint.load_model(path, args.spec, device)
+        profile, metric = inf.analyze(model, tokens, targets, settings.deltas, settings.chunk)
+        profiles.append(tables.with_run_keys(profile, args.spec, step))
+        rows.append(tables.with_run_keys(metric, args.spec, step))
+        last = metric.iloc[-1]
+        log.info("step %d: delta %.2f Delta %.4f LIM %.4f E_inf %.4g Z %.4g", step, last.delta, last.Delta, last.LIM, last.E_inf, last.Z)
+    io.write_parquet(pd.concat(profiles, ignore_index=True), args.profiles)
+    io.write_parquet(pd.concat(rows, ignore_index=True), args.metrics)
+
+
+def _flow_args(parser):
+    _run_args(parser)
+    parser.add_argument("--out", required=True, help="Parquet: predicted d_s m, finite difference and relative error per position")
+
+
+@command("density-flow", "predicted density flow (eq. 69) against one finite gradient step, at every checkpoint", _flow_args)
+def density_flow(args):
+    from lostmid import checkpoint
+    from lostmid import devices
+    import pandas as pd
+    from lostmid import tables
+
+    from lostmid import density_flow as flow
+    from lostmid import influence as inf
+
+    settings = _influence_settings(args.settings)
+    device = devices.resolve(args.device)
+    tokens, targets = inf.evaluation_batch(args.spec["L"], settings, device, flow=True)
+    parts = []
+    for path in args.checkpoints:
+        model, step = checkpoint.load_model(path, args.spec, device)
+        table = flow.flow_table(model, tokens, targets, settings.flow_step)
+        parts.append(tables.with_run_keys(table, args.spec, step))
+        log.info("step %d: relative error of the predicted flow %.3g (eta %g)", step, table.rel_error.iloc[0], settings.flow_step)
+    io.write_parquet(pd.concat(parts, ignore_index=True), args.out)
+
+
+def _sweep_args(parser):
+    parser.add_argument("--model", type=json_arg, required=True, help="the config's model block (JSON)")
+    _settings(parser, "influence.init_sweep block")
+    parser.add_argument("--out", required=True, help="Parquet: input-influence density at init per residual, depth, seed")
+
+
+@command("influence-init-sweep", "influence profile at initialization versus depth, with and without residual path", _sweep_args)
+def influence_init_sweep(args):
+    from lostmid import devices
+
+    from lostmid import influence as inf
+
+    settings = inf.InitSweepSettings.from_dict(args.settings)
+    model_block = {k: v for k, v in args.model.items() if k not in ("seq_len", "depth", "residual")}
+    try:
+        table = inf.init_sweep(model_block, settings, devices.resolve(args.device))
+    except (TypeError, ValueError) as err:  # a model block the ModelConfig rejects
+        raise ConfigError(f"config key model: {err}") from err
+    io.write_parquet(table, args.out)
+
+
+def _structural_args(parser):
+    _settings(parser, "influence.structural block")
+    parser.add_argument("--out", required=True, help="Parquet: measured and closed-form densities of the structural baseline")
+
+
+@command("structural-baseline", "structural baseline (uniform attention, identity maps): measured versus closed form", _structural_args)
+def structural_baseline(args):
+    from lostmid import influence as inf
+
+    table = inf.structural_baseline(inf.StructuralSettings.from_dict(args.settings))
+    error = ((table.measured - table.closed_form).abs() / table.closed_form.abs().max()).max()
+    log.info("structural baseline: max |measured - closed form| / max density = %.3g", error)
+    io.write_parquet(table, args.out)
+
+
+KINDS = ("profiles", "metrics", "depth", "init-sweep", "structural", "flow")
+
+
+def _plot_args(parser):
+    parser.add_argument("--kind", choices=KINDS, required=True, help="which figure")
+    parser.add_argument("--delta", type=float, default=0.2, help="region scale shown in the metrics figure")
+    parser.add_argument("--out", required=True, help="PNG file")
+    parser.add_argument("inputs", nargs="+", help="Parquet files of the table to plot")
+
+
+@command("plot-influence", "figures of the influence stage", _plot_args)
+def plot_influence(args):
+    from lostmid import tables
+
+    from lostmid import plots_influence
+
+    table = tables.read(args.inputs)
+    if args.kind == "metrics":
+        plots_influence.metrics_over_training(table, args.out, args.delta)
+    else:
+        plot = {
+            "profiles": plots_influence.profiles_over_training,
+            "depth": plots_influence.depth_profiles,
+            "init-sweep": plots_influence.init_sweep,
+            "structural": plots_influence.structural_baseline,
+            "flow": plots_influence.density_flow,
+        }[args.kind]
+        plot(table, args.out)

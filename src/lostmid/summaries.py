@@ -1,0 +1,70 @@
+"""Summary tables across runs, for the report and the README: what a reader checks first.
+
+Each function takes tidy result tables and returns a small DataFrame; ``to_html`` renders one
+as a standalone page that the Snakemake report shows inline.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+# Flag-position bins of the failure summary: early, middle and late thirds of the sequence.
+THIRDS = {"early": (0.0, 1 / 3), "middle": (1 / 3, 2 / 3), "late": (2 / 3, 1.0 + 1e-9)}
+
+
+def _mean_and_interval(values: pd.Series) -> str:
+    """'mean ± half-width' of a 95% t-interval over seeds ('mean' alone for one seed)."""
+    from scipy import stats
+
+    x = values.dropna().to_numpy(dtype=float)
+    if x.size == 0:
+        return "–"
+    if x.size == 1:
+        return f"{x[0]:.3g}"
+    half = stats.t.ppf(0.975, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size)
+    return f"{x.mean():.3g} ± {half:.2g}"
+
+
+def failure_by_third(failure: pd.DataFrame) -> pd.DataFrame:
+    """Failure rate in the early, middle and late third of flag positions, per variant, L,
+    depth and checkpoint: mean over seeds with a 95% interval."""
+    p = failure["p"]
+    parts = {name: failure[(p > low) & (p <= high)] for name, (low, high) in THIRDS.items()}
+    keys = ["variant", "L", "depth", "step"]
+    per_seed = {name: part.groupby(keys + ["seed"])["failure_rate"].mean() for name, part in parts.items()}
+    table = pd.DataFrame(per_seed).reset_index()
+    return table.groupby(keys).agg({name: _mean_and_interval for name in THIRDS}).reset_index()
+
+
+def regional_metrics_over_seeds(metrics: pd.DataFrame, delta: float = 0.2) -> pd.DataFrame:
+    """Delta, LIM, E_inf and Z of the influence density at each checkpoint (one delta), per
+    variant, L and depth: mean over seeds with a 95% interval."""
+    chosen = metrics[np.isclose(metrics["delta"], delta)]
+    keys = ["variant", "L", "depth", "step"]
+    return chosen.groupby(keys).agg({q: _mean_and_interval for q in ("Delta", "LIM", "E_inf", "Z")}).reset_index()
+
+
+def condition_rates(conditions: pd.DataFrame) -> pd.DataFrame:
+    """Per condition test: rows, how often it holds, how often its conclusion holds, how often
+    it is conservative (fails while the conclusion holds) and soundness violations."""
+    grouped = conditions.groupby("test")
+    return pd.DataFrame(
+        {
+            "rows": grouped.size(),
+            "holds": grouped["holds"].mean(),
+            "conclusion_holds": grouped["conclusion_holds"].mean(),
+            "conservative": grouped.apply(lambda g: (~g["holds"] & g["conclusion_holds"]).mean(), include_groups=False),
+            "violations": grouped.apply(lambda g: int((g["holds"] & ~g["conclusion_holds"]).sum()), include_groups=False),
+        }
+    ).reset_index()
+
+
+def to_html(table: pd.DataFrame, title: str, note: str) -> str:
+    """A standalone, readable HTML page of one table."""
+    style = (
+        "body{font-family:sans-serif;margin:1em}table{border-collapse:collapse;font-size:13px}"
+        "th,td{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f0f0f0}"
+    )
+    body = table.to_html(index=False, float_format=lambda v: f"{v:.4g}", border=0)
+    return f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title><style>{style}</style></head><body><h3>{title}</h3><p>{note}</p>{body}</body></html>"
