@@ -60,6 +60,7 @@ def bench(L: int, depth: int, args) -> dict:
     train = {"batch_size": args.batch_size, "lr": 3e-3, "beta1": 0.9, "beta2": 0.99, "weight_decay": 0.0, "grad_clip": 1.0, "flag_law": "uniform"}
     spec = {"variant": "bench", "L": L, "depth": depth, "seed": 0, "model": model_config.to_dict(), "train": train, "remedy": {"kind": "none"}}
     state = checkpoint.TrainingState.initial(spec, "cpu")
+    optimizer = state.ensure_optimizer()
     model = state.model
     law = task.flag_law(L)
 
@@ -67,10 +68,10 @@ def bench(L: int, depth: int, args) -> dict:
         tokens, targets, flags = task.sample_batch(args.batch_size, L, law, state.data_generator)
         model.train()
         loss, _ = state.objective(model, tokens, targets, flags, 1)
-        state.optimizer.zero_grad(set_to_none=True)
+        optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=False)
-        state.optimizer.step()
+        optimizer.step()
 
     settings = influence.InfluenceSettings(batch_per_position=args.batch_per_position, flow_batch_per_position=args.flow_batch_per_position)
     tokens, targets = influence.evaluation_batch(L, settings)

@@ -7,11 +7,14 @@ would redo.
 from __future__ import annotations
 
 import copy
+import os
 import re
 
 import pandas as pd
 import pytest
 import yaml
+
+from lostmid import config as lostmid_config
 
 from conftest import REPO, run_snakemake
 
@@ -56,8 +59,7 @@ def test_more_steps_train_only_the_new_segments(smoke_run, tmp_path):
     longer = tmp_path / "longer.yaml"
     longer.write_text(yaml.safe_dump(config))
     jobs = planned_jobs(workdir, configfile=longer)
-    n_runs = len(config["grid"][0]["seeds"])
-    assert jobs["train_segment"] == n_runs  # one new segment per run
+    assert jobs["train_segment"] == len(lostmid_config.runs(config))  # one new segment per run
     assert "init_checkpoint" not in jobs
 
 
@@ -80,3 +82,40 @@ def test_a_bad_config_stops_snakemake_with_the_key_named(tmp_path):
     result = run_snakemake(tmp_path, "--dry-run", configfile=bad, check=False)
     assert result.returncode != 0
     assert "train.every=7 does not divide train.steps=20" in result.stdout + result.stderr
+
+
+def test_every_rule_declares_log_benchmark_threads_resources_and_conda(tmp_path):
+    from snakemake.api import SnakemakeApi
+    from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings, StorageSettings
+
+    cwd = os.getcwd()  # Snakemake moves into the working directory
+    with SnakemakeApi(OutputSettings(quiet=True)) as api:
+        workflow = api.workflow(
+            resource_settings=ResourceSettings(),
+            config_settings=ConfigSettings(configfiles=[REPO / "config" / "smoke.yaml"]),
+            storage_settings=StorageSettings(),
+            snakefile=REPO / "Snakefile",
+            workdir=tmp_path,
+        )
+        rules = [rule for rule in workflow._workflow.rules if rule.name != "all"]
+        missing = {
+            rule.name: [
+                what
+                for what, present in {
+                    "log": bool(rule.log),
+                    "benchmark": rule.benchmark is not None,
+                    "mem_mb": "mem_mb" in rule.resources,
+                    "runtime": "runtime" in rule.resources,
+                    "conda": rule.conda_env is not None,
+                }.items()
+                if not present
+            ]
+            for rule in rules
+        }
+    os.chdir(cwd)
+    assert len(rules) > 20
+    assert {name: what for name, what in missing.items() if what} == {}
+    # threads default to 1 when left out, so read the declarations themselves
+    for smk in (REPO / "workflow" / "rules").glob("*.smk"):
+        for block in re.split(r"\n(?=rule )", smk.read_text())[1:]:
+            assert "\n    threads:" in block, f"{smk.name}: {block.splitlines()[0]} declares no threads"

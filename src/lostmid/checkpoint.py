@@ -45,9 +45,16 @@ class TrainingState:
     spec: dict
     step: int
     model: FlagTransformer
-    optimizer: torch.optim.Optimizer
+    # None until the first step needs it: a fresh AdamW has no state, and building one imports
+    # torch._dynamo (~3 s of CPU), which the init job would otherwise pay for nothing.
+    optimizer: torch.optim.Optimizer | None
     data_generator: torch.Generator
     objective: TaskObjective
+
+    def ensure_optimizer(self) -> torch.optim.Optimizer:
+        if self.optimizer is None:
+            self.optimizer = build_optimizer(self.model, self.spec["train"])
+        return self.optimizer
 
     @classmethod
     def initial(cls, spec: dict, device, attention_bias: torch.Tensor | None = None) -> "TrainingState":
@@ -58,7 +65,7 @@ class TrainingState:
             model.set_attention_bias(attention_bias)
         model.to(device)
         generator = torch.Generator().manual_seed(data_seed(spec["seed"]))
-        return cls(spec, 0, model, build_optimizer(model, spec["train"]), generator, make_objective(spec))
+        return cls(spec, 0, model, None, generator, make_objective(spec))
 
     def save(self, path) -> None:
         io.save_torch(
@@ -68,7 +75,7 @@ class TrainingState:
                 "spec": cfg.canonical_json(self.spec),
                 "fingerprint": cfg.fingerprint(self.spec),
                 "model": {k: v.detach().cpu() for k, v in self.model.state_dict().items()},
-                "optimizer": self.optimizer.state_dict(),
+                "optimizer": {} if self.optimizer is None else self.optimizer.state_dict(),
                 "data_rng": self.data_generator.get_state(),
                 "torch_rng": torch.get_rng_state(),
                 "objective": self.objective.state_dict(),
@@ -82,10 +89,11 @@ class TrainingState:
         raw = read(path, spec)
         spec = json.loads(raw["spec"])
         model = model_from_checkpoint(raw, device)
-        optimizer = build_optimizer(model, spec["train"])
+        optimizer = build_optimizer(model, spec["train"]) if raw["optimizer"] else None
         objective = make_objective(spec)
         try:
-            optimizer.load_state_dict(raw["optimizer"])
+            if optimizer is not None:
+                optimizer.load_state_dict(raw["optimizer"])
             objective.load_state_dict(raw["objective"])
             generator = torch.Generator()
             generator.set_state(raw["data_rng"])

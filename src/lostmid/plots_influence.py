@@ -1,7 +1,7 @@
 """Seaborn figures of the influence stage. Agg backend: figures are files, never windows.
 
 Densities have mean 1 and span orders of magnitude, so every profile is drawn on a log scale
-with the flat profile m = 1 as a dashed line. Intervals are 95% bootstrap intervals over seeds.
+with the flat profile m = 1 as a dashed line. Intervals are 95% intervals over seeds (mean ± 1.96 standard errors).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from lostmid import io  # noqa: E402
+from lostmid.plots import SEED_INTERVAL  # noqa: E402
 
 sns.set_theme(style="whitegrid", context="paper")
 
@@ -43,7 +44,7 @@ def profiles_over_training(influence: pd.DataFrame, path) -> None:
     data = _positive(influence[influence.layer == 0], "density")
     grid = sns.relplot(
         data=data, x="p", y="density", hue="step", style="L", col="variant", col_wrap=min(4, data.variant.nunique()),
-        kind="line", errorbar=("ci", 95), palette="viridis", height=2.6, aspect=1.3,
+        kind="line", errorbar=SEED_INTERVAL, palette="viridis", height=2.6, aspect=1.3,
     )
     _log_density(grid)
     grid.set_titles("{col_name}")
@@ -59,7 +60,7 @@ def metrics_over_training(metrics: pd.DataFrame, path, delta: float = 0.2) -> No
     long = data.melt(id_vars=["variant", "L", "depth", "seed", "step"], value_vars=["Delta", "LIM", "E_inf", "Z"], var_name="metric")
     grid = sns.relplot(
         data=long, x="step", y="value", hue="variant", style="L", col="metric", col_wrap=2, kind="line",
-        errorbar=("ci", 95), markers=True, height=2.4, aspect=1.4, facet_kws={"sharey": False},
+        errorbar=SEED_INTERVAL, markers=True, height=2.4, aspect=1.4, facet_kws={"sharey": False},
     )
     for name, ax in grid.axes_dict.items():
         if name == "Z":
@@ -81,7 +82,7 @@ def depth_profiles(influence: pd.DataFrame, path) -> None:
     data = _positive(influence[influence.step == last], "density")
     grid = sns.relplot(
         data=data, x="p", y="density", hue="layer", style="L", col="variant", col_wrap=min(4, data.variant.nunique()),
-        kind="line", errorbar=("ci", 95), palette="crest", height=2.6, aspect=1.3,
+        kind="line", errorbar=SEED_INTERVAL, palette="crest", height=2.6, aspect=1.3,
         marker="o", markersize=3,  # late layers can be a single point (the terminal adjoint at L)
     )
     _log_density(grid)
@@ -95,7 +96,7 @@ def init_sweep(sweep: pd.DataFrame, path) -> None:
     data = sweep.assign(path=np.where(sweep.residual, "with residual", "without residual"))
     grid = sns.relplot(
         data=data, x="p", y="density", hue="depth", col="path", col_order=["without residual", "with residual"],
-        kind="line", errorbar=("ci", 95), palette="flare", legend="full", height=3.0, aspect=1.3, facet_kws={"sharey": False},
+        kind="line", errorbar=SEED_INTERVAL, palette="flare", legend="full", height=3.0, aspect=1.3, facet_kws={"sharey": False},
     )
     _log_density(grid)
     grid.set_titles("{col_name}")
@@ -137,7 +138,7 @@ def density_flow(flow: pd.DataFrame, path) -> None:
     axes[0].set_xlabel("predicted d_s m_i (forward-over-reverse)")
     axes[0].set_ylabel("(m(theta - eta g) - m) / eta")
     errors = flow.drop_duplicates(["variant", "L", "depth", "seed", "step"])
-    sns.lineplot(data=errors, x="step", y="rel_error", hue="variant", style="L", markers=True, errorbar=("ci", 95), ax=axes[1])
+    sns.lineplot(data=errors, x="step", y="rel_error", hue="variant", style="L", markers=True, errorbar=SEED_INTERVAL, ax=axes[1])
     axes[1].set_yscale("log")
     axes[1].set_xlabel("training step")
     axes[1].set_ylabel(f"relative error (eta = {errors.eta.iloc[0]:g})")

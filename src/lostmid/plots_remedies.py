@@ -1,6 +1,6 @@
 """Seaborn figures of the remedies stage (Agg backend: files, never windows).
 
-Lines are means over seeds with 95% bootstrap intervals (seaborn's errorbar=("ci", 95)).
+Lines are means over seeds with 95% intervals (mean ± 1.96 standard errors, lostmid.plots.SEED_INTERVAL).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from lostmid.plots import save  # noqa: E402
+from lostmid.plots import SEED_INTERVAL, save  # noqa: E402
 
 sns.set_theme(style="whitegrid", context="paper")
 
@@ -48,7 +48,7 @@ def failure_by_remedy(failure: pd.DataFrame, steps, baseline: str, path) -> None
     data = failure[failure.step.isin(steps)]
     grid = sns.relplot(
         data=data, x="p", y="failure_rate", hue="variant", hue_order=_order(data.variant.unique(), baseline),
-        row="step", col="L", kind="line", errorbar=("ci", 95), height=2.4, aspect=1.5,
+        row="step", col="L", kind="line", errorbar=SEED_INTERVAL, height=2.4, aspect=1.5,
         facet_kws={"margin_titles": True, "sharey": False},
     )
     grid.set_axis_labels("flag position p = f / L", "failure rate")
@@ -65,7 +65,7 @@ def influence_by_remedy(influence, steps, baseline: str, path) -> None:
         data = data[data.layer == data.layer.min()]
     grid = sns.relplot(
         data=data, x="p", y="density", hue="variant", hue_order=_order(data.variant.unique(), baseline),
-        row="step", col="L", kind="line", errorbar=("ci", 95), height=2.4, aspect=1.5,
+        row="step", col="L", kind="line", errorbar=SEED_INTERVAL, height=2.4, aspect=1.5,
         facet_kws={"margin_titles": True},
     )
     grid.set(yscale="log")
@@ -96,7 +96,7 @@ def ablations(table: pd.DataFrame, path) -> None:
         return
     long = pd.concat(frames, ignore_index=True).dropna(subset=["value"])
     grid = sns.catplot(
-        data=long, x="level", y="value", row="metric", col="parameter", kind="point", errorbar=("ci", 95),
+        data=long, x="level", y="value", row="metric", col="parameter", kind="point", errorbar=SEED_INTERVAL,
         height=2.0, aspect=1.2, sharex=False, sharey="row", margin_titles=True,
     )
     grid.set_axis_labels("", "")
@@ -112,7 +112,7 @@ def overhead(table: pd.DataFrame, baseline: str, path) -> None:
         _empty(path, f"no overhead ratios: is the baseline variant {baseline!r} in the grid?")
         return
     grid = sns.catplot(
-        data=long, x="variant", y="value", hue="L", col="ratio", kind="bar", errorbar=("ci", 95),
+        data=long, x="variant", y="value", hue="L", col="ratio", kind="bar", errorbar=SEED_INTERVAL,
         order=_order(long.variant.unique(), baseline), height=2.8, aspect=1.4, sharey=False,
     )
     for ax in grid.axes.flat:

@@ -33,6 +33,7 @@ def train_steps(state: TrainingState, n_steps: int, device, progress: bool | Non
     L = spec["model"]["seq_len"]
     law = task.flag_law(L, train["flag_law"])
     model = state.model.train()
+    optimizer = state.ensure_optimizer()
     rows = []
     show_bar = sys.stderr.isatty() if progress is None else progress
     every_log = max(1, n_steps // 10)
@@ -42,11 +43,11 @@ def train_steps(state: TrainingState, n_steps: int, device, progress: bool | Non
         tokens, targets, flags = tokens.to(device), targets.to(device), flags.to(device)
         start = time.perf_counter()
         loss, logits = state.objective(model, tokens, targets, flags, step)
-        state.optimizer.zero_grad(set_to_none=True)
+        optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if train["grad_clip"] > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), train["grad_clip"], foreach=False)
-        state.optimizer.step()
+        optimizer.step()
         loss_value = loss.item()  # synchronizes with the device, so the timing is honest
         seconds = time.perf_counter() - start
         accuracy = (model.predictions(logits.detach()) == targets).float().mean().item()
