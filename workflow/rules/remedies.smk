@@ -4,6 +4,7 @@
 # takes it as input), the remedies table over every run, and the figures.
 import json
 
+from lostmid.bias_settings import FitSettings, check_disjoint_from_training
 from lostmid.errors import ConfigError
 
 REMEDY_SETTINGS = {"baseline": "baseline", "delta": 0.2, "threshold": 0.99, "window": 20, **config.get("remedies", {})}
@@ -21,6 +22,9 @@ def _check_bias_variants():
 
 
 _check_bias_variants()
+# Checked here, not passed to the fit as a parameter: a new training seed must not refit B
+# (and so retrain every debiased run).
+check_disjoint_from_training(FitSettings.from_dict(config.get("bias_fit", {})), {run.seed for run in RUNS})
 
 
 def bias_fit_model(wildcards):
@@ -43,7 +47,6 @@ rule bias_fit:
     params:
         model=bias_fit_model,
         settings=json.dumps(config.get("bias_fit", {}), sort_keys=True),
-        seeds=" ".join(str(run.seed) for run in RUNS),
     log:
         "results/logs/bias_fit/L{L}_M{depth}_{block}.log",
     benchmark:
@@ -55,7 +58,7 @@ rule bias_fit:
         mem_mb=1000,
         runtime=10,
     shell:
-        "lostmid bias-fit --model {params.model:q} --settings {params.settings:q} --training-seeds {params.seeds}"
+        "lostmid bias-fit --model {params.model:q} --settings {params.settings:q}"
         " --device {config[device]} --threads {threads} --out-tensor {output.tensor} --out-matrix {output.matrix}"
         " --out-iterations {output.iterations} --out-profiles {output.profiles} > {log} 2>&1"
 

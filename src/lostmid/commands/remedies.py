@@ -30,12 +30,11 @@ def bias_fit(args):
     import pandas as pd
 
     from lostmid.bias_fit import FitSettings, bias_long, fit_bias
+    from lostmid.bias_settings import check_disjoint_from_training
     from lostmid.model import ModelConfig
 
     settings = FitSettings.from_dict(args.settings)
-    clash = sorted(set(settings.seeds()) & set(args.training_seeds))
-    if clash:
-        raise ConfigError(f"config key bias_fit.seed={settings.seed}: the fit would use training seeds {clash[:5]}; choose a seed far from them")
+    check_disjoint_from_training(settings, args.training_seeds)
     try:
         config = ModelConfig(**args.model)
     except (TypeError, ValueError) as err:
