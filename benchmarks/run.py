@@ -84,7 +84,7 @@ def remedy_rows(steps):
     for probes, monitored in [(1, 4), (2, 4), (2, 8), (4, 8), (4, 16)]:
         remedy = {"kind": "observability", "lam": 0.1, "probes": probes, "monitored": monitored}
         t = bench_remedies.measure_one(base_args, remedy)["seconds_per_step"]
-        rows.append(row("Algorithm 3 step / baseline step", f"L=32, R={probes}, |S|={monitored}, R*|S|={probes * monitored}", t / baseline, "linear in R*|S|", None, "x"))
+        rows.append(row("Algorithm 3 step / baseline step", f"L=32, R={probes}, monitored S={monitored}, R·S={probes * monitored}", t / baseline, "linear in R·S", None, "x"))
     return rows
 
 
