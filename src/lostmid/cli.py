@@ -74,5 +74,10 @@ def main(argv=None) -> int:
 
 json_arg = _json
 
+
+def spec_arg(parser: argparse.ArgumentParser) -> None:
+    """The ``--spec`` option every per-run command takes."""
+    parser.add_argument("--spec", type=json_arg, required=True, help="run spec (JSON), as built by lostmid.config.run_spec")
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -131,6 +131,18 @@ def analyze(model, tokens, targets, deltas, chunk: int = 1024) -> tuple[pd.DataF
 # --- The initialization sweep of the blog post --------------------------------------------------
 
 
+def _from_block(cls, raw, key: str, tuple_keys):
+    """A settings dataclass from a config block: unknown keys are errors, lists become tuples."""
+    values = dict(raw or {})
+    unknown = set(values) - set(cls.__dataclass_fields__)
+    if unknown:
+        raise ConfigError(f"config key {key} has unknown keys {sorted(unknown)}")
+    for name in tuple_keys:
+        if name in values:
+            values[name] = tuple(int(v) for v in values[name])
+    return cls(**values)
+
+
 @dataclass(frozen=True)
 class InitSweepSettings:
     """Influence at step 0 versus depth, with and without the residual path (config ``influence.init_sweep``)."""
@@ -143,14 +155,7 @@ class InitSweepSettings:
 
     @classmethod
     def from_dict(cls, raw: dict) -> "InitSweepSettings":
-        values = dict(raw or {})
-        unknown = set(values) - {"L", "depths", "seeds", "batch_per_position", "seed"}
-        if unknown:
-            raise ConfigError(f"config key influence.init_sweep has unknown keys {sorted(unknown)}")
-        for key in ("depths", "seeds"):
-            if key in values:
-                values[key] = tuple(int(v) for v in values[key])
-        settings = cls(**values)
+        settings = _from_block(cls, raw, "influence.init_sweep", tuple_keys=("depths", "seeds"))
         if settings.L < 2 or min(settings.depths) < 1 or settings.batch_per_position < 1:
             raise ConfigError(f"config key influence.init_sweep: need L >= 2, depths >= 1, batch_per_position >= 1, got {raw}")
         return settings
@@ -198,14 +203,7 @@ class StructuralSettings:
 
     @classmethod
     def from_dict(cls, raw: dict) -> "StructuralSettings":
-        values = dict(raw or {})
-        unknown = set(values) - {"L", "depths", "epsilon", "d_model", "heads", "batch_per_position", "seed"}
-        if unknown:
-            raise ConfigError(f"config key influence.structural has unknown keys {sorted(unknown)}")
-        for key in ("L", "depths"):
-            if key in values:
-                values[key] = tuple(int(v) for v in values[key])
-        settings = cls(**values)
+        settings = _from_block(cls, raw, "influence.structural", tuple_keys=("L", "depths"))
         if min(settings.L) < 2 or min(settings.depths) < 1 or settings.d_model % settings.heads:
             raise ConfigError(f"config key influence.structural: need L >= 2, depths >= 1 and heads dividing d_model, got {raw}")
         return settings

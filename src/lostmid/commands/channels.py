@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import logging
 
-from lostmid.cli import command, json_arg
+from lostmid.cli import command, json_arg, spec_arg
 
 log = logging.getLogger(__name__)
 
 
 def _channels_args(parser):
-    parser.add_argument("--spec", type=json_arg, required=True, help="run spec (JSON), as built by lostmid.config.run_spec")
+    spec_arg(parser)
     parser.add_argument("--checkpoints", nargs="+", required=True, help="the run's checkpoints")
     parser.add_argument("--settings", type=json_arg, required=True, help="the config's channels block (JSON; defaults fill missing keys)")
     parser.add_argument("--channels", required=True, help="Parquet: step, delta, region, channel, J")

@@ -7,7 +7,7 @@ import logging
 
 
 from lostmid import io
-from lostmid.cli import command, json_arg
+from lostmid.cli import command, json_arg, spec_arg
 from lostmid.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -18,7 +18,7 @@ def _settings(parser, what: str):
 
 
 def _run_args(parser):
-    parser.add_argument("--spec", type=json_arg, required=True, help="run spec (JSON), as built by lostmid.config.run_spec")
+    spec_arg(parser)
     parser.add_argument("--checkpoints", nargs="+", required=True, help="the run's checkpoints")
     _settings(parser, "influence block")
 

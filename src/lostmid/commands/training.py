@@ -6,18 +6,14 @@ import logging
 
 
 from lostmid import io
-from lostmid.cli import command, json_arg
+from lostmid.cli import command, spec_arg
 from lostmid.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
 
-def _spec(parser):
-    parser.add_argument("--spec", type=json_arg, required=True, help="run spec (JSON), as built by lostmid.config.run_spec")
-
-
 def _init_args(parser):
-    _spec(parser)
+    spec_arg(parser)
     parser.add_argument("--attention-bias", default=None, help="tensor file (.pt) of a fitted L x L attention-logit bias")
     parser.add_argument("--out", required=True, help="checkpoint to write (step 0)")
 
@@ -38,7 +34,7 @@ def init(args):
 
 
 def _train_args(parser):
-    _spec(parser)
+    spec_arg(parser)
     parser.add_argument("--checkpoint", required=True, help="checkpoint to continue from")
     parser.add_argument("--steps", type=int, required=True, help="optimizer steps in this segment")
     parser.add_argument("--out", required=True, help="checkpoint to write after the segment")
@@ -66,7 +62,7 @@ def train(args):
 
 
 def _failure_args(parser):
-    _spec(parser)
+    spec_arg(parser)
     parser.add_argument("--checkpoints", nargs="+", required=True, help="the run's checkpoints to evaluate")
     parser.add_argument("--per-position", type=int, required=True, help="evaluation sequences per flag position")
     parser.add_argument("--eval-seed", type=int, required=True)
