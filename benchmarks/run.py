@@ -23,6 +23,7 @@ import bench_channels  # noqa: E402
 import bench_influence  # noqa: E402
 import bench_pipeline  # noqa: E402
 import bench_remedies  # noqa: E402
+import bench_seeds  # noqa: E402
 import bench_training  # noqa: E402
 
 from lostmid import io  # noqa: E402
@@ -88,6 +89,14 @@ def remedy_rows(steps):
     return rows
 
 
+def seed_rows():
+    rows = []
+    for m in bench_seeds.measure(seeds=(1, 3, 8), d_models=(16, 64)):
+        setting = f"S={m['seeds']} inits, d={m['d_model']}, L={m['L']}, batch {m['batch']} each"
+        rows.append(row("bias-fit iteration: S inits looped / one vmapped pass", setting, m["speedup"], unit="x"))
+    return rows
+
+
 def pipeline_rows(default: bool):
     rows = []
     for measured in bench_pipeline.measure(configs=("smoke", "config") if default else ("smoke",)):
@@ -117,6 +126,7 @@ def main(argv=None):
     rows += influence_rows([16, 32, 64])
     rows += channel_rows([16, 32])
     rows += remedy_rows(max(10, args.steps))
+    rows += seed_rows()
     rows += pipeline_rows(args.default_pipeline)
     table = pd.DataFrame(rows)
     table["meets"] = table["meets"].astype("boolean")

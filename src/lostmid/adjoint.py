@@ -37,6 +37,40 @@ def energy(adjoint: torch.Tensor) -> torch.Tensor:
     return adjoint.square().sum(-1).mean(0)
 
 
+def seed_input_energies(models, tokens, targets, bias=None) -> torch.Tensor:
+    """Input-influence energies E||P_0(i)||^2 of several models of one architecture, (S, L).
+
+    The S models differ only in their weights (seeds). Their parameters are stacked
+    (torch.func.stack_module_state) and ONE vmapped pass of torch.func.grad gives every
+    model's P_0: S small models share the device in one forward and backward, not S of them.
+
+    ``tokens``, ``targets``: one batch for every model, (batch, L) and (batch,), or one per
+    model, (S, batch, L) and (S, batch). ``bias``: an attention-logit bias used by every model
+    in place of its own; it may carry a gradient, and the energies are differentiable with
+    respect to it (the bias fit descends through them). Attention is explicit, whose
+    arithmetic every transform supports.
+    """
+    from lostmid.model import explicit_attention
+
+    base = models[0]
+    weights, _ = torch.func.stack_module_state(models)
+    buffers = dict(base.named_buffers())
+    if bias is not None:
+        buffers["attn_bias"] = bias
+    per_model_data = 0 if tokens.dim() == 3 else None
+
+    def summed_loss(tap, model_weights, x, y):
+        logits = torch.func.functional_call(base, (model_weights, buffers), (x,), {"taps": [tap] + [None] * len(base.steps)})
+        return base.loss(logits, y) * x.shape[0]  # sum over sequences: each gets its own adjoint
+
+    def input_energy(model_weights, x, y):
+        tap = torch.zeros(*x.shape, base.config.d_model, dtype=base.token_embedding.weight.dtype, device=x.device)
+        return energy(torch.func.grad(summed_loss)(tap, model_weights, x, y))
+
+    with explicit_attention(base):
+        return torch.func.vmap(input_energy, in_dims=(0, per_model_data, per_model_data))(weights, tokens, targets)
+
+
 def density(energy_profile: torch.Tensor) -> torch.Tensor:
     """Normalized density m_i = I(i) / mean_j I(j) (mean 1); differentiable."""
     return energy_profile / energy_profile.mean(-1, keepdim=True)

@@ -8,7 +8,8 @@ every entry free (``full``, L(L+1)/2 numbers) the fit chases the sampling noise 
 batches when the systematic imbalance is small, as it is at init in a residual model. It minimizes the influence imbalance E_inf of the input-adjoint density at step 0,
 averaged over several random initializations and batches whose seeds are disjoint from the
 training seeds; the model's weights stay fixed, only B moves (Adam on B, gradients through
-the adjoint with create_graph).
+the adjoint). The initializations are evaluated together: their weights are stacked and one
+vmapped pass gives every initialization's adjoint (lostmid.adjoint.seed_input_energies).
 
 Which positions are flattened (``positions``):
 - ``all``: DESIGN.md's E_inf over the whole profile.
@@ -22,7 +23,6 @@ Which positions are flattened (``positions``):
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from dataclasses import dataclass
 
@@ -31,10 +31,10 @@ import pandas as pd
 import torch
 
 from lostmid import metrics, task
-from lostmid.adjoint import density, energy
+from lostmid.adjoint import density, seed_input_energies
 from lostmid.bias_settings import FitSettings  # noqa: F401  (re-exported: the fit's settings)
 from lostmid.errors import ConfigError
-from lostmid.model import FlagTransformer, ModelConfig, explicit_attention
+from lostmid.model import FlagTransformer, ModelConfig
 
 log = logging.getLogger(__name__)
 
@@ -61,29 +61,8 @@ def model_at_init(config: ModelConfig, seed: int) -> FlagTransformer:
     return model.eval()
 
 
-@contextlib.contextmanager
-def logit_bias(model: FlagTransformer, bias: torch.Tensor):
-    """Use ``bias`` (which may carry a gradient) as the model's attention bias inside the block."""
-    saved = model._buffers["attn_bias"]
-    model._buffers["attn_bias"] = bias
-    try:
-        yield model
-    finally:
-        model._buffers["attn_bias"] = saved
-
-
 def fitted_positions(L: int, positions: str) -> slice:
     return slice(0, L - 1) if positions == "context" else slice(0, L)
-
-
-def profile(model, tokens, targets, bias: torch.Tensor, create_graph: bool) -> torch.Tensor:
-    """Influence energy I(i) of the input adjoint at init under ``bias``, shape (L,)."""
-    tap = torch.zeros(tokens.shape[0], tokens.shape[1], model.config.d_model, requires_grad=True)
-    with logit_bias(model, bias), explicit_attention(model):
-        logits = model(tokens, taps=[tap] + [None] * len(model.steps))
-        loss = model.loss(logits, targets) * tokens.shape[0]
-        (p0,) = torch.autograd.grad(loss, tap, create_graph=create_graph)
-    return energy(p0)
 
 
 def imbalance(energies: torch.Tensor, part: slice) -> torch.Tensor:
@@ -109,16 +88,28 @@ def bias_matrix(theta: torch.Tensor, L: int, param: str) -> torch.Tensor:
     return gauge_fix(theta)
 
 
-def _problems(config: ModelConfig, settings: FitSettings, offset: int):
-    L = config.seq_len
-    law = task.flag_law(L, "uniform")
-    out = []
-    for j in range(settings.inits):
-        model = model_at_init(config, settings.seed + offset + j)
-        generator = torch.Generator().manual_seed(settings.seed + 1000 + offset + j)
-        tokens, targets, _ = task.sample_batch(settings.batch, L, law, generator)
-        out.append((model, tokens, targets))
-    return out
+@dataclass
+class Problems:
+    """The fit's random initializations, each with its own batch: ``energies`` evaluates them all
+    in one vmapped pass (lostmid.adjoint.seed_input_energies)."""
+
+    models: list[FlagTransformer]
+    tokens: torch.Tensor  # (inits, batch, L)
+    targets: torch.Tensor  # (inits, batch)
+
+    @classmethod
+    def draw(cls, config: ModelConfig, settings: FitSettings, offset: int) -> "Problems":
+        L = config.seq_len
+        law = task.flag_law(L, "uniform")
+        models, batches = [], []
+        for j in range(settings.inits):
+            models.append(model_at_init(config, settings.seed + offset + j))
+            batches.append(task.sample_batch(settings.batch, L, law, torch.Generator().manual_seed(settings.seed + 1000 + offset + j)))
+        return cls(models, torch.stack([b[0] for b in batches]), torch.stack([b[1] for b in batches]))
+
+    def energies(self, bias: torch.Tensor) -> torch.Tensor:
+        """Influence energy I(i) of every initialization's input adjoint under ``bias``, (inits, L)."""
+        return seed_input_energies(self.models, self.tokens, self.targets, bias)
 
 
 def fit_bias(config: ModelConfig, settings: FitSettings = FitSettings()) -> FitResult:
@@ -127,14 +118,14 @@ def fit_bias(config: ModelConfig, settings: FitSettings = FitSettings()) -> FitR
         raise ConfigError("config key model.attention: a logit bias has no effect on uniform attention")
     L = config.seq_len
     part = fitted_positions(L, settings.positions)
-    problems = _problems(config, settings, offset=0)
+    problems = Problems.draw(config, settings, offset=0)
     theta = torch.zeros((L,) if settings.param == "distance" else (L, L), requires_grad=True)
     optimizer = torch.optim.Adam([theta], lr=settings.lr)
     rows, best, history = [], float("inf"), []
     converged = False
     for iteration in range(settings.max_iter + 1):
         bias = bias_matrix(theta, L, settings.param)
-        energies = torch.stack([profile(m, x, y, bias, create_graph=True) for m, x, y in problems])
+        energies = problems.energies(bias)
         objective = imbalance(energies, part).mean()
         full = imbalance(energies.detach(), slice(0, L)).mean()
         rows.append((iteration, objective.item(), full.item()))
@@ -161,10 +152,10 @@ def held_out_profiles(config: ModelConfig, settings: FitSettings, bias: torch.Te
     """Density profiles before (B = 0) and after (fitted B) on held-out inits and batches."""
     L = config.seq_len
     part = fitted_positions(L, settings.positions)
-    problems = _problems(config, settings, offset=500)
+    problems = Problems.draw(config, settings, offset=500)
     frames, scores = [], {}
     for stage, b in (("before", torch.zeros(L, L)), ("after", bias)):
-        energies = torch.stack([profile(m, x, y, b, create_graph=False) for m, x, y in problems])
+        energies = problems.energies(b).detach()
         scores[stage] = imbalance(energies, part).mean().item()
         mean_density = density(energies).mean(0).numpy()
         fit_density = np.full(L, np.nan)

@@ -29,14 +29,8 @@ from dataclasses import dataclass
 
 import torch
 
+from lostmid.channel_names import CHANNELS, PAIRS, pair_name  # noqa: F401 (re-exported)
 from lostmid.model import FlagTransformer, MLPStep, explicit_attention
-
-CHANNELS = ("res", "cone", "loc")
-PAIRS = (("res", "cone"), ("res", "loc"), ("cone", "loc"))
-
-
-def pair_name(pair) -> str:
-    return "-".join(pair)
 
 
 def require_residual(model: FlagTransformer) -> None:

@@ -19,20 +19,14 @@ from lostmid import io
 from lostmid.errors import CheckpointError
 from lostmid.model import FlagTransformer, ModelConfig
 from lostmid.objectives import TaskObjective, make_objective
+from lostmid.optim import AdamW
 
 FORMAT = "lostmid-checkpoint-v1"
 REQUIRED = ("format", "step", "spec", "fingerprint", "model", "optimizer", "data_rng", "torch_rng", "objective")
 
 
-def build_optimizer(model: torch.nn.Module, train: dict) -> torch.optim.Optimizer:
-    # foreach=False: the single-tensor path is the same arithmetic on every device and run.
-    return torch.optim.AdamW(
-        model.parameters(),
-        lr=train["lr"],
-        betas=(train["beta1"], train["beta2"]),
-        weight_decay=train["weight_decay"],
-        foreach=False,
-    )
+def build_optimizer(model: torch.nn.Module, train: dict) -> AdamW:
+    return AdamW(model.parameters(), lr=train["lr"], betas=(train["beta1"], train["beta2"]), weight_decay=train["weight_decay"])
 
 
 def data_seed(seed: int) -> int:
@@ -45,13 +39,12 @@ class TrainingState:
     spec: dict
     step: int
     model: FlagTransformer
-    # None until the first step needs it: a fresh AdamW has no state, and building one imports
-    # torch._dynamo (~3 s of CPU), which the init job would otherwise pay for nothing.
-    optimizer: torch.optim.Optimizer | None
+    # None until the first step needs it: a fresh AdamW has no state to save.
+    optimizer: AdamW | None
     data_generator: torch.Generator
     objective: TaskObjective
 
-    def ensure_optimizer(self) -> torch.optim.Optimizer:
+    def ensure_optimizer(self) -> AdamW:
         if self.optimizer is None:
             self.optimizer = build_optimizer(self.model, self.spec["train"])
         return self.optimizer

@@ -26,11 +26,16 @@ with its conclusion only when |lhs - rhs| is within that tolerance.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
 
 from lostmid import metrics
-from lostmid.channels import CHANNELS, PAIRS, Profiles, pair_name
+from lostmid.channel_names import CHANNELS, PAIRS, pair_name
+
+if TYPE_CHECKING:  # lostmid.channels imports torch, which the tables and figures of this module do not need
+    from lostmid.channels import Profiles
 
 REGIONS = ("left", "middle", "right")
 EQUIVALENCES = ("exact_left", "exact_right", "exact")
