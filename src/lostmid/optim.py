@@ -49,6 +49,8 @@ class AdamW:
     @torch.no_grad()
     def step(self) -> None:
         active = [(i, p) for i, p in enumerate(self.params) if p.grad is not None]
+        if not active:
+            return
         states = [self._state(i, p) for i, p in active]
         adamw(
             [p for _, p in active],
