@@ -16,27 +16,12 @@ the median training step. Timings are wall-clock on the host (CUDA is synchroniz
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import torch
+from timing import median_seconds
 
 from lostmid import channels, checkpoint, task
 from lostmid.model import FlagTransformer, ModelConfig
-
-
-def timed(fn, repeats: int, device) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        fn()
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def parse_args(argv=None):
@@ -77,7 +62,7 @@ def measure(args):
         optimizer.step()
         loss.item()
 
-    train_s = timed(training_step, args.repeats, device)
+    train_s = median_seconds(training_step, args.repeats, device)
 
     analysed = FlagTransformer(config).to(device).to(getattr(torch, args.dtype))
     analysed.load_state_dict(model.state_dict())
@@ -95,9 +80,9 @@ def measure(args):
         channels.channel_profiles(analysed, tokens, targets, args.batch, args.power_iterations, 0)
 
     rows = [("training step", train_s)]
-    rows += [("split (1 fwd + 1 bwd)", timed(split_only, args.repeats, device))]
-    rows += [(f"norms ({args.power_iterations} JVP/VJP pairs x {len(h)} steps)", timed(norms_only, args.repeats, device))]
-    rows += [("stage per batch (split + norms + statistics)", timed(stage, args.repeats, device))]
+    rows += [("split (1 fwd + 1 bwd)", median_seconds(split_only, args.repeats, device))]
+    rows += [(f"norms ({args.power_iterations} JVP/VJP pairs x {len(h)} steps)", median_seconds(norms_only, args.repeats, device))]
+    rows += [("stage per batch (split + norms + statistics)", median_seconds(stage, args.repeats, device))]
     return rows, device
 
 

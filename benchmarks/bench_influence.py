@@ -18,23 +18,12 @@ Single thread (torch.set_num_threads(1)), as the workflow's jobs run.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import torch
+from timing import median_seconds
 
 from lostmid import checkpoint, density_flow, influence, task
 from lostmid.model import ModelConfig
-
-
-def median_seconds(fn, repeats: int) -> float:
-    fn()  # warm-up: first-call costs (lazy imports, allocator) are not the steady state
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def per_position_loop(model, tokens, targets):
@@ -60,7 +49,7 @@ def bench(L: int, depth: int, args) -> dict:
     train = {"batch_size": args.batch_size, "lr": 3e-3, "beta1": 0.9, "beta2": 0.99, "weight_decay": 0.0, "grad_clip": 1.0, "flag_law": "uniform"}
     spec = {"variant": "bench", "L": L, "depth": depth, "seed": 0, "model": model_config.to_dict(), "train": train, "remedy": {"kind": "none"}}
     state = checkpoint.TrainingState.initial(spec, "cpu")
-    optimizer = state.ensure_optimizer()
+    optimizer = state.optimizer
     model = state.model
     law = task.flag_law(L)
 

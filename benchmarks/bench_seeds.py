@@ -14,26 +14,13 @@ the CPU).
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import torch
+from timing import median_seconds
 
 from lostmid import adjoint, task
 from lostmid.bias_fit import model_at_init
 from lostmid.model import ModelConfig, explicit_attention
-
-
-def median_seconds(fn, repeats: int, device) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def measure(seeds=(1, 3, 8), d_models=(16, 64), L: int = 24, batch: int = 32, repeats: int = 5, device="cpu") -> list[dict]:

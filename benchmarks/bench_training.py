@@ -13,6 +13,7 @@ import time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from timing import synchronize
 
 from lostmid import task
 from lostmid.checkpoint import build_optimizer
@@ -66,11 +67,6 @@ def matmul_peak(device, n: int = 2048, repeats: int = 10) -> float:
         a @ b
     synchronize(device)
     return 2 * n**3 * repeats / (time.perf_counter() - start)
-
-
-def synchronize(device) -> None:
-    if torch.device(device).type == "cuda":
-        torch.cuda.synchronize()
 
 
 def seconds_per_step(model, batch: int, device, steps: int, loss_fn) -> float:

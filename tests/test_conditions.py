@@ -156,7 +156,7 @@ def test_settings_fill_defaults_and_errors_name_the_key():
     with pytest.raises(ConfigError, match="channels.deltas"):
         conditions.settings_from_dict({"deltas": [0.6]})
     with pytest.raises(ConfigError, match="channels.deltas"):
-        conditions.check_deltas(8, [0.05])  # no position with p < 0.05 when L = 8
+        metrics.check_deltas(8, [0.05], "channels.deltas")  # no position with p < 0.05 when L = 8
 
 
 # The command on trained checkpoints ---------------------------------------------------------

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from lostmid import config as cfg
-from lostmid import remedies, task
+from lostmid import remedies, remedy_tables, task
 from lostmid.checkpoint import TrainingState
 from lostmid.errors import ConfigError
 from lostmid.model import FlagTransformer, ModelConfig
@@ -234,7 +234,7 @@ def test_remedy_table_joins_metrics_accuracy_and_overhead_against_the_baseline()
          for v in ("baseline", "balance") for s in range(1, 11)]
     )
     variants = {"baseline": {}, "balance": {"remedy": {"kind": "balance", "beta": 0.5}}}
-    table = remedies.remedy_table(metrics, failure, train, pd.DataFrame(),
+    table = remedy_tables.remedy_table(metrics, failure, train, pd.DataFrame(),
                                   {k: (v or {}).get("remedy") for k, v in variants.items()}, window=2)
     assert len(table) == 4 and list(table.columns[:5]) == ["variant", "L", "depth", "seed", "step"]
     balance = table[table.variant == "balance"].set_index("step")
@@ -242,5 +242,5 @@ def test_remedy_table_joins_metrics_accuracy_and_overhead_against_the_baseline()
     assert balance.loc[0, "E_inf"] == 1.0 and balance.loc[0, "strength"] == 0.5
     assert balance.loc[0, "time_ratio"] == pytest.approx(3.0)
     assert balance.loc[0, "steps_to_99"] == 6  # rolling mean of 2 steps reaches 0.99 at step 6
-    summary = remedies.seed_summary(table)
+    summary = remedy_tables.seed_summary(table)
     assert {"mean", "ci_low", "ci_high", "n_seeds"} <= set(summary.columns)

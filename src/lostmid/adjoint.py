@@ -37,12 +37,27 @@ def energy(adjoint: torch.Tensor) -> torch.Tensor:
     return adjoint.square().sum(-1).mean(0)
 
 
+def functional_loss_sum(model, weights: dict, buffers: dict, tokens, targets, tap) -> torch.Tensor:
+    """Sum of the per-sequence losses with ``tap`` added to X_0, as a pure function of the
+    model's ``weights`` and ``buffers`` (torch.func.functional_call), so that d/d tap is every
+    sequence's own P_0 and grad, jvp and vmap over the weights compose with it."""
+    logits = torch.func.functional_call(model, (weights, buffers), (tokens,), {"taps": [tap] + [None] * len(model.steps)})
+    return model.loss(logits, targets) * tokens.shape[0]
+
+
+def functional_input_energy(model, weights: dict, buffers: dict, tokens, targets) -> torch.Tensor:
+    """Input-influence energy E||P_0(i)||^2, shape (L,), as a pure function of the weights."""
+    tap = torch.zeros(*tokens.shape, model.config.d_model, dtype=model.token_embedding.weight.dtype, device=tokens.device)
+    p0 = torch.func.grad(functional_loss_sum, argnums=5)(model, weights, buffers, tokens, targets, tap)
+    return energy(p0)
+
+
 def seed_input_energies(models, tokens, targets, bias=None) -> torch.Tensor:
     """Input-influence energies E||P_0(i)||^2 of several models of one architecture, (S, L).
 
     The S models differ only in their weights (seeds). Their parameters are stacked
-    (torch.func.stack_module_state) and ONE vmapped pass of torch.func.grad gives every
-    model's P_0: S small models share the device in one forward and backward, not S of them.
+    (torch.func.stack_module_state) and ONE vmapped pass of ``functional_input_energy`` gives
+    every model's P_0: S small models share the device in one forward and backward, not S.
 
     ``tokens``, ``targets``: one batch for every model, (batch, L) and (batch,), or one per
     model, (S, batch, L) and (S, batch). ``bias``: an attention-logit bias used by every model
@@ -59,13 +74,8 @@ def seed_input_energies(models, tokens, targets, bias=None) -> torch.Tensor:
         buffers["attn_bias"] = bias
     per_model_data = 0 if tokens.dim() == 3 else None
 
-    def summed_loss(tap, model_weights, x, y):
-        logits = torch.func.functional_call(base, (model_weights, buffers), (x,), {"taps": [tap] + [None] * len(base.steps)})
-        return base.loss(logits, y) * x.shape[0]  # sum over sequences: each gets its own adjoint
-
     def input_energy(model_weights, x, y):
-        tap = torch.zeros(*x.shape, base.config.d_model, dtype=base.token_embedding.weight.dtype, device=x.device)
-        return energy(torch.func.grad(summed_loss)(tap, model_weights, x, y))
+        return functional_input_energy(base, model_weights, buffers, x, y)
 
     with explicit_attention(base):
         return torch.func.vmap(input_energy, in_dims=(0, per_model_data, per_model_data))(weights, tokens, targets)

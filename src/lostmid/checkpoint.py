@@ -39,15 +39,9 @@ class TrainingState:
     spec: dict
     step: int
     model: FlagTransformer
-    # None until the first step needs it: a fresh AdamW has no state to save.
-    optimizer: AdamW | None
+    optimizer: AdamW
     data_generator: torch.Generator
     objective: TaskObjective
-
-    def ensure_optimizer(self) -> AdamW:
-        if self.optimizer is None:
-            self.optimizer = build_optimizer(self.model, self.spec["train"])
-        return self.optimizer
 
     @classmethod
     def initial(cls, spec: dict, device, attention_bias: torch.Tensor | None = None) -> "TrainingState":
@@ -58,7 +52,7 @@ class TrainingState:
             model.set_attention_bias(attention_bias)
         model.to(device)
         generator = torch.Generator().manual_seed(data_seed(spec["seed"]))
-        return cls(spec, 0, model, None, generator, make_objective(spec))
+        return cls(spec, 0, model, build_optimizer(model, spec["train"]), generator, make_objective(spec))
 
     def save(self, path) -> None:
         io.save_torch(
@@ -68,7 +62,7 @@ class TrainingState:
                 "spec": cfg.canonical_json(self.spec),
                 "fingerprint": cfg.fingerprint(self.spec),
                 "model": {k: v.detach().cpu() for k, v in self.model.state_dict().items()},
-                "optimizer": {} if self.optimizer is None else self.optimizer.state_dict(),
+                "optimizer": self.optimizer.state_dict(),
                 "data_rng": self.data_generator.get_state(),
                 "torch_rng": torch.get_rng_state(),
                 "objective": self.objective.state_dict(),
@@ -82,10 +76,10 @@ class TrainingState:
         raw = read(path, spec)
         spec = json.loads(raw["spec"])
         model = model_from_checkpoint(raw, device)
-        optimizer = build_optimizer(model, spec["train"]) if raw["optimizer"] else None
+        optimizer = build_optimizer(model, spec["train"])
         objective = make_objective(spec)
         try:
-            if optimizer is not None:
+            if raw["optimizer"]:  # step-0 checkpoints of earlier versions saved none
                 optimizer.load_state_dict(raw["optimizer"])
             objective.load_state_dict(raw["objective"])
             generator = torch.Generator()
@@ -132,3 +126,20 @@ def load_model(path, spec: dict | None, device) -> tuple[FlagTransformer, int]:
     model = model_from_checkpoint(raw, device)
     model.eval()
     return model, int(raw["step"])
+
+
+def analyze_run(paths, spec: dict, device, analyze) -> tuple:
+    """Apply ``analyze(model, step)`` to every checkpoint of one run, loaded one at a time.
+
+    ``analyze`` returns a tuple of tables for its checkpoint; the result is each of those tables
+    concatenated over the checkpoints, with the run's grid keys and the step as first columns.
+    """
+    import pandas as pd
+
+    from lostmid.tables import with_run_keys
+
+    per_checkpoint = []
+    for path in paths:
+        model, step = load_model(path, spec, device)
+        per_checkpoint.append([with_run_keys(table, spec, step) for table in analyze(model, step)])
+    return tuple(pd.concat(parts, ignore_index=True) for parts in zip(*per_checkpoint))

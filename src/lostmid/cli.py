@@ -105,3 +105,9 @@ def spec_arg(parser: argparse.ArgumentParser) -> None:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def figure_args(parser: argparse.ArgumentParser) -> None:
+    """The options of a figure drawn from one kind of table: ``--out`` PNG and the tables."""
+    parser.add_argument("--out", required=True, help="PNG file")
+    parser.add_argument("inputs", nargs="+", help="Parquet files of the table to plot")

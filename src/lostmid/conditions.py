@@ -247,17 +247,6 @@ def settings_from_dict(raw: dict) -> dict:
     return settings
 
 
-def check_deltas(L: int, deltas) -> None:
-    """Every region non-empty at every delta for sequence length L (ConfigError otherwise)."""
-    from lostmid.errors import ConfigError
-
-    for delta in deltas:
-        try:
-            metrics.region_masks(L, delta)
-        except ValueError as err:
-            raise ConfigError(f"config key channels.deltas: {err}") from None
-
-
 def checkpoint_tables(model, settings: dict, device):
     """Channels, cross_terms and conditions rows of one model (no grid keys), and diagnostics.
 
@@ -270,7 +259,7 @@ def checkpoint_tables(model, settings: dict, device):
     from lostmid.channels import channel_profiles
 
     L = model.config.seq_len
-    check_deltas(L, settings["deltas"])
+    metrics.check_deltas(L, settings["deltas"], "channels.deltas")
     if settings["float64"]:
         model = model.double()
     tokens, targets, _ = task.stratified_eval_set(L, settings["batch_per_position"], settings["seed"])

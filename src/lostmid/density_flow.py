@@ -23,8 +23,9 @@ import copy
 import numpy as np
 import pandas as pd
 import torch
-from torch.func import functional_call, grad, jvp
+from torch.func import grad, jvp
 
+from lostmid.adjoint import functional_input_energy, functional_loss_sum
 from lostmid.metrics import positions
 from lostmid.model import explicit_attention
 
@@ -39,23 +40,15 @@ class _InputEnergy:
         self.tokens = tokens
         self.targets = targets
         self.buffers = dict(model.named_buffers())
-        self.n_states = len(model.steps) + 1
         dtype = model.token_embedding.weight.dtype
         self.zero_tap = torch.zeros(tokens.shape[0], tokens.shape[1], model.config.d_model, dtype=dtype, device=tokens.device)
 
-    def loss_sum(self, params, tap):
-        """Sum of the per-sequence losses with ``tap`` added to X_0 (so d/d tap is P_0 of each sequence)."""
-        taps = [tap] + [None] * (self.n_states - 1)
-        logits = functional_call(self.model, (params, self.buffers), (self.tokens,), {"taps": taps})
-        return self.model.loss(logits, self.targets) * self.tokens.shape[0]
-
     def risk(self, params):
         """R: the mean task loss on the batch."""
-        return self.loss_sum(params, self.zero_tap) / self.tokens.shape[0]
+        return functional_loss_sum(self.model, params, self.buffers, self.tokens, self.targets, self.zero_tap) / self.tokens.shape[0]
 
     def __call__(self, params):
-        p0 = grad(self.loss_sum, argnums=1)(params, self.zero_tap)
-        return p0.square().sum(-1).mean(0)
+        return functional_input_energy(self.model, params, self.buffers, self.tokens, self.targets)
 
 
 def _float64_copy(model):

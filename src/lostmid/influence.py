@@ -25,6 +25,7 @@ import torch
 
 from lostmid import adjoint, metrics, task
 from lostmid.errors import ConfigError
+from lostmid.tables import with_keys
 
 INFLUENCE_COLUMNS = ["layer", "position", "p", "energy", "density"]
 METRIC_COLUMNS = ["delta", "m_left", "m_middle", "m_right", "Delta", "SC", "LIM", "E_inf", "Z"]
@@ -41,8 +42,6 @@ class InfluenceSettings:
     flow_batch_per_position: int = 2  # the density-flow batch (forward-over-reverse in float64 costs ~10 backward passes)
     chunk: int = 1024  # sequences per forward/backward pass (memory bound only; results do not depend on it)
 
-    KEYS = ("batch_per_position", "seed", "deltas", "flow_step", "flow_batch_per_position", "chunk")
-
     @classmethod
     def from_dict(cls, raw: dict) -> "InfluenceSettings":
         """Settings from the config block; sub-blocks of other rules (init_sweep, structural) are ignored.
@@ -51,7 +50,7 @@ class InfluenceSettings:
         """
         if not isinstance(raw, dict):
             raise ConfigError(f"config key influence must be a mapping, got {type(raw).__name__}")
-        values = {key: raw[key] for key in cls.KEYS if key in raw}
+        values = {key: raw[key] for key in cls.__dataclass_fields__ if key in raw}
         if "deltas" in values:
             values["deltas"] = tuple(float(d) for d in values["deltas"])
         settings = cls(**values)
@@ -179,10 +178,7 @@ def init_sweep(model_block: dict, settings: InitSweepSettings, device=None) -> p
                 config = ModelConfig(**{**model_block, "seq_len": settings.L, "depth": depth, "residual": residual})
                 model = FlagTransformer(config).to(device)
                 table = profile_table(energies(model, tokens, targets, all_steps=False)).drop(columns="layer")
-                table.insert(0, "seed", seed)
-                table.insert(0, "depth", depth)
-                table.insert(0, "residual", residual)
-                parts.append(table)
+                parts.append(with_keys(table, residual=residual, depth=depth, seed=seed))
     return pd.concat(parts, ignore_index=True)
 
 
@@ -267,10 +263,7 @@ def structural_baseline(settings: StructuralSettings) -> pd.DataFrame:
                     [structural_density(L, depth, residual, settings.epsilon, layer) for layer in range(depth + 1)]
                 )
                 table = table.drop(columns="energy").rename(columns={"density": "measured"})
-                table.insert(0, "depth", depth)
-                table.insert(0, "L", L)
-                table.insert(0, "residual", residual)
-                parts.append(table)
+                parts.append(with_keys(table, residual=residual, L=L, depth=depth))
     return pd.concat(parts, ignore_index=True)
 
 

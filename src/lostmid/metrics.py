@@ -38,6 +38,18 @@ def region_masks(L: int, delta: float) -> dict[str, np.ndarray]:
     return masks
 
 
+def check_deltas(L: int, deltas, key: str) -> None:
+    """Every region non-empty at every delta for sequence length L; else a ConfigError naming
+    the config ``key`` the deltas came from."""
+    from lostmid.errors import ConfigError
+
+    for delta in deltas:
+        try:
+            region_masks(L, delta)
+        except ValueError as err:
+            raise ConfigError(f"config key {key}: {err}") from None
+
+
 def check_delta(delta: float) -> None:
     if not 0 < delta < 0.5:
         raise ValueError(f"delta must lie in (0, 0.5), got {delta}")

@@ -13,17 +13,23 @@ import pandas as pd
 THIRDS = {"early": (0.0, 1 / 3), "middle": (1 / 3, 2 / 3), "late": (2 / 3, 1.0 + 1e-9)}
 
 
-def _mean_and_interval(values: pd.Series) -> str:
-    """'mean ± half-width' of a 95% t-interval over seeds ('mean' alone for one seed)."""
+def t_half_width(x: np.ndarray) -> float:
+    """Half-width of the 95% t-interval of the mean of ``x`` (NaN for fewer than two values)."""
     from scipy import stats
 
+    if x.size < 2:
+        return float("nan")
+    return float(stats.t.ppf(0.975, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size))
+
+
+def _mean_and_interval(values: pd.Series) -> str:
+    """'mean ± half-width' of a 95% t-interval over seeds ('mean' alone for one seed)."""
     x = values.dropna().to_numpy(dtype=float)
     if x.size == 0:
         return "–"
     if x.size == 1:
         return f"{x[0]:.3g}"
-    half = stats.t.ppf(0.975, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size)
-    return f"{x.mean():.3g} ± {half:.2g}"
+    return f"{x.mean():.3g} ± {t_half_width(x):.2g}"
 
 
 def failure_by_third(failure: pd.DataFrame) -> pd.DataFrame:

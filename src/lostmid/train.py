@@ -33,7 +33,7 @@ def train_steps(state: TrainingState, n_steps: int, device, progress: bool | Non
     L = spec["model"]["seq_len"]
     law = task.flag_law(L, train["flag_law"])
     model = state.model.train()
-    optimizer = state.ensure_optimizer()
+    optimizer = state.optimizer
     rows = []
     show_bar = sys.stderr.isatty() if progress is None else progress
     every_log = max(1, n_steps // 10)

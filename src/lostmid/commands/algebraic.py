@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 
-
 from lostmid import io
 from lostmid.cli import command, json_arg
 from lostmid.errors import ConfigError

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 
-from lostmid.cli import command, json_arg, spec_arg
+from lostmid import io
+from lostmid.cli import command, figure_args, json_arg, spec_arg
 
 log = logging.getLogger(__name__)
 
@@ -20,21 +21,19 @@ def _channels_args(parser):
 
 @command("channels", "channel decomposition of the input adjoint and the sufficient-condition tests, every checkpoint of a run", _channels_args)
 def channels(args):
-    import pandas as pd
-
-    from lostmid import checkpoint, conditions, devices, io, tables
+    from lostmid import checkpoint, conditions, devices
     from lostmid.errors import ConfigError
 
     settings = conditions.settings_from_dict(args.settings)
     if not args.spec["model"].get("residual", True):
         raise ConfigError(f"run {args.spec['variant']} L{args.spec['L']} has model.residual: false; the channel split needs a residual model")
     device = devices.resolve(args.device)
-    parts = {"channels": [], "cross_terms": [], "conditions": []}
-    for path in args.checkpoints:
-        model, step = checkpoint.load_model(path, args.spec, device)
+    tolerance = None
+
+    def analyze(model, step):
+        nonlocal tolerance
         channel_rows, cross_rows, test_rows, diagnostics = conditions.checkpoint_tables(model, settings, device)
-        for name, rows in zip(parts, (channel_rows, cross_rows, test_rows)):
-            parts[name].append(tables.with_run_keys(rows, args.spec, step))
+        tolerance = diagnostics["tolerance"]
         held = test_rows.groupby("test", sort=False)["holds"].sum().to_dict()
         log.info(
             "step %d: split error %.2g, max Lambda %.3g, max c %.3g, Gronwall ratio %.3f; tests holding over %d deltas: %s",
@@ -43,12 +42,14 @@ def channels(args):
         )
         if diagnostics["gronwall_ratio"] > 1:
             log.warning("step %d: ||P_0 - P_M|| exceeds c ||P_M|| by a factor %.6f: power iteration underestimated an operator norm", step, diagnostics["gronwall_ratio"])
-    out = {name: pd.concat(frames, ignore_index=True) for name, frames in parts.items()}
-    conditions.check_soundness(out["conditions"], diagnostics["tolerance"])  # raises naming the row
-    io.write_parquet(out["channels"], args.channels)
-    io.write_parquet(out["cross_terms"], args.cross_terms)
-    io.write_parquet(out["conditions"], args.conditions)
-    log.info("wrote %d channel, %d cross-term and %d condition rows; no soundness violation", *(len(t) for t in out.values()))
+        return channel_rows, cross_rows, test_rows
+
+    channel_table, cross_table, condition_table = checkpoint.analyze_run(args.checkpoints, args.spec, device, analyze)
+    conditions.check_soundness(condition_table, tolerance)  # raises naming the row
+    io.write_parquet(channel_table, args.channels)
+    io.write_parquet(cross_table, args.cross_terms)
+    io.write_parquet(condition_table, args.conditions)
+    log.info("wrote %d channel, %d cross-term and %d condition rows; no soundness violation", len(channel_table), len(cross_table), len(condition_table))
 
 
 def _plot_channels_args(parser):
@@ -64,12 +65,7 @@ def plot_channels(args):
     plots_channels.channel_energies(tables.read(args.channels), tables.read(args.cross_terms), args.out)
 
 
-def _plot_conditions_args(parser):
-    parser.add_argument("--out", required=True, help="PNG file")
-    parser.add_argument("inputs", nargs="+", help="condition tables (Parquet)")
-
-
-@command("plot-conditions", "figure: which condition tests hold, and how often each sufficient form is conservative", _plot_conditions_args)
+@command("plot-conditions", "figure: which condition tests hold, and how often each sufficient form is conservative", figure_args)
 def plot_conditions(args):
     from lostmid import plots_channels, tables
 

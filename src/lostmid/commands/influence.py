@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import logging
 
-
 from lostmid import io
-from lostmid.cli import command, json_arg, spec_arg
+from lostmid.cli import command, figure_args, json_arg, spec_arg
 from lostmid.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -37,33 +36,23 @@ def _influence_settings(raw):
 
 @command("influence", "adjoint influence profiles and regional metrics at every checkpoint of a run", _influence_args)
 def influence(args):
-    from lostmid import checkpoint
-    from lostmid import devices
-    import pandas as pd
-    from lostmid import tables
-
+    from lostmid import checkpoint, devices, metrics
     from lostmid import influence as inf
-    from lostmid import metrics
 
     settings = _influence_settings(args.settings)
     device = devices.resolve(args.device)
-    L = args.spec["L"]
-    try:  # a delta that leaves a region empty at this L is a config error, not a crash
-        for delta in settings.deltas:
-            metrics.region_masks(L, delta)
-    except ValueError as err:
-        raise ConfigError(f"config key influence.deltas: {err}") from err
-    tokens, targets = inf.evaluation_batch(L, settings, device)
-    profiles, rows = [], []
-    for path in args.checkpoints:
-        model, step = checkpoint.load_model(path, args.spec, device)
+    metrics.check_deltas(args.spec["L"], settings.deltas, "influence.deltas")  # an empty region is a config error
+    tokens, targets = inf.evaluation_batch(args.spec["L"], settings, device)
+
+    def analyze(model, step):
         profile, metric = inf.analyze(model, tokens, targets, settings.deltas, settings.chunk)
-        profiles.append(tables.with_run_keys(profile, args.spec, step))
-        rows.append(tables.with_run_keys(metric, args.spec, step))
         last = metric.iloc[-1]
         log.info("step %d: delta %.2f Delta %.4f LIM %.4f E_inf %.4g Z %.4g", step, last.delta, last.Delta, last.LIM, last.E_inf, last.Z)
-    io.write_parquet(pd.concat(profiles, ignore_index=True), args.profiles)
-    io.write_parquet(pd.concat(rows, ignore_index=True), args.metrics)
+        return profile, metric
+
+    profiles, metric_table = checkpoint.analyze_run(args.checkpoints, args.spec, device, analyze)
+    io.write_parquet(profiles, args.profiles)
+    io.write_parquet(metric_table, args.metrics)
 
 
 def _flow_args(parser):
@@ -73,24 +62,21 @@ def _flow_args(parser):
 
 @command("density-flow", "predicted density flow (eq. 69) against one finite gradient step, at every checkpoint", _flow_args)
 def density_flow(args):
-    from lostmid import checkpoint
-    from lostmid import devices
-    import pandas as pd
-    from lostmid import tables
-
+    from lostmid import checkpoint, devices
     from lostmid import density_flow as flow
     from lostmid import influence as inf
 
     settings = _influence_settings(args.settings)
     device = devices.resolve(args.device)
     tokens, targets = inf.evaluation_batch(args.spec["L"], settings, device, flow=True)
-    parts = []
-    for path in args.checkpoints:
-        model, step = checkpoint.load_model(path, args.spec, device)
+
+    def analyze(model, step):
         table = flow.flow_table(model, tokens, targets, settings.flow_step)
-        parts.append(tables.with_run_keys(table, args.spec, step))
         log.info("step %d: relative error of the predicted flow %.3g (eta %g)", step, table.rel_error.iloc[0], settings.flow_step)
-    io.write_parquet(pd.concat(parts, ignore_index=True), args.out)
+        return (table,)
+
+    (flow_tables,) = checkpoint.analyze_run(args.checkpoints, args.spec, device, analyze)
+    io.write_parquet(flow_tables, args.out)
 
 
 def _sweep_args(parser):
@@ -102,7 +88,6 @@ def _sweep_args(parser):
 @command("influence-init-sweep", "influence profile at initialization versus depth, with and without residual path", _sweep_args)
 def influence_init_sweep(args):
     from lostmid import devices
-
     from lostmid import influence as inf
 
     settings = inf.InitSweepSettings.from_dict(args.settings)
@@ -135,15 +120,12 @@ KINDS = ("profiles", "metrics", "depth", "init-sweep", "structural", "flow")
 def _plot_args(parser):
     parser.add_argument("--kind", choices=KINDS, required=True, help="which figure")
     parser.add_argument("--delta", type=float, default=0.2, help="region scale shown in the metrics figure")
-    parser.add_argument("--out", required=True, help="PNG file")
-    parser.add_argument("inputs", nargs="+", help="Parquet files of the table to plot")
+    figure_args(parser)
 
 
 @command("plot-influence", "figures of the influence stage", _plot_args)
 def plot_influence(args):
-    from lostmid import tables
-
-    from lostmid import plots_influence
+    from lostmid import plots_influence, tables
 
     table = tables.read(args.inputs)
     if args.kind == "metrics":

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import logging
 
-
-
 from lostmid import io
 from lostmid.cli import command, json_arg
 from lostmid.errors import ConfigError
@@ -25,10 +23,7 @@ def _bias_fit_args(parser):
 
 @command("bias-fit", "fit the attention-logit bias that flattens the influence profile at init", _bias_fit_args)
 def bias_fit(args):
-    import torch
-
-    import pandas as pd
-
+    from lostmid import tables
     from lostmid.bias_fit import FitSettings, bias_long, fit_bias
     from lostmid.bias_settings import check_disjoint_from_training
     from lostmid.model import ModelConfig
@@ -39,20 +34,14 @@ def bias_fit(args):
         config = ModelConfig(**args.model)
     except (TypeError, ValueError) as err:
         raise ConfigError(f"config key model: {err}") from err
-    torch.set_num_threads(args.threads or 1)
     fit = fit_bias(config, settings)
     if not fit.converged:
         log.warning("bias fit stopped at max_iter=%d before the tolerance %g was met", settings.max_iter, settings.tol)
     keys = {"L": config.seq_len, "depth": config.depth, "block": config.block}
-
-    def keyed(df):
-        return pd.concat([pd.DataFrame({k: [v] * len(df) for k, v in keys.items()}), df.reset_index(drop=True)], axis=1)
-
     io.save_torch(fit.bias.contiguous(), args.out_tensor)
-    io.write_parquet(keyed(bias_long(fit.bias)), args.out_matrix)
-    iterations = fit.iterations.assign(converged=fit.converged)
-    io.write_parquet(keyed(iterations), args.out_iterations)
-    io.write_parquet(keyed(fit.profiles), args.out_profiles)
+    io.write_parquet(tables.with_keys(bias_long(fit.bias), **keys), args.out_matrix)
+    io.write_parquet(tables.with_keys(fit.iterations.assign(converged=fit.converged), **keys), args.out_iterations)
+    io.write_parquet(tables.with_keys(fit.profiles, **keys), args.out_profiles)
     log.info("E_inf (fitted positions, held-out inits) %.4g -> %.4g in %d iterations", fit.before, fit.after, len(fit.iterations) - 1)
 
 
@@ -69,21 +58,19 @@ def _table_args(parser):
 
 @command("remedies-table", "remedies table: accuracy, influence metrics and overhead of every run", _table_args)
 def remedies_table(args):
-    from lostmid import remedies, tables
+    from lostmid import remedy_tables, tables
 
-    settings = {"baseline": "baseline", "delta": 0.2, "threshold": 0.99, "window": 20, **args.settings}
-    table = remedies.remedy_table(
+    # The block's table keys; those left out take remedy_table's defaults (the figures read plot_steps).
+    settings = {key: value for key, value in args.settings.items() if key in ("baseline", "delta", "threshold", "window")}
+    table = remedy_tables.remedy_table(
         tables.read(args.metrics),
         tables.read(args.failure),
         tables.read(args.train),
-        remedies.read_benchmarks(args.benchmarks),
+        remedy_tables.read_benchmarks(args.benchmarks),
         args.variants,
-        baseline=settings["baseline"],
-        delta=settings["delta"],
-        threshold=settings["threshold"],
-        window=settings["window"],
+        **settings,
     )
-    summary = remedies.seed_summary(table)
+    summary = remedy_tables.seed_summary(table)
     io.write_parquet(table, args.out)
     io.write_parquet(summary, args.summary)
     final = table[table.step == table.step.max()]

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import logging
 
-
 from lostmid import io
-from lostmid.cli import command, spec_arg
+from lostmid.cli import command, figure_args, spec_arg
 from lostmid.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -20,9 +19,9 @@ def _init_args(parser):
 
 @command("init", "write the step-0 checkpoint of a run", _init_args)
 def init(args):
-    from lostmid import checkpoint
-    from lostmid import devices
     import torch
+
+    from lostmid import checkpoint, devices
 
     device = devices.resolve(args.device)
     bias = None
@@ -43,10 +42,7 @@ def _train_args(parser):
 
 @command("train", "continue a run from a checkpoint for one segment of steps", _train_args)
 def train(args):
-    from lostmid import checkpoint
-    from lostmid import devices
-    from lostmid import tables
-
+    from lostmid import checkpoint, devices, tables
     from lostmid.train import train_steps
 
     if args.steps < 1:
@@ -71,40 +67,27 @@ def _failure_args(parser):
 
 @command("failure", "failure rate by flag position at each checkpoint of a run", _failure_args)
 def failure(args):
-    from lostmid import checkpoint
-    from lostmid import devices
-    from lostmid import evaluate
-    import pandas as pd
-    from lostmid import tables
+    from lostmid import checkpoint, devices, evaluate
+
+    def analyze(model, step):
+        table = evaluate.failure_by_position(model, args.spec["L"], args.per_position, args.eval_seed, device)
+        log.info("step %d: mean failure rate %.3f", step, table.failure_rate.mean())
+        return (table,)
 
     device = devices.resolve(args.device)
-    parts = []
-    for path in args.checkpoints:
-        model, step = checkpoint.load_model(path, args.spec, device)
-        table = evaluate.failure_by_position(model, args.spec["L"], args.per_position, args.eval_seed, device)
-        parts.append(tables.with_run_keys(table, args.spec, step))
-        log.info("step %d: mean failure rate %.3f", step, table.failure_rate.mean())
-    io.write_parquet(pd.concat(parts, ignore_index=True), args.out)
+    (failure_table,) = checkpoint.analyze_run(args.checkpoints, args.spec, device, analyze)
+    io.write_parquet(failure_table, args.out)
 
 
-def _plot_args(parser):
-    parser.add_argument("--out", required=True, help="PNG file")
-    parser.add_argument("inputs", nargs="+", help="Parquet files of the table to plot")
-
-
-@command("plot-failure", "figure: failure rate by flag position at each checkpoint", _plot_args)
+@command("plot-failure", "figure: failure rate by flag position at each checkpoint", figure_args)
 def plot_failure(args):
-    from lostmid import tables
-
-    from lostmid import plots
+    from lostmid import plots, tables
 
     plots.failure_by_position(tables.read(args.inputs), args.out)
 
 
-@command("plot-training", "figure: training loss and accuracy curves", _plot_args)
+@command("plot-training", "figure: training loss and accuracy curves", figure_args)
 def plot_training(args):
-    from lostmid import tables
-
-    from lostmid import plots
+    from lostmid import plots, tables
 
     plots.training_curves(tables.read(args.inputs), args.out)
