@@ -1,7 +1,12 @@
-"""Benchmark of vmap over seeds: one bias-fit iteration over several random initializations.
+"""Benchmarks of vmap over seeds: a bias-fit iteration over S random initializations, and a
+training step of a seed batch (train.seed_batch) of S runs.
 
-    python benchmarks/bench_seeds.py                        # S = 1, 3, 8 inits; d = 16 and 64; L = 24
+    python benchmarks/bench_seeds.py                        # S = 1, 3, 8; d = 16 and 64; L = 24
     python benchmarks/bench_seeds.py --seeds 3 16 --d-model 64 --device cuda
+
+Training: ``looped`` trains S runs one after another (lostmid.train.train_steps, the fused
+attention kernel), ``vmapped`` the same S runs as one seed batch (lostmid.seed_batch); both per
+step and run, batch 64.
 
 The bias fit (lostmid.bias_fit) descends on the mean influence imbalance of S models that differ
 only in their seed, through their input adjoints (second order). ``looped``: one forward,
@@ -20,7 +25,10 @@ from timing import median_seconds
 
 from lostmid import adjoint, task
 from lostmid.bias_fit import model_at_init
+from lostmid.checkpoint import TrainingState
 from lostmid.model import ModelConfig, explicit_attention
+from lostmid.seed_batch import train_seed_batch
+from lostmid.train import train_steps
 
 
 def measure(seeds=(1, 3, 8), d_models=(16, 64), L: int = 24, batch: int = 32, repeats: int = 5, device="cpu") -> list[dict]:
@@ -53,6 +61,39 @@ def measure(seeds=(1, 3, 8), d_models=(16, 64), L: int = 24, batch: int = 32, re
     return rows
 
 
+def training_spec(d_model: int, L: int, seed_batch: int) -> dict:
+    """A baseline run spec of the default config's model and optimizer at width ``d_model``."""
+    model = {"seq_len": L, "depth": 2, "d_model": d_model, "heads": 4, "mlp_ratio": 4, "block": "sequential",
+             "residual": True, "epsilon": 1.0, "readout": "last"}
+    train = {"batch_size": 64, "lr": 0.003, "beta1": 0.9, "beta2": 0.99, "weight_decay": 0.0, "grad_clip": 1.0,
+             "flag_law": "uniform", "seed_batch": seed_batch}
+    return {"variant": "baseline", "L": L, "depth": 2, "seed": 0, "model": model, "train": train, "remedy": {"kind": "none"}}
+
+
+def measure_training(seeds=(1, 3, 8), d_models=(16, 64), L: int = 24, steps: int = 10, repeats: int = 3, device="cpu") -> list[dict]:
+    """Seconds per training step and run: S runs looped, and the same S as one vmapped seed batch."""
+    rows = []
+    for d_model in d_models:
+        for n in seeds:
+            def states(seed_batch):
+                return [TrainingState.initial({**training_spec(d_model, L, seed_batch), "seed": seed}, device) for seed in range(n)]
+
+            alone, batch = states(1), states(n + 1)  # seed_batch > 1: the spec of a batched run
+
+            def looped():
+                for state in alone:
+                    train_steps(state, steps, device, progress=False)
+
+            def vmapped():
+                train_seed_batch(batch, steps, device, progress=False)
+
+            per_step = n * steps
+            looped_s = median_seconds(looped, repeats, device) / per_step
+            vmapped_s = median_seconds(vmapped, repeats, device) / per_step
+            rows.append({"seeds": n, "d_model": d_model, "L": L, "batch": 64, "looped_s": looped_s, "vmapped_s": vmapped_s, "speedup": looped_s / vmapped_s})
+    return rows
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 3, 8])
@@ -65,6 +106,9 @@ def main(argv=None):
     print("| inits S | d_model | L | batch | looped ms | vmapped ms | looped / vmapped |\n|---|---|---|---|---|---|---|")
     for r in measure(args.seeds, args.d_model, args.L, repeats=args.repeats, device=args.device):
         print(f"| {r['seeds']} | {r['d_model']} | {r['L']} | {r['batch']} | {1e3 * r['looped_s']:.1f} | {1e3 * r['vmapped_s']:.1f} | {r['speedup']:.2f} |")
+    print("\n| runs S | d_model | L | batch | looped ms/step/run | seed batch ms/step/run | looped / seed batch |\n|---|---|---|---|---|---|---|")
+    for r in measure_training(args.seeds, args.d_model, args.L, device=args.device):
+        print(f"| {r['seeds']} | {r['d_model']} | {r['L']} | {r['batch']} | {1e3 * r['looped_s']:.2f} | {1e3 * r['vmapped_s']:.2f} | {r['speedup']:.2f} |")
 
 
 if __name__ == "__main__":

@@ -94,6 +94,9 @@ def seed_rows():
     for m in bench_seeds.measure(seeds=(1, 3, 8), d_models=(16, 64)):
         setting = f"S={m['seeds']} inits, d={m['d_model']}, L={m['L']}, batch {m['batch']} each"
         rows.append(row("bias-fit iteration: S inits looped / one vmapped pass", setting, m["speedup"], unit="x"))
+    for m in bench_seeds.measure_training(seeds=(1, 3, 8), d_models=(16, 64)):
+        setting = f"S={m['seeds']} runs, d={m['d_model']}, L={m['L']}, batch {m['batch']} each"
+        rows.append(row("training step: S runs looped / one vmapped seed batch", setting, m["speedup"], unit="x"))
     return rows
 
 

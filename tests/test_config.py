@@ -52,6 +52,7 @@ def broken(config, edit):
         (lambda c: c["model"].update(block="diagonal"), r"model\.block: 'diagonal' is not one of"),
         (lambda c: c["variants"]["baseline"].update(train={"steps": 5}), r"variants\.baseline\.train"),
         (lambda c: c["model"].update(heads=3), r"model\.d_model=8 is not divisible by model\.heads=3"),
+        (lambda c: c["train"].update(seed_batch=0), r"train\.seed_batch: 0 is less than the minimum of 1"),
     ],
 )
 def test_bad_config_is_an_error_naming_the_key(smoke_config, edit, message):
@@ -83,3 +84,19 @@ def test_variant_overrides_reach_the_spec(smoke_config):
     assert spec["model"]["d_model"] == 16 and spec["model"]["heads"] == 2
     assert spec["train"]["lr"] == 0.01 and "steps" not in spec["train"]
     assert spec["model"]["seq_len"] == 8 and spec["model"]["depth"] == 1
+
+
+def test_seed_batches_are_aligned_blocks_of_seeds_so_new_seeds_never_regroup_old_ones(smoke_config):
+    smoke_config["grid"] = [{"variants": ["baseline", "balance"], "L": [8], "depth": [1], "seeds": [0, 1, 2, 3, 7]}]
+    smoke_config["variants"]["baseline"] = {"train": {"seed_batch": 3}}
+    batches = cfg.seed_batches(smoke_config)
+    assert [[run.seed for run in batch] for batch in batches] == [[0, 1, 2], [3], [7]]
+    assert {run.variant for batch in batches for run in batch} == {"baseline"}  # balance trains per run
+
+
+def test_seed_batch_enters_the_spec_only_above_one(smoke_config):
+    run = cfg.runs(smoke_config)[0]
+    plain = cfg.run_spec(smoke_config, run)
+    assert "seed_batch" not in plain["train"]
+    assert cfg.run_spec(broken(smoke_config, lambda c: c["train"].update(seed_batch=1)), run) == plain
+    assert cfg.run_spec(broken(smoke_config, lambda c: c["train"].update(seed_batch=4)), run)["train"]["seed_batch"] == 4

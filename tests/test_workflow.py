@@ -74,6 +74,23 @@ def test_a_new_seed_trains_only_that_seed(smoke_run, tmp_path):
     assert jobs["train_segment"] == config["train"]["steps"] // config["train"]["every"]
 
 
+def test_seed_batches_train_their_seeds_in_one_job_per_segment(tmp_path):
+    config = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
+    config["variants"]["baseline"]["train"] = {"seed_batch": 2}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    jobs = planned_jobs(tmp_path)
+    segments = config["train"]["steps"] // config["train"]["every"]
+    assert jobs["train_baseline_L8_M1_seeds_0_1"] == segments
+    assert jobs["train_segment"] == (len(lostmid_config.runs(config)) - 2) * segments
+
+    last = [f"results/checkpoints/baseline/L8_M1_seed{seed}/step{config['train']['steps']}.pt" for seed in (0, 1)]
+    run_snakemake(tmp_path, *last)
+    assert all((tmp_path / path).is_file() for path in last)
+    assert (tmp_path / "results" / "logs" / "train" / "baseline" / "L8_M1_seeds0-1_step20.log").is_file()
+    rerun = run_snakemake(tmp_path, *last)
+    assert "Nothing to be done" in rerun.stdout + rerun.stderr
+
+
 def test_a_bad_config_stops_snakemake_with_the_key_named(tmp_path):
     config = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
     config["train"]["every"] = 7

@@ -132,12 +132,29 @@ def run_spec(config: dict, run: Run) -> dict:
     train = merge(config["train"], variant.get("train", {}))
     for key in _SCHEDULE_KEYS:
         train.pop(key, None)
+    if train.get("seed_batch") == 1:  # the default, one run per job: specs (and fingerprints) as before the key
+        del train["seed_batch"]
     return {
         **run.keys(),
         "model": model,
         "train": train,
         "remedy": copy.deepcopy(variant.get("remedy", {"kind": "none"})),
     }
+
+
+def seed_batches(config: dict) -> list[tuple[Run, ...]]:
+    """The runs trained together, one vmapped batch each (``train.seed_batch`` > 1, lostmid.seed_batch).
+
+    Seeds batch with the seeds of the same variant, L and depth in the same aligned block
+    seed // seed_batch (0..B-1, B..2B-1, ...), so adding seeds to a config never regroups the
+    seeds already trained in full blocks. Runs with seed_batch 1 are not listed.
+    """
+    batches: dict[tuple, list[Run]] = {}
+    for run in runs(config):
+        size = run_spec(config, run)["train"].get("seed_batch", 1)
+        if size > 1:
+            batches.setdefault((run.variant, run.L, run.depth, run.seed // size), []).append(run)
+    return [tuple(batch) for batch in batches.values()]
 
 
 def canonical_json(obj) -> str:

@@ -54,7 +54,9 @@ class AdamW:
         states = [self._state(i, p) for i, p in active]
         adamw(
             [p for _, p in active],
-            [p.grad for _, p in active],
+            # The fused kernel reads a gradient with its parameter's strides: a gradient of another
+            # layout (vmap returns some transposed) would be applied to the wrong elements.
+            [p.grad.contiguous() if p.is_contiguous() else p.grad for _, p in active],
             [s["exp_avg"] for s in states],
             [s["exp_avg_sq"] for s in states],
             [],

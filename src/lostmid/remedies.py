@@ -82,6 +82,21 @@ def input_adjoint_with_logits(model, tokens, targets, weights=None):
     return loss, logits, p0
 
 
+def functional_input_adjoint_with_logits(model, weights: dict, buffers: dict, tokens, targets):
+    """``input_adjoint_with_logits`` as a pure function of the weights (torch.func): P_0 comes from
+    an inner torch.func.grad, so an outer grad (and vmap over seeds) differentiates through it."""
+    tap = torch.zeros(*tokens.shape, model.config.d_model, dtype=model.token_embedding.weight.dtype, device=tokens.device)
+
+    def loss_sum(tap):
+        logits = torch.func.functional_call(model, (weights, buffers), (tokens,), {"taps": [tap] + [None] * len(model.steps)})
+        loss = model.loss(logits, targets)
+        return loss * tokens.shape[0], (loss, logits)
+
+    with explicit_attention(model):
+        p0, (loss, logits) = torch.func.grad(loss_sum, has_aux=True)(tap)
+    return loss, logits, p0
+
+
 class BalanceObjective(TaskObjective):
     """Algorithm 1: loss + (beta/2) E_inf(nu), E_inf from the batch's input adjoint P_0.
 
@@ -94,20 +109,35 @@ class BalanceObjective(TaskObjective):
         self.settings = remedy_settings(spec["remedy"])
         self.nu = target_density(spec["model"]["seq_len"], self.settings["target"], dtype=torch.float64)
 
-    def penalized(self, model, tokens, targets):
-        """(total loss, task loss, E_inf, logits) of one batch."""
+    def penalized(self, model, tokens, targets, logits_of=None, adjoint_of=input_adjoint_with_logits):
+        """(total loss, task loss, E_inf, logits) of one batch.
+
+        ``logits_of(tokens)`` and ``adjoint_of(tokens, targets)`` -> (loss, logits, P_0) are the
+        model's own forward and ``input_adjoint_with_logits`` unless the functional form passes
+        its pure-function counterparts.
+        """
         beta, n = self.settings["beta"], self.settings["sequences"]
         if n == 0 or n >= tokens.shape[0]:
-            loss, logits, p0 = input_adjoint_with_logits(model, tokens, targets)
+            loss, logits, p0 = adjoint_of(model, tokens, targets)
         else:
-            logits = model(tokens)
+            logits = (logits_of or model)(tokens)
             loss = model.loss(logits, targets)
-            _, _, p0 = input_adjoint_with_logits(model, tokens[:n], targets[:n])
+            _, _, p0 = adjoint_of(model, tokens[:n], targets[:n])
         e_inf = influence_imbalance(p0, self.nu.to(p0))
         return loss + 0.5 * beta * e_inf, loss, e_inf, logits
 
     def __call__(self, model, tokens, targets, flags, step: int):
         total, _, _, logits = self.penalized(model, tokens, targets)
+        return total, logits
+
+    def functional_loss(self, model, weights, buffers, tokens, targets, sequence_weights=None):
+        def logits_of(x):
+            return torch.func.functional_call(model, (weights, buffers), (x,))
+
+        def adjoint_of(model, x, y):
+            return functional_input_adjoint_with_logits(model, weights, buffers, x, y)
+
+        total, _, _, logits = self.penalized(model, tokens, targets, logits_of, adjoint_of)
         return total, logits
 
 
@@ -167,12 +197,11 @@ class ReweightObjective(TaskObjective):
         self.weights = reweighting_weights(risk, self.law, self.settings["eta"])
         log.debug("reweight: risk %.3g..%.3g, weights %.3g..%.3g", risk.min(), risk.max(), self.weights.min(), self.weights.max())
 
-    def __call__(self, model, tokens, targets, flags, step: int):
+    def sequence_weights(self, model, tokens, flags, step: int) -> torch.Tensor:
+        """w(f) of each sequence's flag position, the law refreshed at steps 1, K+1, 2K+1, ..."""
         if (step - 1) % self.settings["every"] == 0:
             self.update(model, tokens.device)
-        logits = model(tokens)
-        w = self.weights.to(device=tokens.device, dtype=logits.dtype)[flags - 2]
-        return model.loss(logits, targets, w), logits
+        return self.weights.to(device=tokens.device, dtype=model.token_embedding.weight.dtype)[flags - 2]
 
     def state_dict(self) -> dict:
         return {"weights": self.weights.clone(), "generator": self.generator.get_state()}
@@ -263,7 +292,13 @@ class ObservabilityObjective(TaskObjective):
     Each step draws |S| monitored positions (stratified, inverse-probability weighted) and R
     Gaussian probes per position from the objective's generator; each of the |S| R probe
     slots uses its own sequence of the batch, so the cost is |S| R JVP tangents.
+
+    Not functional: its penalty reads the model's embedding and residual steps one by one, which
+    torch.func.functional_call (forward only) cannot reparametrize, so seed batches of this
+    objective train their seeds one after another.
     """
+
+    functional = False
 
     def __init__(self, spec: dict):
         super().__init__(spec)

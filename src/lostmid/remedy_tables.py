@@ -51,11 +51,15 @@ def steps_to_threshold(train: pd.DataFrame, threshold: float = 0.99, window: int
     return pd.DataFrame(out, columns=[*keys, "steps_to_99"])
 
 
-BENCH_PATH = r"(?P<variant>[A-Za-z][A-Za-z0-9_-]*)/L(?P<L>\d+)_M(?P<depth>\d+)_seed(?P<seed>\d+)_step(?P<step>\d+)\.tsv$"
+# <variant>/L<L>_M<depth>_seed<seed>_step<step>.tsv of one run, or ..._seeds<s1>-<s2>-..._step<step>.tsv
+# of a seed batch (train.seed_batch), whose one process trained all of those seeds.
+BENCH_PATH = (r"(?P<variant>[A-Za-z][A-Za-z0-9_-]*)/L(?P<L>\d+)_M(?P<depth>\d+)"
+              r"_(?:seed(?P<seed>\d+)|seeds(?P<seeds>\d+(?:-\d+)*))_step(?P<step>\d+)\.tsv$")
 
 
 def read_benchmarks(paths) -> pd.DataFrame:
-    """Snakemake's benchmark records of the training segments: seconds and max_rss (MB) per run."""
+    """Snakemake's benchmark records of the training segments: seconds and max_rss (MB) per run
+    (a seed batch's record stands for each of its seeds)."""
 
     rows = []
     for path in paths:
@@ -64,8 +68,10 @@ def read_benchmarks(paths) -> pd.DataFrame:
             raise ConfigError(f"benchmark file {path} does not follow results/benchmarks/train/<run>_step<step>.tsv")
         record = pd.read_csv(path, sep="\t").iloc[-1]
         keys = match.groupdict()
-        rows.append({"variant": keys["variant"], **{k: int(keys[k]) for k in ("L", "depth", "seed", "step")},
-                     "bench_seconds": float(record["s"]), "max_rss_mb": pd.to_numeric(record["max_rss"], errors="coerce")})
+        seeds = [keys["seed"]] if keys["seed"] is not None else keys["seeds"].split("-")
+        for seed in seeds:
+            rows.append({"variant": keys["variant"], "L": int(keys["L"]), "depth": int(keys["depth"]), "seed": int(seed),
+                         "step": int(keys["step"]), "bench_seconds": float(record["s"]), "max_rss_mb": pd.to_numeric(record["max_rss"], errors="coerce")})
     return pd.DataFrame(rows)
 
 

@@ -21,6 +21,35 @@ from lostmid.checkpoint import TrainingState
 log = logging.getLogger(__name__)
 
 
+COLUMNS = ["step", "loss", "accuracy", "seconds_per_step", "peak_mem_mb"]
+
+
+class StepLog:
+    """The per-step log of one run's segment, echoed as ~10 log lines when no bar is shown."""
+
+    def __init__(self, n_steps: int, show: bool | None = None, label: str = ""):
+        self.rows, self.label = [], label
+        self.quiet = self.show_bar(show)  # the bar says it already
+        self.every = max(1, n_steps // 10)
+
+    @staticmethod
+    def show_bar(show: bool | None) -> bool:
+        return sys.stderr.isatty() if show is None else show
+
+    @classmethod
+    def progress(cls, steps, show: bool | None, description: str):
+        """``steps`` with a progress bar when attached to a terminal (or when ``show``)."""
+        return tqdm(steps, disable=not cls.show_bar(show), desc=description, unit="step")
+
+    def add(self, step: int, loss: float, accuracy: float, seconds: float, memory_mb: float) -> None:
+        self.rows.append((step, loss, accuracy, seconds, memory_mb))
+        if not self.quiet and len(self.rows) % self.every == 0:
+            log.info("%sstep %d loss %.4f batch accuracy %.3f (%.1f ms/step)", self.label, step, loss, accuracy, 1e3 * seconds)
+
+    def table(self) -> pd.DataFrame:
+        return pd.DataFrame(self.rows, columns=COLUMNS)
+
+
 def train_steps(state: TrainingState, n_steps: int, device, progress: bool | None = None) -> pd.DataFrame:
     """Advance ``state`` by ``n_steps`` optimizer steps in place; return the per-step log.
 
@@ -34,11 +63,9 @@ def train_steps(state: TrainingState, n_steps: int, device, progress: bool | Non
     law = task.flag_law(L, train["flag_law"])
     model = state.model.train()
     optimizer = state.optimizer
-    rows = []
-    show_bar = sys.stderr.isatty() if progress is None else progress
-    every_log = max(1, n_steps // 10)
+    step_log = StepLog(n_steps, progress)
     first = state.step + 1
-    for step in tqdm(range(first, first + n_steps), disable=not show_bar, desc=f"train {spec['variant']} L{L}", unit="step"):
+    for step in StepLog.progress(range(first, first + n_steps), progress, f"train {spec['variant']} L{L}"):
         tokens, targets, flags = task.sample_batch(train["batch_size"], L, law, state.data_generator)
         tokens, targets, flags = tokens.to(device), targets.to(device), flags.to(device)
         start = time.perf_counter()
@@ -51,11 +78,9 @@ def train_steps(state: TrainingState, n_steps: int, device, progress: bool | Non
         loss_value = loss.item()  # synchronizes with the device, so the timing is honest
         seconds = time.perf_counter() - start
         accuracy = (model.predictions(logits.detach()) == targets).float().mean().item()
-        rows.append((step, loss_value, accuracy, seconds, peak_memory_mb(device)))
+        step_log.add(step, loss_value, accuracy, seconds, peak_memory_mb(device))
         state.step = step
-        if not show_bar and (step - first + 1) % every_log == 0:
-            log.info("step %d loss %.4f batch accuracy %.3f (%.1f ms/step)", step, loss_value, accuracy, 1e3 * seconds)
-    return pd.DataFrame(rows, columns=["step", "loss", "accuracy", "seconds_per_step", "peak_mem_mb"])
+    return step_log.table()
 
 
 def peak_memory_mb(device) -> float:

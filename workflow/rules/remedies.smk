@@ -82,7 +82,7 @@ rule remedies_table:
         metrics=every_run("results/metrics/" + RUN + ".parquet"),
         failure=every_run("results/failure/" + RUN + ".parquet"),
         train=every_checkpoint("results/train/" + RUN + "_step{step}.parquet", steps=STEPS[1:]),
-        benchmarks=every_checkpoint("results/benchmarks/train/" + RUN + "_step{step}.tsv", steps=STEPS[1:]),
+        benchmarks=training_benchmarks(),
     output:
         table="results/remedies/remedies.parquet",
         summary="results/remedies_summary/summary.parquet",

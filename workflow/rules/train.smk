@@ -1,10 +1,38 @@
 # Training as a chain of checkpoints: init writes step 0, each segment continues by `every` steps.
 
-def previous_checkpoint(wildcards):
+import re
+
+
+def previous_step(wildcards):
     step = int(wildcards.step)
     if step % EVERY:
         raise ValueError(f"checkpoint step {step} is not a multiple of train.every={EVERY}")
-    return CHECKPOINT.format(**run_of(wildcards).keys(), step=step - EVERY)
+    return step - EVERY
+
+
+def previous_checkpoint(wildcards):
+    return CHECKPOINT.format(**run_of(wildcards).keys(), step=previous_step(wildcards))
+
+
+# Seed batches (train.seed_batch > 1): one job trains a block of seeds of a variant, L and depth
+# in one vmapped step. Their variants train through the per-batch rules at the end of this file.
+SEED_BATCHES = lostmid_config.seed_batches(config)
+BATCHED_VARIANTS = {run.variant for batch in SEED_BATCHES for run in batch}
+UNBATCHED_VARIANTS = sorted({run.variant for run in RUNS} - BATCHED_VARIANTS)
+TRAIN_TABLE = "results/train/" + RUN + "_step{step}.parquet"
+
+
+def batch_id(batch):
+    """A seed batch's id in log and benchmark paths: ``{variant}/L{L}_M{depth}_seeds0-1-2``."""
+    first = batch[0]
+    return f"{first.variant}/L{first.L}_M{first.depth}_seeds" + "-".join(str(run.seed) for run in batch)
+
+
+def training_benchmarks():
+    """The benchmark record of every training segment: one per run, or one per seed batch."""
+    per_run = [run for run in RUNS if run.variant not in BATCHED_VARIANTS]
+    records = ["results/benchmarks/train/" + RUN.format(**run.keys()) + f"_step{step}.tsv" for run in per_run for step in STEPS[1:]]
+    return records + [f"results/benchmarks/train/{batch_id(batch)}_step{step}.tsv" for batch in SEED_BATCHES for step in STEPS[1:]]
 
 
 # The fitted attention-logit bias of `remedy: {kind: bias}` variants (rule bias_fit, remedies.smk).
@@ -42,27 +70,66 @@ rule init_checkpoint:
         " {params.bias} --out {output} > {log} 2>&1"
 
 
-rule train_segment:
-    input:
-        previous_checkpoint,
-    output:
-        checkpoint=CHECKPOINT,
-        table="results/train/" + RUN + "_step{step}.parquet",
-    wildcard_constraints:
-        step=r"[1-9]\d*",
-    params:
-        spec=spec_json,
-        steps=EVERY,
-    log:
-        "results/logs/train/" + RUN + "_step{step}.log",
-    benchmark:
-        "results/benchmarks/train/" + RUN + "_step{step}.tsv"
-    conda:
-        LOSTMID_ENV
-    threads: 1
-    resources:
-        mem_mb=2000,
-        runtime=60,
-    shell:
-        "lostmid train --spec {params.spec:q} --device {config[device]} --threads {threads}"
-        " --checkpoint {input} --steps {params.steps} --out {output.checkpoint} --table {output.table} > {log} 2>&1"
+if UNBATCHED_VARIANTS:
+
+    rule train_segment:
+        input:
+            previous_checkpoint,
+        output:
+            checkpoint=CHECKPOINT,
+            table=TRAIN_TABLE,
+        wildcard_constraints:
+            step=r"[1-9]\d*",
+            variant="|".join(map(re.escape, UNBATCHED_VARIANTS)),
+        params:
+            spec=spec_json,
+            steps=EVERY,
+        log:
+            "results/logs/train/" + RUN + "_step{step}.log",
+        benchmark:
+            "results/benchmarks/train/" + RUN + "_step{step}.tsv"
+        conda:
+            LOSTMID_ENV
+        threads: 1
+        resources:
+            mem_mb=2000,
+            runtime=60,
+        shell:
+            "lostmid train --spec {params.spec:q} --device {config[device]} --threads {threads}"
+            " --checkpoint {input} --steps {params.steps} --out {output.checkpoint} --table {output.table} > {log} 2>&1"
+
+
+for batch in SEED_BATCHES:
+    first, seeds = batch[0], [str(run.seed) for run in batch]
+
+    rule:
+        name:
+            re.sub(r"\W", "_", f"train_{first.variant}_L{first.L}_M{first.depth}_seeds_{'_'.join(seeds)}")
+        input:
+            lambda wildcards, batch=batch: [CHECKPOINT.format(**run.keys(), step=previous_step(wildcards)) for run in batch],
+        output:
+            checkpoints=[CHECKPOINT.format(**run.keys(), step="{step}") for run in batch],
+            tables=[TRAIN_TABLE.format(**run.keys(), step="{step}") for run in batch],
+        wildcard_constraints:
+            step=r"[1-9]\d*",
+        params:
+            spec=lostmid_config.canonical_json(lostmid_config.run_spec(config, first)),
+            seeds=" ".join(seeds),
+            steps=EVERY,
+        log:
+            f"results/logs/train/{batch_id(batch)}_step{{step}}.log",
+        benchmark:
+            f"results/benchmarks/train/{batch_id(batch)}_step{{step}}.tsv"
+        conda:
+            LOSTMID_ENV
+        threads: 1
+        # Declared here, not in the profiles' set-resources (keyed by rule name): these rules'
+        # names follow the grid. One GPU for the batch, as for train_segment; a batch of an
+        # objective that is not functional trains its seeds in turn, hence the runtime per seed.
+        resources:
+            mem_mb=2000,
+            runtime=120 * len(batch),
+            gpu=1,
+        shell:
+            "lostmid train --spec {params.spec:q} --seeds {params.seeds} --device {config[device]} --threads {threads}"
+            " --checkpoint {input} --steps {params.steps} --out {output.checkpoints} --table {output.tables} > {log} 2>&1"

@@ -34,27 +34,42 @@ def init(args):
 
 def _train_args(parser):
     spec_arg(parser)
-    parser.add_argument("--checkpoint", required=True, help="checkpoint to continue from")
+    parser.add_argument("--seeds", type=int, nargs="+", default=None,
+                        help="train these seeds of the spec's run as one seed batch (lostmid.seed_batch); "
+                             "then --checkpoint, --out and --table name one file per seed, in this order")
+    parser.add_argument("--checkpoint", nargs="+", required=True, help="checkpoint to continue from")
     parser.add_argument("--steps", type=int, required=True, help="optimizer steps in this segment")
-    parser.add_argument("--out", required=True, help="checkpoint to write after the segment")
-    parser.add_argument("--table", required=True, help="Parquet file of the segment's per-step log")
+    parser.add_argument("--out", nargs="+", required=True, help="checkpoint to write after the segment")
+    parser.add_argument("--table", nargs="+", required=True, help="Parquet file of the segment's per-step log")
 
 
-@command("train", "continue a run from a checkpoint for one segment of steps", _train_args)
+@command("train", "continue a run (or a seed batch of runs) from a checkpoint for one segment of steps", _train_args)
 def train(args):
     from lostmid import checkpoint, devices, tables
+    from lostmid.seed_batch import train_seed_batch
     from lostmid.train import train_steps
 
     if args.steps < 1:
         raise ConfigError(f"--steps must be positive, got {args.steps}")
+    specs = [{**args.spec, "seed": seed} for seed in args.seeds] if args.seeds else [args.spec]
+    for option in ("checkpoint", "out", "table"):
+        if len(getattr(args, option)) != len(specs):
+            raise ConfigError(f"--{option} names {len(getattr(args, option))} files for {len(specs)} runs (seeds {args.seeds})")
     device = devices.resolve(args.device)
-    state = checkpoint.TrainingState.load(args.checkpoint, args.spec, device)
-    start = state.step
-    log.info("training %s from step %d for %d steps on %s", args.spec["variant"], start, args.steps, device)
-    log_table = train_steps(state, args.steps, device)
-    state.save(args.out)
-    io.write_parquet(tables.with_run_keys(log_table, args.spec), args.table)
-    log.info("wrote checkpoint %s at step %d", args.out, state.step)
+    states = [checkpoint.TrainingState.load(path, spec, device) for path, spec in zip(args.checkpoint, specs)]
+    seed_batch = args.spec["train"].get("seed_batch", 1)
+    log.info("training %s seeds %s from step %d for %d steps on %s%s", args.spec["variant"], [s["seed"] for s in specs],
+             states[0].step, args.steps, device, f" (seed batches of {seed_batch})" if seed_batch > 1 else "")
+    if seed_batch > 1:
+        logs = train_seed_batch(states, args.steps, device)
+    elif len(states) == 1:
+        logs = [train_steps(states[0], args.steps, device)]
+    else:
+        raise ConfigError(f"--seeds trains {len(states)} runs as one batch, but the spec's train.seed_batch is 1")
+    for state, spec, log_table, out, table in zip(states, specs, logs, args.out, args.table):
+        state.save(out)
+        io.write_parquet(tables.with_run_keys(log_table, spec), table)
+        log.info("wrote checkpoint %s at step %d", out, state.step)
 
 
 def _failure_args(parser):
