@@ -101,15 +101,18 @@ def test_a_bad_config_stops_snakemake_with_the_key_named(tmp_path):
     assert "train.every=7 does not divide train.steps=20" in result.stdout + result.stderr
 
 
-def test_every_rule_declares_log_benchmark_threads_resources_and_conda(tmp_path):
+@pytest.mark.parametrize("seed_batch", [1, 2], ids=["per-run training", "seed batches"])
+def test_every_rule_declares_log_benchmark_threads_resources_and_conda(tmp_path, seed_batch):
     from snakemake.api import SnakemakeApi
     from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings, StorageSettings
 
+    override = tmp_path / "seed_batch.yaml"
+    override.write_text(yaml.safe_dump({"train": {"seed_batch": seed_batch}}))
     cwd = os.getcwd()  # Snakemake moves into the working directory
     with SnakemakeApi(OutputSettings(quiet=True)) as api:
         workflow = api.workflow(
             resource_settings=ResourceSettings(),
-            config_settings=ConfigSettings(configfiles=[REPO / "config" / "smoke.yaml"]),
+            config_settings=ConfigSettings(configfiles=[REPO / "config" / "smoke.yaml", override]),
             storage_settings=StorageSettings(),
             snakefile=REPO / "Snakefile",
             workdir=tmp_path,
@@ -132,7 +135,10 @@ def test_every_rule_declares_log_benchmark_threads_resources_and_conda(tmp_path)
     os.chdir(cwd)
     assert len(rules) > 20
     assert {name: what for name, what in missing.items() if what} == {}
-    # threads default to 1 when left out, so read the declarations themselves
+    if seed_batch > 1:
+        assert any(rule.name.startswith("train_baseline_L8_M1_seeds_") for rule in rules)
+    # threads default to 1 when left out, so read the declarations themselves (rules in an `if`
+    # or a `for` are indented)
     for smk in (REPO / "workflow" / "rules").glob("*.smk"):
-        for block in re.split(r"\n(?=rule )", smk.read_text())[1:]:
-            assert "\n    threads:" in block, f"{smk.name}: {block.splitlines()[0]} declares no threads"
+        for block in re.split(r"\n(?=[ ]*rule\b)", smk.read_text())[1:]:
+            assert re.search(r"\n[ ]+threads:", block), f"{smk.name}: {block.splitlines()[0]} declares no threads"
