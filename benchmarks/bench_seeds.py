@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 
+import bench_remedies
 import torch
 from timing import median_seconds
 
@@ -62,12 +63,10 @@ def measure(seeds=(1, 3, 8), d_models=(16, 64), L: int = 24, batch: int = 32, re
 
 
 def training_spec(d_model: int, L: int, seed_batch: int) -> dict:
-    """A baseline run spec of the default config's model and optimizer at width ``d_model``."""
-    model = {"seq_len": L, "depth": 2, "d_model": d_model, "heads": 4, "mlp_ratio": 4, "block": "sequential",
-             "residual": True, "epsilon": 1.0, "readout": "last"}
-    train = {"batch_size": 64, "lr": 0.003, "beta1": 0.9, "beta2": 0.99, "weight_decay": 0.0, "grad_clip": 1.0,
-             "flag_law": "uniform", "seed_batch": seed_batch}
-    return {"variant": "baseline", "L": L, "depth": 2, "seed": 0, "model": model, "train": train, "remedy": {"kind": "none"}}
+    """bench_remedies' baseline run spec (the default config's model and optimizer) at width ``d_model``."""
+    spec = bench_remedies.spec_for(argparse.Namespace(L=L, depth=2, d_model=d_model, batch=64), {"kind": "none"})
+    spec["train"]["seed_batch"] = seed_batch
+    return spec
 
 
 def measure_training(seeds=(1, 3, 8), d_models=(16, 64), L: int = 24, steps: int = 10, repeats: int = 3, device="cpu") -> list[dict]:

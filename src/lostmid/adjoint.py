@@ -37,19 +37,33 @@ def energy(adjoint: torch.Tensor) -> torch.Tensor:
     return adjoint.square().sum(-1).mean(0)
 
 
-def functional_loss_sum(model, weights: dict, buffers: dict, tokens, targets, tap) -> torch.Tensor:
-    """Sum of the per-sequence losses with ``tap`` added to X_0, as a pure function of the
-    model's ``weights`` and ``buffers`` (torch.func.functional_call), so that d/d tap is every
-    sequence's own P_0 and grad, jvp and vmap over the weights compose with it."""
-    logits = torch.func.functional_call(model, (weights, buffers), (tokens,), {"taps": [tap] + [None] * len(model.steps)})
-    return model.loss(logits, targets) * tokens.shape[0]
+def functional_logits(model, weights: dict, buffers: dict, tokens, taps=None) -> torch.Tensor:
+    """The model's logits with its parameters and buffers replaced by ``weights`` and ``buffers``
+    (torch.func.functional_call): a pure function of the weights, so grad, jvp and vmap over the
+    weights compose with it."""
+    return torch.func.functional_call(model, (weights, buffers), (tokens,), {"taps": taps})
+
+
+def functional_input_adjoint(model, weights: dict, buffers: dict, tokens, targets):
+    """(mean loss, logits, P_0) of one batch as pure functions of the weights.
+
+    P_0 comes from an inner torch.func.grad of the per-sequence loss sum with respect to a zero
+    tap on X_0, so an outer transform over the weights (grad, jvp, vmap) differentiates through it.
+    """
+    tap = torch.zeros(*tokens.shape, model.config.d_model, dtype=model.token_embedding.weight.dtype, device=tokens.device)
+
+    def loss_sum(tap):
+        logits = functional_logits(model, weights, buffers, tokens, taps=[tap] + [None] * len(model.steps))
+        loss = model.loss(logits, targets)
+        return loss * tokens.shape[0], (loss, logits)
+
+    p0, (loss, logits) = torch.func.grad(loss_sum, has_aux=True)(tap)
+    return loss, logits, p0
 
 
 def functional_input_energy(model, weights: dict, buffers: dict, tokens, targets) -> torch.Tensor:
     """Input-influence energy E||P_0(i)||^2, shape (L,), as a pure function of the weights."""
-    tap = torch.zeros(*tokens.shape, model.config.d_model, dtype=model.token_embedding.weight.dtype, device=tokens.device)
-    p0 = torch.func.grad(functional_loss_sum, argnums=5)(model, weights, buffers, tokens, targets, tap)
-    return energy(p0)
+    return energy(functional_input_adjoint(model, weights, buffers, tokens, targets)[2])
 
 
 def seed_input_energies(models, tokens, targets, bias=None) -> torch.Tensor:

@@ -43,7 +43,6 @@ class FitSettings:
         return asdict(self)
 
 
-
 def check_disjoint_from_training(settings: FitSettings, training_seeds) -> None:
     """The fit must draw its initializations and batches from seeds no training run uses."""
     clash = sorted(set(settings.seeds()) & set(training_seeds))

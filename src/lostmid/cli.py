@@ -103,11 +103,12 @@ def spec_arg(parser: argparse.ArgumentParser) -> None:
     """The ``--spec`` option every per-run command takes."""
     parser.add_argument("--spec", type=json_arg, required=True, help="run spec (JSON), as built by lostmid.config.run_spec")
 
-if __name__ == "__main__":
-    sys.exit(main())
-
 
 def figure_args(parser: argparse.ArgumentParser) -> None:
     """The options of a figure drawn from one kind of table: ``--out`` PNG and the tables."""
     parser.add_argument("--out", required=True, help="PNG file")
     parser.add_argument("inputs", nargs="+", help="Parquet files of the table to plot")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

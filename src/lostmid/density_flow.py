@@ -25,7 +25,7 @@ import pandas as pd
 import torch
 from torch.func import grad, jvp
 
-from lostmid.adjoint import functional_input_energy, functional_loss_sum
+from lostmid.adjoint import functional_input_energy, functional_logits
 from lostmid.metrics import positions
 from lostmid.model import explicit_attention
 
@@ -40,12 +40,10 @@ class _InputEnergy:
         self.tokens = tokens
         self.targets = targets
         self.buffers = dict(model.named_buffers())
-        dtype = model.token_embedding.weight.dtype
-        self.zero_tap = torch.zeros(tokens.shape[0], tokens.shape[1], model.config.d_model, dtype=dtype, device=tokens.device)
 
     def risk(self, params):
         """R: the mean task loss on the batch."""
-        return functional_loss_sum(self.model, params, self.buffers, self.tokens, self.targets, self.zero_tap) / self.tokens.shape[0]
+        return self.model.loss(functional_logits(self.model, params, self.buffers, self.tokens), self.targets)
 
     def __call__(self, params):
         return functional_input_energy(self.model, params, self.buffers, self.tokens, self.targets)

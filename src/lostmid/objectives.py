@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import torch
 
+from lostmid.adjoint import functional_logits
+
 
 class TaskObjective:
     """Plain cross-entropy of the readout: the baseline (and the debiased variant, whose
@@ -40,7 +42,7 @@ class TaskObjective:
 
         Only settings shared by every seed may enter here: it runs under vmap over seeds.
         """
-        logits = torch.func.functional_call(model, (weights, buffers), (tokens,))
+        logits = functional_logits(model, weights, buffers, tokens)
         return model.loss(logits, targets, sequence_weights), logits
 
     def state_dict(self) -> dict:

@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from lostmid import task
-from lostmid.adjoint import density, energy
+from lostmid.adjoint import density, energy, functional_input_adjoint, functional_logits
 from lostmid.errors import ConfigError
 from lostmid.model import explicit_attention
 from lostmid.objectives import OBJECTIVES, TaskObjective
@@ -82,21 +82,6 @@ def input_adjoint_with_logits(model, tokens, targets, weights=None):
     return loss, logits, p0
 
 
-def functional_input_adjoint_with_logits(model, weights: dict, buffers: dict, tokens, targets):
-    """``input_adjoint_with_logits`` as a pure function of the weights (torch.func): P_0 comes from
-    an inner torch.func.grad, so an outer grad (and vmap over seeds) differentiates through it."""
-    tap = torch.zeros(*tokens.shape, model.config.d_model, dtype=model.token_embedding.weight.dtype, device=tokens.device)
-
-    def loss_sum(tap):
-        logits = torch.func.functional_call(model, (weights, buffers), (tokens,), {"taps": [tap] + [None] * len(model.steps)})
-        loss = model.loss(logits, targets)
-        return loss * tokens.shape[0], (loss, logits)
-
-    with explicit_attention(model):
-        p0, (loss, logits) = torch.func.grad(loss_sum, has_aux=True)(tap)
-    return loss, logits, p0
-
-
 class BalanceObjective(TaskObjective):
     """Algorithm 1: loss + (beta/2) E_inf(nu), E_inf from the batch's input adjoint P_0.
 
@@ -132,10 +117,11 @@ class BalanceObjective(TaskObjective):
 
     def functional_loss(self, model, weights, buffers, tokens, targets, sequence_weights=None):
         def logits_of(x):
-            return torch.func.functional_call(model, (weights, buffers), (x,))
+            return functional_logits(model, weights, buffers, x)
 
         def adjoint_of(model, x, y):
-            return functional_input_adjoint_with_logits(model, weights, buffers, x, y)
+            with explicit_attention(model):  # the penalty differentiates through attention twice
+                return functional_input_adjoint(model, weights, buffers, x, y)
 
         total, _, _, logits = self.penalized(model, tokens, targets, logits_of, adjoint_of)
         return total, logits

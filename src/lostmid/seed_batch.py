@@ -69,10 +69,7 @@ class StackedSeeds:
         self.states = states
         self.model = states[0].model.train()  # the module whose forward every seed runs
         modules = [state.model for state in states]
-        self.params = {
-            name: torch.nn.Parameter(torch.stack([dict(m.named_parameters())[name].detach() for m in modules]))
-            for name, _ in self.model.named_parameters()
-        }
+        self.params, _ = torch.func.stack_module_state(modules)  # leaf tensors (S, ...) that take .grad
         # The buffers (causal mask, fixed attention bias) come from the spec, so the seeds share them.
         self.buffers = dict(self.model.named_buffers())
         for i, module in enumerate(modules):
@@ -104,8 +101,8 @@ class StackedSeeds:
             sequence_weights = [state.objective.sequence_weights(state.model, x, f, step)
                                 for state, x, f in zip(self.states, tokens, flags)]
             sequence_weights = None if sequence_weights[0] is None else torch.stack(sequence_weights)
-            # Detached weights: torch.func computes the gradient itself; Parameters would also make
-            # autograd record the whole vmapped pass in a graph nobody differentiates (2x the time).
+            # Detached weights: torch.func computes the gradient itself; leaves that require grad would
+            # also make autograd record the whole vmapped pass in a graph nobody differentiates (2x the time).
             weights = {name: p.detach() for name, p in self.params.items()}
             in_dims = (0, None, 0, 0, None if sequence_weights is None else 0)
             # Explicit attention: the fused CPU kernel has no vmap batching rule (nor a double backward).

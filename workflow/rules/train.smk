@@ -20,6 +20,9 @@ SEED_BATCHES = lostmid_config.seed_batches(config)
 BATCHED_VARIANTS = {run.variant for batch in SEED_BATCHES for run in batch}
 UNBATCHED_VARIANTS = sorted({run.variant for run in RUNS} - BATCHED_VARIANTS)
 TRAIN_TABLE = "results/train/" + RUN + "_step{step}.parquet"
+# Log and benchmark record of one training job; {id}: the run (RUN) or the seed batch (batch_id).
+TRAIN_LOG = "results/logs/train/{id}_step{step}.log"
+TRAIN_BENCHMARK = "results/benchmarks/train/{id}_step{step}.tsv"
 
 
 def batch_id(batch):
@@ -30,9 +33,9 @@ def batch_id(batch):
 
 def training_benchmarks():
     """The benchmark record of every training segment: one per run, or one per seed batch."""
-    per_run = [run for run in RUNS if run.variant not in BATCHED_VARIANTS]
-    records = ["results/benchmarks/train/" + RUN.format(**run.keys()) + f"_step{step}.tsv" for run in per_run for step in STEPS[1:]]
-    return records + [f"results/benchmarks/train/{batch_id(batch)}_step{step}.tsv" for batch in SEED_BATCHES for step in STEPS[1:]]
+    ids = [RUN.format(**run.keys()) for run in RUNS if run.variant not in BATCHED_VARIANTS]
+    ids += [batch_id(batch) for batch in SEED_BATCHES]
+    return [TRAIN_BENCHMARK.format(id=id_, step=step) for id_ in ids for step in STEPS[1:]]
 
 
 # The fitted attention-logit bias of `remedy: {kind: bias}` variants (rule bias_fit, remedies.smk).
@@ -85,9 +88,9 @@ if UNBATCHED_VARIANTS:
             spec=spec_json,
             steps=EVERY,
         log:
-            "results/logs/train/" + RUN + "_step{step}.log",
+            TRAIN_LOG.format(id=RUN, step="{step}"),
         benchmark:
-            "results/benchmarks/train/" + RUN + "_step{step}.tsv"
+            TRAIN_BENCHMARK.format(id=RUN, step="{step}")
         conda:
             LOSTMID_ENV
         threads: 1
@@ -117,9 +120,9 @@ for batch in SEED_BATCHES:
             seeds=" ".join(seeds),
             steps=EVERY,
         log:
-            f"results/logs/train/{batch_id(batch)}_step{{step}}.log",
+            TRAIN_LOG.format(id=batch_id(batch), step="{step}"),
         benchmark:
-            f"results/benchmarks/train/{batch_id(batch)}_step{{step}}.tsv"
+            TRAIN_BENCHMARK.format(id=batch_id(batch), step="{step}")
         conda:
             LOSTMID_ENV
         threads: 1

@@ -55,17 +55,14 @@ def train(args):
     for option in ("checkpoint", "out", "table"):
         if len(getattr(args, option)) != len(specs):
             raise ConfigError(f"--{option} names {len(getattr(args, option))} files for {len(specs)} runs (seeds {args.seeds})")
+    seed_batch = args.spec["train"].get("seed_batch", 1)
+    if seed_batch == 1 and len(specs) > 1:
+        raise ConfigError(f"--seeds trains {len(specs)} runs as one batch, but the spec's train.seed_batch is 1")
     device = devices.resolve(args.device)
     states = [checkpoint.TrainingState.load(path, spec, device) for path, spec in zip(args.checkpoint, specs)]
-    seed_batch = args.spec["train"].get("seed_batch", 1)
     log.info("training %s seeds %s from step %d for %d steps on %s%s", args.spec["variant"], [s["seed"] for s in specs],
              states[0].step, args.steps, device, f" (seed batches of {seed_batch})" if seed_batch > 1 else "")
-    if seed_batch > 1:
-        logs = train_seed_batch(states, args.steps, device)
-    elif len(states) == 1:
-        logs = [train_steps(states[0], args.steps, device)]
-    else:
-        raise ConfigError(f"--seeds trains {len(states)} runs as one batch, but the spec's train.seed_batch is 1")
+    logs = train_seed_batch(states, args.steps, device) if seed_batch > 1 else [train_steps(states[0], args.steps, device)]
     for state, spec, log_table, out, table in zip(states, specs, logs, args.out, args.table):
         state.save(out)
         io.write_parquet(tables.with_run_keys(log_table, spec), table)
