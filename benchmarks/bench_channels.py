@@ -4,9 +4,9 @@
     python benchmarks/bench_channels.py --L 16 --block parallel --dtype float32
 
 One training step = forward, backward, gradient clipping and the AdamW update on a batch of
-``--batch`` sequences (as lostmid.train does). On the same batch it times
+``--batch`` sequences (as lostmid.training.train does). On the same batch it times
   split      the channel split alone: one forward with the two attention copies and ONE
-             backward pass giving P_0, P_res, P_cone, P_loc (lostmid.channels.channel_split);
+             backward pass giving P_0, P_res, P_cone, P_loc (lostmid.analysis.channels.channel_split);
   norms      the operator norms Lambda_k of every step by ``--power-iterations`` JVP/VJP pairs;
   stage      what the stage does per batch: split + norms + the per-position statistics.
 Each figure is the median of ``--repeats`` timings after one warm-up; the ratio divides by
@@ -20,8 +20,10 @@ import argparse
 import torch
 from timing import median_seconds
 
-from lostmid import channels, checkpoint, task
-from lostmid.model import FlagTransformer, ModelConfig
+from lostmid.analysis import channels
+from lostmid.training import checkpoint
+from lostmid.core import task
+from lostmid.core.model import FlagTransformer, ModelConfig
 
 
 def parse_args(argv=None):

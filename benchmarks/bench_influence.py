@@ -22,8 +22,11 @@ import argparse
 import torch
 from timing import median_seconds
 
-from lostmid import checkpoint, density_flow, influence, task
-from lostmid.model import ModelConfig
+from lostmid.training import checkpoint
+from lostmid.analysis import density_flow
+from lostmid.analysis import influence
+from lostmid.core import task
+from lostmid.core.model import ModelConfig
 
 
 def per_position_loop(model, tokens, targets):

@@ -58,9 +58,9 @@ def measure_one(args, remedy: dict) -> dict:
 
     import torch
 
-    from lostmid import devices
-    from lostmid.checkpoint import TrainingState
-    from lostmid.train import train_steps
+    from lostmid.core import devices
+    from lostmid.training.checkpoint import TrainingState
+    from lostmid.training.train import train_steps
 
     torch.set_num_threads(args.threads)
     device = devices.resolve(args.device)
@@ -79,8 +79,8 @@ def measure_one(args, remedy: dict) -> dict:
 def measure_bias_fit(args) -> dict:
     import torch
 
-    from lostmid.bias_fit import FitSettings, fit_bias
-    from lostmid.model import ModelConfig
+    from lostmid.analysis.bias_fit import FitSettings, fit_bias
+    from lostmid.core.model import ModelConfig
 
     torch.set_num_threads(args.threads)
     start = time.perf_counter()

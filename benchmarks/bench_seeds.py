@@ -4,14 +4,14 @@ training step of a seed batch (train.seed_batch) of S runs.
     python benchmarks/bench_seeds.py                        # S = 1, 3, 8; d = 16 and 64; L = 24
     python benchmarks/bench_seeds.py --seeds 3 16 --d-model 64 --device cuda
 
-Training: ``looped`` trains S runs one after another (lostmid.train.train_steps, the fused
-attention kernel), ``vmapped`` the same S runs as one seed batch (lostmid.seed_batch); both per
+Training: ``looped`` trains S runs one after another (lostmid.training.train.train_steps, the fused
+attention kernel), ``vmapped`` the same S runs as one seed batch (lostmid.training.seed_batch); both per
 step and run, batch 64.
 
-The bias fit (lostmid.bias_fit) descends on the mean influence imbalance of S models that differ
+The bias fit (lostmid.analysis.bias_fit) descends on the mean influence imbalance of S models that differ
 only in their seed, through their input adjoints (second order). ``looped``: one forward,
 backward-with-graph per model, then one backward to the bias. ``vmapped``: the S models'
-weights stacked and one vmapped pass (lostmid.adjoint.seed_input_energies), then the same
+weights stacked and one vmapped pass (lostmid.core.adjoint.seed_input_energies), then the same
 backward. Prints median milliseconds of each and the speed-up looped / vmapped (one thread on
 the CPU).
 """
@@ -24,12 +24,13 @@ import bench_remedies
 import torch
 from timing import median_seconds
 
-from lostmid import adjoint, task
-from lostmid.bias_fit import model_at_init
-from lostmid.checkpoint import TrainingState
-from lostmid.model import ModelConfig, explicit_attention
-from lostmid.seed_batch import train_seed_batch
-from lostmid.train import train_steps
+from lostmid.core import adjoint
+from lostmid.core import task
+from lostmid.analysis.bias_fit import model_at_init
+from lostmid.training.checkpoint import TrainingState
+from lostmid.core.model import ModelConfig, explicit_attention
+from lostmid.training.seed_batch import train_seed_batch
+from lostmid.training.train import train_steps
 
 
 def measure(seeds=(1, 3, 8), d_models=(16, 64), L: int = 24, batch: int = 32, repeats: int = 5, device="cpu") -> list[dict]:

@@ -15,9 +15,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 from timing import synchronize
 
-from lostmid import task
-from lostmid.checkpoint import build_optimizer
-from lostmid.model import FlagTransformer, ModelConfig
+from lostmid.core import task
+from lostmid.training.checkpoint import build_optimizer
+from lostmid.core.model import FlagTransformer, ModelConfig
 
 TRAIN = {"lr": 3e-3, "beta1": 0.9, "beta2": 0.99, "weight_decay": 0.0}
 

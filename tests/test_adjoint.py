@@ -4,8 +4,8 @@ import pytest
 import torch
 from torch.func import jacrev
 
-from lostmid import adjoint
-from lostmid.model import FlagTransformer, ModelConfig, explicit_attention
+from lostmid.core import adjoint
+from lostmid.core.model import FlagTransformer, ModelConfig, explicit_attention
 
 
 @pytest.mark.parametrize("block", ["sequential", "parallel"])

@@ -3,10 +3,10 @@
 import pytest
 import torch
 
-from lostmid import bias_fit
-from lostmid.checkpoint import TrainingState
+from lostmid.analysis import bias_fit
+from lostmid.training.checkpoint import TrainingState
 from lostmid.errors import ConfigError
-from lostmid.model import ModelConfig
+from lostmid.core.model import ModelConfig
 
 from conftest import tiny_spec
 

@@ -10,8 +10,9 @@ import pytest
 import torch
 from torch.func import jacrev
 
-from lostmid import adjoint, channels
-from lostmid.model import FlagTransformer, ModelConfig, explicit_attention
+from lostmid.core import adjoint
+from lostmid.analysis import channels
+from lostmid.core.model import FlagTransformer, ModelConfig, explicit_attention
 
 
 def tiny_model(block="sequential", seed=0, bias=True, scale=0.3, **overrides):

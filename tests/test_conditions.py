@@ -12,13 +12,15 @@ import pytest
 import torch
 from conftest import tiny_spec
 
-from lostmid import cli, conditions, metrics
-from lostmid.channels import CHANNELS, PAIRS, Profiles, channel_profiles
-from lostmid.checkpoint import TrainingState
-from lostmid.conditions import Regional, SoundnessError
+from lostmid.cli import main as cli
+from lostmid.analysis import conditions
+from lostmid.analysis import metrics
+from lostmid.analysis.channels import CHANNELS, PAIRS, Profiles, channel_profiles
+from lostmid.training.checkpoint import TrainingState
+from lostmid.analysis.conditions import Regional, SoundnessError
 from lostmid.errors import ConfigError
-from lostmid.model import FlagTransformer, ModelConfig
-from lostmid.train import train_steps
+from lostmid.core.model import FlagTransformer, ModelConfig
+from lostmid.training.train import train_steps
 
 SETTINGS = {"batch_per_position": 2, "seed": 5, "deltas": [0.1, 0.2, 0.3], "power_iterations": 30, "batch_size": 64, "float64": True}
 
@@ -204,7 +206,9 @@ def test_the_command_writes_three_tidy_tables_for_every_checkpoint_without_viola
     assert len(channels) == 2 * 3 * 3 * 3 and len(cross) == 2 * 3 * 3 * 3 and len(rows) == 2 * 3 * len(conditions.TESTS)
     assert conditions.violations(rows).empty
     # The identity m_B = sum J + Xi, re-derived from the written tables against an independent P_0 density.
-    from lostmid import adjoint, checkpoint, task
+    from lostmid.core import adjoint
+    from lostmid.training import checkpoint
+    from lostmid.core import task
 
     model, _ = checkpoint.load_model(checkpoints[1], spec, "cpu")
     tokens, targets, _ = task.stratified_eval_set(10, SETTINGS["batch_per_position"], SETTINGS["seed"])
@@ -248,7 +252,7 @@ def test_the_command_fails_loudly_on_a_soundness_violation(trained_run, tmp_path
 
 def test_profiles_of_a_model_match_its_channel_split_average():
     model = random_model("parallel", 7, 0.3).double()
-    from lostmid import task
+    from lostmid.core import task
 
     tokens, targets, _ = task.stratified_eval_set(10, 1, 0)
     profiles, _ = channel_profiles(model, tokens, targets, batch_size=4, power_iterations=0, seed=0)

@@ -12,10 +12,13 @@ import numpy as np
 import pytest
 import torch
 
-from lostmid import adjoint, channels, conditions, metrics
-from lostmid.channels import Profiles
-from lostmid.conditions import Regional
-from lostmid.model import FlagTransformer, ModelConfig
+from lostmid.core import adjoint
+from lostmid.analysis import channels
+from lostmid.analysis import conditions
+from lostmid.analysis import metrics
+from lostmid.analysis.channels import Profiles
+from lostmid.analysis.conditions import Regional
+from lostmid.core.model import FlagTransformer, ModelConfig
 
 
 def model_of(seed=0, **overrides):

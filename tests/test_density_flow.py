@@ -3,8 +3,9 @@
 import pytest
 import torch
 
-from lostmid import density_flow, task
-from lostmid.model import FlagTransformer, ModelConfig
+from lostmid.analysis import density_flow
+from lostmid.core import task
+from lostmid.core.model import FlagTransformer, ModelConfig
 
 
 @pytest.fixture(scope="module")

@@ -9,10 +9,14 @@ import torch
 from torch.func import jacrev
 
 from conftest import SCHEMA, tiny_spec
-from lostmid import checkpoint, cli, influence, metrics, task
+from lostmid.training import checkpoint
+from lostmid.cli import main as cli
+from lostmid.analysis import influence, structural
+from lostmid.analysis import metrics
+from lostmid.core import task
 from lostmid import config as cfg
 from lostmid.errors import ConfigError
-from lostmid.model import FlagTransformer, ModelConfig, explicit_attention
+from lostmid.core.model import FlagTransformer, ModelConfig, explicit_attention
 
 # --- one backward pass equals per-position Jacobians ---------------------------------------------
 
@@ -125,32 +129,32 @@ def test_delta_outside_the_open_interval_is_a_clear_error(delta, smoke_config):
 @pytest.mark.parametrize("L", [5, 12])
 @pytest.mark.parametrize("depth", [1, 3, 6])
 def test_structural_baseline_matches_its_closed_form(residual, L, depth):
-    model = influence.structural_model(L, depth, residual, epsilon=0.5).double()
+    model = structural.structural_model(L, depth, residual, epsilon=0.5).double()
     tokens, targets, _ = task.stratified_eval_set(L, 1, seed=3)
 
     measured = influence.profile_table(influence.energies(model, tokens, targets))
 
     for layer in range(depth + 1):
-        closed = influence.structural_density(L, depth, residual, epsilon=0.5, layer=layer)
+        closed = structural.structural_density(L, depth, residual, epsilon=0.5, layer=layer)
         np.testing.assert_allclose(measured[measured.layer == layer].density, closed, rtol=1e-10, atol=1e-12)
 
 
 def test_the_structural_model_is_the_linear_recursion_N_X():
     L = 6
     x = torch.randn(2, L, 4, dtype=torch.float64)
-    C = torch.from_numpy(influence.cesaro(L))
+    C = torch.from_numpy(structural.cesaro(L))
     assert torch.allclose(C.sum(1), torch.ones(L, dtype=torch.float64))  # rows average
     for residual, N in [(True, torch.eye(L, dtype=torch.float64) + 0.5 * C), (False, C)]:
-        model = influence.structural_model(L, 2, residual, epsilon=0.5).double()
+        model = structural.structural_model(L, 2, residual, epsilon=0.5).double()
         torch.testing.assert_close(model.advance(0, x), N @ x)
 
 
 def test_structural_table_overlays_measurement_and_closed_form():
-    table = influence.structural_baseline(influence.StructuralSettings(L=(6,), depths=(1, 2)))
+    table = structural.structural_baseline(structural.StructuralSettings(L=(6,), depths=(1, 2)))
     assert list(table.columns) == ["residual", "L", "depth", "layer", "position", "p", "measured", "closed_form"]
     np.testing.assert_allclose(table.measured, table.closed_form, rtol=1e-10, atol=1e-12)
     with pytest.raises(ConfigError, match="unknown keys"):
-        influence.StructuralSettings.from_dict({"depth": [1]})
+        structural.StructuralSettings.from_dict({"depth": [1]})
 
 
 # --- the initialization sweep of the blog post ---------------------------------------------------

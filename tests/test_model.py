@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from lostmid.model import FlagTransformer, ModelConfig, explicit_attention
+from lostmid.core.model import FlagTransformer, ModelConfig, explicit_attention
 
 
 def make(**kw):

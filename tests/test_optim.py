@@ -7,8 +7,8 @@ import sys
 import pytest
 import torch
 
-from lostmid.model import FlagTransformer, ModelConfig
-from lostmid.optim import AdamW
+from lostmid.core.model import FlagTransformer, ModelConfig
+from lostmid.core.optim import AdamW
 
 from conftest import tiny_spec
 
@@ -91,7 +91,7 @@ def test_a_training_segment_never_imports_torch_dynamo_and_a_figure_never_import
     spec = json.dumps(tiny_spec())
     script = f"""
 import sys
-from lostmid.cli import main
+from lostmid.cli.main import main
 assert main(["init", "--spec", {spec!r}, "--device", "cpu", "--out", {str(tmp_path / 's0.pt')!r}]) == 0
 assert main(["train", "--spec", {spec!r}, "--device", "cpu", "--threads", "1", "--checkpoint", {str(tmp_path / 's0.pt')!r},
              "--steps", "3", "--out", {str(tmp_path / 's3.pt')!r}, "--table", {str(tmp_path / 'log.parquet')!r}]) == 0
@@ -103,7 +103,7 @@ print(sorted(m for m in ("torch._dynamo", "torch._inductor") if m in sys.modules
     figure = f"""
 import sys
 import pandas as pd
-from lostmid.cli import main
+from lostmid.cli.main import main
 pd.DataFrame({{"variant": ["baseline"], "L": [8], "depth": [1], "seed": [0], "step": [1], "loss": [0.7], "accuracy": [0.5]}}).to_parquet({str(tmp_path / 't.parquet')!r})
 assert main(["plot-training", "--threads", "1", "--out", {str(tmp_path / 't.png')!r}, {str(tmp_path / 't.parquet')!r}]) == 0
 print("torch" in sys.modules)

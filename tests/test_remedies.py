@@ -9,12 +9,14 @@ import pytest
 import torch
 
 from lostmid import config as cfg
-from lostmid import remedies, remedy_tables, task
-from lostmid.checkpoint import TrainingState
+from lostmid.objectives import algorithm1_balance, algorithm2_reweight, algorithm3_observability
+from lostmid.tables import remedies as remedy_tables
+from lostmid.core import task
+from lostmid.training.checkpoint import TrainingState
 from lostmid.errors import ConfigError
-from lostmid.model import FlagTransformer, ModelConfig
-from lostmid.objectives import make_objective
-from lostmid.train import train_steps
+from lostmid.core.model import FlagTransformer, ModelConfig
+from lostmid.objectives.registry import make_objective
+from lostmid.training.train import train_steps
 
 from conftest import SCHEMA, tiny_spec
 
@@ -61,9 +63,9 @@ def test_balance_gradient_matches_a_finite_difference_of_the_penalized_loss():
 
 
 def test_target_densities_have_mean_one():
-    for name in remedies.TARGETS:
-        assert remedies.target_density(10, name).mean().item() == pytest.approx(1.0)
-    late = remedies.target_density(10, "late")
+    for name in algorithm1_balance.TARGETS:
+        assert algorithm1_balance.target_density(10, name).mean().item() == pytest.approx(1.0)
+    late = algorithm1_balance.target_density(10, "late")
     assert late[-1] > late[0]
 
 
@@ -74,12 +76,12 @@ def test_reweighting_weights_average_to_one_under_pi_and_favour_risky_positions(
     law = task.flag_law(8, "early")  # a non-uniform pi
     risk = torch.tensor([0.1, 0.1, 0.2, 0.3, 0.5, 0.8, 1.2])  # positions 2..8, risk grows late
     for eta in (0.0, 0.5, 1.0, 3.0):
-        w = remedies.reweighting_weights(risk, law, eta)
+        w = algorithm2_reweight.reweighting_weights(risk, law, eta)
         assert (law.double() * w).sum().item() == pytest.approx(1.0)
-    w = remedies.reweighting_weights(risk, law, 1.0)
+    w = algorithm2_reweight.reweighting_weights(risk, law, 1.0)
     tau = law.double() * w
     assert tau[-1] > law[-1] and tau[0] < law[0]  # mass moved toward the high-risk end
-    uniform = remedies.reweighting_weights(risk, task.flag_law(8), 0.0)
+    uniform = algorithm2_reweight.reweighting_weights(risk, task.flag_law(8), 0.0)
     assert torch.allclose(uniform, torch.ones(7, dtype=torch.float64))  # eta = 0: no reweighting
 
 
@@ -105,12 +107,12 @@ def test_hutchinson_trace_estimate_is_unbiased_for_the_exact_gramian_trace():
     model = FlagTransformer(ModelConfig(seq_len=6, depth=1, d_model=4, heads=2, mlp_ratio=2)).double()
     tokens = torch.randint(0, 2, (1, 6))
     x0 = model.embed(tokens).detach()
-    exact = remedies.exact_traces(model, x0)  # (L,)
+    exact = algorithm3_observability.exact_traces(model, x0)  # (L,)
     n = 3000
     positions = torch.arange(6).repeat(n)
     probes = torch.randn(6 * n, 4, generator=torch.Generator().manual_seed(1), dtype=x0.dtype)
     with torch.no_grad():
-        samples = remedies.observability_traces(model, x0.expand(6 * n, -1, -1), positions, probes).view(n, 6)
+        samples = algorithm3_observability.observability_traces(model, x0.expand(6 * n, -1, -1), positions, probes).view(n, 6)
     estimate, se = samples.mean(0), samples.std(0) / n**0.5
     assert (exact > 0).all()
     assert ((estimate - exact).abs() < 4 * se + 1e-6).all(), (estimate, exact, se)
@@ -123,14 +125,14 @@ def test_stratified_monitored_positions_give_an_unbiased_total_and_the_exact_pen
     generator = torch.Generator().manual_seed(0)
     totals = []
     for _ in range(4000):
-        positions, q = remedies.sample_monitored(L, size, generator)
+        positions, q = algorithm3_observability.sample_monitored(L, size, generator)
         assert len(set(positions.tolist())) == size
         totals.append((traces[positions] / q).sum().item())
     assert np.mean(totals) == pytest.approx(traces.sum().item(), rel=0.02)
     # every position monitored (q = 1): the exact imbalance (1/L) sum (tau - 1)^2
     tau = L * traces / traces.sum()
     exact = ((tau - 1) ** 2).mean()
-    assert remedies.trace_imbalance(traces, torch.ones(L, dtype=torch.float64), L).item() == pytest.approx(exact.item())
+    assert algorithm3_observability.trace_imbalance(traces, torch.ones(L, dtype=torch.float64), L).item() == pytest.approx(exact.item())
 
 
 def test_observability_objective_penalizes_and_backpropagates():

@@ -1,12 +1,12 @@
-"""Seed batches: several seeds of a run trained by one vmapped step (lostmid.seed_batch)."""
+"""Seed batches: several seeds of a run trained by one vmapped step (lostmid.training.seed_batch)."""
 
 import pytest
 import torch
 
-from lostmid import checkpoint
-from lostmid.checkpoint import TrainingState
-from lostmid.seed_batch import check_batch, train_seed_batch
-from lostmid.train import train_steps
+from lostmid.training import checkpoint
+from lostmid.training.checkpoint import TrainingState
+from lostmid.training.seed_batch import check_batch, train_seed_batch
+from lostmid.training.train import train_steps
 
 from conftest import tiny_spec
 from test_training import assert_bitwise_equal, weights
@@ -105,7 +105,7 @@ def test_the_train_command_trains_a_seed_batch_into_per_run_files(tmp_path, caps
 
     import pandas as pd
 
-    from lostmid.cli import main
+    from lostmid.cli.main import main
 
     spec = batch_spec(seed_batch=2)
     for state in initial_states(spec, seeds=(4, 5)):
@@ -123,7 +123,7 @@ def test_the_train_command_trains_a_seed_batch_into_per_run_files(tmp_path, caps
 
 
 def test_a_seed_batch_benchmark_record_stands_for_each_of_its_seeds(tmp_path):
-    from lostmid.remedy_tables import read_benchmarks
+    from lostmid.tables.remedies import read_benchmarks
 
     record = "s\th:m:s\tmax_rss\n12.5\t0:00:12\t300.0\n"
     paths = [tmp_path / "baseline" / "L8_M1_seeds0-1-2_step10.tsv", tmp_path / "balance" / "L8_M1_seed4_step10.tsv"]

@@ -32,7 +32,7 @@ import pytest
 import yaml
 
 from conftest import REPO
-from lostmid import devices
+from lostmid.core import devices
 
 SCRIPT = REPO / "scripts" / "slurm_cluster.sh"
 PROFILE = REPO / "profiles" / "slurm"
@@ -131,13 +131,13 @@ def test_a_job_given_a_gpu_that_torch_cannot_see_says_so(monkeypatch, caplog):
     monkeypatch.setattr(devices.torch.cuda, "is_available", lambda: False)
     for name in devices.GPU_REQUEST_VARIABLES:
         monkeypatch.delenv(name, raising=False)
-    with caplog.at_level(logging.WARNING, logger="lostmid.devices"):
+    with caplog.at_level(logging.WARNING, logger="lostmid.core.devices"):
         assert devices.resolve("auto").type == "cpu"
     assert not caplog.records  # no GPU asked for, nothing to say
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
     monkeypatch.setenv("SLURM_GPUS_ON_NODE", "1")
-    with caplog.at_level(logging.WARNING, logger="lostmid.devices"):
+    with caplog.at_level(logging.WARNING, logger="lostmid.core.devices"):
         assert devices.resolve("auto").type == "cpu"
     assert "asked for a GPU and was given one (SLURM_GPUS_ON_NODE=1, CUDA_VISIBLE_DEVICES=0)" in caplog.text
     assert "torch sees no CUDA device" in caplog.text

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from lostmid import task
+from lostmid.core import task
 
 
 def test_every_sequence_has_one_flag_and_the_target_is_the_token_before_it():

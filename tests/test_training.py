@@ -3,10 +3,10 @@
 import pytest
 import torch
 
-from lostmid import checkpoint
-from lostmid.checkpoint import TrainingState
+from lostmid.training import checkpoint
+from lostmid.training.checkpoint import TrainingState
 from lostmid.errors import CheckpointError
-from lostmid.train import train_steps
+from lostmid.training.train import train_steps
 
 
 def weights(state):

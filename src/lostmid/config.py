@@ -143,7 +143,7 @@ def run_spec(config: dict, run: Run) -> dict:
 
 
 def seed_batches(config: dict) -> list[tuple[Run, ...]]:
-    """The runs trained together, one vmapped batch each (``train.seed_batch`` > 1, lostmid.seed_batch).
+    """The runs trained together, one vmapped batch each (``train.seed_batch`` > 1, lostmid.training.seed_batch).
 
     Seeds batch with the seeds of the same variant, L and depth in the same aligned block
     seed // seed_batch (0..B-1, B..2B-1, ...), so adding seeds to a config never regroups the
@@ -176,3 +176,15 @@ def spec_differences(expected: dict, found: dict, prefix: str = "") -> list[str]
         elif a != b:
             diffs.append(f"{name}: requested {a!r}, checkpoint has {b!r}")
     return diffs
+
+
+def settings_from_block(cls, raw, key: str, tuple_keys=()):
+    """A settings dataclass from a config block: unknown keys are errors, lists become tuples."""
+    values = dict(raw or {})
+    unknown = set(values) - set(cls.__dataclass_fields__)
+    if unknown:
+        raise ConfigError(f"config key {key} has unknown keys {sorted(unknown)}")
+    for name in tuple_keys:
+        if name in values:
+            values[name] = tuple(int(v) for v in values[name])
+    return cls(**values)

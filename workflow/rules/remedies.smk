@@ -4,7 +4,7 @@
 # takes it as input), the remedies table over every run, and the figures.
 import json
 
-from lostmid.bias_settings import FitSettings, check_disjoint_from_training
+from lostmid.analysis.bias_settings import FitSettings, check_disjoint_from_training
 from lostmid.errors import ConfigError
 
 REMEDY_SETTINGS = {"baseline": "baseline", "delta": 0.2, "threshold": 0.99, "window": 20, **config.get("remedies", {})}

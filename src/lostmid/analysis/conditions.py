@@ -1,0 +1,273 @@
+"""Regional channel energies and the sufficient-condition tests (DESIGN.md sections 5.2 and 5.3).
+
+Everything is normalized by Zbar = mean_j E||P_0(j)||^2, so that the regional energies add up to
+the regional mean density: m_B = sum_a J_a(B) + Xi(B) (by bilinearity; checked on every row).
+
+Tests per checkpoint and delta (one row each; lhs > rhs is the test, ``conclusion_holds`` is
+what the test is about, measured directly):
+
+    exact_left / exact_right   sum_a [J_a(E_X) - J_a(E_M)] > Xi(E_M) - Xi(E_X)  <=>  m_X > m_M
+    exact                      both sides at once (lhs, rhs = channel-built min(m_L, m_R), m_M)
+                               <=> Delta > 0  (Theorem 3.7, first form: an equivalence)
+    sufficient_measured        min_X lower_X > upper_M with the measured rho       => Delta > 0
+    sufficient_universal       the same with the universal rho = 1                 => Delta > 0
+    cone_primacy               kappa_L A_L > K_M A_M                    => J_cone(L) > J_cone(M)
+    residual_persistence       (sqrt A_R(P_M) - s_R)_+^2 > (sqrt A_M(P_M) + s_M)^2 => m_R > m_M
+
+A sufficient condition that holds while its conclusion fails, or an equivalence whose two
+sides disagree, is a soundness violation: ``check_soundness`` raises and names the row.
+
+Float tolerance. The densities come from P_0 while the channel energies come from the three
+channels, whose sum equals P_0 only up to rounding. So a sufficient condition counts as
+holding only when lhs exceeds rhs by more than ``tolerance * max(1, |rhs|)`` (a negligibly
+stronger, still sufficient condition, immune to rounding), and an equivalence may disagree
+with its conclusion only when |lhs - rhs| is within that tolerance.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from lostmid.analysis import metrics
+from lostmid.analysis.channel_names import CHANNELS, PAIRS, pair_name
+
+if TYPE_CHECKING:  # lostmid.analysis.channels imports torch, which the tables and figures of this module do not need
+    from lostmid.analysis.channels import Profiles
+
+REGIONS = ("left", "middle", "right")
+EQUIVALENCES = ("exact_left", "exact_right", "exact")
+SUFFICIENT = ("sufficient_measured", "sufficient_universal", "cone_primacy", "residual_persistence")
+TESTS = EQUIVALENCES + SUFFICIENT
+# Relative float tolerances of the identity and of the tests, by the dtype of the adjoints.
+TOLERANCE = {"float64": 1e-9, "float32": 1e-4}
+
+
+class SoundnessError(RuntimeError):
+    """A sufficient condition held while its conclusion failed: a bug, never a finding."""
+
+
+def _numpy(x) -> np.ndarray:
+    return x.detach().double().cpu().numpy() if hasattr(x, "detach") else np.asarray(x, dtype=np.float64)
+
+
+class Regional:
+    """Normalized per-position profiles and their regional means at one delta."""
+
+    def __init__(self, profiles: Profiles, delta: float, tolerance: float = TOLERANCE["float64"]):
+        energy = _numpy(profiles.energy)
+        self.L = energy.size
+        self.zbar = float(energy.mean())
+        if not self.zbar > 0:
+            raise ValueError("influence energy is zero everywhere: the channel energies are undefined")
+        self.delta = delta
+        self.tolerance = tolerance
+        self.p = metrics.positions(self.L)
+        self.masks = metrics.region_masks(self.L, delta)
+        self.density = metrics.normalize(energy)
+        self.m = {b: float(self.density[mask].mean()) for b, mask in self.masks.items()}
+        self.delta_gap = metrics.regional_metrics(self.density, delta)["Delta"]
+        self.q = {a: _numpy(profiles.channel[a]) / self.zbar for a in CHANNELS}  # E||P_a(i)||^2 / Zbar
+        cross = {pair: _numpy(profiles.cross[pair]) / self.zbar for pair in PAIRS}  # E<P_a, P_b>(i) / Zbar
+        self.J = {b: {a: float(self.q[a][mask].mean()) for a in CHANNELS} for b, mask in self.masks.items()}
+        # xi[b][pair] = mean_B 2 E<P_a, P_b> / Zbar; Xi(B) is their sum.
+        self.xi = {b: {pair: float(2 * cross[pair][mask].mean()) for pair in PAIRS} for b, mask in self.masks.items()}
+        self.n = {b: int(mask.sum()) for b, mask in self.masks.items()}
+        self.gronwall = float(profiles.gronwall) / self.zbar  # E[c^2 ||P_M||^2] / Zbar
+
+    def Xi(self, b: str) -> float:
+        return sum(self.xi[b].values())
+
+    def total(self, b: str) -> float:
+        """The channel reconstruction sum_a J_a(B) + Xi(B) of m_B."""
+        return sum(self.J[b].values()) + self.Xi(b)
+
+    def rho(self, b: str, pair) -> float:
+        """rho_ab,B = mean_B E<P_a, P_b> / (Zbar sqrt(J_a J_b)); NaN where a channel vanishes on B."""
+        denominator = np.sqrt(self.J[b][pair[0]] * self.J[b][pair[1]])
+        return self.xi[b][pair] / 2 / denominator if denominator > 0 else float("nan")
+
+    def check_identity(self) -> None:
+        """m_B = sum_a J_a(B) + Xi(B) on every region, to the float tolerance."""
+        for b in REGIONS:
+            error = abs(self.m[b] - self.total(b))
+            if error > self.tolerance * max(1.0, abs(self.m[b])):
+                raise SoundnessError(
+                    f"identity m_B = sum J + Xi fails at delta={self.delta}, region={b}: "
+                    f"m_B = {self.m[b]!r}, sum J + Xi = {self.total(b)!r} (error {error:.3g})"
+                )
+
+    # Tables -------------------------------------------------------------------------------
+
+    def channel_rows(self) -> list[dict]:
+        return [{"delta": self.delta, "region": b, "channel": a, "J": self.J[b][a]} for b in REGIONS for a in CHANNELS]
+
+    def cross_rows(self) -> list[dict]:
+        return [
+            {"delta": self.delta, "region": b, "pair": pair_name(pair), "xi": self.xi[b][pair], "rho": self.rho(b, pair)}
+            for b in REGIONS
+            for pair in PAIRS
+        ]
+
+    # Tests ---------------------------------------------------------------------------------
+
+    def _holds(self, lhs: float, rhs: float) -> bool:
+        """A sufficient condition holds only by more than the float tolerance (see module doc)."""
+        return bool(lhs > rhs + self.tolerance * max(1.0, abs(rhs)))
+
+    def lower(self, b: str) -> float:
+        """sum_a J_a - 2 sum_{a<b} max(-rho_ab, 0) sqrt(J_a J_b): a lower bound of m_B.
+
+        2 rho_ab sqrt(J_a J_b) is exactly the pair's cross term xi_ab, which stays defined
+        where rho is not (a vanishing channel), so the bound is built from xi.
+        """
+        return sum(self.J[b].values()) - sum(max(-x, 0.0) for x in self.xi[b].values())
+
+    def upper(self, b: str) -> float:
+        """sum_a J_a + 2 sum_{a<b} max(rho_ab, 0) sqrt(J_a J_b): an upper bound of m_B."""
+        return sum(self.J[b].values()) + sum(max(x, 0.0) for x in self.xi[b].values())
+
+    def lower_universal(self, b: str) -> float:
+        """max(0, max_a (sqrt J_a - sum_{c != a} sqrt J_c))^2 <= m_B (reverse triangle inequality)."""
+        roots = {a: np.sqrt(self.J[b][a]) for a in CHANNELS}
+        best = max(roots[a] - sum(roots[c] for c in CHANNELS if c != a) for a in CHANNELS)
+        return float(max(0.0, best) ** 2)
+
+    def upper_universal(self, b: str) -> float:
+        """(sum_a sqrt J_a)^2 >= m_B (triangle inequality: rho = 1 for every pair)."""
+        return float(sum(np.sqrt(self.J[b][a]) for a in CHANNELS) ** 2)
+
+    def tests(self) -> list[dict]:
+        m, J = self.m, self.J
+        rows = []
+
+        def row(test, lhs, rhs, conclusion, holds=None):
+            holds = self._holds(lhs, rhs) if holds is None else holds
+            rows.append({"delta": self.delta, "test": test, "holds": bool(holds), "conclusion_holds": bool(conclusion), "lhs": float(lhs), "rhs": float(rhs)})
+
+        gap = self.delta_gap > 0
+        # 1. The exact channel comparison: an equivalence, so no tolerance margin on holds.
+        for side, b in (("left", "left"), ("right", "right")):
+            lhs = sum(J[b][a] - J["middle"][a] for a in CHANNELS)
+            rhs = self.Xi("middle") - self.Xi(b)
+            row(f"exact_{side}", lhs, rhs, m[b] > m["middle"], holds=lhs > rhs)
+        edge = min(self.total("left"), self.total("right"))
+        row("exact", edge, self.total("middle"), gap, holds=edge > self.total("middle"))
+        # 2. The checkable sufficient condition, measured rho and universal rho = 1.
+        row("sufficient_measured", min(self.lower("left"), self.lower("right")), self.upper("middle"), gap)
+        row(
+            "sufficient_universal",
+            min(self.lower_universal("left"), self.lower_universal("right")),
+            self.upper_universal("middle"),
+            gap,
+        )
+        # 3. Cone primacy (Prop. 3.4): Q(i) / (1 - p_i)^2 bounded below on E_L and above on E_M.
+        weight = (1 - self.p) ** 2
+        ratio = self.q["cone"] / weight
+        left, middle = self.masks["left"], self.masks["middle"]
+        kappa_L, K_M = float(ratio[left].min()), float(ratio[middle].max())
+        A_L, A_M = float(weight[left].mean()), float(weight[middle].mean())
+        row("cone_primacy", kappa_L * A_L, K_M * A_M, J["left"]["cone"] > J["middle"]["cone"])
+        # 4. Residual persistence (Prop. 3.5): A_B(P_M) = J_res(B); s_B = sqrt(E[c^2 ||P_M||^2] / (n_B Zbar)).
+        if np.isfinite(self.gronwall):
+            s_R, s_M = np.sqrt(self.gronwall / self.n["right"]), np.sqrt(self.gronwall / self.n["middle"])
+            lhs = max(np.sqrt(J["right"]["res"]) - s_R, 0.0) ** 2
+            rhs = (np.sqrt(J["middle"]["res"]) + s_M) ** 2
+            row("residual_persistence", lhs, rhs, m["right"] > m["middle"])
+        return rows
+
+
+def regional_tables(profiles: Profiles, deltas, tolerance: float = TOLERANCE["float64"]):
+    """The channels, cross_terms and conditions rows (without grid keys) of one checkpoint.
+
+    Checks the identity m_B = sum J + Xi on every region and delta (raises SoundnessError).
+    """
+    channel_rows, cross_rows, test_rows = [], [], []
+    for delta in deltas:
+        regional = Regional(profiles, delta, tolerance)
+        regional.check_identity()
+        channel_rows += regional.channel_rows()
+        cross_rows += regional.cross_rows()
+        test_rows += regional.tests()
+    return pd.DataFrame(channel_rows), pd.DataFrame(cross_rows), pd.DataFrame(test_rows)
+
+
+def violations(conditions: pd.DataFrame, tolerance: float = TOLERANCE["float64"]) -> pd.DataFrame:
+    """Rows that break soundness: a sufficient test holding with its conclusion failing, or an
+    equivalence disagreeing with its conclusion by more than the float tolerance."""
+    sufficient = conditions["test"].isin(SUFFICIENT) & conditions["holds"] & ~conditions["conclusion_holds"]
+    margin = (conditions["lhs"] - conditions["rhs"]).abs()
+    scale = np.maximum(1.0, conditions["rhs"].abs())
+    equivalence = conditions["test"].isin(EQUIVALENCES) & (conditions["holds"] != conditions["conclusion_holds"]) & (margin > tolerance * scale)
+    return conditions[sufficient | equivalence]
+
+
+def check_soundness(conditions: pd.DataFrame, tolerance: float = TOLERANCE["float64"]) -> None:
+    """Raise SoundnessError naming every violating row (see ``violations``)."""
+    bad = violations(conditions, tolerance)
+    if len(bad):
+        raise SoundnessError(f"{len(bad)} soundness violation(s) in the condition tests:\n" + bad.to_string(index=False))
+
+
+# The stage: settings and one checkpoint's three tables ------------------------------------
+
+DEFAULTS = {
+    "batch_per_position": 8,  # sequences per flag position of the stratified analysis set
+    "seed": 3000,  # seed of that set and of the power-iteration start vectors
+    "deltas": [0.1, 0.2, 0.3],  # region scales
+    "power_iterations": 30,  # JVP/VJP pairs per operator norm (0: skip residual persistence)
+    "batch_size": 512,  # sequences per forward/backward pass
+    "float64": True,  # analyse in double precision (tolerance 1e-9 instead of 1e-4)
+}
+
+
+def settings_from_dict(raw: dict) -> dict:
+    """The config's ``channels`` block with defaults filled; ConfigError names a bad key."""
+    from lostmid.errors import ConfigError
+
+    if not isinstance(raw, dict):
+        raise ConfigError(f"config key channels must be a mapping, got {type(raw).__name__}")
+    unknown = sorted(set(raw) - set(DEFAULTS))
+    if unknown:
+        raise ConfigError(f"config key channels.{unknown[0]} is not a known key; known: {sorted(DEFAULTS)}")
+    settings = {**DEFAULTS, **raw}
+    for key in ("batch_per_position", "batch_size"):
+        if not isinstance(settings[key], int) or isinstance(settings[key], bool) or settings[key] < 1:
+            raise ConfigError(f"config key channels.{key} must be a positive integer, got {settings[key]!r}")
+    for key in ("seed", "power_iterations"):
+        if not isinstance(settings[key], int) or isinstance(settings[key], bool) or settings[key] < 0:
+            raise ConfigError(f"config key channels.{key} must be a non-negative integer, got {settings[key]!r}")
+    if not isinstance(settings["float64"], bool):
+        raise ConfigError(f"config key channels.float64 must be true or false, got {settings['float64']!r}")
+    deltas = settings["deltas"]
+    if not isinstance(deltas, list) or not deltas or not all(isinstance(d, (int, float)) and 0 < d < 0.5 for d in deltas):
+        raise ConfigError(f"config key channels.deltas must be a non-empty list of numbers in (0, 0.5), got {deltas!r}")
+    return settings
+
+
+def checkpoint_tables(model, settings: dict, device):
+    """Channels, cross_terms and conditions rows of one model (no grid keys), and diagnostics.
+
+    The analysis set is the stratified set with ``batch_per_position`` sequences at every
+    flag position (seed ``seed``); expectations E are means over it.
+    """
+    import torch
+
+    from lostmid.core import task
+    from lostmid.analysis.channels import channel_profiles
+
+    L = model.config.seq_len
+    metrics.check_deltas(L, settings["deltas"], "channels.deltas")
+    if settings["float64"]:
+        model = model.double()
+    tokens, targets, _ = task.stratified_eval_set(L, settings["batch_per_position"], settings["seed"])
+    profiles, diagnostics = channel_profiles(
+        model, tokens.to(device), targets.to(device), settings["batch_size"], settings["power_iterations"], settings["seed"]
+    )
+    tolerance = TOLERANCE["float64" if model.token_embedding.weight.dtype == torch.float64 else "float32"]
+    if diagnostics["split_error"] > tolerance:
+        raise SoundnessError(f"P_res + P_cone + P_loc differs from P_0 by {diagnostics['split_error']:.3g} (relative) > {tolerance}")
+    channel_rows, cross_rows, test_rows = regional_tables(profiles, settings["deltas"], tolerance)
+    return channel_rows, cross_rows, test_rows, {**diagnostics, "tolerance": tolerance}

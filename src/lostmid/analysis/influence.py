@@ -1,0 +1,173 @@
+"""Adjoint influence of every input position, from one backward pass (DESIGN.md section 4).
+
+For a batch of sequences, one forward and one backward pass through zero-valued taps on the
+residual states give the adjoint P_k = d loss / d X_k at every step k = 0..M' and every
+position (``lostmid.core.adjoint.adjoints``); never one backward pass per position. From them:
+
+    energy     I^(k)(i) = E ||P_k(i)||^2      (mean over the evaluation sequences)
+    density    m^(k)_i  = I^(k)(i) / mean_j I^(k)(j)      (mean 1)
+    raw total  Z        = sum_i I^(0)(i)
+
+Layer k indexes residual states: k = 0 is the input (P_0, the gradient with respect to the
+input embeddings); for ``block: sequential`` each attention and MLP sub-step is its own step,
+so layer 2b-1 follows block b's attention and layer 2b its MLP.
+
+The regional metrics of the density (Delta, SC, LIM, E_inf) are ``lostmid.analysis.metrics``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from lostmid.core import adjoint
+from lostmid.analysis import metrics
+from lostmid.core import task
+from lostmid.config import settings_from_block
+from lostmid.errors import ConfigError
+from lostmid.tables.keys import with_keys
+
+INFLUENCE_COLUMNS = ["layer", "position", "p", "energy", "density"]
+METRIC_COLUMNS = ["delta", "m_left", "m_middle", "m_right", "Delta", "SC", "LIM", "E_inf", "Z"]
+
+
+@dataclass(frozen=True)
+class InfluenceSettings:
+    """The per-run part of the config's ``influence`` block."""
+
+    batch_per_position: int = 8  # evaluation sequences at every flag position 2..L
+    seed: int = 2000  # seed of the evaluation batch; distinct from evaluation.seed
+    deltas: tuple[float, ...] = (0.1, 0.2)  # region scales of the metrics table
+    flow_step: float = 1e-4  # eta of the density-flow finite difference
+    flow_batch_per_position: int = 2  # the density-flow batch (forward-over-reverse in float64 costs ~10 backward passes)
+    chunk: int = 1024  # sequences per forward/backward pass (memory bound only; results do not depend on it)
+
+    @classmethod
+    def from_dict(cls, raw: dict) -> "InfluenceSettings":
+        """Settings from the config block; sub-blocks of other rules (init_sweep, structural) are ignored.
+
+        Raises ConfigError naming the key (``influence.<key>``).
+        """
+        if not isinstance(raw, dict):
+            raise ConfigError(f"config key influence must be a mapping, got {type(raw).__name__}")
+        values = {key: raw[key] for key in cls.__dataclass_fields__ if key in raw}
+        if "deltas" in values:
+            values["deltas"] = tuple(float(d) for d in values["deltas"])
+        settings = cls(**values)
+        settings.check()
+        return settings
+
+    def check(self) -> None:
+        for key in ("batch_per_position", "flow_batch_per_position", "chunk"):
+            if getattr(self, key) < 1:
+                raise ConfigError(f"config key influence.{key} must be >= 1, got {getattr(self, key)}")
+        if not self.deltas:
+            raise ConfigError("config key influence.deltas must list at least one delta")
+        for delta in self.deltas:
+            if not 0 < delta < 0.5:
+                raise ConfigError(f"config key influence.deltas: delta must lie in (0, 0.5), got {delta}")
+        if not self.flow_step > 0:
+            raise ConfigError(f"config key influence.flow_step must be > 0, got {self.flow_step}")
+
+
+def evaluation_batch(L: int, settings: InfluenceSettings, device=None, flow: bool = False):
+    """The fixed, seeded influence batch: ``batch_per_position`` sequences at every flag position 2..L.
+
+    ``flow=True``: the smaller density-flow batch (``flow_batch_per_position``, same seed).
+    """
+    per_position = settings.flow_batch_per_position if flow else settings.batch_per_position
+    tokens, targets, _ = task.stratified_eval_set(L, per_position, settings.seed)
+    return tokens.to(device), targets.to(device)
+
+
+def energies(model, tokens, targets, chunk: int = 1024, all_steps: bool = True) -> torch.Tensor:
+    """Influence energies I^(k)(i) = E ||P_k(i)||^2, shape (M'+1, L) (or (1, L) with ``all_steps=False``).
+
+    One forward and one backward pass per chunk of sequences; the per-sequence adjoints are
+    independent, so chunking changes nothing but the memory held at once.
+    """
+    model.eval()
+    total = None
+    for part_tokens, part_targets in zip(tokens.split(chunk), targets.split(chunk)):
+        with torch.enable_grad():  # the adjoints are gradients, even when called under no_grad
+            _, states = adjoint.adjoints(model, part_tokens, part_targets, all_steps=all_steps)
+        part = torch.stack([state.detach().square().sum(-1).sum(0) for state in states])
+        total = part if total is None else total + part
+    return (total / tokens.shape[0]).double().cpu()
+
+
+def profile_table(energy: torch.Tensor) -> pd.DataFrame:
+    """Tidy (layer, position, p, energy, density) rows from an (M'+1, L) energy array."""
+    energy = np.asarray(energy, dtype=np.float64)
+    n_layers, L = energy.shape
+    layer = np.repeat(np.arange(n_layers), L)
+    position = np.tile(np.arange(1, L + 1), n_layers)
+    return pd.DataFrame(
+        {
+            "layer": layer,
+            "position": position,
+            "p": metrics.positions(L)[position - 1],
+            "energy": energy.reshape(-1),
+            "density": metrics.normalize(energy).reshape(-1),
+        }
+    )
+
+
+def metrics_table(input_energy, deltas, target=None) -> pd.DataFrame:
+    """One row per delta: regional averages, Delta, SC, LIM, E_inf of the density of P_0, and raw Z."""
+    input_energy = np.asarray(input_energy, dtype=np.float64)
+    density = metrics.normalize(input_energy)
+    rows = [{"delta": float(delta), **metrics.regional_metrics(density, delta, target), "Z": float(input_energy.sum())} for delta in deltas]
+    return pd.DataFrame(rows, columns=METRIC_COLUMNS)
+
+
+def analyze(model, tokens, targets, deltas, chunk: int = 1024) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Influence profiles at every layer and the metrics table of one model on one batch."""
+    energy = energies(model, tokens, targets, chunk)
+    return profile_table(energy), metrics_table(energy[0], deltas)
+
+
+# --- The initialization sweep of the blog post --------------------------------------------------
+
+
+@dataclass(frozen=True)
+class InitSweepSettings:
+    """Influence at step 0 versus depth, with and without the residual path (config ``influence.init_sweep``)."""
+
+    L: int = 32
+    depths: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7, 8)
+    seeds: tuple[int, ...] = (0, 1, 2)
+    batch_per_position: int = 2
+    seed: int = 2001  # evaluation batch seed
+
+    @classmethod
+    def from_dict(cls, raw: dict) -> "InitSweepSettings":
+        settings = settings_from_block(cls, raw, "influence.init_sweep", tuple_keys=("depths", "seeds"))
+        if settings.L < 2 or min(settings.depths) < 1 or settings.batch_per_position < 1:
+            raise ConfigError(f"config key influence.init_sweep: need L >= 2, depths >= 1, batch_per_position >= 1, got {raw}")
+        return settings
+
+
+def init_sweep(model_block: dict, settings: InitSweepSettings, device=None) -> pd.DataFrame:
+    """Input-influence density at initialization for every (residual, depth, seed).
+
+    ``model_block`` is the config's ``model`` block (d_model, heads, block, ...); seq_len, depth
+    and residual are set by the sweep. Columns: residual, depth, seed, position, p, energy, density.
+    """
+    from lostmid.core.model import FlagTransformer, ModelConfig
+
+    tokens, targets, _ = task.stratified_eval_set(settings.L, settings.batch_per_position, settings.seed)
+    tokens, targets = tokens.to(device), targets.to(device)
+    parts = []
+    for residual in (True, False):
+        for depth in settings.depths:
+            for seed in settings.seeds:
+                torch.manual_seed(seed)  # the same init as step 0 of a run with this seed
+                config = ModelConfig(**{**model_block, "seq_len": settings.L, "depth": depth, "residual": residual})
+                model = FlagTransformer(config).to(device)
+                table = profile_table(energies(model, tokens, targets, all_steps=False)).drop(columns="layer")
+                parts.append(with_keys(table, residual=residual, depth=depth, seed=seed))
+    return pd.concat(parts, ignore_index=True)

@@ -1,0 +1,100 @@
+"""Adjoint states P_k = d loss / d X_k from one backward pass (DESIGN.md section 4).
+
+The loss of a batch is the *sum* of the per-sequence losses, so the gradient with respect to
+a residual state of sequence b is that sequence's own adjoint: sequences never interact.
+Zero-valued taps added to the residual states X_0 .. X_M turn one reverse pass into the
+adjoints at every position (and, if asked, every step); never one pass per position.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def adjoints(model, tokens, targets, create_graph: bool = False, weights=None, all_steps: bool = True):
+    """The per-sequence loss sum and the adjoints [P_0, ..., P_M], each (batch, L, d).
+
+    ``all_steps=False`` returns only [P_0]. ``create_graph`` keeps the graph so that functions
+    of the adjoints can be differentiated again (influence balancing); ``weights`` scales each
+    sequence's loss (positional reweighting).
+    """
+    n_states = len(model.steps) + 1 if all_steps else 1
+    shape = (tokens.shape[0], tokens.shape[1], model.config.d_model)
+    dtype = model.token_embedding.weight.dtype
+    taps = [torch.zeros(shape, dtype=dtype, device=tokens.device, requires_grad=True) for _ in range(n_states)]
+    logits = model(tokens, taps=taps + [None] * (len(model.steps) + 1 - n_states))
+    loss = model.loss(logits, targets, weights) * tokens.shape[0]  # sum over sequences
+    return loss, list(torch.autograd.grad(loss, taps, create_graph=create_graph))
+
+
+def input_adjoint(model, tokens, targets, create_graph: bool = False, weights=None) -> torch.Tensor:
+    """P_0 = d loss / d X_0, the gradient with respect to the input embeddings, (batch, L, d)."""
+    return adjoints(model, tokens, targets, create_graph, weights, all_steps=False)[1][0]
+
+
+def energy(adjoint: torch.Tensor) -> torch.Tensor:
+    """Influence energy per position: E ||P(i)||^2, the mean over sequences, shape (L,)."""
+    return adjoint.square().sum(-1).mean(0)
+
+
+def functional_logits(model, weights: dict, buffers: dict, tokens, taps=None) -> torch.Tensor:
+    """The model's logits with its parameters and buffers replaced by ``weights`` and ``buffers``
+    (torch.func.functional_call): a pure function of the weights, so grad, jvp and vmap over the
+    weights compose with it."""
+    return torch.func.functional_call(model, (weights, buffers), (tokens,), {"taps": taps})
+
+
+def functional_input_adjoint(model, weights: dict, buffers: dict, tokens, targets):
+    """(mean loss, logits, P_0) of one batch as pure functions of the weights.
+
+    P_0 comes from an inner torch.func.grad of the per-sequence loss sum with respect to a zero
+    tap on X_0, so an outer transform over the weights (grad, jvp, vmap) differentiates through it.
+    """
+    tap = torch.zeros(*tokens.shape, model.config.d_model, dtype=model.token_embedding.weight.dtype, device=tokens.device)
+
+    def loss_sum(tap):
+        logits = functional_logits(model, weights, buffers, tokens, taps=[tap] + [None] * len(model.steps))
+        loss = model.loss(logits, targets)
+        return loss * tokens.shape[0], (loss, logits)
+
+    p0, (loss, logits) = torch.func.grad(loss_sum, has_aux=True)(tap)
+    return loss, logits, p0
+
+
+def functional_input_energy(model, weights: dict, buffers: dict, tokens, targets) -> torch.Tensor:
+    """Input-influence energy E||P_0(i)||^2, shape (L,), as a pure function of the weights."""
+    return energy(functional_input_adjoint(model, weights, buffers, tokens, targets)[2])
+
+
+def seed_input_energies(models, tokens, targets, bias=None) -> torch.Tensor:
+    """Input-influence energies E||P_0(i)||^2 of several models of one architecture, (S, L).
+
+    The S models differ only in their weights (seeds). Their parameters are stacked
+    (torch.func.stack_module_state) and ONE vmapped pass of ``functional_input_energy`` gives
+    every model's P_0: S small models share the device in one forward and backward, not S.
+
+    ``tokens``, ``targets``: one batch for every model, (batch, L) and (batch,), or one per
+    model, (S, batch, L) and (S, batch). ``bias``: an attention-logit bias used by every model
+    in place of its own; it may carry a gradient, and the energies are differentiable with
+    respect to it (the bias fit descends through them). Attention is explicit, whose
+    arithmetic every transform supports.
+    """
+    from lostmid.core.model import explicit_attention
+
+    base = models[0]
+    weights, _ = torch.func.stack_module_state(models)
+    buffers = dict(base.named_buffers())
+    if bias is not None:
+        buffers["attn_bias"] = bias
+    per_model_data = 0 if tokens.dim() == 3 else None
+
+    def input_energy(model_weights, x, y):
+        return functional_input_energy(base, model_weights, buffers, x, y)
+
+    with explicit_attention(base):
+        return torch.func.vmap(input_energy, in_dims=(0, per_model_data, per_model_data))(weights, tokens, targets)
+
+
+def density(energy_profile: torch.Tensor) -> torch.Tensor:
+    """Normalized density m_i = I(i) / mean_j I(j) (mean 1); differentiable."""
+    return energy_profile / energy_profile.mean(-1, keepdim=True)

@@ -1,0 +1,105 @@
+"""Algorithm 1, influence balancing: the task loss plus (beta/2) E_inf(nu) of the batch's
+normalized input-adjoint energies, differentiated through (second order).
+
+The density m comes from the batch's own input adjoint P_0 (one backward pass with the graph
+kept, ``create_graph``), so the penalty's gradient flows through the adjoint into the weights.
+m is a ratio of batch means, a consistent but (for small batches) biased estimate of the
+population density.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from lostmid.core.adjoint import density, energy, functional_input_adjoint, functional_logits
+from lostmid.core.model import explicit_attention
+from lostmid.errors import ConfigError
+from lostmid.objectives.settings import TARGETS, remedy_settings
+from lostmid.objectives.task_loss import TaskObjective
+
+
+def target_density(L: int, name: str = "uniform", dtype=torch.float32, device=None) -> torch.Tensor:
+    """Target density nu over the L positions, mean 1.
+
+    ``uniform``: nu = 1. ``late``: nu_i = 2 p_i (linear ramp toward the end, recency).
+    ``early``: nu_i = 2 (1 - p_i) (primacy). p_i = (i - 1/2) / L, so both ramps have mean 1.
+    """
+    p = (torch.arange(1, L + 1, dtype=torch.float64) - 0.5) / L
+    if name == "uniform":
+        nu = torch.ones(L, dtype=torch.float64)
+    elif name == "late":
+        nu = 2 * p
+    elif name == "early":
+        nu = 2 * (1 - p)
+    else:
+        raise ConfigError(f"config key remedy.target: unknown target density {name!r}; known: {list(TARGETS)}")
+    return nu.to(dtype=dtype, device=device)
+
+
+def influence_imbalance(adjoint: torch.Tensor, nu: torch.Tensor) -> torch.Tensor:
+    """E_inf(nu) = mean_i (m_i - nu_i)^2 of the batch's input adjoint (batch, L, d); differentiable.
+
+    m is a ratio of batch means, I(i) / mean_j I(j): a consistent but (for small batches)
+    biased estimate of the population density (ratio-of-expectations bias, DESIGN.md 6).
+    """
+    return (density(energy(adjoint)) - nu).square().mean()
+
+
+def input_adjoint_with_logits(model, tokens, targets, weights=None):
+    """(mean loss, logits, P_0) with the graph kept, so functions of P_0 can be differentiated.
+
+    Like ``lostmid.core.adjoint.input_adjoint`` but returns the logits and the mean loss of the
+    same forward pass, so the trainer's task loss and the penalty share one graph.
+    """
+    L, d = tokens.shape[1], model.config.d_model
+    tap = torch.zeros(tokens.shape[0], L, d, dtype=model.token_embedding.weight.dtype, device=tokens.device, requires_grad=True)
+    with explicit_attention(model):
+        logits = model(tokens, taps=[tap] + [None] * len(model.steps))
+        loss = model.loss(logits, targets, weights)
+        (p0,) = torch.autograd.grad(loss * tokens.shape[0], tap, create_graph=True)
+    return loss, logits, p0
+
+
+class BalanceObjective(TaskObjective):
+    """Algorithm 1: loss + (beta/2) E_inf(nu), E_inf from the batch's input adjoint P_0.
+
+    ``sequences`` > 0 computes the penalty on the first ``sequences`` of the batch only (a
+    cheaper second-order pass); 0 uses the whole batch in the task loss's own graph.
+    """
+
+    def __init__(self, spec: dict):
+        super().__init__(spec)
+        self.settings = remedy_settings(spec["remedy"])
+        self.nu = target_density(spec["model"]["seq_len"], self.settings["target"], dtype=torch.float64)
+
+    def penalized(self, model, tokens, targets, logits_of=None, adjoint_of=input_adjoint_with_logits):
+        """(total loss, task loss, E_inf, logits) of one batch.
+
+        ``logits_of(tokens)`` and ``adjoint_of(tokens, targets)`` -> (loss, logits, P_0) are the
+        model's own forward and ``input_adjoint_with_logits`` unless the functional form passes
+        its pure-function counterparts.
+        """
+        beta, n = self.settings["beta"], self.settings["sequences"]
+        if n == 0 or n >= tokens.shape[0]:
+            loss, logits, p0 = adjoint_of(model, tokens, targets)
+        else:
+            logits = (logits_of or model)(tokens)
+            loss = model.loss(logits, targets)
+            _, _, p0 = adjoint_of(model, tokens[:n], targets[:n])
+        e_inf = influence_imbalance(p0, self.nu.to(p0))
+        return loss + 0.5 * beta * e_inf, loss, e_inf, logits
+
+    def __call__(self, model, tokens, targets, flags, step: int):
+        total, _, _, logits = self.penalized(model, tokens, targets)
+        return total, logits
+
+    def functional_loss(self, model, weights, buffers, tokens, targets, sequence_weights=None):
+        def logits_of(x):
+            return functional_logits(model, weights, buffers, x)
+
+        def adjoint_of(model, x, y):
+            with explicit_attention(model):  # the penalty differentiates through attention twice
+                return functional_input_adjoint(model, weights, buffers, x, y)
+
+        total, _, _, logits = self.penalized(model, tokens, targets, logits_of, adjoint_of)
+        return total, logits

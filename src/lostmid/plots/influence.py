@@ -1,0 +1,135 @@
+"""Seaborn figures of the influence stage.
+
+Densities have mean 1 and span orders of magnitude, so every profile is drawn on a log scale
+with the flat profile m = 1 as a dashed line. Intervals are 95% intervals over seeds (mean ± 1.96 standard errors).
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+from lostmid.plots.common import SEED_INTERVAL, save
+
+
+P_LABEL = "relative position p = (i - 1/2) / L"
+
+
+def _log_density(grid, column: str = "density") -> None:
+    for ax in np.ravel(grid.axes):
+        ax.set_yscale("log")
+        ax.axhline(1.0, color="0.4", lw=0.8, ls="--")
+
+
+def _positive(table: pd.DataFrame, column: str) -> pd.DataFrame:
+    """Exact zeros (positions the adjoint has not reached yet) cannot sit on a log axis."""
+    return table.assign(**{column: table[column].where(table[column] > 0)})
+
+
+def profiles_over_training(influence: pd.DataFrame, path) -> None:
+    """Input-influence density m_i against p at every checkpoint (colour = step, style = L), a panel per variant."""
+    data = _positive(influence[influence.layer == 0], "density")
+    grid = sns.relplot(
+        data=data, x="p", y="density", hue="step", style="L", col="variant", col_wrap=min(4, data.variant.nunique()),
+        kind="line", errorbar=SEED_INTERVAL, palette="viridis", height=2.6, aspect=1.3,
+    )
+    _log_density(grid)
+    grid.set_titles("{col_name}")
+    grid.set_axis_labels(P_LABEL, "influence density m_i (mean 1)")
+    save(grid, path)
+
+
+def metrics_over_training(metrics: pd.DataFrame, path, delta: float = 0.2) -> None:
+    """Delta, LIM (at region scale ``delta``), E_inf and raw Z against the training step."""
+    available = np.sort(metrics.delta.unique())
+    shown = available[np.argmin(np.abs(available - delta))]
+    data = metrics[np.isclose(metrics.delta, shown)]
+    long = data.melt(id_vars=["variant", "L", "depth", "seed", "step"], value_vars=["Delta", "LIM", "E_inf", "Z"], var_name="metric")
+    grid = sns.relplot(
+        data=long, x="step", y="value", hue="variant", style="L", col="metric", col_wrap=2, kind="line",
+        errorbar=SEED_INTERVAL, markers=True, height=2.4, aspect=1.4, facet_kws={"sharey": False},
+    )
+    for name, ax in grid.axes_dict.items():
+        if name == "Z":
+            ax.set_yscale("log")
+        else:
+            ax.axhline(0.0, color="0.4", lw=0.8, ls="--")
+        ax.set_title(f"{name} (delta = {shown:g})" if name in ("Delta", "LIM") else name)
+    grid.set_axis_labels("training step", "")
+    save(grid, path)
+
+
+def depth_profiles(influence: pd.DataFrame, path) -> None:
+    """Per-step densities m^(k) (colour = residual-state index k, style = L) at the last checkpoint, a panel per variant.
+
+    With readout 'last' the terminal adjoint lives at position L only; the profile widens as
+    the adjoint flows back through the steps towards the input (k = 0).
+    """
+    last = influence.step.max()
+    data = _positive(influence[influence.step == last], "density")
+    grid = sns.relplot(
+        data=data, x="p", y="density", hue="layer", style="L", col="variant", col_wrap=min(4, data.variant.nunique()),
+        kind="line", errorbar=SEED_INTERVAL, palette="crest", height=2.6, aspect=1.3,
+        marker="o", markersize=3,  # late layers can be a single point (the terminal adjoint at L)
+    )
+    _log_density(grid)
+    grid.set_titles("{col_name}, step " + str(last))
+    grid.set_axis_labels(P_LABEL, "density m^(k)_i of P_k")
+    save(grid, path)
+
+
+def init_sweep(sweep: pd.DataFrame, path) -> None:
+    """Influence density at initialization for depths 1..M, without and with the residual path."""
+    data = sweep.assign(path=np.where(sweep.residual, "with residual", "without residual"))
+    grid = sns.relplot(
+        data=data, x="p", y="density", hue="depth", col="path", col_order=["without residual", "with residual"],
+        kind="line", errorbar=SEED_INTERVAL, palette="flare", legend="full", height=3.0, aspect=1.3, facet_kws={"sharey": False},
+    )
+    _log_density(grid)
+    grid.set_titles("{col_name}")
+    grid.set_axis_labels(P_LABEL, "influence density at step 0")
+    save(grid, path)
+
+
+def structural_baseline(table: pd.DataFrame, path) -> None:
+    """Measured density (markers) over the closed form m_j ~ ((N^M)_{L,j})^2 (lines), input layer."""
+    data = table[table.layer == 0]
+    lengths = sorted(data.L.unique())
+    fig, axes = plt.subplots(len(lengths), 2, figsize=(9, 2.6 * len(lengths)), squeeze=False, sharex=True)
+    depths = sorted(data.depth.unique())
+    colors = dict(zip(depths, sns.color_palette("flare", len(depths))))
+    for row, L in enumerate(lengths):
+        for col, residual in enumerate([False, True]):
+            ax = axes[row, col]
+            part = data[(data.L == L) & (data.residual == residual)]
+            for depth, curve in part.groupby("depth"):
+                ax.plot(curve.p, curve.closed_form, color=colors[depth], lw=1.2, label=f"M = {depth}")
+                ax.plot(curve.p, curve.measured, "o", color=colors[depth], ms=3, mfc="none")
+            ax.set_yscale("log")
+            ax.axhline(1.0, color="0.4", lw=0.8, ls="--")
+            ax.set_title(f"L = {L}, {'N = I + hC (residual)' if residual else 'N = C (no residual)'}")
+            ax.set_ylabel("density m_j")
+    axes[-1, 0].set_xlabel(P_LABEL)
+    axes[-1, 1].set_xlabel(P_LABEL)
+    axes[0, 1].legend(title="lines: closed form\nmarkers: measured", fontsize=7, title_fontsize=7)
+    fig.tight_layout()
+    save(fig, path)
+
+
+def density_flow(flow: pd.DataFrame, path) -> None:
+    """Predicted d_s m (eq. 69) against the finite difference of one gradient step, every checkpoint."""
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
+    sns.scatterplot(data=flow, x="predicted", y="finite_difference", hue="step", style="L", palette="viridis", s=12, ax=axes[0])
+    low, high = np.nanmin(flow[["predicted", "finite_difference"]].values), np.nanmax(flow[["predicted", "finite_difference"]].values)
+    axes[0].plot([low, high], [low, high], color="0.4", lw=0.8, ls="--")
+    axes[0].set_xlabel("predicted d_s m_i (forward-over-reverse)")
+    axes[0].set_ylabel("(m(theta - eta g) - m) / eta")
+    errors = flow.drop_duplicates(["variant", "L", "depth", "seed", "step"])
+    sns.lineplot(data=errors, x="step", y="rel_error", hue="variant", style="L", markers=True, errorbar=SEED_INTERVAL, ax=axes[1])
+    axes[1].set_yscale("log")
+    axes[1].set_xlabel("training step")
+    axes[1].set_ylabel(f"relative error (eta = {errors.eta.iloc[0]:g})")
+    fig.tight_layout()
+    save(fig, path)

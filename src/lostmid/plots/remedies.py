@@ -1,0 +1,148 @@
+"""Seaborn figures of the remedies stage.
+
+Lines are means over seeds with 95% intervals (mean ± 1.96 standard errors, lostmid.plots.common.SEED_INTERVAL).
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+from lostmid.plots.common import SEED_INTERVAL, save
+
+
+def matched_steps(steps, requested=None) -> list[int]:
+    """The checkpoints every figure compares: ``requested`` if given, else the middle and last."""
+    steps = sorted(int(s) for s in steps)
+    if requested:
+        missing = sorted(set(requested) - set(steps))
+        if missing:
+            from lostmid.errors import ConfigError
+
+            raise ConfigError(f"config key remedies.plot_steps: no checkpoint at step(s) {missing}; checkpoints are {steps}")
+        return sorted(requested)
+    return sorted({steps[len(steps) // 2], steps[-1]})
+
+
+def _empty(path, message: str) -> None:
+    fig, ax = plt.subplots(figsize=(5, 2))
+    ax.text(0.5, 0.5, message, ha="center", va="center")
+    ax.set_axis_off()
+    save(fig, path)
+
+
+def _order(variants, baseline):
+    rest = sorted(v for v in variants if v != baseline)
+    return ([baseline] if baseline in variants else []) + rest
+
+
+def failure_by_remedy(failure: pd.DataFrame, steps, baseline: str, path) -> None:
+    """Failure rate by flag position, baseline against each remedy at the same checkpoints."""
+    data = failure[failure.step.isin(steps)]
+    grid = sns.relplot(
+        data=data, x="p", y="failure_rate", hue="variant", hue_order=_order(data.variant.unique(), baseline),
+        row="step", col="L", kind="line", errorbar=SEED_INTERVAL, height=2.4, aspect=1.5,
+        facet_kws={"margin_titles": True, "sharey": False},
+    )
+    grid.set_axis_labels("flag position p = f / L", "failure rate")
+    save(grid, path)
+
+
+def influence_by_remedy(influence, steps, baseline: str, path) -> None:
+    """Input-adjoint density m(p) (layer 0) per remedy at the same checkpoints; log scale."""
+    if influence is None or influence.empty:
+        _empty(path, "no influence profiles (results/influence) were given")
+        return
+    data = influence[influence.step.isin(steps)]
+    if "layer" in data:
+        data = data[data.layer == data.layer.min()]
+    grid = sns.relplot(
+        data=data, x="p", y="density", hue="variant", hue_order=_order(data.variant.unique(), baseline),
+        row="step", col="L", kind="line", errorbar=SEED_INTERVAL, height=2.4, aspect=1.5,
+        facet_kws={"margin_titles": True},
+    )
+    grid.set(yscale="log")
+    grid.set_axis_labels("position p", "density m (input adjoint)")
+    save(grid, path)
+
+
+ABLATION_METRICS = ("final_accuracy", "steps_to_99", "LIM", "E_inf")
+
+
+def ablations(table: pd.DataFrame, path) -> None:
+    """Final-checkpoint metrics against each remedy's parameters, one panel per (metric, parameter).
+
+    Parameters: strength (beta, eta, lam), target density, probe count R, monitored set,
+    and the grid's L and depth. Points are means over seeds with 95% intervals.
+    """
+    final = table[table.step == table.groupby(["variant", "L", "depth", "seed"]).step.transform("max")]
+    frames = []
+    for parameter in ("strength", "target", "probes", "monitored", "L", "depth"):
+        for kind, group in final.groupby("remedy"):
+            values = group[parameter].dropna()
+            if values.nunique() < 2:
+                continue
+            part = group.loc[values.index].melt(id_vars=["seed", parameter], value_vars=list(ABLATION_METRICS), var_name="metric")
+            frames.append(part.assign(parameter=f"{kind}: {parameter}", level=part[parameter].astype(str)).drop(columns=parameter))
+    if not frames:
+        _empty(path, "no remedy parameter varies across the variants")
+        return
+    long = pd.concat(frames, ignore_index=True).dropna(subset=["value"])
+    grid = sns.catplot(
+        data=long, x="level", y="value", row="metric", col="parameter", kind="point", errorbar=SEED_INTERVAL,
+        height=2.0, aspect=1.2, sharex=False, sharey="row", margin_titles=True,
+    )
+    grid.set_axis_labels("", "")
+    save(grid, path)
+
+
+def overhead(table: pd.DataFrame, baseline: str, path) -> None:
+    """Wall-clock per step and peak memory relative to the baseline (same L, depth, seed)."""
+    per_run = table.drop_duplicates(["variant", "L", "depth", "seed"])
+    columns = [c for c in ("time_ratio", "peak_mem_ratio", "max_rss_ratio") if per_run[c].notna().any()]
+    long = per_run.melt(id_vars=["variant", "L", "seed"], value_vars=columns, var_name="ratio").dropna(subset=["value"])
+    if long.empty:
+        _empty(path, f"no overhead ratios: is the baseline variant {baseline!r} in the grid?")
+        return
+    grid = sns.catplot(
+        data=long, x="variant", y="value", hue="L", col="ratio", kind="bar", errorbar=SEED_INTERVAL,
+        order=_order(long.variant.unique(), baseline), height=2.8, aspect=1.4, sharey=False,
+    )
+    for ax in grid.axes.flat:
+        ax.axhline(1.0, color="0.3", lw=0.8, ls="--")
+        ax.tick_params(axis="x", rotation=45)
+    grid.set_axis_labels("", f"ratio to {baseline}")
+    save(grid, path)
+
+
+def bias_heatmap(matrices: pd.DataFrame, path) -> None:
+    """The fitted B (query i down, key j across), one panel per (L, depth, block)."""
+    layouts = matrices.groupby(["L", "depth", "block"])
+    fig, axes = plt.subplots(1, len(layouts), figsize=(3.6 * len(layouts), 3.2), squeeze=False)
+    for ax, ((L, depth, block), part) in zip(axes[0], layouts):
+        B = np.full((L, L), np.nan)
+        B[part["query"] - 1, part["key"] - 1] = part["bias"]
+        limit = np.nanmax(np.abs(B)) or 1.0
+        sns.heatmap(B, ax=ax, cmap="RdBu_r", center=0, vmin=-limit, vmax=limit, square=True,
+                    xticklabels=False, yticklabels=False, cbar_kws={"shrink": 0.7})
+        ax.set(title=f"B, L={L}, depth {depth}, {block}", xlabel="key j", ylabel="query i")
+    save(fig, path)
+
+
+def bias_profiles(profiles: pd.DataFrame, iterations: pd.DataFrame, path) -> None:
+    """Density at init before and after the fitted bias (held-out inits), and E_inf per iteration."""
+    layouts = sorted(profiles.groupby(["L", "depth", "block"]).groups)
+    fig, axes = plt.subplots(2, len(layouts), figsize=(3.8 * len(layouts), 5.2), squeeze=False)
+    for col, (L, depth, block) in enumerate(layouts):
+        part = profiles[(profiles.L == L) & (profiles.depth == depth) & (profiles.block == block)]
+        y = "density_fit" if part["density_fit"].notna().sum() < len(part) else "density"
+        sns.lineplot(data=part, x="p", y=y, hue="stage", hue_order=["before", "after"], ax=axes[0, col], marker="o", ms=3)
+        axes[0, col].axhline(1.0, color="0.3", lw=0.8, ls="--")
+        axes[0, col].set(title=f"L={L}, depth {depth}, {block}", xlabel="position p", ylabel="density m at init")
+        its = iterations[(iterations.L == L) & (iterations.depth == depth) & (iterations.block == block)]
+        axes[1, col].plot(its["iteration"], its["E_inf_fit"], marker=".")
+        axes[1, col].set(yscale="log", xlabel="iteration", ylabel="E_inf (fitted positions)")
+    fig.tight_layout()
+    save(fig, path)

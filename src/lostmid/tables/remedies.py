@@ -1,0 +1,131 @@
+"""The results/remedies table: one row per run and checkpoint with the remedy's parameters,
+accuracy, influence metrics and overhead against the baseline; and its summary over seeds.
+Pure table work: no torch."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from lostmid.errors import ConfigError
+from lostmid.objectives.settings import STRENGTH, remedy_settings
+from lostmid.tables.summaries import t_half_width
+
+REMEDY_COLUMNS = ("remedy", "strength", "target", "every", "probe_per_position", "probes", "monitored")
+
+
+def remedy_columns(variants: dict) -> pd.DataFrame:
+    """One row per variant: its remedy kind and parameters (NaN / None where not applicable)."""
+
+    rows = []
+    for name, remedy in variants.items():
+        settings = remedy_settings(remedy or {"kind": "none"})
+        kind = settings["kind"]
+        rows.append(
+            {
+                "variant": name,
+                "remedy": kind,
+                "strength": float(settings[STRENGTH[kind]]) if kind in STRENGTH else float("nan"),
+                "target": settings.get("target"),
+                "every": settings.get("every"),
+                "probe_per_position": settings.get("probe_per_position"),
+                "probes": settings.get("probes"),
+                "monitored": None if "monitored" not in settings else str(settings["monitored"]),
+            }
+        )
+    return pd.DataFrame(rows, columns=["variant", *REMEDY_COLUMNS]).astype({"every": "Int64", "probe_per_position": "Int64", "probes": "Int64"})
+
+
+def steps_to_threshold(train: pd.DataFrame, threshold: float = 0.99, window: int = 20) -> pd.DataFrame:
+    """First step at which the rolling mean (``window`` steps) of the batch accuracy reaches
+    ``threshold``, per run; NaN if it never does."""
+
+    keys = ["variant", "L", "depth", "seed"]
+    out = []
+    for run, group in train.sort_values([*keys, "step"]).groupby(keys, sort=False):
+        rolling = group["accuracy"].rolling(window, min_periods=window).mean()
+        hit = group["step"][rolling >= threshold]
+        out.append((*run, float(hit.iloc[0]) if len(hit) else float("nan")))
+    return pd.DataFrame(out, columns=[*keys, "steps_to_99"])
+
+
+# <variant>/L<L>_M<depth>_seed<seed>_step<step>.tsv of one run, or ..._seeds<s1>-<s2>-..._step<step>.tsv
+# of a seed batch (train.seed_batch), whose one process trained all of those seeds.
+BENCH_PATH = (r"(?P<variant>[A-Za-z][A-Za-z0-9_-]*)/L(?P<L>\d+)_M(?P<depth>\d+)"
+              r"_(?:seed(?P<seed>\d+)|seeds(?P<seeds>\d+(?:-\d+)*))_step(?P<step>\d+)\.tsv$")
+
+
+def read_benchmarks(paths) -> pd.DataFrame:
+    """Snakemake's benchmark records of the training segments: seconds and max_rss (MB) per run
+    (a seed batch's record stands for each of its seeds)."""
+
+    rows = []
+    for path in paths:
+        match = re.search(BENCH_PATH, str(path))
+        if not match:
+            raise ConfigError(f"benchmark file {path} does not follow results/benchmarks/train/<run>_step<step>.tsv")
+        record = pd.read_csv(path, sep="\t").iloc[-1]
+        keys = match.groupdict()
+        seeds = [keys["seed"]] if keys["seed"] is not None else keys["seeds"].split("-")
+        for seed in seeds:
+            rows.append({"variant": keys["variant"], "L": int(keys["L"]), "depth": int(keys["depth"]), "seed": int(seed),
+                         "step": int(keys["step"]), "bench_seconds": float(record["s"]), "max_rss_mb": pd.to_numeric(record["max_rss"], errors="coerce")})
+    return pd.DataFrame(rows)
+
+
+def remedy_table(metrics, failure, train, benchmarks, variants: dict, baseline: str = "baseline",
+                 delta: float = 0.2, threshold: float = 0.99, window: int = 20) -> pd.DataFrame:
+    """The results/remedies table: one row per run and checkpoint.
+
+    Columns: grid keys; remedy parameters; accuracy (stratified evaluation set) and
+    final_accuracy; steps_to_99 (training-batch accuracy, rolling mean); Delta, LIM, E_inf, Z at
+    the checkpoint (influence metrics at scale ``delta``); seconds_per_step (median of the
+    trainer's per-step timing), peak_mem_mb (the library's per-run peak when the training log
+    has it, else NaN), max_rss_mb (Snakemake benchmark, max over segments); and the overhead
+    ratios against the ``baseline`` variant of the same (L, depth, seed).
+    """
+    keys = ["variant", "L", "depth", "seed"]
+    at_delta = metrics[np.isclose(metrics["delta"], delta)]
+    if at_delta.empty:
+        raise ConfigError(f"config key remedies.delta: the influence metrics have no rows at delta={delta} (found {sorted(metrics['delta'].unique())})")
+    table = at_delta[[*keys, "step", "Delta", "SC", "LIM", "E_inf", "Z"]]
+    accuracy = failure.groupby([*keys, "step"], as_index=False).agg(failures=("failures", "sum"), n=("n", "sum"))
+    accuracy["accuracy"] = 1 - accuracy.failures / accuracy.n
+    table = table.merge(accuracy[[*keys, "step", "accuracy"]], on=[*keys, "step"], how="outer")
+    last = table.groupby(keys)["step"].transform("max")
+    final = table[table.step == last][[*keys, "accuracy"]].rename(columns={"accuracy": "final_accuracy"})
+    per_run = final.merge(steps_to_threshold(train, threshold, window), on=keys, how="left")
+    timing = train.groupby(keys).agg(seconds_per_step=("seconds_per_step", "median"))
+    if "peak_mem_mb" in train:
+        timing["peak_mem_mb"] = train.groupby(keys)["peak_mem_mb"].max()
+    else:
+        timing["peak_mem_mb"] = np.nan
+    if len(benchmarks):
+        timing = timing.join(benchmarks.groupby(keys).agg(max_rss_mb=("max_rss_mb", "max")))
+    else:
+        timing["max_rss_mb"] = np.nan
+    per_run = per_run.merge(timing.reset_index(), on=keys, how="left")
+    base = per_run[per_run.variant == baseline].drop(columns=["variant", "final_accuracy", "steps_to_99"])
+    base = base.rename(columns={c: f"_base_{c}" for c in ("seconds_per_step", "peak_mem_mb", "max_rss_mb")})
+    per_run = per_run.merge(base, on=["L", "depth", "seed"], how="left")
+    for column, ratio in (("seconds_per_step", "time_ratio"), ("peak_mem_mb", "peak_mem_ratio"), ("max_rss_mb", "max_rss_ratio")):
+        per_run[ratio] = per_run[column] / per_run[f"_base_{column}"]
+    per_run = per_run.drop(columns=[c for c in per_run if c.startswith("_base_")])
+    table = table.merge(per_run, on=keys, how="left").merge(remedy_columns(variants), on="variant", how="left")
+    ordered = [*keys, "step", *REMEDY_COLUMNS, "accuracy", "final_accuracy", "steps_to_99", "Delta", "SC", "LIM", "E_inf", "Z",
+               "seconds_per_step", "peak_mem_mb", "max_rss_mb", "time_ratio", "peak_mem_ratio", "max_rss_ratio"]
+    return table[ordered].sort_values([*keys, "step"]).reset_index(drop=True)
+
+
+def seed_summary(table: pd.DataFrame, values=("accuracy", "final_accuracy", "steps_to_99", "Delta", "LIM", "E_inf", "Z",
+                                                   "seconds_per_step", "time_ratio", "peak_mem_mb", "max_rss_mb")) -> pd.DataFrame:
+    """Mean over seeds with a 95% t-interval, per (variant, L, depth, step) and quantity (long format)."""
+    long = table.melt(id_vars=["variant", "L", "depth", "seed", "step"], value_vars=list(values), var_name="quantity").dropna(subset=["value"])
+    rows = []
+    for key, group in long.groupby(["variant", "L", "depth", "step", "quantity"]):
+        x = group["value"].to_numpy(dtype=float)
+        mean, half = float(x.mean()), t_half_width(x)
+        rows.append((*key, len(x), mean, mean - half, mean + half))
+    return pd.DataFrame(rows, columns=["variant", "L", "depth", "step", "quantity", "n_seeds", "mean", "ci_low", "ci_high"])

@@ -1,0 +1,146 @@
+"""Training checkpoints: everything needed to continue a run exactly where it stopped.
+
+A checkpoint holds the weights (with the fixed attention bias), the optimizer state, the
+data generator's and torch's RNG states, the remedy objective's state, the step, and the
+run spec with its fingerprint. Files are written atomically and read with
+``weights_only=True``; a missing, corrupt or foreign checkpoint is a CheckpointError.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from lostmid import config as cfg
+from lostmid import io
+from lostmid.errors import CheckpointError
+from lostmid.core.model import FlagTransformer, ModelConfig
+from lostmid.objectives.registry import make_objective
+from lostmid.objectives.task_loss import TaskObjective
+from lostmid.core.optim import AdamW
+
+FORMAT = "lostmid-checkpoint-v1"
+REQUIRED = ("format", "step", "spec", "fingerprint", "model", "optimizer", "data_rng", "torch_rng", "objective")
+
+
+def build_optimizer(model: torch.nn.Module, train: dict) -> AdamW:
+    return AdamW(model.parameters(), lr=train["lr"], betas=(train["beta1"], train["beta2"]), weight_decay=train["weight_decay"])
+
+
+def data_seed(seed: int) -> int:
+    """The training data stream's seed: distinct from the weight-init seed and from eval seeds."""
+    return 1_000_003 * seed + 17
+
+
+@dataclass
+class TrainingState:
+    spec: dict
+    step: int
+    model: FlagTransformer
+    optimizer: AdamW
+    data_generator: torch.Generator
+    objective: TaskObjective
+
+    @classmethod
+    def initial(cls, spec: dict, device, attention_bias: torch.Tensor | None = None) -> "TrainingState":
+        """Step 0 of a run: weights drawn from the run's seed, a fresh optimizer and data stream."""
+        torch.manual_seed(spec["seed"])
+        model = FlagTransformer(ModelConfig(**spec["model"]))
+        if attention_bias is not None:
+            model.set_attention_bias(attention_bias)
+        model.to(device)
+        generator = torch.Generator().manual_seed(data_seed(spec["seed"]))
+        return cls(spec, 0, model, build_optimizer(model, spec["train"]), generator, make_objective(spec))
+
+    def save(self, path) -> None:
+        io.save_torch(
+            {
+                "format": FORMAT,
+                "step": self.step,
+                "spec": cfg.canonical_json(self.spec),
+                "fingerprint": cfg.fingerprint(self.spec),
+                "model": {k: v.detach().cpu() for k, v in self.model.state_dict().items()},
+                "optimizer": self.optimizer.state_dict(),
+                "data_rng": self.data_generator.get_state(),
+                "torch_rng": torch.get_rng_state(),
+                "objective": self.objective.state_dict(),
+            },
+            path,
+        )
+
+    @classmethod
+    def load(cls, path, spec: dict | None, device) -> "TrainingState":
+        """Restore a run from ``path``; ``spec`` (if given) must be the checkpoint's run."""
+        raw = read(path, spec)
+        spec = json.loads(raw["spec"])
+        model = model_from_checkpoint(raw, device)
+        optimizer = build_optimizer(model, spec["train"])
+        objective = make_objective(spec)
+        try:
+            if raw["optimizer"]:  # step-0 checkpoints of earlier versions saved none
+                optimizer.load_state_dict(raw["optimizer"])
+            objective.load_state_dict(raw["objective"])
+            generator = torch.Generator()
+            generator.set_state(raw["data_rng"])
+            torch.set_rng_state(raw["torch_rng"])
+        except (ValueError, RuntimeError, KeyError, TypeError) as err:
+            raise CheckpointError(f"checkpoint {path} has an unusable optimizer, RNG or remedy state: {err}") from err
+        return cls(spec, int(raw["step"]), model, optimizer, generator, objective)
+
+
+def read(path, spec: dict | None = None) -> dict:
+    """Load a checkpoint file safely and check its format and, if given, its run spec."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {path} does not exist")
+    try:
+        raw = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # torch raises many types for truncated or foreign files
+        raise CheckpointError(f"checkpoint {path} is corrupt or truncated ({type(err).__name__}: {str(err)[:200]})") from err
+    if not isinstance(raw, dict) or raw.get("format") != FORMAT:
+        raise CheckpointError(f"{path} is not a lostmid checkpoint (expected format {FORMAT})")
+    missing = [key for key in REQUIRED if key not in raw]
+    if missing:
+        raise CheckpointError(f"checkpoint {path} lacks {missing}: it is incomplete")
+    if spec is not None and raw["fingerprint"] != cfg.fingerprint(spec):
+        diffs = cfg.spec_differences(spec, json.loads(raw["spec"]))
+        raise CheckpointError(f"checkpoint {path} belongs to another run; it does not match the config: " + "; ".join(diffs))
+    return raw
+
+
+def model_from_checkpoint(raw: dict, device) -> FlagTransformer:
+    spec = json.loads(raw["spec"])
+    model = FlagTransformer(ModelConfig(**spec["model"]))
+    try:
+        model.load_state_dict(raw["model"])
+    except RuntimeError as err:
+        raise CheckpointError(f"checkpoint weights do not fit the model of its own spec: {err}") from err
+    return model.to(device)
+
+
+def load_model(path, spec: dict | None, device) -> tuple[FlagTransformer, int]:
+    """The model of a checkpoint, in eval mode, and its step (for the analysis stages)."""
+    raw = read(path, spec)
+    model = model_from_checkpoint(raw, device)
+    model.eval()
+    return model, int(raw["step"])
+
+
+def analyze_run(paths, spec: dict, device, analyze) -> tuple:
+    """Apply ``analyze(model, step)`` to every checkpoint of one run, loaded one at a time.
+
+    ``analyze`` returns a tuple of tables for its checkpoint; the result is each of those tables
+    concatenated over the checkpoints, with the run's grid keys and the step as first columns.
+    """
+    import pandas as pd
+
+    from lostmid.tables.keys import with_run_keys
+
+    per_checkpoint = []
+    for path in paths:
+        model, step = load_model(path, spec, device)
+        per_checkpoint.append([with_run_keys(table, spec, step) for table in analyze(model, step)])
+    return tuple(pd.concat(parts, ignore_index=True) for parts in zip(*per_checkpoint))
