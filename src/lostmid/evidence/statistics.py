@@ -72,14 +72,16 @@ def logistic_slope(failures, n, p) -> SlopeFit:
     is the GLM's (inverse Fisher information). b > 0: failures rise towards the end of the
     context; b is the log odds ratio of failure between p = 0 and p = 1.
 
-    Why the counts are corrected: a well-trained model has 0 failures at many positions, and
-    a position with 0 (or n) failures pushes the maximum likelihood estimate towards
-    infinity (separation); the fit then stops wherever the optimizer gives up. The
+    Why the counts are corrected: a well-trained model has 0 failures at many positions;
+    when no failure occurs before some position and only failures after it (or zero
+    failures everywhere but one end), the maximum likelihood slope is infinite
+    (quasi-complete separation) and the fit stops wherever the optimizer gives up. The
     Haldane-Anscombe correction (+0.5 to both counts) keeps every fit finite. It is added in
     every fit, not only in the ones that need it, so that the estimator is one continuous
     function of the counts: a seed with a single failure somewhere and a seed with none are
-    estimated the same way. Its cost is a shrinkage of b towards 0 by roughly a factor
-    n / (n + 1) in the rates, negligible at the 32+ sequences per position of the workflow.
+    estimated the same way. Its cost is a shrinkage of b towards 0 of order 1/n (the rates
+    move towards 1/2 by at most 1/(2(n + 1))), negligible at the 32+ sequences per position
+    of the workflow; the tests check that a planted slope is recovered.
 
     Degenerate cases, by definition rather than by the optimizer's rounding:
     - identical failure rates at every p (all 0, all n, or any common rate, compared exactly
@@ -492,7 +494,7 @@ def seeds_for_half_width(sd: float, half_width: float, level: float = 0.95) -> i
 
 
 class SeedPlan(NamedTuple):
-    """Seeds needed for a target half-width, from a pilot: with the pilot sd and with an upper confidence bound of it."""
+    """Seeds needed for a target half-width, from a pilot: with the pilot sd and with its upper confidence bound."""
 
     pilot_seeds: int
     sd: float
