@@ -23,6 +23,7 @@ torch and this one stays torch-free (numpy, scipy, statsmodels, pandas).
 
 from __future__ import annotations
 
+import inspect
 import math
 import warnings
 from dataclasses import dataclass
@@ -42,6 +43,10 @@ VERDICTS = (SUPPORTED, CONTRADICTED, INCONCLUSIVE)
 # Haldane-Anscombe correction: added to the failure and to the success count of every row
 # of every logistic fit (see logistic_slope).
 HALDANE = 0.5
+
+# scipy.stats.bootstrap takes its generator as ``rng`` from scipy 1.15 on, as
+# ``random_state`` before (pyproject allows scipy >= 1.11); a Generator means the same in both.
+_BOOTSTRAP_RNG = "rng" if "rng" in inspect.signature(stats.bootstrap).parameters else "random_state"
 
 
 class Interval(NamedTuple):
@@ -287,7 +292,8 @@ def bootstrap_interval(values, level: float = 0.95, method: str = "BCa", n_resam
     if n < 2:
         return Interval(float(values[0]), math.nan, math.nan, n, label)
     result = stats.bootstrap((values,), np.mean, confidence_level=level, method=method,
-                             n_resamples=n_resamples, vectorized=True, rng=np.random.default_rng(seed))
+                             n_resamples=n_resamples, vectorized=True,
+                             **{_BOOTSTRAP_RNG: np.random.default_rng(seed)})
     ci = result.confidence_interval
     return Interval(float(values.mean()), float(ci.low), float(ci.high), n, label)
 
