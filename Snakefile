@@ -1,11 +1,13 @@
 # lostmid: where a causal Transformer looks in its context, as a Snakemake workflow.
 # This file only wires things together: configuration, validation, the stage files, rule all.
-# Each stage lives in workflow/rules/<stage>.smk; its logic lives in the lostmid library.
+# Each stage lives in workflow/rules/<stage>.smk; its logic lives in the lostmid library
+# (the jobs and paths in lostmid.workflow, the computations behind the `lostmid` command line).
 from pathlib import Path
 
 from snakemake.utils import min_version
 
 import lostmid.config as lostmid_config
+import lostmid.workflow as lostmid_workflow
 
 min_version("9.0")
 
@@ -14,25 +16,27 @@ configfile: "config/config.yaml"
 
 
 lostmid_config.validate(config, Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml")
+lostmid_workflow.check(config)
+
 
 report: "workflow/report/workflow.rst"
-
-# Each stage file appends the files it contributes to the default target.
-TARGETS = []
 
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"
-include: "workflow/rules/plots.smk"
-include: "workflow/rules/algebraic.smk"
 include: "workflow/rules/influence.smk"
 include: "workflow/rules/channels.smk"
 include: "workflow/rules/remedies.smk"
-include: "workflow/rules/report.smk"
+include: "workflow/rules/algebraic.smk"
+include: "workflow/rules/figures.smk"
 
 
 rule all:
     default_target: True
     input:
-        TARGETS,
+        wf.default_targets(BLOCKS),
+        rules.remedies_table.output,
+        rules.influence_baselines.output,
+        rules.algebraic.output,
+        rules.figures.output,

@@ -195,5 +195,6 @@ def test_settings_roundtrip_and_cli_rejects_bad_settings(tmp_path):
     assert settings.AlgebraicSettings.from_dict(S.to_dict()) == S
     from lostmid.cli.main import main
 
-    assert main(["algebraic-table", "--settings", '{"features": 0}', "--out", str(tmp_path / "t.parquet")]) == 2
+    outputs = ["--table", str(tmp_path / "t.parquet"), "--profiles", str(tmp_path / "p.parquet"), "--probes", str(tmp_path / "q.parquet")]
+    assert main(["algebraic", "--settings", '{"features": 0}', *outputs]) == 2
     assert not (tmp_path / "t.parquet").exists()

@@ -221,9 +221,10 @@ def test_the_command_writes_three_tidy_tables_for_every_checkpoint_without_viola
 
 
 def test_the_figures_are_drawn_from_the_tables(written, tmp_path):
-    assert cli.main(["plot-channels", "--channels", str(written / "channels.parquet"), "--cross-terms", str(written / "cross.parquet"), "--out", str(tmp_path / "energies.png")]) == 0
-    assert cli.main(["plot-conditions", "--out", str(tmp_path / "conditions.png"), str(written / "conditions.parquet")]) == 0
-    assert (tmp_path / "energies.png").stat().st_size > 10_000 and (tmp_path / "conditions.png").stat().st_size > 10_000
+    assert cli.main(["figures", "--channels", str(written / "channels.parquet"), "--cross-terms", str(written / "cross.parquet"),
+                     "--conditions", str(written / "conditions.parquet"), "--figures", "channel_energies", "conditions",
+                     "--out-dir", str(tmp_path)]) == 0
+    assert (tmp_path / "channel_energies.png").stat().st_size > 10_000 and (tmp_path / "conditions.png").stat().st_size > 10_000
 
 
 def test_the_command_refuses_a_run_without_residual_path(trained_run, tmp_path, capsys):

@@ -50,7 +50,9 @@ def broken(config, edit):
         (lambda c: c["grid"][0].update(variants=["nope"]), r"grid\[0\]\.variants names 'nope'"),
         (lambda c: c["variants"].update({"bad/name": {}}), r"variants: 'bad/name' does not match"),
         (lambda c: c["model"].update(block="diagonal"), r"model\.block: 'diagonal' is not one of"),
-        (lambda c: c["variants"]["baseline"].update(train={"steps": 5}), r"variants\.baseline\.train"),
+        (lambda c: c["variants"]["baseline"].update(train={"steps": 5}), r"variants\.baseline\.train: every=10 does not divide steps=5"),
+        (lambda c: c.update(remedies={"baseline": "nope"}), r"remedies\.baseline names 'nope'"),
+        (lambda c: c.update(seeds_per_job=3, train={**c["train"], "seed_batch": 2}), r"seeds_per_job=3 is not a multiple"),
         (lambda c: c["model"].update(heads=3), r"model\.d_model=8 is not divisible by model\.heads=3"),
         (lambda c: c["train"].update(seed_batch=0), r"train\.seed_batch: 0 is less than the minimum of 1"),
     ],
@@ -86,12 +88,39 @@ def test_variant_overrides_reach_the_spec(smoke_config):
     assert spec["model"]["seq_len"] == 8 and spec["model"]["depth"] == 1
 
 
-def test_seed_batches_are_aligned_blocks_of_seeds_so_new_seeds_never_regroup_old_ones(smoke_config):
-    smoke_config["grid"] = [{"variants": ["baseline", "balance"], "L": [8], "depth": [1], "seeds": [0, 1, 2, 3, 7]}]
-    smoke_config["variants"]["baseline"] = {"train": {"seed_batch": 3}}
-    batches = cfg.seed_batches(smoke_config)
-    assert [[run.seed for run in batch] for batch in batches] == [[0, 1, 2], [3], [7]]
-    assert {run.variant for batch in batches for run in batch} == {"baseline"}  # balance trains per run
+def test_seed_batches_are_aligned_blocks_of_seeds_so_new_seeds_never_regroup_old_ones():
+    from lostmid.training.seed_batch import seed_batches
+
+    assert seed_batches([0, 1, 2, 3, 7], 3) == [[0, 1, 2], [3], [7]]
+    assert seed_batches([0, 1, 2, 3, 7, 4], 3) == [[0, 1, 2], [3, 4], [7]]
+    assert seed_batches([2, 0, 1], 1) == [[2], [0], [1]]  # per run, in the order given
+
+
+def test_jobs_are_blocks_of_the_seeds_of_one_variant_L_and_depth(smoke_config):
+    from lostmid import workflow
+
+    blocks = workflow.blocks(smoke_config)
+    assert [(b.variant, b.seeds) for b in blocks if b.variant == "baseline"] == [("baseline", (0, 1))]
+    assert len(blocks) == len({(run.variant, run.L, run.depth) for run in cfg.runs(smoke_config)})
+    smoke_config["seeds_per_job"] = 2
+    smoke_config["grid"][0]["seeds"] = [0, 1, 2, 5]
+    assert [b.seeds for b in workflow.blocks(smoke_config) if b.variant == "baseline"] == [(0, 1), (2,), (5,)]
+    baseline = next(b for b in workflow.blocks(smoke_config) if b.variant == "baseline")
+    assert baseline.paths(workflow.CHECKPOINT, step="{step}") == [
+        "results/checkpoints/baseline/L8_M1_seed0/step{step}.pt", "results/checkpoints/baseline/L8_M1_seed1/step{step}.pt"]
+
+
+def test_a_variant_may_train_on_its_own_schedule(smoke_config):
+    from lostmid import workflow
+
+    smoke_config["variants"]["baseline"] = {"train": {"steps": 40, "every": 20}}
+    cfg.validate(smoke_config, SCHEMA)
+    assert cfg.checkpoint_steps(smoke_config, "baseline") == [0, 20, 40]
+    assert cfg.checkpoint_steps(smoke_config, "balance") == [0, 10, 20]
+    assert next(b for b in workflow.blocks(smoke_config) if b.variant == "baseline").checkpoint_steps == [0, 20, 40]
+    smoke_config["variants"]["baseline"] = {"train": {"steps": 40, "every": 15}}
+    with pytest.raises(ConfigError, match=r"variants\.baseline\.train: every=15 does not divide steps=40"):
+        cfg.validate(smoke_config, SCHEMA)
 
 
 def test_seed_batch_enters_the_spec_only_above_one(smoke_config):

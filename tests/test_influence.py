@@ -179,14 +179,17 @@ def test_init_sweep_first_token_dominates_without_residual_and_a_u_shape_forms_w
 # --- the command and its tables ------------------------------------------------------------------
 
 
-def test_influence_command_writes_tidy_tables_with_the_documented_columns(tmp_path):
+EVALUATION = json.dumps({"per_position": 2, "seed": 1000})
+
+
+def test_the_evaluate_command_writes_tidy_influence_tables_with_the_documented_columns(tmp_path):
     spec = tiny_spec()
     path = tmp_path / "step0.pt"
     checkpoint.TrainingState.initial(spec, "cpu").save(path)
     settings = {"batch_per_position": 2, "seed": 2000, "deltas": [0.1, 0.2]}
     profiles, table = tmp_path / "influence.parquet", tmp_path / "metrics.parquet"
-    argv = ["influence", "--device", "cpu", "--spec", json.dumps(spec), "--checkpoints", str(path),
-            "--settings", json.dumps(settings), "--profiles", str(profiles), "--metrics", str(table)]
+    argv = ["evaluate", "--device", "cpu", "--spec", json.dumps(spec), "--checkpoints", str(path), "--evaluation", EVALUATION,
+            "--influence", json.dumps(settings), "--failure", str(tmp_path / "failure.parquet"), "--profiles", str(profiles), "--metrics", str(table)]
     assert cli.main(argv) == 0
 
     prof, met = pd.read_parquet(profiles), pd.read_parquet(table)
@@ -206,7 +209,8 @@ def test_a_delta_that_empties_a_region_at_this_L_exits_with_a_config_error(tmp_p
     spec = tiny_spec(seq_len=4)
     path = tmp_path / "step0.pt"
     checkpoint.TrainingState.initial(spec, "cpu").save(path)
-    argv = ["influence", "--device", "cpu", "--spec", json.dumps(spec), "--checkpoints", str(path),
-            "--settings", json.dumps({"deltas": [0.1]}), "--profiles", str(tmp_path / "a.parquet"), "--metrics", str(tmp_path / "b.parquet")]
+    argv = ["evaluate", "--device", "cpu", "--spec", json.dumps(spec), "--checkpoints", str(path), "--evaluation", EVALUATION,
+            "--influence", json.dumps({"deltas": [0.1]}), "--failure", str(tmp_path / "f.parquet"),
+            "--profiles", str(tmp_path / "a.parquet"), "--metrics", str(tmp_path / "b.parquet")]
     assert cli.main(argv) == 2
     assert "influence.deltas" in capsys.readouterr().err

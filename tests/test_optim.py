@@ -105,7 +105,7 @@ import sys
 import pandas as pd
 from lostmid.cli.main import main
 pd.DataFrame({{"variant": ["baseline"], "L": [8], "depth": [1], "seed": [0], "step": [1], "loss": [0.7], "accuracy": [0.5]}}).to_parquet({str(tmp_path / 't.parquet')!r})
-assert main(["plot-training", "--threads", "1", "--out", {str(tmp_path / 't.png')!r}, {str(tmp_path / 't.parquet')!r}]) == 0
+assert main(["figures", "--threads", "1", "--train", {str(tmp_path / 't.parquet')!r}, "--figures", "training_curves", "--out-dir", {str(tmp_path)!r}]) == 0
 print("torch" in sys.modules)
 """
     out = subprocess.run([sys.executable, "-c", figure], capture_output=True, text=True, check=True)

@@ -119,7 +119,7 @@ def test_the_train_command_trains_a_seed_batch_into_per_run_files(tmp_path, caps
 
     assert main(["train", "--spec", json.dumps(spec), "--seeds", "4", "5", "--device", "cpu", "--steps", "3",
               "--checkpoint", files["step0.pt"][0], "--out", *files["step3.pt"], "--table", *files["log.parquet"]]) == 2
-    assert "--checkpoint names 1 files for 2 runs" in capsys.readouterr().err
+    assert "--checkpoint names 1 files for 2 seeds [4, 5]" in capsys.readouterr().err
 
 
 def test_a_seed_batch_benchmark_record_stands_for_each_of_its_seeds(tmp_path):

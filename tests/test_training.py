@@ -93,3 +93,25 @@ def test_checkpoints_are_written_atomically(spec, tmp_path, monkeypatch):
         state.save(path)
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["step0.pt"]
+
+
+def test_a_block_of_seeds_in_one_job_gives_bitwise_the_weights_of_one_job_per_seed(spec, tmp_path):
+    """One `lostmid train` process for seeds 0, 1 and 2 (one after another) against a process each."""
+    import json
+
+    from lostmid.cli.main import main
+
+    seeds = (0, 1, 2)
+    for seed in seeds:
+        TrainingState.initial({**spec, "seed": seed}, "cpu").save(tmp_path / f"seed{seed}_step0.pt")
+    common = ["train", "--spec", json.dumps(spec), "--device", "cpu", "--threads", "1", "--steps", "4"]
+    assert main([*common, "--seeds", *map(str, seeds), "--checkpoint", *(str(tmp_path / f"seed{s}_step0.pt") for s in seeds),
+                 "--out", *(str(tmp_path / f"block{s}.pt") for s in seeds),
+                 "--table", *(str(tmp_path / f"block{s}.parquet") for s in seeds)]) == 0
+    for seed in reversed(seeds):  # another order, another process state: still the same numbers
+        assert main([*common, "--seeds", str(seed), "--checkpoint", str(tmp_path / f"seed{seed}_step0.pt"),
+                     "--out", str(tmp_path / f"alone{seed}.pt"), "--table", str(tmp_path / f"alone{seed}.parquet")]) == 0
+    for seed in seeds:
+        block = TrainingState.load(tmp_path / f"block{seed}.pt", {**spec, "seed": seed}, "cpu")
+        alone = TrainingState.load(tmp_path / f"alone{seed}.pt", {**spec, "seed": seed}, "cpu")
+        assert_bitwise_equal(weights(block), weights(alone))

@@ -15,16 +15,26 @@ import pytest
 import yaml
 
 from lostmid import config as lostmid_config
+from lostmid import workflow
 
 from conftest import REPO, run_snakemake
 
 pytestmark = pytest.mark.slow
 
 
-def planned_jobs(workdir, configfile=None) -> dict[str, int]:
+def planned_jobs(workdir, configfile=None, *targets) -> dict[str, int]:
     """Jobs per rule that a dry run would execute."""
-    out = run_snakemake(workdir, "--dry-run", "--quiet", "rules", configfile=configfile).stdout
-    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", out, re.M) if m.group(1) != "total"}
+    out = run_snakemake(workdir, "--dry-run", "--quiet", "rules", *targets, configfile=configfile).stdout
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", out, re.M) if m.group(1) not in ("total", "all")}
+
+
+def by_stage(jobs: dict[str, int]) -> dict[str, int]:
+    """Jobs per stage: block rules (train_<block>, evaluate_<block>, ...) summed by their prefix."""
+    stages: dict[str, int] = {}
+    for rule, count in jobs.items():
+        stage = next((prefix for prefix in ("init", "train", "evaluate", "density_flow", "channels") if rule.startswith(prefix + "_")), rule)
+        stages[stage] = stages.get(stage, 0) + count
+    return stages
 
 
 def test_the_dag_writes_every_table_with_the_grid_keys(smoke_run):
@@ -52,26 +62,37 @@ def test_a_second_run_has_nothing_to_do(smoke_run):
     assert planned_jobs(workdir) == {}
 
 
+def test_one_job_per_block_of_seeds_and_stage(smoke_run):
+    workdir, config = smoke_run
+    blocks = len({(run.variant, run.L, run.depth) for run in lostmid_config.runs(config)})
+    jobs = by_stage(planned_jobs(workdir, None, "--forceall"))
+    segments = config["train"]["steps"] // config["train"]["every"]
+    assert jobs["init"] == blocks and jobs["train"] == blocks * segments and jobs["evaluate"] == blocks
+    assert jobs["train"] == blocks * segments and "train_segment" not in jobs
+    assert sum(jobs.values()) <= 33  # 59 with one job per run and stage
+
+
 def test_more_steps_train_only_the_new_segments(smoke_run, tmp_path):
     workdir, config = smoke_run
     config = copy.deepcopy(config)
     config["train"]["steps"] += config["train"]["every"]
     longer = tmp_path / "longer.yaml"
     longer.write_text(yaml.safe_dump(config))
-    jobs = planned_jobs(workdir, configfile=longer)
-    assert jobs["train_segment"] == len(lostmid_config.runs(config))  # one new segment per run
-    assert "init_checkpoint" not in jobs
+    jobs = by_stage(planned_jobs(workdir, configfile=longer))
+    assert jobs["train"] == len(workflow.blocks(config))  # one new segment per block
+    assert "init" not in jobs
 
 
-def test_a_new_seed_trains_only_that_seed(smoke_run, tmp_path):
+def test_a_new_seed_retrains_its_block_only(smoke_run, tmp_path):
     workdir, config = smoke_run
     config = copy.deepcopy(config)
-    config["grid"][0]["seeds"].append(99)
+    config["grid"][1]["seeds"].append(99)  # the block of every variant but baseline
     more = tmp_path / "more.yaml"
     more.write_text(yaml.safe_dump(config))
     jobs = planned_jobs(workdir, configfile=more)
-    assert jobs["init_checkpoint"] == 1
-    assert jobs["train_segment"] == config["train"]["steps"] // config["train"]["every"]
+    segments = config["train"]["steps"] // config["train"]["every"]
+    assert jobs["init_balance_L8_M1_seeds_0_99"] == 1 and jobs["train_balance_L8_M1_seeds_0_99"] == segments
+    assert not any(rule.startswith(("init_baseline", "train_baseline", "evaluate_baseline")) for rule in jobs)
 
 
 def test_seed_batches_train_their_seeds_in_one_job_per_segment(tmp_path):
@@ -81,12 +102,12 @@ def test_seed_batches_train_their_seeds_in_one_job_per_segment(tmp_path):
     jobs = planned_jobs(tmp_path)
     segments = config["train"]["steps"] // config["train"]["every"]
     assert jobs["train_baseline_L8_M1_seeds_0_1"] == segments
-    assert jobs["train_segment"] == (len(lostmid_config.runs(config)) - 2) * segments
 
     last = [f"results/checkpoints/baseline/L8_M1_seed{seed}/step{config['train']['steps']}.pt" for seed in (0, 1)]
     run_snakemake(tmp_path, *last)
     assert all((tmp_path / path).is_file() for path in last)
-    assert (tmp_path / "results" / "logs" / "train" / "baseline" / "L8_M1_seeds0-1_step20.log").is_file()
+    log = (tmp_path / "results" / "logs" / "train" / "baseline" / "L8_M1_seeds0-1_step20.log").read_text()
+    assert "seeds [0, 1]" in log  # one vmapped batch
     rerun = run_snakemake(tmp_path, *last)
     assert "Nothing to be done" in rerun.stdout + rerun.stderr
 

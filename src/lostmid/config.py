@@ -65,14 +65,28 @@ def validate(config: dict, schema_path) -> dict:
 
 def check_cross_keys(config: dict) -> None:
     """Rules a JSON schema cannot express."""
+    variants = config.get("variants", {})
     train = config["train"]
     if train["steps"] % train["every"]:
         raise ConfigError(f"config key train.every={train['every']} does not divide train.steps={train['steps']}")
-    variants = config.get("variants", {})
-    for i, block in enumerate(config["grid"]):
-        for name in block["variants"]:
-            if name not in variants:
-                raise ConfigError(f"config key grid[{i}].variants names {name!r}, which is not defined under variants")
+    for name, variant in variants.items():
+        own = (variant or {}).get("train", {})
+        if "steps" in own or "every" in own:
+            steps, every = schedule(config, name)
+            if steps % every:
+                raise ConfigError(f"config key variants.{name}.train: every={every} does not divide steps={steps}")
+        seed_batch = merge(train, own).get("seed_batch", 1)
+        per_job = config.get("seeds_per_job", 0)
+        if per_job and seed_batch > 1 and per_job % seed_batch:
+            raise ConfigError(f"config key seeds_per_job={per_job} is not a multiple of the train.seed_batch={seed_batch} of "
+                              f"variant {name}: a job must hold whole seed batches")
+    named = [(f"grid[{i}].variants", name) for i, block in enumerate(config["grid"]) for name in block["variants"]]
+    named += [("influence.flow_variants", name) for name in (config.get("influence", {}).get("flow_variants") or [])]
+    if "baseline" in config.get("remedies", {}):
+        named.append(("remedies.baseline", config["remedies"]["baseline"]))
+    for key, name in named:
+        if name not in variants:
+            raise ConfigError(f"config key {key} names {name!r}, which is not defined under variants")
     model = config["model"]
     if model["d_model"] % model["heads"]:
         raise ConfigError(f"config key model.d_model={model['d_model']} is not divisible by model.heads={model['heads']}")
@@ -105,10 +119,18 @@ def runs(config: dict) -> list[Run]:
     return sorted(found)
 
 
-def checkpoint_steps(config: dict) -> list[int]:
-    """0, every, 2 every, ..., steps."""
-    train = config["train"]
-    return list(range(0, train["steps"] + 1, train["every"]))
+def schedule(config: dict, variant: str) -> tuple[int, int]:
+    """(steps, every) of a variant: its own ``train.steps`` and ``train.every`` if it sets them,
+    else the config's. The schedule says how far and how often to checkpoint, not what the weights
+    become, so it stays out of the run spec."""
+    train = merge(config["train"], (config["variants"][variant] or {}).get("train", {}))
+    return train["steps"], train["every"]
+
+
+def checkpoint_steps(config: dict, variant: str) -> list[int]:
+    """0, every, 2 every, ..., steps of a variant."""
+    steps, every = schedule(config, variant)
+    return list(range(0, steps + 1, every))
 
 
 def merge(base: dict, override: dict) -> dict:
@@ -140,21 +162,6 @@ def run_spec(config: dict, run: Run) -> dict:
         "train": train,
         "remedy": copy.deepcopy(variant.get("remedy", {"kind": "none"})),
     }
-
-
-def seed_batches(config: dict) -> list[tuple[Run, ...]]:
-    """The runs trained together, one vmapped batch each (``train.seed_batch`` > 1, lostmid.training.seed_batch).
-
-    Seeds batch with the seeds of the same variant, L and depth in the same aligned block
-    seed // seed_batch (0..B-1, B..2B-1, ...), so adding seeds to a config never regroups the
-    seeds already trained in full blocks. Runs with seed_batch 1 are not listed.
-    """
-    batches: dict[tuple, list[Run]] = {}
-    for run in runs(config):
-        size = run_spec(config, run)["train"].get("seed_batch", 1)
-        if size > 1:
-            batches.setdefault((run.variant, run.L, run.depth, run.seed // size), []).append(run)
-    return [tuple(batch) for batch in batches.values()]
 
 
 def canonical_json(obj) -> str:

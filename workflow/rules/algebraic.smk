@@ -1,104 +1,27 @@
-# Algebraic controlled simulations of the paper's section 4 (DESIGN.md section 7).
-# Independent of training: the settings are the config's `algebraic` block, passed as JSON so
-# that changing any algebraic constant reruns exactly these rules (params are part of the
-# rerun triggers). The library fills defaults for keys the block leaves out.
-import json
+# Algebraic controlled simulations of the paper's section 4 (docs/algebraic.md), independent of
+# training: the remedy table, its profiles and the probe study, in one job.
 
 
-def algebraic_settings(wildcards):
-    return json.dumps(config.get("algebraic", {}), sort_keys=True)
-
-
-rule algebraic_table:
+rule algebraic:
     output:
-        table="results/algebraic/table.parquet",
-        profiles="results/algebraic/profiles.parquet",
+        table="results/algebraic_table/table.parquet",
+        profiles="results/algebraic_profiles/profiles.parquet",
+        probes="results/algebraic_probes/probes.parquet",
     params:
-        settings=algebraic_settings,
+        settings=config_json("algebraic"),
     log:
-        "results/logs/algebraic/table.log",
+        "results/logs/algebraic/algebraic.log",
     benchmark:
-        "results/benchmarks/algebraic/table.tsv"
+        "results/benchmarks/algebraic/algebraic.tsv"
+    group:
+        "summary"
     conda:
         LOSTMID_ENV
     threads: 1
     resources:
         mem_mb=1000,
-        runtime=5,
+        runtime=10,
+        gpu=0,
     shell:
-        "lostmid algebraic-table --threads {threads} --settings {params.settings:q}"
-        " --out {output.table} --profiles {output.profiles} > {log} 2>&1"
-
-
-rule algebraic_probes:
-    output:
-        "results/algebraic/probes.parquet",
-    params:
-        settings=algebraic_settings,
-    log:
-        "results/logs/algebraic/probes.log",
-    benchmark:
-        "results/benchmarks/algebraic/probes.tsv"
-    conda:
-        LOSTMID_ENV
-    threads: 1
-    resources:
-        mem_mb=1000,
-        runtime=5,
-    shell:
-        "lostmid algebraic-probes --threads {threads} --settings {params.settings:q} --out {output} > {log} 2>&1"
-
-
-rule plot_algebraic_table:
-    input:
-        table=rules.algebraic_table.output.table,
-        profiles=rules.algebraic_table.output.profiles,
-    output:
-        report(
-            "results/figures/algebraic_table.png",
-            caption="../report/algebraic_table.rst",
-            category="Algebraic simulations",
-        ),
-    log:
-        "results/logs/algebraic/plot_table.log",
-    benchmark:
-        "results/benchmarks/algebraic/plot_table.tsv"
-    conda:
-        LOSTMID_ENV
-    threads: 1
-    resources:
-        mem_mb=1000,
-        runtime=5,
-    shell:
-        "lostmid plot-algebraic --table {input.table} --profiles {input.profiles} --out {output} > {log} 2>&1"
-
-
-rule plot_algebraic_probes:
-    input:
-        rules.algebraic_probes.output[0],
-    output:
-        report(
-            "results/figures/algebraic_probes.png",
-            caption="../report/algebraic_probes.rst",
-            category="Algebraic simulations",
-        ),
-    log:
-        "results/logs/algebraic/plot_probes.log",
-    benchmark:
-        "results/benchmarks/algebraic/plot_probes.tsv"
-    conda:
-        LOSTMID_ENV
-    threads: 1
-    resources:
-        mem_mb=1000,
-        runtime=5,
-    shell:
-        "lostmid plot-algebraic --probes {input} --out {output} > {log} 2>&1"
-
-
-TARGETS += [
-    rules.algebraic_table.output.table,
-    rules.algebraic_probes.output[0],
-    rules.plot_algebraic_table.output[0],
-    rules.plot_algebraic_probes.output[0],
-]
+        "lostmid algebraic --threads {threads} --settings {params.settings:q}"
+        " --table {output.table} --profiles {output.profiles} --probes {output.probes} > {log} 2>&1"

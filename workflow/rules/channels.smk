@@ -1,99 +1,36 @@
-# Channel decomposition of the input adjoint and the sufficient-condition tests (DESIGN.md section 5).
-# One job per residual run reads every checkpoint and writes three tables: channel energies,
-# cross terms and condition tests. Runs with `model.residual: false` have no residual channel:
-# they are left out here (no job, no table), and `lostmid channels` refuses them.
-# The settings are the config's `channels` block, passed as JSON so that changing any of them
-# reruns exactly these rules (and their figures), never training.
-import json
+# Channel decomposition of the input adjoint and the sufficient-condition tests (docs/channels.md),
+# one job per block of residual runs; runs with `model.residual: false` have no residual channel
+# and get no job (`lostmid channels` refuses them).
 
-CHANNEL_TABLES = {name: f"results/{name}/" + RUN + ".parquet" for name in ("channels", "cross_terms", "conditions")}
-CHANNEL_SETTINGS = json.dumps(config.get("channels", {}), sort_keys=True)
+for block in (b for b in BLOCKS if b.residual):
 
-
-def residual_runs():
-    return [run for run in RUNS if lostmid_config.run_spec(config, run)["model"]["residual"]]
-
-
-def every_residual_run(pattern):
-    return [pattern.format(**run.keys()) for run in residual_runs()]
-
-
-rule channels:
-    input:
-        run_checkpoints,
-    output:
-        **CHANNEL_TABLES,
-    params:
-        spec=spec_json,
-        settings=CHANNEL_SETTINGS,
-    log:
-        "results/logs/channels/" + RUN + ".log",
-    benchmark:
-        "results/benchmarks/channels/" + RUN + ".tsv"
-    conda:
-        LOSTMID_ENV
-    threads: 1
-    resources:
-        mem_mb=2000,
-        runtime=30,
-    shell:
-        "lostmid channels --spec {params.spec:q} --device {config[device]} --threads {threads}"
-        " --settings {params.settings:q} --checkpoints {input}"
-        " --channels {output.channels} --cross-terms {output.cross_terms} --conditions {output.conditions}"
-        " > {log} 2>&1"
-
-
-rule plot_channel_energies:
-    input:
-        channels=every_residual_run(CHANNEL_TABLES["channels"]),
-        cross_terms=every_residual_run(CHANNEL_TABLES["cross_terms"]),
-    output:
-        report(
-            "results/figures/channel_energies.png",
-            caption="../report/channels_energies.rst",
-            category="Channels",
-        ),
-    log:
-        "results/logs/plots/channel_energies.log",
-    benchmark:
-        "results/benchmarks/plots/channel_energies.tsv"
-    conda:
-        LOSTMID_ENV
-    threads: 1
-    resources:
-        mem_mb=2000,
-        runtime=10,
-    shell:
-        "lostmid plot-channels --threads {threads} --channels {input.channels} --cross-terms {input.cross_terms}"
-        " --out {output} > {log} 2>&1"
-
-
-rule plot_conditions:
-    input:
-        every_residual_run(CHANNEL_TABLES["conditions"]),
-    output:
-        report(
-            "results/figures/conditions.png",
-            caption="../report/channels_conditions.rst",
-            category="Channels",
-        ),
-    log:
-        "results/logs/plots/conditions.log",
-    benchmark:
-        "results/benchmarks/plots/conditions.tsv"
-    conda:
-        LOSTMID_ENV
-    threads: 1
-    resources:
-        mem_mb=2000,
-        runtime=10,
-    shell:
-        "lostmid plot-conditions --threads {threads} --out {output} {input} > {log} 2>&1"
-
-
-if residual_runs():
-    TARGETS += (
-        [path for pattern in CHANNEL_TABLES.values() for path in every_residual_run(pattern)]
-        + rules.plot_channel_energies.output
-        + rules.plot_conditions.output
-    )
+    rule:
+        name:
+            f"channels_{block.rule}"
+        input:
+            block.checkpoints(),
+        output:
+            channels=block.paths(wf.RUN_TABLES["channels"]),
+            cross_terms=block.paths(wf.RUN_TABLES["cross_terms"]),
+            conditions=block.paths(wf.RUN_TABLES["conditions"]),
+        params:
+            spec=block.spec,
+            seeds=block.seed_list,
+            settings=config_json("channels"),
+        log:
+            f"results/logs/channels/{block.id}.log",
+        benchmark:
+            f"results/benchmarks/channels/{block.id}.tsv"
+        group:
+            "chain"
+        conda:
+            LOSTMID_ENV
+        threads: 1
+        resources:
+            mem_mb=2000,
+            runtime=30 * len(block.seeds),
+            gpu=GPU,
+        shell:
+            "lostmid channels --spec {params.spec:q} --seeds {params.seeds} --device {config[device]} --threads {threads}"
+            " --settings {params.settings:q} --checkpoints {input}"
+            " --channels {output.channels} --cross-terms {output.cross_terms} --conditions {output.conditions} > {log} 2>&1"

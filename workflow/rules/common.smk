@@ -1,45 +1,38 @@
-# Shared helpers of the stage files: the run grid, wildcard patterns and run specs.
-import lostmid.config as lostmid_config
+# Shared helpers of the stage files: the jobs of the grid (lostmid.workflow), the conda
+# environment, the GPU request and the config blocks passed to the library as JSON params
+# (a changed value reruns exactly the rules that read it, never training).
+import lostmid.workflow as wf
+from lostmid.config import canonical_json
 
-RUNS = lostmid_config.runs(config)
-STEPS = lostmid_config.checkpoint_steps(config)
-EVERY = config["train"]["every"]
+BLOCKS = wf.blocks(config)
 
 # The conda environment of every job (used with --software-deployment-method conda).
 LOSTMID_ENV = "../../envs/lostmid.yaml"
 
-# One run's id in paths; wildcards are constrained to characters safe in file names.
-RUN = "{variant}/L{L}_M{depth}_seed{seed}"
-CHECKPOINT = "results/checkpoints/" + RUN + "/step{step}.pt"
+# Jobs that run models ask the scheduler for one GPU, unless the config pins the CPU.
+GPU = 0 if config["device"] == "cpu" else 1
 
 
-wildcard_constraints:
-    variant=r"[A-Za-z][A-Za-z0-9_-]*",
-    L=r"\d+",
-    depth=r"\d+",
-    seed=r"\d+",
-    step=r"\d+",
+def config_json(block, keys=None):
+    """The config's ``block`` (or only its ``keys``) as canonical JSON."""
+    values = config.get(block, {})
+    if keys is not None:
+        values = {key: values[key] for key in keys if key in values}
+    return canonical_json(values)
 
 
-def run_of(wildcards):
-    return lostmid_config.Run(wildcards.variant, int(wildcards.L), int(wildcards.depth), int(wildcards.seed))
+def run_tables(name):
+    return wf.run_tables(BLOCKS, name)
 
 
-def spec_json(wildcards):
-    """The run spec passed to the library; a change of it reruns the rule and what reads it."""
-    return lostmid_config.canonical_json(lostmid_config.run_spec(config, run_of(wildcards)))
-
-
-def every_checkpoint(pattern, steps=None):
-    """``pattern`` expanded over every run of the grid and every checkpoint step."""
-    steps = STEPS if steps is None else steps
-    return [pattern.format(**run.keys(), step=step) for run in RUNS for step in steps]
-
-
-def run_checkpoints(wildcards):
-    """Every checkpoint of one run, step 0 to train.steps."""
-    return [CHECKPOINT.format(**run_of(wildcards).keys(), step=step) for step in STEPS]
-
-
-def every_run(pattern):
-    return [pattern.format(**run.keys()) for run in RUNS]
+def summary_tables():
+    """Every table the figures and summary pages are drawn from: name -> its files (the stage
+    rules are declared by the time this is called)."""
+    return {
+        **{name: run_tables(name) for name in ("failure", "train", "influence", "metrics", "density_flow", "channels", "cross_terms", "conditions")},
+        "init_sweep": [rules.influence_baselines.output.sweep],
+        "structural": [rules.influence_baselines.output.structural],
+        "remedies": [rules.remedies_table.output.table],
+        **{f"bias_{name}": wf.bias_tables(BLOCKS, name) for name in ("matrix", "profiles", "iterations")},
+        **{f"algebraic_{name}": [rules.algebraic.output[name]] for name in ("table", "profiles", "probes")},
+    }

@@ -1,28 +1,38 @@
-# Failure rate by flag position at every checkpoint, on the fixed stratified evaluation set.
-# One job per run reads all its checkpoints: a job costs seconds of interpreter start-up,
-# the evaluation itself a fraction of that.
+# Evaluation at every checkpoint, one job per block of seeds: the failure rate by flag position on
+# the fixed evaluation set, and the adjoint influence profiles (every residual step) with their
+# regional metrics. Only the influence keys read here are params, so changing the density-flow
+# keys never reruns it.
 
+for block in BLOCKS:
 
-rule failure:
-    input:
-        run_checkpoints,
-    output:
-        "results/failure/" + RUN + ".parquet",
-    params:
-        spec=spec_json,
-        per_position=config["evaluation"]["per_position"],
-        eval_seed=config["evaluation"]["seed"],
-    log:
-        "results/logs/failure/" + RUN + ".log",
-    benchmark:
-        "results/benchmarks/failure/" + RUN + ".tsv"
-    conda:
-        LOSTMID_ENV
-    threads: 1
-    resources:
-        mem_mb=1000,
-        runtime=10,
-    shell:
-        "lostmid failure --spec {params.spec:q} --device {config[device]} --threads {threads}"
-        " --checkpoints {input} --per-position {params.per_position} --eval-seed {params.eval_seed}"
-        " --out {output} > {log} 2>&1"
+    rule:
+        name:
+            f"evaluate_{block.rule}"
+        input:
+            block.checkpoints(),
+        output:
+            failure=block.paths(wf.RUN_TABLES["failure"]),
+            profiles=block.paths(wf.RUN_TABLES["influence"]),
+            metrics=block.paths(wf.RUN_TABLES["metrics"]),
+        params:
+            spec=block.spec,
+            seeds=block.seed_list,
+            evaluation=config_json("evaluation"),
+            influence=config_json("influence", ("batch_per_position", "seed", "deltas", "chunk")),
+        log:
+            f"results/logs/evaluate/{block.id}.log",
+        benchmark:
+            f"results/benchmarks/evaluate/{block.id}.tsv"
+        group:
+            "chain"
+        conda:
+            LOSTMID_ENV
+        threads: 1
+        resources:
+            mem_mb=2000,
+            runtime=10 * len(block.seeds),
+            gpu=GPU,
+        shell:
+            "lostmid evaluate --spec {params.spec:q} --seeds {params.seeds} --device {config[device]} --threads {threads}"
+            " --checkpoints {input} --evaluation {params.evaluation:q} --influence {params.influence:q}"
+            " --failure {output.failure} --profiles {output.profiles} --metrics {output.metrics} > {log} 2>&1"

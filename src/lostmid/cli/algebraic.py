@@ -1,4 +1,5 @@
-"""Commands of the algebraic simulations (paper section 4): the remedy table, the probe study, their figures."""
+"""Command of the algebraic simulations (paper section 4): the remedy table (paper Table 1), its
+per-token profiles, and the probe study of Algorithm 3, in one process."""
 
 from __future__ import annotations
 
@@ -11,75 +12,35 @@ from lostmid.errors import ConfigError
 log = logging.getLogger(__name__)
 
 
-def _settings(raw):
-    from lostmid.algebraic.settings import AlgebraicSettings
-
-    if not isinstance(raw, dict):
-        raise ConfigError(f"algebraic: --settings must be a JSON object, got {type(raw).__name__}")
-    return AlgebraicSettings.from_dict(raw)
-
-
-def _table_args(parser):
+def _args(parser):
     parser.add_argument("--settings", type=json_arg, required=True, help="the config's algebraic block (JSON)")
-    parser.add_argument("--out", required=True, help="Parquet table: one row per method (baseline, alg1, alg2, alg3)")
-    parser.add_argument("--profiles", default=None, help="optional Parquet of the per-token densities behind the table")
+    parser.add_argument("--table", required=True, help="Parquet: one row per method (baseline, alg1, alg2, alg3)")
+    parser.add_argument("--profiles", required=True, help="Parquet: the per-token densities behind the table")
+    parser.add_argument("--probes", required=True, help="Parquet: n_probe, rel_bias, rel_std, exact, ...")
 
 
-@command("algebraic-table", "remedy table of the algebraic controlled model (paper Table 1)", _table_args)
-def algebraic_table(args):
+@command("algebraic", "the algebraic controlled model: remedy table (paper Table 1), profiles and probe study", _args)
+def algebraic(args):
     import torch
 
+    from lostmid.algebraic.probes import loglog_slope, probe_study
     from lostmid.algebraic.remedies import remedy_table
+    from lostmid.algebraic.settings import AlgebraicSettings
 
-    settings = _settings(args.settings)
+    if not isinstance(args.settings, dict):
+        raise ConfigError(f"algebraic: --settings must be a JSON object, got {type(args.settings).__name__}")
+    settings = AlgebraicSettings.from_dict(args.settings)
     torch.set_num_threads(args.threads or 1)
     table, profiles = remedy_table(settings)
     for row in table.itertuples():
         if not row.converged:
             log.warning("%s: optimizer stopped with max|grad| = %.3g > tol_grad = %g", row.method, row.grad_max, settings.tol_grad)
     log.info("algebraic table:\n%s", table.round(4).to_string(index=False))
-    io.write_parquet(table, args.out)
-    if args.profiles:
-        io.write_parquet(profiles, args.profiles)
-
-
-def _probe_args(parser):
-    parser.add_argument("--settings", type=json_arg, required=True, help="the config's algebraic block (JSON)")
-    parser.add_argument("--out", required=True, help="Parquet table: n_probe, rel_bias, rel_std, exact, ...")
-
-
-@command("algebraic-probes", "bias and spread of the probe-estimated squared trace penalty", _probe_args)
-def algebraic_probes(args):
-    import torch
-
-    from lostmid.algebraic.probes import loglog_slope, probe_study
-
-    settings = _settings(args.settings)
-    torch.set_num_threads(args.threads or 1)
-    table = probe_study(settings)
-    log.info("probe study:\n%s", table.round(4).to_string(index=False))
-    if (table.rel_bias > 0).all():
+    io.write_parquet(table, args.table)
+    io.write_parquet(profiles, args.profiles)
+    probes = probe_study(settings)
+    log.info("probe study:\n%s", probes.round(4).to_string(index=False))
+    if (probes.rel_bias > 0).all():
         log.info("log-log slopes: rel_bias %.3f (expect -1), rel_std %.3f (expect -0.5)",
-                 loglog_slope(table.n_probe, table.rel_bias), loglog_slope(table.n_probe, table.rel_std))
-    io.write_parquet(table, args.out)
-
-
-def _plot_args(parser):
-    parser.add_argument("--table", default=None, help="algebraic table Parquet (with --profiles: the table figure)")
-    parser.add_argument("--profiles", default=None, help="per-token profiles Parquet")
-    parser.add_argument("--probes", default=None, help="probe study Parquet (the probe figure)")
-    parser.add_argument("--out", required=True, help="PNG to write")
-
-
-@command("plot-algebraic", "figure of the algebraic table (with profiles) or of the probe study", _plot_args)
-def plot_algebraic(args):
-    import pandas as pd
-
-    from lostmid.plots import algebraic as plots_algebraic
-
-    if args.probes and not args.table:
-        plots_algebraic.probe_figure(pd.read_parquet(args.probes), args.out)
-    elif args.table and args.profiles and not args.probes:
-        plots_algebraic.table_figure(pd.read_parquet(args.table), pd.read_parquet(args.profiles), args.out)
-    else:
-        raise ConfigError("plot-algebraic: give either --probes, or --table together with --profiles")
+                 loglog_slope(probes.n_probe, probes.rel_bias), loglog_slope(probes.n_probe, probes.rel_std))
+    io.write_parquet(probes, args.probes)

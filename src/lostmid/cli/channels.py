@@ -1,25 +1,25 @@
-"""Commands of the channel stage: channel energies, cross terms and condition tests of a run; figures."""
+"""Command of the channel stage: channel energies, cross terms and condition tests of a block of runs."""
 
 from __future__ import annotations
 
 import logging
 
 from lostmid import io
-from lostmid.cli.registry import command, figure_args, json_arg, spec_arg
+from lostmid.cli.registry import block_runs, command, json_arg, spec_arg
 
 log = logging.getLogger(__name__)
 
 
 def _channels_args(parser):
     spec_arg(parser)
-    parser.add_argument("--checkpoints", nargs="+", required=True, help="the run's checkpoints")
+    parser.add_argument("--checkpoints", nargs="+", required=True, help="every checkpoint of every seed, seed after seed")
     parser.add_argument("--settings", type=json_arg, required=True, help="the config's channels block (JSON; defaults fill missing keys)")
-    parser.add_argument("--channels", required=True, help="Parquet: step, delta, region, channel, J")
-    parser.add_argument("--cross-terms", required=True, help="Parquet: step, delta, region, pair, xi, rho")
-    parser.add_argument("--conditions", required=True, help="Parquet: step, delta, test, holds, conclusion_holds, lhs, rhs")
+    parser.add_argument("--channels", nargs="+", required=True, help="one per seed, Parquet: step, delta, region, channel, J")
+    parser.add_argument("--cross-terms", nargs="+", required=True, help="one per seed, Parquet: step, delta, region, pair, xi, rho")
+    parser.add_argument("--conditions", nargs="+", required=True, help="one per seed, Parquet: step, delta, test, holds, conclusion_holds, lhs, rhs")
 
 
-@command("channels", "channel decomposition of the input adjoint and the sufficient-condition tests, every checkpoint of a run", _channels_args)
+@command("channels", "channel decomposition of the input adjoint and the sufficient-condition tests, every checkpoint of a block of runs", _channels_args)
 def channels(args):
     from lostmid.training import checkpoint
     from lostmid.analysis import conditions
@@ -46,31 +46,11 @@ def channels(args):
             log.warning("step %d: ||P_0 - P_M|| exceeds c ||P_M|| by a factor %.6f: power iteration underestimated an operator norm", step, diagnostics["gronwall_ratio"])
         return channel_rows, cross_rows, test_rows
 
-    channel_table, cross_table, condition_table = checkpoint.analyze_run(args.checkpoints, args.spec, device, analyze)
-    conditions.check_soundness(condition_table, tolerance)  # raises naming the row
-    io.write_parquet(channel_table, args.channels)
-    io.write_parquet(cross_table, args.cross_terms)
-    io.write_parquet(condition_table, args.conditions)
-    log.info("wrote %d channel, %d cross-term and %d condition rows; no soundness violation", len(channel_table), len(cross_table), len(condition_table))
-
-
-def _plot_channels_args(parser):
-    parser.add_argument("--channels", nargs="+", required=True, help="channel tables (Parquet)")
-    parser.add_argument("--cross-terms", nargs="+", required=True, help="cross-term tables (Parquet): the Xi term")
-    parser.add_argument("--out", required=True, help="PNG file")
-
-
-@command("plot-channels", "figure: stacked channel energies per region over training", _plot_channels_args)
-def plot_channels(args):
-    from lostmid.plots import channels as plots_channels
-    from lostmid.tables import keys as tables
-
-    plots_channels.channel_energies(tables.read(args.channels), tables.read(args.cross_terms), args.out)
-
-
-@command("plot-conditions", "figure: which condition tests hold, and how often each sufficient form is conservative", figure_args)
-def plot_conditions(args):
-    from lostmid.plots import channels as plots_channels
-    from lostmid.tables import keys as tables
-
-    plots_channels.conditions_table(tables.read(args.inputs), args.out)
+    for spec, paths, channels_out, cross_out, conditions_out in block_runs(args, "checkpoints", "channels", "cross_terms", "conditions"):
+        channel_table, cross_table, condition_table = checkpoint.analyze_run(paths, spec, device, analyze)
+        conditions.check_soundness(condition_table, tolerance)  # raises naming the row
+        io.write_parquet(channel_table, channels_out)
+        io.write_parquet(cross_table, cross_out)
+        io.write_parquet(condition_table, conditions_out)
+        log.info("seed %d: wrote %d channel, %d cross-term and %d condition rows; no soundness violation",
+                 spec["seed"], len(channel_table), len(cross_table), len(condition_table))

@@ -33,8 +33,34 @@ def json_arg(text: str):
 
 
 def spec_arg(parser: argparse.ArgumentParser) -> None:
-    """The ``--spec`` option every per-run command takes."""
+    """The ``--spec`` and ``--seeds`` options every per-run command takes.
+
+    One job processes a block of runs that differ only in their seed (lostmid.workflow): the
+    spec of one of them, and the seeds of all; every per-run file option then names one file per
+    seed (``--checkpoints``: the seeds' checkpoint lists one after another)."""
     parser.add_argument("--spec", type=json_arg, required=True, help="run spec (JSON), as built by lostmid.config.run_spec")
+    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="the seeds of the block (default: the spec's seed)")
+
+
+def block_runs(args, *per_run: str) -> list[tuple]:
+    """(spec, values of the ``per_run`` options) for every seed of ``args``, in seed order.
+
+    Each option in ``per_run`` holds one file per seed, except ``checkpoints``, which holds the
+    same number of checkpoints for every seed, one seed after another.
+    """
+    from lostmid.errors import ConfigError
+
+    seeds = args.seeds or [args.spec["seed"]]
+    if len(set(seeds)) != len(seeds):
+        raise ConfigError(f"--seeds lists a seed twice: {seeds}")
+    columns = []
+    for option in per_run:
+        values = getattr(args, option)
+        if len(values) % len(seeds) or (option != "checkpoints" and len(values) != len(seeds)):
+            raise ConfigError(f"--{option.replace('_', '-')} names {len(values)} files for {len(seeds)} seeds {seeds}")
+        size = len(values) // len(seeds)
+        columns.append([values[i * size:(i + 1) * size] if option == "checkpoints" else values[i] for i in range(len(seeds))])
+    return [({**args.spec, "seed": seed}, *(column[i] for column in columns)) for i, seed in enumerate(seeds)]
 
 
 def figure_args(parser: argparse.ArgumentParser) -> None:

@@ -1,4 +1,4 @@
-"""Commands of the remedies stage: the attention-bias fit, the remedies table, their figures."""
+"""Commands of the remedies stage: the attention-bias fit and the remedies table."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ log = logging.getLogger(__name__)
 
 
 def _bias_fit_args(parser):
-    parser.add_argument("--model", type=json_arg, required=True, help="model config (JSON) with seq_len, depth and block")
+    parser.add_argument("--variant", required=True, help="the bias variant the fit is for (a key column of its tables)")
+    parser.add_argument("--model", type=json_arg, required=True, help="the variant's model config (JSON) with seq_len and depth")
     parser.add_argument("--settings", type=json_arg, required=True, help="the config's bias_fit block (JSON)")
     parser.add_argument("--training-seeds", type=int, nargs="*", default=[], help="seeds of the training runs (the fit must avoid them)")
     parser.add_argument("--out-tensor", required=True, help="tensor file (.pt) of B that `lostmid init --attention-bias` loads")
@@ -37,7 +38,7 @@ def bias_fit(args):
     fit = fit_bias(config, settings)
     if not fit.converged:
         log.warning("bias fit stopped at max_iter=%d before the tolerance %g was met", settings.max_iter, settings.tol)
-    keys = {"L": config.seq_len, "depth": config.depth, "block": config.block}
+    keys = {"variant": args.variant, "L": config.seq_len, "depth": config.depth, "block": config.block}
     io.save_torch(fit.bias.contiguous(), args.out_tensor)
     io.write_parquet(tables.with_keys(bias_long(fit.bias), **keys), args.out_matrix)
     io.write_parquet(tables.with_keys(fit.iterations.assign(converged=fit.converged), **keys), args.out_iterations)
@@ -77,51 +78,3 @@ def remedies_table(args):
     final = table[table.step == table.step.max()]
     cols = ["final_accuracy", "steps_to_99", "LIM", "E_inf", "time_ratio"]
     log.info("final checkpoint, mean over seeds:\n%s", final.groupby(["variant", "L"])[cols].mean().round(3).to_string())
-
-
-def _plot_args(parser):
-    parser.add_argument("--table", required=True, help="results/remedies table")
-    parser.add_argument("--failure", nargs="+", required=True, help="results/failure Parquet files")
-    parser.add_argument("--influence", nargs="*", default=[], help="results/influence Parquet files")
-    parser.add_argument("--baseline", default="baseline")
-    parser.add_argument("--steps", type=int, nargs="*", default=None, help="checkpoints to compare (default: middle and last)")
-    parser.add_argument("--out-failure", required=True)
-    parser.add_argument("--out-influence", required=True)
-    parser.add_argument("--out-ablation", required=True)
-    parser.add_argument("--out-overhead", required=True)
-
-
-@command("plot-remedies", "figures: failure and influence by position per remedy, ablations, overhead", _plot_args)
-def plot_remedies(args):
-    import pandas as pd
-
-    from lostmid.plots import remedies as plots_remedies
-    from lostmid.tables import keys as tables
-
-    table = pd.read_parquet(args.table)
-    failure = tables.read(args.failure)
-    steps = plots_remedies.matched_steps(sorted(table.step.unique()), args.steps)
-    plots_remedies.failure_by_remedy(failure, steps, args.baseline, args.out_failure)
-    influence = tables.read(args.influence) if args.influence else None
-    plots_remedies.influence_by_remedy(influence, steps, args.baseline, args.out_influence)
-    plots_remedies.ablations(table, args.out_ablation)
-    plots_remedies.overhead(table, args.baseline, args.out_overhead)
-
-
-def _plot_bias_args(parser):
-    parser.add_argument("--matrices", nargs="+", required=True)
-    parser.add_argument("--profiles", nargs="+", required=True)
-    parser.add_argument("--iterations", nargs="+", required=True)
-    parser.add_argument("--out-heatmap", required=True)
-    parser.add_argument("--out-profile", required=True)
-
-
-@command("plot-bias", "figures: the fitted bias B (heatmap) and the influence profile before/after", _plot_bias_args)
-def plot_bias(args):
-    from lostmid.plots import remedies as plots_remedies
-    from lostmid.tables import keys as tables
-
-    plots_remedies.bias_heatmap(tables.read(args.matrices), args.out_heatmap)
-    plots_remedies.bias_profiles(tables.read(args.profiles), tables.read(args.iterations), args.out_profile)
-
-

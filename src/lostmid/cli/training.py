@@ -1,11 +1,11 @@
-"""Commands of the training stage: init, train (one segment), failure (evaluation), and their plots."""
+"""Commands of the training stage: init (step 0) and train (one segment), for a block of seeds."""
 
 from __future__ import annotations
 
 import logging
 
 from lostmid import io
-from lostmid.cli.registry import command, figure_args, spec_arg
+from lostmid.cli.registry import block_runs, command, json_arg, spec_arg
 from lostmid.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -14,99 +14,94 @@ log = logging.getLogger(__name__)
 def _init_args(parser):
     spec_arg(parser)
     parser.add_argument("--attention-bias", default=None, help="tensor file (.pt) of a fitted L x L attention-logit bias")
-    parser.add_argument("--out", required=True, help="checkpoint to write (step 0)")
+    parser.add_argument("--out", nargs="+", required=True, help="step-0 checkpoint to write, one per seed")
 
 
-@command("init", "write the step-0 checkpoint of a run", _init_args)
+@command("init", "write the step-0 checkpoints of a block of runs", _init_args)
 def init(args):
-    import torch
-
-    from lostmid.training import checkpoint
     from lostmid.core import devices
+    from lostmid.training import checkpoint
 
     device = devices.resolve(args.device)
-    bias = None
-    if args.attention_bias:
-        bias = torch.load(args.attention_bias, map_location="cpu", weights_only=True)
-    state = checkpoint.TrainingState.initial(args.spec, device, attention_bias=bias)
-    state.save(args.out)
-    log.info("wrote step-0 checkpoint %s (%d parameters)", args.out, sum(p.numel() for p in state.model.parameters()))
+    bias = checkpoint.read_attention_bias(args.attention_bias, args.spec["L"]) if args.attention_bias else None
+    for spec, out in block_runs(args, "out"):
+        state = checkpoint.TrainingState.initial(spec, device, attention_bias=bias)
+        state.save(out)
+        log.info("wrote step-0 checkpoint %s (%d parameters)", out, sum(p.numel() for p in state.model.parameters()))
 
 
 def _train_args(parser):
     spec_arg(parser)
-    parser.add_argument("--seeds", type=int, nargs="+", default=None,
-                        help="train these seeds of the spec's run as one seed batch (lostmid.training.seed_batch); "
-                             "then --checkpoint, --out and --table name one file per seed, in this order")
-    parser.add_argument("--checkpoint", nargs="+", required=True, help="checkpoint to continue from")
+    parser.add_argument("--checkpoint", nargs="+", required=True, help="checkpoint to continue from, one per seed")
     parser.add_argument("--steps", type=int, required=True, help="optimizer steps in this segment")
-    parser.add_argument("--out", nargs="+", required=True, help="checkpoint to write after the segment")
-    parser.add_argument("--table", nargs="+", required=True, help="Parquet file of the segment's per-step log")
+    parser.add_argument("--out", nargs="+", required=True, help="checkpoint to write after the segment, one per seed")
+    parser.add_argument("--table", nargs="+", required=True, help="Parquet file of the segment's per-step log, one per seed")
 
 
-@command("train", "continue a run (or a seed batch of runs) from a checkpoint for one segment of steps", _train_args)
+@command("train", "continue a block of runs from their checkpoints for one segment of steps", _train_args)
 def train(args):
-    from lostmid.training import checkpoint
     from lostmid.core import devices
     from lostmid.tables import keys as tables
-    from lostmid.training.seed_batch import train_seed_batch
+    from lostmid.training import checkpoint
+    from lostmid.training.seed_batch import seed_batches, train_seed_batch
     from lostmid.training.train import train_steps
 
     if args.steps < 1:
         raise ConfigError(f"--steps must be positive, got {args.steps}")
-    specs = [{**args.spec, "seed": seed} for seed in args.seeds] if args.seeds else [args.spec]
-    for option in ("checkpoint", "out", "table"):
-        if len(getattr(args, option)) != len(specs):
-            raise ConfigError(f"--{option} names {len(getattr(args, option))} files for {len(specs)} runs (seeds {args.seeds})")
-    seed_batch = args.spec["train"].get("seed_batch", 1)
-    if seed_batch == 1 and len(specs) > 1:
-        raise ConfigError(f"--seeds trains {len(specs)} runs as one batch, but the spec's train.seed_batch is 1")
+    runs = block_runs(args, "checkpoint", "out", "table")
     device = devices.resolve(args.device)
-    states = [checkpoint.TrainingState.load(path, spec, device) for path, spec in zip(args.checkpoint, specs)]
-    log.info("training %s seeds %s from step %d for %d steps on %s%s", args.spec["variant"], [s["seed"] for s in specs],
-             states[0].step, args.steps, device, f" (seed batches of {seed_batch})" if seed_batch > 1 else "")
-    logs = train_seed_batch(states, args.steps, device) if seed_batch > 1 else [train_steps(states[0], args.steps, device)]
-    for state, spec, log_table, out, table in zip(states, specs, logs, args.out, args.table):
-        state.save(out)
-        io.write_parquet(tables.with_run_keys(log_table, spec), table)
-        log.info("wrote checkpoint %s at step %d", out, state.step)
+    seed_batch = args.spec["train"].get("seed_batch", 1)
+    states = {spec["seed"]: checkpoint.TrainingState.load(path, spec, device) for spec, path, _, _ in runs}
+    logs = {}
+    # One after another, each seed's arithmetic is that of a job of its own (bitwise); with
+    # train.seed_batch > 1, aligned groups of seeds train as vmapped batches (lostmid.training.seed_batch).
+    for batch in seed_batches(list(states), seed_batch):
+        log.info("training %s seeds %s from step %d for %d steps on %s", args.spec["variant"], batch,
+                 states[batch[0]].step, args.steps, device)
+        if seed_batch > 1:
+            logs.update(zip(batch, train_seed_batch([states[seed] for seed in batch], args.steps, device)))
+        else:
+            logs[batch[0]] = train_steps(states[batch[0]], args.steps, device)
+    for spec, _, out, table in runs:
+        states[spec["seed"]].save(out)
+        io.write_parquet(tables.with_run_keys(logs[spec["seed"]], spec), table)
+        log.info("wrote checkpoint %s at step %d", out, states[spec["seed"]].step)
 
 
-def _failure_args(parser):
+def _evaluate_args(parser):
     spec_arg(parser)
-    parser.add_argument("--checkpoints", nargs="+", required=True, help="the run's checkpoints to evaluate")
-    parser.add_argument("--per-position", type=int, required=True, help="evaluation sequences per flag position")
-    parser.add_argument("--eval-seed", type=int, required=True)
-    parser.add_argument("--out", required=True, help="Parquet table of failure by flag position")
+    parser.add_argument("--checkpoints", nargs="+", required=True, help="every checkpoint of every seed, seed after seed")
+    parser.add_argument("--evaluation", type=json_arg, required=True, help="the config's evaluation block (JSON)")
+    parser.add_argument("--influence", type=json_arg, required=True, help="the config's influence keys of this stage (JSON)")
+    parser.add_argument("--failure", nargs="+", required=True, help="Parquet: failure by flag position, one per seed")
+    parser.add_argument("--profiles", nargs="+", required=True, help="Parquet: influence energy and density per layer and position, one per seed")
+    parser.add_argument("--metrics", nargs="+", required=True, help="Parquet: regional metrics and Z per delta, one per seed")
 
 
-@command("failure", "failure rate by flag position at each checkpoint of a run", _failure_args)
-def failure(args):
-    from lostmid.training import checkpoint
+@command("evaluate", "failure by flag position, influence profiles and metrics at every checkpoint of a block of runs", _evaluate_args)
+def evaluate(args):
+    from lostmid.analysis import influence, metrics
     from lostmid.core import devices
-    from lostmid.training import evaluate
+    from lostmid.training import checkpoint
+    from lostmid.training.evaluate import failure_by_position
+
+    settings = influence.InfluenceSettings.from_dict(args.influence)
+    per_position, eval_seed = args.evaluation["per_position"], args.evaluation["seed"]
+    device = devices.resolve(args.device)
+    L = args.spec["L"]
+    metrics.check_deltas(L, settings.deltas, "influence.deltas")  # an empty region is a config error
+    tokens, targets = influence.evaluation_batch(L, settings, device)
 
     def analyze(model, step):
-        table = evaluate.failure_by_position(model, args.spec["L"], args.per_position, args.eval_seed, device)
-        log.info("step %d: mean failure rate %.3f", step, table.failure_rate.mean())
-        return (table,)
+        failure = failure_by_position(model, L, per_position, eval_seed, device)
+        profile, metric = influence.analyze(model, tokens, targets, settings.deltas, settings.chunk)
+        last = metric.iloc[-1]
+        log.info("step %d: mean failure rate %.3f; delta %.2f Delta %.4f LIM %.4f E_inf %.4g Z %.4g",
+                 step, failure.failure_rate.mean(), last.delta, last.Delta, last.LIM, last.E_inf, last.Z)
+        return failure, profile, metric
 
-    device = devices.resolve(args.device)
-    (failure_table,) = checkpoint.analyze_run(args.checkpoints, args.spec, device, analyze)
-    io.write_parquet(failure_table, args.out)
-
-
-@command("plot-failure", "figure: failure rate by flag position at each checkpoint", figure_args)
-def plot_failure(args):
-    from lostmid.plots import training as plots
-    from lostmid.tables import keys as tables
-
-    plots.failure_by_position(tables.read(args.inputs), args.out)
-
-
-@command("plot-training", "figure: training loss and accuracy curves", figure_args)
-def plot_training(args):
-    from lostmid.plots import training as plots
-    from lostmid.tables import keys as tables
-
-    plots.training_curves(tables.read(args.inputs), args.out)
+    for spec, paths, failure_out, profiles_out, metrics_out in block_runs(args, "checkpoints", "failure", "profiles", "metrics"):
+        failure, profiles, metric_table = checkpoint.analyze_run(paths, spec, device, analyze)
+        io.write_parquet(failure, failure_out)
+        io.write_parquet(profiles, profiles_out)
+        io.write_parquet(metric_table, metrics_out)

@@ -117,31 +117,35 @@ def overhead(table: pd.DataFrame, baseline: str, path) -> None:
     save(grid, path)
 
 
+FIT_KEYS = ["variant", "L", "depth"]  # one fitted bias per bias variant, L and depth
+
+
 def bias_heatmap(matrices: pd.DataFrame, path) -> None:
-    """The fitted B (query i down, key j across), one panel per (L, depth, block)."""
-    layouts = matrices.groupby(["L", "depth", "block"])
-    fig, axes = plt.subplots(1, len(layouts), figsize=(3.6 * len(layouts), 3.2), squeeze=False)
-    for ax, ((L, depth, block), part) in zip(axes[0], layouts):
+    """The fitted B (query i down, key j across), one panel per fit (variant, L, depth)."""
+    fits = matrices.groupby(FIT_KEYS)
+    fig, axes = plt.subplots(1, len(fits), figsize=(3.6 * len(fits), 3.2), squeeze=False)
+    for ax, ((variant, L, depth), part) in zip(axes[0], fits):
         B = np.full((L, L), np.nan)
         B[part["query"] - 1, part["key"] - 1] = part["bias"]
         limit = np.nanmax(np.abs(B)) or 1.0
         sns.heatmap(B, ax=ax, cmap="RdBu_r", center=0, vmin=-limit, vmax=limit, square=True,
                     xticklabels=False, yticklabels=False, cbar_kws={"shrink": 0.7})
-        ax.set(title=f"B, L={L}, depth {depth}, {block}", xlabel="key j", ylabel="query i")
+        ax.set(title=f"B of {variant}, L={L}, depth {depth}", xlabel="key j", ylabel="query i")
     save(fig, path)
 
 
 def bias_profiles(profiles: pd.DataFrame, iterations: pd.DataFrame, path) -> None:
     """Density at init before and after the fitted bias (held-out inits), and E_inf per iteration."""
-    layouts = sorted(profiles.groupby(["L", "depth", "block"]).groups)
-    fig, axes = plt.subplots(2, len(layouts), figsize=(3.8 * len(layouts), 5.2), squeeze=False)
-    for col, (L, depth, block) in enumerate(layouts):
-        part = profiles[(profiles.L == L) & (profiles.depth == depth) & (profiles.block == block)]
+    fits = sorted(profiles.groupby(FIT_KEYS).groups)
+    fig, axes = plt.subplots(2, len(fits), figsize=(3.8 * len(fits), 5.2), squeeze=False)
+    for col, fit in enumerate(fits):
+        selected = dict(zip(FIT_KEYS, fit))
+        part = profiles.loc[(profiles[FIT_KEYS] == pd.Series(selected)).all(axis=1)]
         y = "density_fit" if part["density_fit"].notna().sum() < len(part) else "density"
         sns.lineplot(data=part, x="p", y=y, hue="stage", hue_order=["before", "after"], ax=axes[0, col], marker="o", ms=3)
         axes[0, col].axhline(1.0, color="0.3", lw=0.8, ls="--")
-        axes[0, col].set(title=f"L={L}, depth {depth}, {block}", xlabel="position p", ylabel="density m at init")
-        its = iterations[(iterations.L == L) & (iterations.depth == depth) & (iterations.block == block)]
+        axes[0, col].set(title="{variant}, L={L}, depth {depth}".format(**selected), xlabel="position p", ylabel="density m at init")
+        its = iterations.loc[(iterations[FIT_KEYS] == pd.Series(selected)).all(axis=1)]
         axes[1, col].plot(its["iteration"], its["E_inf_fit"], marker=".")
         axes[1, col].set(yscale="log", xlabel="iteration", ylabel="E_inf (fitted positions)")
     fig.tight_layout()

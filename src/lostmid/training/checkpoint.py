@@ -111,6 +111,18 @@ def read(path, spec: dict | None = None) -> dict:
     return raw
 
 
+def read_attention_bias(path, L: int) -> torch.Tensor:
+    """A fitted attention-logit bias file: an L x L float tensor, loaded safely (weights_only)."""
+    try:
+        bias = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # torch raises many types for missing, truncated or foreign files
+        raise CheckpointError(f"attention bias {path} cannot be read ({type(err).__name__})") from err
+    if not isinstance(bias, torch.Tensor) or tuple(bias.shape) != (L, L) or not bias.is_floating_point():
+        what = f"a tensor of shape {tuple(bias.shape)}" if isinstance(bias, torch.Tensor) else f"a {type(bias).__name__}"
+        raise CheckpointError(f"attention bias {path} holds {what}, expected a {L} x {L} float tensor")
+    return bias
+
+
 def model_from_checkpoint(raw: dict, device) -> FlagTransformer:
     spec = json.loads(raw["spec"])
     model = FlagTransformer(ModelConfig(**spec["model"]))

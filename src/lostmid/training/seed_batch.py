@@ -33,6 +33,18 @@ from lostmid.training.train import StepLog, peak_memory_mb, train_steps
 log = logging.getLogger(__name__)
 
 
+def seed_batches(seeds: list[int], size: int) -> list[list[int]]:
+    """Seeds grouped into the batches that train together: aligned blocks seed // size (0..size-1,
+    size..2 size-1, ...), so adding seeds never regroups the seeds of a full block; size 1: one
+    seed at a time, in the order given."""
+    if size <= 1:
+        return [[seed] for seed in seeds]
+    batches: dict[int, list[int]] = {}
+    for seed in seeds:
+        batches.setdefault(seed // size, []).append(seed)
+    return list(batches.values())
+
+
 def check_batch(states: list[TrainingState]) -> None:
     """A batch is runs with one spec apart from the seed, all at the same step."""
     first = {**states[0].spec, "seed": None}

@@ -1,0 +1,43 @@
+# Every figure of the report and the HTML summary tables, drawn by one job (a figure is mostly
+# interpreter and seaborn start-up). Included last: its inputs are the other stages' outputs.
+
+FIGURE_TABLES = summary_tables()
+FIGURE_NAMES = wf.figures(FIGURE_TABLES)
+PAGES = [page for page in wf.REPORT_TABLES if page != "conditions" or FIGURE_TABLES["conditions"]]
+
+
+rule figures:
+    input:
+        **FIGURE_TABLES,
+    output:
+        figures=[
+            report(f"results/figures/{name}.png", caption=f"../report/{name}.rst", category=wf.FIGURES[name][0])
+            for name in FIGURE_NAMES
+        ],
+        pages=[
+            report(f"results/report_tables/{name}.html", caption=f"../report/table_{name}.rst", category="Summary tables")
+            for name in PAGES
+        ],
+    params:
+        figures=" ".join(FIGURE_NAMES),
+        pages=" ".join(PAGES),
+        baseline=config.get("remedies", {}).get("baseline", "baseline"),
+        steps=" ".join(str(s) for s in config.get("remedies", {}).get("plot_steps", [])),
+    log:
+        "results/logs/figures/figures.log",
+    benchmark:
+        "results/benchmarks/figures/figures.tsv"
+    group:
+        "summary"
+    conda:
+        LOSTMID_ENV
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=20,
+        gpu=0,
+    shell:
+        "lostmid figures --threads {threads} "
+        + " ".join(f"--{name.replace('_', '-')} {{input.{name}}}" for name, files in FIGURE_TABLES.items() if files)
+        +         " --figures {params.figures} --out-dir results/figures --pages {params.pages} --pages-dir results/report_tables"
+        " --baseline {params.baseline} --steps {params.steps} > {log} 2>&1"
