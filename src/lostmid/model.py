@@ -88,6 +88,16 @@ class CausalSelfAttention(nn.Module):
         b, h, L, dh = y.shape
         return self.proj(y.transpose(1, 2).reshape(b, L, h * dh))
 
+    def attention_weights(self, x, bias=None):
+        """The attention matrices softmax(Q K^T / sqrt(d_head) + bias), shape (batch, heads, L, L),
+        of the input ``x`` (batch, L, d) as ``forward`` uses them (``bias`` None: causal mask only)."""
+        q, k, _ = self._split(x)
+        if bias is None:
+            L = x.shape[1]
+            bias = torch.full((L, L), float("-inf"), dtype=x.dtype, device=x.device).triu(1)
+        logits = torch.zeros_like(bias).expand(q.shape[0], self.heads, -1, -1) if self.uniform else q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+        return torch.softmax(logits + bias, dim=-1)
+
     def forward(self, x, bias, explicit: bool, x_other=None):
         """Attention over ``x``; ``bias`` is the additive logit matrix, -inf above the diagonal
         (None: plain causal attention).
