@@ -29,6 +29,7 @@ include: "workflow/rules/algebraic.smk"
 include: "workflow/rules/influence.smk"
 include: "workflow/rules/channels.smk"
 include: "workflow/rules/remedies.smk"
+include: "workflow/rules/architectures.smk"
 include: "workflow/rules/report.smk"
 
 

@@ -5,6 +5,7 @@ Each module registers its commands with ``lostmid.cli.command``; importing it is
 
 from lostmid.commands import (
     algebraic,  # noqa: F401
+    architectures,  # noqa: F401
     channels,  # noqa: F401
     influence,  # noqa: F401
     remedies,  # noqa: F401

@@ -1,0 +1,92 @@
+"""Commands of the architectures stage: the random-init (and pretrained) sweep, the flag-recall
+comparison, the figures and the Markdown summary (docs/architectures.md)."""
+
+from __future__ import annotations
+
+import logging
+
+from lostmid import io
+from lostmid.cli import command, json_arg
+
+log = logging.getLogger(__name__)
+
+
+def _tables(parser):
+    parser.add_argument("--settings", type=json_arg, required=True, help="the config's architectures block (JSON)")
+    parser.add_argument("--profiles", required=True, help="Parquet: measured and theory profiles")
+    parser.add_argument("--layers", required=True, help="Parquet: lambda_t and attention statistics per layer")
+    parser.add_argument("--comparison", required=True, help="Parquet: Spearman, W1/(n-1), endpoint masses per theory")
+
+
+def _write(args, tables) -> None:
+    for table, path in zip(tables, (args.profiles, args.layers, args.comparison)):
+        io.write_parquet(table, path)
+
+
+@command("architectures", "influence profiles of random-init (and pretrained) Hugging Face causal LMs against the rollout theories", _tables)
+def architectures(args):
+    from lostmid import devices
+    from lostmid.architectures import sweep
+
+    settings = sweep.ArchSettings.from_dict(args.settings)
+    device = devices.resolve(args.device)
+    log.info("sweep: %s, depths %s, lengths %s, seeds %s, targets %s, powers %s", settings.families, settings.depths,
+             settings.lengths, settings.seeds, settings.targets, settings.powers)
+    _write(args, sweep.random_sweep(settings, device))
+
+
+def _flag_args(parser):
+    _tables(parser)
+    parser.add_argument("--runs", type=json_arg, required=True, help="JSON list of [run spec, [checkpoint paths]]")
+
+
+@command("architectures-flag", "influence profiles of flag-recall checkpoints against the rollout theories", _flag_args)
+def architectures_flag(args):
+    from lostmid import devices
+    from lostmid.architectures import sweep
+
+    settings = sweep.ArchSettings.from_dict(args.settings).flag
+    device = devices.resolve(args.device)
+    checkpoints = [(path, spec) for spec, paths in args.runs for path in paths]
+    log.info("flag-recall comparison: %d checkpoints, targets %s", len(checkpoints), settings.targets)
+    _write(args, sweep.flag_comparison(checkpoints, settings, device))
+
+
+def _plot_args(parser):
+    parser.add_argument("--sweep", required=True, help="profiles table of the sweep (Parquet file or folder)")
+    parser.add_argument("--flag", required=True, help="profiles table of the flag comparison (Parquet file or folder)")
+    parser.add_argument("--out", nargs=2, required=True, metavar=("SWEEP_PNG", "FLAG_PNG"), help="the two figures")
+
+
+@command("plot-architectures", "figures of the architectures stage", _plot_args)
+def plot_architectures(args):
+    import pandas as pd
+
+    from lostmid.architectures import plots
+
+    plots.sweep_profiles(pd.read_parquet(args.sweep), args.out[0])
+    plots.flag_profiles(pd.read_parquet(args.flag), args.out[1])
+
+
+def _summary_args(parser):
+    parser.add_argument("--markdown", required=True, help="comparison table (Parquet file or folder)")
+    parser.add_argument("--out", default=None, help="write the Markdown here (default: print it)")
+
+
+@command("architectures-summary", "Markdown tables of the architectures comparison (means over seeds)", _summary_args)
+def architectures_summary(args):
+    import pandas as pd
+
+    from lostmid.architectures import summary
+
+    comparison = pd.read_parquet(args.markdown)
+    text = "\n\n".join([
+        "Fit of each theory (mean over depths, lengths and seeds):",
+        summary.to_markdown(summary.fit_table(comparison)),
+        "Endpoint masses (theory cesaro row; recency_bound = (1 - alpha)^H):",
+        summary.to_markdown(summary.endpoint_table(comparison)),
+    ]) + "\n"
+    if args.out:
+        io.write_text(text, args.out)
+    else:
+        print(text, end="")
