@@ -234,5 +234,7 @@ def test_the_smoke_config_builds_the_stage(tmp_path):
     assert (tmp_path / "results" / "figures" / "architectures_sweep.png").stat().st_size > 10_000
     from lostmid.architectures import summary
 
-    text = summary.to_markdown(summary.fit_table(comparison))
-    assert text.count("\n") == len(summary.fit_table(comparison)) + 1 and "| qwen2 | rope | init |" in text
+    text = summary.markdown(comparison.query("family != 'flag'"))
+    fit = summary.fit_table(summary.select(comparison)[0])
+    assert len(fit) == 5 + 1 and list(fit.columns[3:5]) == ["rho cesaro", "W1 cesaro"]  # 5 family/encoding pairs + flag
+    assert "| qwen2 | rope | init |" in text and "flag" not in text

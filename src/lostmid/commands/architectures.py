@@ -70,6 +70,10 @@ def plot_architectures(args):
 
 def _summary_args(parser):
     parser.add_argument("--markdown", required=True, help="comparison table (Parquet file or folder)")
+    parser.add_argument("--target", default=None, help="target summarized (default: that of the table's first row)")
+    parser.add_argument("--power", type=int, default=None, help="norm power summarized (default: that of the first row)")
+    parser.add_argument("--n", type=int, default=None, help="length of the endpoint table (default: the largest)")
+    parser.add_argument("--query", default=None, help="pandas query selecting rows first, e.g. \"family != 'flag'\"")
     parser.add_argument("--out", default=None, help="write the Markdown here (default: print it)")
 
 
@@ -80,12 +84,9 @@ def architectures_summary(args):
     from lostmid.architectures import summary
 
     comparison = pd.read_parquet(args.markdown)
-    text = "\n\n".join([
-        "Fit of each theory (mean over depths, lengths and seeds):",
-        summary.to_markdown(summary.fit_table(comparison)),
-        "Endpoint masses (theory cesaro row; recency_bound = (1 - alpha)^H):",
-        summary.to_markdown(summary.endpoint_table(comparison)),
-    ]) + "\n"
+    if args.query:
+        comparison = comparison.query(args.query)
+    text = summary.markdown(comparison, args.target, args.power, args.n)
     if args.out:
         io.write_text(text, args.out)
     else:
