@@ -193,6 +193,13 @@ def test_a_bad_family_or_encoding_is_one_config_error(capsys):
         sweep.ArchSettings.from_dict({"targets": ["nll"]})
     with pytest.raises(ConfigError, match=r"architectures has unknown keys \['depth'\]"):
         sweep.ArchSettings.from_dict({"depth": [2]})
+    from lostmid import config as lostmid_config
+
+    config = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
+    for families, message in (({"gpt3": ["learned"]}, "Additional properties"), ({"llama": ["learned"]}, "'learned' is not one of")):
+        config["architectures"]["families"] = families
+        with pytest.raises(ConfigError, match=rf"config key architectures.families.*{message}"):  # before any job
+            lostmid_config.validate(config, REPO / "workflow" / "schemas" / "config.schema.yaml")
     from lostmid import cli
 
     code = cli.main(["architectures", "--settings", '{"families": {"llama": ["alibi"]}}', "--profiles", "p", "--layers", "l", "--comparison", "c"])

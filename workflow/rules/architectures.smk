@@ -7,6 +7,8 @@ import json
 
 ARCH = config.get("architectures") or {}
 ARCH_SWEEP = {key: value for key, value in ARCH.items() if key != "flag"}
+if ARCH.get("d_model", 32) % ARCH.get("heads", 4):
+    raise ValueError(f"config key architectures.d_model={ARCH.get('d_model', 32)} is not divisible by architectures.heads={ARCH.get('heads', 4)}")
 ARCH_FLAG_VARIANTS = (ARCH.get("flag") or {}).get("variants", ["baseline"])
 _unknown = sorted(set(ARCH_FLAG_VARIANTS) - set(config["variants"]))
 if _unknown:
