@@ -29,6 +29,7 @@ include: "workflow/rules/influence.smk"
 include: "workflow/rules/channels.smk"
 include: "workflow/rules/remedies.smk"
 include: "workflow/rules/algebraic.smk"
+include: "workflow/rules/architectures.smk"
 include: "workflow/rules/figures.smk"
 
 
@@ -39,4 +40,6 @@ rule all:
         rules.remedies_table.output,
         rules.influence_baselines.output,
         rules.algebraic.output,
+        rules.architectures_sweep.output if ARCHITECTURES else [],
+        rules.architectures_flag.output if ARCHITECTURE_FLAG_RUNS else [],
         rules.figures.output,

@@ -142,7 +142,7 @@ def test_structural_baseline_matches_its_closed_form(residual, L, depth):
 def test_the_structural_model_is_the_linear_recursion_N_X():
     L = 6
     x = torch.randn(2, L, 4, dtype=torch.float64)
-    C = torch.from_numpy(structural.cesaro(L))
+    C = torch.from_numpy(metrics.cesaro_matrix(L))
     assert torch.allclose(C.sum(1), torch.ones(L, dtype=torch.float64))  # rows average
     for residual, N in [(True, torch.eye(L, dtype=torch.float64) + 0.5 * C), (False, C)]:
         model = structural.structural_model(L, 2, residual, epsilon=0.5).double()

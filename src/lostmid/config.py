@@ -87,6 +87,16 @@ def check_cross_keys(config: dict) -> None:
     for key, name in named:
         if name not in variants:
             raise ConfigError(f"config key {key} names {name!r}, which is not defined under variants")
+    architectures = config.get("architectures") or {}
+    if architectures.get("d_model", 32) % architectures.get("heads", 4):
+        raise ConfigError(f"config key architectures.d_model={architectures.get('d_model', 32)} is not divisible by "
+                          f"architectures.heads={architectures.get('heads', 4)}")
+    flag_variants = (architectures.get("flag") or {}).get("variants", ["baseline"]) if architectures else []
+    for name in flag_variants:
+        if name not in variants:
+            raise ConfigError(f"config key architectures.flag.variants names {name!r}, which is not defined under variants")
+        if not any(name in block["variants"] for block in config["grid"]):
+            raise ConfigError(f"config key architectures.flag.variants names {name!r}, which no grid block trains")
     model = config["model"]
     if model["d_model"] % model["heads"]:
         raise ConfigError(f"config key model.d_model={model['d_model']} is not divisible by model.heads={model['heads']}")

@@ -106,6 +106,18 @@ def blocks(config: dict) -> list[Block]:
     return found
 
 
+def architecture_flag_runs(config: dict) -> list[tuple[dict, list[str]]]:
+    """The flag-recall runs the architectures stage compares with the rollout theories: every run of
+    ``architectures.flag.variants``, at its untrained and its last checkpoint."""
+    variants = ((config.get("architectures") or {}).get("flag") or {}).get("variants", ["baseline"])
+    found = []
+    for run in cfg.runs(config):
+        if run.variant in variants:
+            steps = cfg.checkpoint_steps(config, run.variant)
+            found.append((cfg.run_spec(config, run), [CHECKPOINT.format(**run.keys(), step=step) for step in (steps[0], steps[-1])]))
+    return found
+
+
 def bias_fit_model(config: dict, variant: str, L: int, depth: int) -> str:
     """The model a bias variant trains with (its own overrides applied), as the fit's JSON."""
     spec = cfg.run_spec(config, cfg.Run(variant, int(L), int(depth), 0))

@@ -26,7 +26,7 @@ from __future__ import annotations
 import torch
 
 from lostmid.algebraic.settings import AlgebraicSettings
-from lostmid.analysis.structural import cesaro
+from lostmid.analysis.metrics import cesaro_matrix as cesaro
 
 DTYPE = torch.float64  # closed-form quantities: double precision so E_inf ~ 1e-4 is meaningful
 

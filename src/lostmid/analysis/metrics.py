@@ -16,6 +16,12 @@ def positions(L: int) -> np.ndarray:
     return (np.arange(1, L + 1) - 0.5) / L
 
 
+def cesaro_matrix(L: int) -> np.ndarray:
+    """Causal averaging C_ij = 1{j <= i} / i (1-based): uniform causal attention, each position the
+    mean of its prefix. The structural baseline, the algebraic model and the rollout theories use it."""
+    return np.tril(np.ones((L, L))) / np.arange(1, L + 1)[:, None]
+
+
 def normalize(energy) -> np.ndarray:
     """Density m_i = I(i) / mean_j I(j), so that mean(m) = 1."""
     energy = np.asarray(energy, dtype=np.float64)

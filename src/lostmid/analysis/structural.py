@@ -44,10 +44,6 @@ class StructuralSettings:
         return settings
 
 
-def cesaro(L: int) -> np.ndarray:
-    """Causal averaging C_ij = 1{j <= i} / i (1-based), i.e. uniform causal attention."""
-    return np.tril(np.ones((L, L))) / np.arange(1, L + 1)[:, None]
-
 
 def structural_density(L: int, depth: int, residual: bool, epsilon: float = 1.0, layer: int = 0) -> np.ndarray:
     """Closed-form density of the structural baseline at residual state ``layer``.
@@ -56,7 +52,7 @@ def structural_density(L: int, depth: int, residual: bool, epsilon: float = 1.0,
     readout puts P_M at position L only, I^(k)(j) = ((N^{M-k})_{L,j})^2 E||P_M(L)||^2:
     m_j is proportional to ((N^{M-k})_{L,j})^2 whatever the batch and the readout weights.
     """
-    N = np.eye(L) + epsilon * cesaro(L) if residual else cesaro(L)
+    N = np.eye(L) + epsilon * metrics.cesaro_matrix(L) if residual else metrics.cesaro_matrix(L)
     row = np.linalg.matrix_power(N, depth - layer)[L - 1]
     return metrics.normalize(row**2)
 

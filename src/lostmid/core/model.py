@@ -88,6 +88,24 @@ class CausalSelfAttention(nn.Module):
         b, h, L, dh = y.shape
         return self.proj(y.transpose(1, 2).reshape(b, L, h * dh))
 
+    @staticmethod
+    def _causal_mask(x):
+        L = x.shape[1]
+        return torch.full((L, L), float("-inf"), dtype=x.dtype, device=x.device).triu(1)
+
+    def _weights(self, q, k, bias):
+        """softmax(Q K^T / sqrt(d_head) + bias), (batch, heads, L, L); all logits zero for uniform attention."""
+        logits = q @ k.transpose(-2, -1) * (1.0 / math.sqrt(q.shape[-1]))
+        if self.uniform:
+            logits = torch.zeros_like(logits)
+        return torch.softmax(logits + bias, dim=-1)
+
+    def attention_weights(self, x, bias=None):
+        """The attention matrices of the input ``x`` (batch, L, d) as ``forward`` uses them,
+        (batch, heads, L, L); ``bias`` None: the causal mask only."""
+        q, k, _ = self._split(x)
+        return self._weights(q, k, self._causal_mask(x) if bias is None else bias)
+
     def forward(self, x, bias, explicit: bool, x_other=None):
         """Attention over ``x``; ``bias`` is the additive logit matrix, -inf above the diagonal
         (None: plain causal attention).
@@ -103,15 +121,10 @@ class CausalSelfAttention(nn.Module):
             # bias None: plain causal attention, for which the fused kernel has a faster path.
             return self._merge(F.scaled_dot_product_attention(q, k, v, attn_mask=bias, is_causal=bias is None))
         if bias is None:
-            L = x.shape[1]
-            bias = torch.full((L, L), float("-inf"), dtype=x.dtype, device=x.device).triu(1)
+            bias = self._causal_mask(x)
         scale = 1.0 / math.sqrt(q.shape[-1])
         if x_other is None:
-            logits = q @ k.transpose(-2, -1) * scale
-            if self.uniform:
-                logits = torch.zeros_like(logits)
-            weights = torch.softmax(logits + bias, dim=-1)
-            return self._merge(weights @ v)
+            return self._merge(self._weights(q, k, bias) @ v)
         _, k_other, v_other = self._split(x_other)
         eye = torch.eye(x.shape[1], dtype=torch.bool, device=x.device)
         logits_other = q @ k_other.transpose(-2, -1) * scale

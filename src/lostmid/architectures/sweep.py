@@ -1,0 +1,285 @@
+"""The stage's runs: the random-init sweep, pretrained folders, and the flag-recall checkpoints.
+
+Every run yields three tidy tables that share their key columns ``KEYS`` so one Parquet folder
+per table reads the sweep and the flag comparison together:
+
+    family, encoding   gpt2|llama|qwen2 and learned|rope|none; the flag model: family 'flag', encoding 'learned'
+    variant            'init' for random models, the entry's name for a pretrained folder, the flag variant
+    depth, n           layers H (attention layers) and sequence length
+    seed, step         weight seed and training step (random init: step 0; pretrained: seed 0, step -1)
+
+    profiles    KEYS, target, power, profile (measured | cesaro | rollout_uniform | rollout_attention),
+                position (1..n), mass (sum 1 over positions), raw (measured: mean ||grad||^p; theories: nan)
+    layers      KEYS, layer (1..H), lam (lambda_t), attention_first (mean over rows of A_t[i, 1]),
+                attention_self (mean diagonal of A_t)
+    comparison  KEYS, target, power, theory and ``theory.compare``'s columns
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from lostmid.architectures import measure, models, theory
+from lostmid.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+KEYS = ("family", "encoding", "variant", "depth", "n", "seed", "step")
+INT_KEYS = ("depth", "n", "seed", "step")
+
+
+def _ints(values, key: str, minimum: int = 1) -> tuple[int, ...]:
+    values = tuple(values)
+    if not values or any(not isinstance(v, int) or isinstance(v, bool) or v < minimum for v in values):
+        raise ConfigError(f"config key {key} must be a non-empty list of integers >= {minimum}, got {list(values)}")
+    return values
+
+
+def _unknown(raw: dict, cls, key: str) -> None:
+    unknown = sorted(set(raw) - {f.name for f in fields(cls)})
+    if unknown:
+        raise ConfigError(f"config key {key} has unknown keys {unknown}")
+
+
+@dataclass(frozen=True)
+class FlagSettings:
+    """The ``architectures.flag`` block: which flag-recall runs, on which evaluation set."""
+
+    variants: tuple[str, ...] = ("baseline",)
+    per_position: int = 4  # sequences at every flag position 2..L
+    seed: int = 5100
+    targets: tuple[str, ...] = ("loss",)
+    powers: tuple[int, ...] = (1,)
+    chunk: int = 1024  # sequences per forward/backward pass (memory only)
+
+    @classmethod
+    def from_dict(cls, raw) -> "FlagSettings":
+        raw = dict(raw or {})
+        _unknown(raw, cls, "architectures.flag")
+        values = {k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()}
+        settings = cls(**values)
+        for target in settings.targets:
+            measure.check_target(target, settings.powers, "architectures.flag.targets")
+        _ints(settings.powers, "architectures.flag.powers")
+        for key in ("per_position", "chunk"):
+            if getattr(settings, key) < 1:
+                raise ConfigError(f"config key architectures.flag.{key} must be >= 1, got {getattr(settings, key)}")
+        return settings
+
+
+@dataclass(frozen=True)
+class ArchSettings:
+    """The config's ``architectures`` block (docs/architectures.md lists every key)."""
+
+    families: dict = field(default_factory=lambda: {family: list(enc) for family, enc in models.ENCODINGS.items()})
+    depths: tuple[int, ...] = (2, 4, 8, 12)
+    lengths: tuple[int, ...] = (64, 256, 1024)
+    d_model: int = 32
+    heads: int = 4
+    vocab: int = 256
+    seeds: tuple[int, ...] = (0,)
+    sequences: int = 8  # sequences per configuration, at most
+    token_budget: int = 2048  # ... and at most max(1, token_budget // n) of them at length n
+    tokens_per_pass: int = 8192  # chunk of max(1, tokens_per_pass // n) sequences per forward/backward pass
+    targets: tuple[str, ...] = ("top1",)
+    powers: tuple[int, ...] = (1,)
+    seed: int = 5000  # token ids at length n: seed + n; Hutchinson probes: seed + n + 1
+    pretrained: tuple = ()  # of {path, name (default: the folder's name), encoding: native|none}
+    flag: FlagSettings = FlagSettings()
+
+    @classmethod
+    def from_dict(cls, raw) -> "ArchSettings":
+        """Settings from the config block; ConfigError naming the key for anything wrong."""
+        if raw is None:
+            raw = {}
+        if not isinstance(raw, dict):
+            raise ConfigError(f"config key architectures must be a mapping, got {type(raw).__name__}")
+        raw = dict(raw)
+        _unknown(raw, cls, "architectures")
+        values = {}
+        for key, value in raw.items():
+            if key == "flag":
+                values[key] = FlagSettings.from_dict(value)
+            elif key == "families":
+                if not isinstance(value, dict) or not value:
+                    raise ConfigError("config key architectures.families must map a family to a list of encodings")
+                values[key] = {str(f): list(e) for f, e in value.items()}
+            elif key == "pretrained":
+                values[key] = tuple(dict(entry) for entry in value or [])
+            elif isinstance(value, list):
+                values[key] = tuple(value)
+            else:
+                values[key] = value
+        settings = cls(**values)
+        settings.check()
+        return settings
+
+    def check(self) -> None:
+        for family, encodings in self.families.items():
+            if not encodings:
+                raise ConfigError(f"config key architectures.families.{family} lists no encoding")
+            for encoding in encodings:
+                models.check_family(family, encoding)
+        for key in ("depths", "lengths", "seeds", "powers"):
+            _ints(getattr(self, key), f"architectures.{key}", minimum=2 if key == "lengths" else 0 if key == "seeds" else 1)
+        for key in ("d_model", "heads", "vocab", "sequences", "token_budget", "tokens_per_pass"):
+            if not isinstance(getattr(self, key), int) or getattr(self, key) < 1:
+                raise ConfigError(f"config key architectures.{key} must be an integer >= 1, got {getattr(self, key)!r}")
+        if self.d_model % self.heads:
+            raise ConfigError(f"config key architectures.d_model={self.d_model} is not divisible by architectures.heads={self.heads}")
+        for target in self.targets:
+            measure.check_target(target, self.powers, "architectures.targets")
+        for i, entry in enumerate(self.pretrained):
+            unknown = sorted(set(entry) - {"path", "name", "encoding"})
+            if "path" not in entry or unknown:
+                raise ConfigError(f"config key architectures.pretrained[{i}] needs a path and allows only path, name, encoding (got {sorted(entry)})")
+
+    def sequences_at(self, n: int) -> int:
+        """Sequences measured at length n: min(sequences, max(1, token_budget // n))."""
+        return min(self.sequences, max(1, self.token_budget // n))
+
+    def chunk_at(self, n: int) -> int:
+        return max(1, self.tokens_per_pass // n)
+
+
+def token_ids(vocab: int, sequences: int, n: int, seed: int, device=None) -> torch.Tensor:
+    """Uniform random token ids (sequences, n) from a generator seeded with ``seed``."""
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randint(0, vocab, (sequences, n), generator=generator).to(device)
+
+
+def tables(keys: dict, measured: dict, stats: measure.LayerStats) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(profiles, layers, comparison) rows of one model at one length.
+
+    ``measured``: {(target, power): raw profile (n,)}; ``stats``: the hooks' lambda_t and A_t.
+    """
+    lambdas, attention = stats.lambdas(), stats.attention()  # (H,), (H, n, n)
+    theories = theory.theory_profiles(lambdas, attention)
+    n = attention.shape[-1]
+    position = np.arange(1, n + 1)
+    profiles, comparison = [], []
+    for (target, power), raw in measured.items():
+        mass = measure.normalize(raw)
+        profiles.append(pd.DataFrame({"target": target, "power": power, "profile": "measured", "position": position, "mass": mass, "raw": raw}))
+        for name, profile in theories.items():
+            profiles.append(pd.DataFrame({"target": target, "power": power, "profile": name, "position": position, "mass": profile, "raw": np.nan}))
+        comparison.append(pd.DataFrame(theory.compare(mass, theories, lambdas)).assign(target=target, power=power))
+    layers = pd.DataFrame({
+        "layer": np.arange(1, len(lambdas) + 1),
+        "lam": lambdas,
+        "attention_first": attention[:, :, 0].mean(1),
+        "attention_self": np.diagonal(attention, axis1=1, axis2=2).mean(1),
+    })
+    comparison = pd.concat(comparison, ignore_index=True)
+    comparison = comparison[["target", "power"] + [c for c in comparison.columns if c not in ("target", "power")]]
+    return tuple(_keyed(df, keys) for df in (pd.concat(profiles, ignore_index=True), layers, comparison))
+
+
+def _keyed(df: pd.DataFrame, keys: dict) -> pd.DataFrame:
+    from lostmid.tables.keys import with_keys
+
+    out = with_keys(df, **{k: keys[k] for k in KEYS})
+    for name in INT_KEYS:
+        out[name] = out[name].astype("int64")
+    return out
+
+
+def measure_arch(arch: models.Arch, settings: ArchSettings, n: int, device, keys: dict):
+    """Every configured target and power of one model at length n, and its theory comparison (three tables)."""
+    sequences = settings.sequences_at(n)
+    ids = token_ids(arch.vocab, sequences, n, settings.seed + n, device)
+    measured, stats = {}, None
+    for target in settings.targets:
+        profiles, recorded = measure.measure_hf(arch, ids, target, settings.powers, settings.chunk_at(n), settings.seed + n + 1,
+                                                stats_pairs=models.layers(arch) if stats is None else None)
+        stats = stats or recorded
+        measured.update({(target, p): profile for p, profile in profiles.items()})
+    return tables(keys, measured, stats)
+
+
+def _log_row(what: str, comparison: pd.DataFrame, seconds: float) -> None:
+    row = comparison.query("theory == 'rollout_attention'").iloc[0]
+    log.info("%s: %.2f s, alpha %.3f, last mass %.3f vs (1-alpha)^H %.3f, rollout_attention rho %.3f W1/(n-1) %.4f",
+             what, seconds, row.alpha, row.measured_last, row.recency_bound, row.spearman, row.w1)
+
+
+def _concat(parts) -> tuple[pd.DataFrame, ...]:
+    return tuple(pd.concat(list(group), ignore_index=True) for group in zip(*parts))
+
+
+def random_sweep(settings: ArchSettings, device) -> tuple[pd.DataFrame, ...]:
+    """(profiles, layers, comparison) of every random-init model of the sweep and every pretrained folder."""
+    parts = []
+    for family, encodings in settings.families.items():
+        for encoding in encodings:
+            for depth in settings.depths:
+                for seed in settings.seeds:
+                    arch = models.build(family, encoding, depth, settings.d_model, settings.heads, settings.vocab, max(settings.lengths), seed)
+                    arch.model.to(device)
+                    for n in settings.lengths:
+                        start = time.perf_counter()
+                        keys = dict(family=family, encoding=encoding, variant="init", depth=depth, n=n, seed=seed, step=0)
+                        part = measure_arch(arch, settings, n, device, keys)
+                        _log_row(f"{family}/{encoding} H={depth} seed={seed} n={n}", part[2], time.perf_counter() - start)
+                        parts.append(part)
+    for i, entry in enumerate(settings.pretrained):
+        parts.extend(pretrained_tables(entry, settings, device, f"architectures.pretrained[{i}]"))
+    return _concat(parts)
+
+
+def pretrained_tables(entry: dict, settings: ArchSettings, device, key: str) -> list[tuple]:
+    """The tables of one pretrained folder at every configured length it supports (longer ones are skipped)."""
+    arch = models.load_pretrained(entry["path"], entry.get("encoding", "native"), key)
+    arch.model.to(device)
+    name = entry.get("name") or Path(entry["path"]).name
+    parts = []
+    for n in settings.lengths:
+        if n > arch.max_length:
+            log.info("%s: n=%d exceeds the model's %d positions, skipped", name, n, arch.max_length)
+            continue
+        start = time.perf_counter()
+        keys = dict(family=arch.family, encoding=arch.encoding, variant=name, depth=arch.depth, n=n, seed=0, step=-1)
+        part = measure_arch(arch, settings, n, device, keys)
+        _log_row(f"pretrained {name} ({arch.family}/{arch.encoding}) n={n}", part[2], time.perf_counter() - start)
+        parts.append(part)
+    if not parts:
+        raise ConfigError(f"config key {key}: no configured length fits the model's {arch.max_length} positions")
+    return parts
+
+
+def flag_tables(model, spec: dict, step: int, settings: FlagSettings, device) -> tuple[pd.DataFrame, ...]:
+    """(profiles, layers, comparison) of one flag-recall checkpoint on the flag task's evaluation set."""
+    from lostmid.core import task
+
+    L = spec["L"]
+    tokens, answers, _ = task.stratified_eval_set(L, settings.per_position, settings.seed)
+    tokens, answers = tokens.to(device), answers.to(device)
+    measured, stats = {}, None
+    for target in settings.targets:
+        profiles, recorded = measure.measure_flag(model, tokens, answers, target, settings.powers, settings.chunk,
+                                                  settings.seed + 1, record_stats=stats is None)
+        stats = stats or recorded
+        measured.update({(target, p): profile for p, profile in profiles.items()})
+    keys = dict(family="flag", encoding="learned", variant=spec["variant"], depth=stats.depth, n=L, seed=spec["seed"], step=step)
+    return tables(keys, measured, stats)
+
+
+def flag_comparison(checkpoints, settings: FlagSettings, device) -> tuple[pd.DataFrame, ...]:
+    """The tables of every (path, spec) checkpoint, loaded with ``lostmid.training.checkpoint.load_model``."""
+    from lostmid.training.checkpoint import load_model
+
+    parts = []
+    for path, spec in checkpoints:
+        start = time.perf_counter()
+        model, step = load_model(path, spec, device)
+        part = flag_tables(model, spec, step, settings, device)
+        _log_row(f"flag {spec['variant']} L={spec['L']} M={spec['depth']} seed={spec['seed']} step={step}", part[2], time.perf_counter() - start)
+        parts.append(part)
+    return _concat(parts)

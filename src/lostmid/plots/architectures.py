@@ -1,0 +1,57 @@
+"""Figures of the architectures stage: measured profiles against the three rollout theories.
+
+Profiles are drawn as densities n * mass (1 = flat) against the relative position (j - 1/2)/n on
+a log scale, so the primacy tail, the middle and the last-token spike are all visible.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+from lostmid.plots.common import save
+
+ORDER = ["measured", "cesaro", "rollout_uniform", "rollout_attention"]
+STYLE = {"measured": "", "cesaro": (4, 2), "rollout_uniform": (1, 1), "rollout_attention": (3, 1, 1, 1)}
+
+
+def _first_target(profiles: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    target, power = profiles[["target", "power"]].iloc[0]
+    return profiles.query("target == @target and power == @power"), f"target {target}, power {power}"
+
+
+def _density(profiles: pd.DataFrame) -> pd.DataFrame:
+    out = profiles.assign(p=(profiles.position - 0.5) / profiles.n, density=profiles.mass * profiles.n)
+    return out.assign(density=out.density.where(out.density > 0))
+
+
+def _finish(grid, title: str) -> None:
+    for ax in np.ravel(grid.axes):
+        ax.set_yscale("log")
+        ax.axhline(1.0, color="0.5", lw=0.7, ls="--")
+    grid.set_axis_labels("relative position (j - 1/2) / n", "density n * mass")
+    grid.figure.suptitle(title, y=1.01)
+
+
+def sweep_profiles(profiles: pd.DataFrame, path) -> None:
+    """Random-init models at the largest n: rows family/encoding, columns depth; mean over seeds."""
+    profiles, what = _first_target(profiles.query("variant == 'init'"))
+    n = profiles.n.max()
+    data = _density(profiles.query("n == @n")).assign(model=lambda d: d.family + " / " + d.encoding)
+    data = data.groupby(["model", "depth", "profile", "p"], as_index=False).density.mean()
+    grid = sns.relplot(data=data, x="p", y="density", hue="profile", style="profile", hue_order=ORDER, style_order=ORDER,
+                       dashes=STYLE, row="model", col="depth", kind="line", height=1.9, aspect=1.3, facet_kws={"margin_titles": True})
+    _finish(grid, f"random init, n = {n}, {what}")
+    save(grid, path)
+
+
+def flag_profiles(profiles: pd.DataFrame, path) -> None:
+    """Flag-recall checkpoints: rows step, columns L (depth in the title); mean over seeds."""
+    profiles, what = _first_target(profiles)
+    data = _density(profiles).assign(run=lambda d: d.variant + " L=" + d.n.astype(str) + " M=" + d.depth.astype(str))
+    data = data.groupby(["run", "step", "profile", "p"], as_index=False).density.mean()
+    grid = sns.relplot(data=data, x="p", y="density", hue="profile", style="profile", hue_order=ORDER, style_order=ORDER,
+                       dashes=STYLE, row="step", col="run", kind="line", marker="o", height=2.0, aspect=1.3, facet_kws={"margin_titles": True})
+    _finish(grid, f"flag-recall checkpoints, {what}")
+    save(grid, path)

@@ -1,0 +1,67 @@
+# Real architectures (docs/architectures.md): influence profiles of Hugging Face causal LMs
+# (GPT-2, Llama, Qwen2; random init with stated seeds, or local pretrained folders) and of the
+# flag-recall checkpoints, against the Cesaro and rollout theories. One job for the whole
+# random-init sweep and one for the flag-recall comparison, each drawing its own figure; each
+# receives only its part of the config's `architectures` block.
+
+ARCHITECTURES = config.get("architectures") or {}
+ARCHITECTURE_FLAG_RUNS = wf.architecture_flag_runs(config)
+
+
+rule architectures_sweep:
+    input:
+        [entry["path"] for entry in ARCHITECTURES.get("pretrained", [])],
+    output:
+        profiles="results/architectures_profiles/sweep.parquet",
+        layers="results/architectures_layers/sweep.parquet",
+        comparison="results/architectures_comparison/sweep.parquet",
+        figure=report("results/figures/architectures_sweep.png", caption="../report/architectures_sweep.rst", category="Architectures"),
+    params:
+        settings=canonical_json({key: value for key, value in ARCHITECTURES.items() if key != "flag"}),
+    log:
+        "results/logs/architectures/sweep.log",
+    benchmark:
+        "results/benchmarks/architectures/sweep.tsv"
+    group:
+        "summary"
+    conda:
+        LOSTMID_ENV
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=30,
+        gpu=GPU,
+    shell:
+        "lostmid architectures --device {config[device]} --threads {threads} --settings {params.settings:q}"
+        " --profiles {output.profiles} --layers {output.layers} --comparison {output.comparison}"
+        " --figure {output.figure} > {log} 2>&1"
+
+
+rule architectures_flag:
+    input:
+        [path for _, paths in ARCHITECTURE_FLAG_RUNS for path in paths],
+    output:
+        profiles="results/architectures_profiles/flag.parquet",
+        layers="results/architectures_layers/flag.parquet",
+        comparison="results/architectures_comparison/flag.parquet",
+        figure=report("results/figures/architectures_flag.png", caption="../report/architectures_flag.rst", category="Architectures"),
+    params:
+        settings=canonical_json({"flag": ARCHITECTURES.get("flag") or {}}),
+        runs=canonical_json(ARCHITECTURE_FLAG_RUNS),
+    log:
+        "results/logs/architectures/flag.log",
+    benchmark:
+        "results/benchmarks/architectures/flag.tsv"
+    group:
+        "summary"
+    conda:
+        LOSTMID_ENV
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
+        gpu=GPU,
+    shell:
+        "lostmid architectures-flag --device {config[device]} --threads {threads} --settings {params.settings:q}"
+        " --runs {params.runs:q} --profiles {output.profiles} --layers {output.layers} --comparison {output.comparison}"
+        " --figure {output.figure} > {log} 2>&1"
