@@ -10,7 +10,7 @@
 # Clients find the cluster through `. DIR/env.sh` (sets SLURM_CONF, puts DIR/bin/srun on PATH).
 #
 # No accounting daemon: sacct does not work, so the Snakemake profile polls with squeue, and
-# MinJobAge keeps finished jobs visible to squeue for 10 minutes (SLURM_NOTES.md).
+# MinJobAge keeps finished jobs visible to squeue for 10 minutes.
 # GPUS (default 2) fake GPUs are declared as a GPU GRES backed by dummy device files, so jobs that
 # ask `--gpus=1` are scheduled and accounted like on a GPU cluster, while torch sees no CUDA.
 set -euo pipefail

@@ -1,4 +1,4 @@
-"""The algebraic controlled simulations (paper section 4, DESIGN.md section 7), as documentation.
+"""The algebraic controlled simulations (paper section 4, docs/theory.md §7), as documentation.
 
 The model: free positionwise gains u on a linear causal model with Cesàro mixing; three
 remedies; and the Hutchinson probe study of Algorithm 3's trace estimate.

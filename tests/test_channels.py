@@ -1,4 +1,4 @@
-"""The exact channel split P_0 = P_res + P_cone + P_loc (DESIGN.md 5.1), checked against full Jacobians.
+"""The exact channel split P_0 = P_res + P_cone + P_loc (docs/theory.md §5.1), checked against full Jacobians.
 
 Reference: for one sequence, torch.func.jacrev gives each step's Jacobian DF_k(X_k) as an
 (L, d, L, d) array; the true adjoints P_{k+1} come from lostmid.adjoint. The cone part of

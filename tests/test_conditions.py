@@ -1,4 +1,4 @@
-"""Regional channel energies (DESIGN.md 5.2) and the soundness of the condition tests (5.3).
+"""Regional channel energies (docs/theory.md §5.2) and the soundness of the condition tests (5.3).
 
 A sufficient condition may be conservative (fail while its conclusion holds) but never
 unsound (hold while its conclusion fails); the exact channel comparison is an equivalence.

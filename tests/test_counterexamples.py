@@ -1,4 +1,4 @@
-"""The counterexamples of the paper's section 3.6 (DESIGN.md 5.4): what the theorems do NOT say.
+"""The counterexamples of the paper's section 3.6 (docs/theory.md §5.4): what the theorems do NOT say.
 
 1. A causal mask alone does not give primacy: with W_V = 0 nothing flows back through
    attention, P_cone = 0, and the influence never reaches the early positions.

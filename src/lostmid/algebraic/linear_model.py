@@ -1,4 +1,4 @@
-"""Algebraic controlled simulations of the paper's section 4 (DESIGN.md section 7).
+"""Algebraic controlled simulations of the paper's section 4 (docs/theory.md §7).
 
 A linear causal model whose only trainable parameters are free positionwise input gains u_i.
 It is small enough that every quantity has a closed form, so the three remedies of the paper

@@ -31,7 +31,7 @@ def influence_penalty(s: AlgebraicSettings, gains: torch.Tensor, weights=None) -
 
 
 def trace_penalty(traces: torch.Tensor) -> torch.Tensor:
-    """Algorithm 3's normalized trace penalty sum_i (t_i / sum_j t_j - 1/L)^2 (DESIGN.md section 6)."""
+    """Algorithm 3's normalized trace penalty sum_i (t_i / sum_j t_j - 1/L)^2 (docs/theory.md §6)."""
     return ((traces / traces.sum() - 1 / traces.shape[-1]) ** 2).sum(-1)
 
 

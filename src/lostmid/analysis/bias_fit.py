@@ -1,5 +1,5 @@
 """The blog's bias correction: a fixed additive attention-logit bias B that flattens the
-influence profile at initialization (DESIGN.md section 6).
+influence profile at initialization (docs/theory.md §6).
 
 B is one L x L matrix (entries on and below the diagonal; the causal mask hides the rest),
 shared by every head and layer, data-independent and fitted once per (L, depth, block
@@ -12,7 +12,7 @@ the adjoint). The initializations are evaluated together: their weights are stac
 vmapped pass gives every initialization's adjoint (lostmid.core.adjoint.seed_input_energies).
 
 Which positions are flattened (``positions``):
-- ``all``: DESIGN.md's E_inf over the whole profile.
+- ``all``: the theory's (docs/theory.md) E_inf over the whole profile.
 - ``context`` (default): positions 1..L-1, renormalized over them. In a residual model the
   last position, where the answer is read out, reaches the loss through the identity path
   with unit gain, while every other position reaches it only through attention with small

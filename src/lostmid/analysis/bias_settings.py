@@ -1,4 +1,4 @@
-"""Settings of the attention-bias fit (DESIGN.md section 6), kept free of torch so that the
+"""Settings of the attention-bias fit (docs/theory.md §6), kept free of torch so that the
 workflow can check them when it parses the config (the fit itself is lostmid.analysis.bias_fit)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Exact channel decomposition of the input adjoint of a residual model (DESIGN.md section 5.1).
+"""Exact channel decomposition of the input adjoint of a residual model (docs/theory.md §5.1).
 
 For X_{k+1} = X_k + h_k F_k(X_k) the adjoint obeys P_k = P_{k+1} + h_k DF_k(X_k)^T P_{k+1}, so
 

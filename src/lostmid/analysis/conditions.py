@@ -1,4 +1,4 @@
-"""Regional channel energies and the sufficient-condition tests (DESIGN.md sections 5.2 and 5.3).
+"""Regional channel energies and the sufficient-condition tests (docs/theory.md §5.2 and §5.3).
 
 Everything is normalized by Zbar = mean_j E||P_0(j)||^2, so that the regional energies add up to
 the regional mean density: m_B = sum_a J_a(B) + Xi(B) (by bilinearity; checked on every row).

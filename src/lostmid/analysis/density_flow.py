@@ -1,4 +1,4 @@
-"""Density flow along training (DESIGN.md section 4, paper eq. 69), and its finite-difference check.
+"""Density flow along training (docs/theory.md §4, paper eq. 69), and its finite-difference check.
 
 Along gradient flow theta' = -g, g = grad R (R = mean task loss on a fixed batch), the density
 m_i = I(i) / Zbar, Zbar = (1/L) sum_j I(j), moves as

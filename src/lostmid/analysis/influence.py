@@ -1,4 +1,4 @@
-"""Adjoint influence of every input position, from one backward pass (DESIGN.md section 4).
+"""Adjoint influence of every input position, from one backward pass (docs/theory.md §4).
 
 For a batch of sequences, one forward and one backward pass through zero-valued taps on the
 residual states give the adjoint P_k = d loss / d X_k at every step k = 0..M' and every

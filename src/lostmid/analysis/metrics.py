@@ -1,4 +1,4 @@
-"""Regional metrics of a normalized influence density (DESIGN.md section 4).
+"""Regional metrics of a normalized influence density (docs/theory.md §4).
 
 A density m over L positions has mean 1. Position i (1-based) sits at p_i = (i - 1/2) / L.
 Regions at scale delta: left p < delta, middle delta <= p < 1 - delta, right p >= 1 - delta.
@@ -84,7 +84,7 @@ def influence_imbalance(density, target=None) -> float:
 
 
 def regional_metrics(density, delta: float = 0.2, target=None) -> dict[str, float]:
-    """Regional averages and the metrics of DESIGN.md section 4 for one density profile.
+    """Regional averages and the metrics of docs/theory.md §4 for one density profile.
 
     Returns m_left, m_middle, m_right, Delta, SC, LIM and E_inf (against ``target``, uniform if None).
     """

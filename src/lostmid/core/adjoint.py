@@ -1,4 +1,4 @@
-"""Adjoint states P_k = d loss / d X_k from one backward pass (DESIGN.md section 4).
+"""Adjoint states P_k = d loss / d X_k from one backward pass (docs/theory.md §4).
 
 The loss of a batch is the *sum* of the per-sequence losses, so the gradient with respect to
 a residual state of sequence b is that sequence's own adjoint: sequences never interact.

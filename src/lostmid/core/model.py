@@ -1,4 +1,4 @@
-"""The flag-recall Transformer: a causal residual Transformer in Euler form (DESIGN.md section 3).
+"""The flag-recall Transformer: a causal residual Transformer in Euler form (docs/theory.md §3).
 
     X_0     = token embedding + learned absolute position embedding        (batch, L, d)
     X_{k+1} = X_k + h_k F_k(X_k)      with h_k = epsilon (zeta == 1)      residual: true
@@ -112,7 +112,7 @@ class CausalSelfAttention(nn.Module):
 
         With ``x_other``, keys and values at strictly earlier positions j < i come from
         ``x_other`` while the query and the j = i key/value come from ``x`` (the two-copy trick
-        that splits the adjoint into its causal-cone and local channels, DESIGN.md 5.1).
+        that splits the adjoint into its causal-cone and local channels, docs/theory.md §5.1).
         """
         q, k, v = self._split(x)
         if x_other is None and not explicit:

@@ -1,4 +1,4 @@
-"""The flag-recall task (DESIGN.md section 2).
+"""The flag-recall task (docs/theory.md §2).
 
 Alphabet {0, 1, FLAG}. A sequence of length L holds exactly one FLAG at 1-based position
 f in {2..L}; every other token is 0 or 1, uniform i.i.d. The target is x_{f-1}, the token

@@ -40,7 +40,7 @@ def influence_imbalance(adjoint: torch.Tensor, nu: torch.Tensor) -> torch.Tensor
     """E_inf(nu) = mean_i (m_i - nu_i)^2 of the batch's input adjoint (batch, L, d); differentiable.
 
     m is a ratio of batch means, I(i) / mean_j I(j): a consistent but (for small batches)
-    biased estimate of the population density (ratio-of-expectations bias, DESIGN.md 6).
+    biased estimate of the population density (ratio-of-expectations bias, docs/theory.md §6).
     """
     return (density(energy(adjoint)) - nu).square().mean()
 

@@ -80,7 +80,7 @@ def trace_imbalance(traces: torch.Tensor, q: torch.Tensor, L: int) -> torch.Tens
 
     Estimated from the monitored traces t (s,) with inclusion probabilities q (s,):
     T = sum_S t_j / q_j (unbiased for sum_j t_j) and (1/L) sum_S (tau_j - 1)^2 / q_j. With every
-    position monitored (q = 1) it is the exact imbalance; it equals L times DESIGN.md's
+    position monitored (q = 1) it is the exact imbalance; it equals L times the theory's (docs/theory.md §6)
     sum_S (t_i / sum_j t_j - 1/|S|)^2 in that case, so lam plays the role of beta in Algorithm 1.
     """
     q = q.to(traces)

@@ -1,4 +1,4 @@
-"""Failure rate by flag position on the fixed, stratified evaluation set (DESIGN.md section 2)."""
+"""Failure rate by flag position on the fixed, stratified evaluation set (docs/theory.md §2)."""
 
 from __future__ import annotations
 

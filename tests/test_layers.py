@@ -1,0 +1,64 @@
+"""The house rules of the package, checked on its source: layers that import only downward, no
+import cycle, no module past ~400 lines, a library that never imports Snakemake, and a
+repository whose references all resolve inside it."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+from conftest import REPO
+
+sys.path.insert(0, str(REPO / "scripts"))
+import import_graph  # noqa: E402
+
+# Bottom to top: a module may import its own layer and the layers below it, never one above.
+LAYERS = [
+    {"lostmid", "lostmid.errors", "lostmid.io", "lostmid.config"},
+    {"lostmid.core"},
+    {"lostmid.objectives"},
+    {"lostmid.tables"},
+    {"lostmid.training"},
+    {"lostmid.analysis"},
+    {"lostmid.algebraic", "lostmid.architectures", "lostmid.evidence"},
+    {"lostmid.workflow"},
+    {"lostmid.plots"},
+    {"lostmid.cli"},
+]
+
+
+def layer(module: str) -> int:
+    for level, members in enumerate(LAYERS):
+        if module in members or ".".join(module.split(".")[:2]) in members:
+            return level
+    raise AssertionError(f"{module} is in no layer of tests/test_layers.py: give it one")
+
+
+def test_the_package_has_no_import_cycle():
+    edges = import_graph.graph(REPO / "src")
+    assert import_graph.cycles(edges) == []
+
+
+def test_imports_only_go_down_the_layers():
+    edges = import_graph.graph(REPO / "src")
+    upward = [f"{a} -> {b}" for a, targets in edges.items() for b in targets if layer(b) > layer(a)]
+    assert upward == []
+
+
+def test_no_module_is_longer_than_about_400_lines():
+    long = {str(p.relative_to(REPO)): n for p in (REPO / "src").rglob("*.py") if (n := len(p.read_text().splitlines())) > 420}
+    assert long == {}
+
+
+def test_the_library_never_imports_snakemake():
+    found = [str(p.relative_to(REPO)) for p in (REPO / "src").rglob("*.py") if re.search(r"^\s*(import|from) snakemake", p.read_text(), re.M)]
+    assert found == []
+
+
+def test_nothing_in_the_repository_refers_to_files_outside_it():
+    files = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    pattern = re.compile(r"DESIGN\.md|SLURM_NOTES|\.\./shared")
+    found = [name for name in files if name != "tests/test_layers.py" and (REPO / name).is_file()
+             and pattern.search((REPO / name).read_text(errors="ignore"))]
+    assert found == []
