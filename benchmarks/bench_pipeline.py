@@ -1,17 +1,35 @@
-"""Wall-clock of whole Snakemake pipelines: the default config, the smoke config, a no-op rerun.
+"""Whole Snakemake pipelines: wall-clock, and what orchestration costs.
 
-Each runs in a fresh temp dir with ``--cores all``, exactly as a user would.
+    python benchmarks/bench_pipeline.py                          # the smoke pipeline in a temp dir
+    python benchmarks/bench_pipeline.py --config config          # the default pipeline (~15 min)
+    python benchmarks/bench_pipeline.py --results RUN/results    # only the orchestration figures of a finished run
+
+Each pipeline runs in a fresh temp dir with ``--cores all``, exactly as a user would, then once
+more (the no-op rerun). For a finished run the orchestration figures are:
+
+    jobs             the jobs that ran (one Snakemake benchmark record each)
+    job CPU          their CPU seconds, summed (the last line of every job's log: ``job cpu ... s``,
+                     the process's own getrusage; Snakemake's sampled ``cpu_time`` misses most of a
+                     job of a few seconds)
+    empty process    the CPU of a ``lostmid`` process that only starts: the interpreter, torch,
+                     pandas and the command line (what every model job pays before its work)
+    start-up share   empty process x jobs / job CPU: the part of the pipeline's CPU that is start-up
 """
 
 from __future__ import annotations
 
+import argparse
+import re
+import resource
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+
 REPO = Path(__file__).resolve().parents[1]
+EMPTY_PROCESS = "import torch, pandas, lostmid.cli.main"
 
 
 def run_snakemake(workdir: Path, configfile: Path) -> float:
@@ -22,18 +40,51 @@ def run_snakemake(workdir: Path, configfile: Path) -> float:
     return time.perf_counter() - start
 
 
+def empty_process_cpu(repeats: int = 3) -> float:
+    """CPU seconds (user + system) of a process that imports what a model job imports, then exits;
+    the median of ``repeats``."""
+    times = []
+    for _ in range(repeats):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        subprocess.run([sys.executable, "-c", EMPTY_PROCESS], check=True)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        times.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return sorted(times)[len(times) // 2]
+
+
+def orchestration(results: Path, empty: float) -> dict:
+    """Jobs, their CPU and the start-up share of a finished run's ``results`` folder."""
+    records = sorted((results / "benchmarks").rglob("*.tsv"))
+    cpu = sum(float(match) for path in (results / "logs").rglob("*.log")
+              for match in re.findall(r"job cpu ([0-9.]+) s", path.read_text()))
+    return {"jobs": len(records), "job_cpu_s": round(cpu, 1), "empty_process_cpu_s": round(empty, 2),
+            "startup_share": round(empty * len(records) / cpu, 3)}
+
+
 def measure(configs=("smoke", "config")) -> list[dict]:
-    """Rows: pipeline, seconds (a full run of each config, then a no-op rerun of the last)."""
-    rows = []
+    """Rows: pipeline, seconds and the orchestration figures (a full run of each config, then a no-op rerun)."""
+    rows, empty = [], empty_process_cpu()
     for name in configs:
         with tempfile.TemporaryDirectory() as tmp:
             configfile = REPO / "config" / f"{name}.yaml"
             label = "default" if name == "config" else name
-            rows.append({"pipeline": label, "seconds": run_snakemake(Path(tmp), configfile)})
-            rows.append({"pipeline": f"{label} no-op rerun", "seconds": run_snakemake(Path(tmp), configfile)})
+            seconds = run_snakemake(Path(tmp), configfile)
+            rows.append({"pipeline": label, "seconds": round(seconds, 1), **orchestration(Path(tmp) / "results", empty)})
+            rows.append({"pipeline": f"{label} no-op rerun", "seconds": round(run_snakemake(Path(tmp), configfile), 1)})
     return rows
 
 
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default="smoke", help="config/<name>.yaml to run (smoke or config)")
+    parser.add_argument("--results", type=Path, default=None, help="only the orchestration figures of this finished results folder")
+    args = parser.parse_args(argv)
+    if args.results:
+        print(orchestration(args.results, empty_process_cpu()))
+    else:
+        for row in measure(configs=(args.config,)):
+            print(row)
+
+
 if __name__ == "__main__":
-    for row in measure(configs=("smoke",)):
-        print(row)
+    main()
