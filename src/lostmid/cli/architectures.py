@@ -1,5 +1,5 @@
 """Commands of the architectures stage: the random-init (and pretrained) sweep, the flag-recall
-comparison and the Markdown summary (docs/architectures.md); its figures are drawn by `lostmid figures`."""
+comparison (each drawing its figure in the same process) and the Markdown summary (docs/architectures.md)."""
 
 from __future__ import annotations
 
