@@ -1,5 +1,7 @@
 """Training as a chain of checkpoints: exact resumption, determinism, and clear checkpoint errors."""
 
+import re
+
 import pytest
 import torch
 
@@ -93,3 +95,30 @@ def test_checkpoints_are_written_atomically(spec, tmp_path, monkeypatch):
         state.save(path)
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["step0.pt"]
+
+
+def test_a_checkpoint_of_another_step_of_the_same_run_is_refused_naming_both_steps(spec, tmp_path, capsys):
+    import json
+    import shutil
+
+    from lostmid import cli
+
+    state = TrainingState.initial(spec, "cpu")
+    state.save(tmp_path / "step0.pt")
+    train_steps(state, 2, "cpu", progress=False)
+    state.save(tmp_path / "step2.pt")
+    shutil.copy(tmp_path / "step0.pt", tmp_path / "step4.pt")  # step 0 copied over step 4
+    message = rf"checkpoint {tmp_path / 'step4.pt'} holds step 0, expected step 4"
+    with pytest.raises(CheckpointError, match=re.escape(message)):
+        checkpoint.read(tmp_path / "step4.pt", spec)
+    with pytest.raises(CheckpointError, match=re.escape(message)):
+        TrainingState.load(tmp_path / "step4.pt", spec, "cpu")
+    with pytest.raises(CheckpointError, match="would hold step 2, expected step 4"):
+        state.save(tmp_path / "step4.pt")
+    # every reader: the analysis commands go through checkpoint.analyze_run
+    argv = ["failure", "--spec", json.dumps(spec), "--device", "cpu", "--per-position", "1", "--eval-seed", "0",
+            "--checkpoints", str(tmp_path / "step2.pt"), str(tmp_path / "step4.pt"), "--out", str(tmp_path / "failure.parquet")]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == f"lostmid failure: error: {message}"
+    assert not (tmp_path / "failure.parquet").exists()

@@ -9,6 +9,7 @@ run spec with its fingerprint. Files are written atomically and read with
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,6 +56,9 @@ class TrainingState:
         return cls(spec, 0, model, build_optimizer(model, spec["train"]), generator, make_objective(spec))
 
     def save(self, path) -> None:
+        expected = path_step(path)
+        if expected is not None and expected != self.step:
+            raise CheckpointError(f"checkpoint {path} would hold step {self.step}, expected step {expected}")
         io.save_torch(
             {
                 "format": FORMAT,
@@ -90,8 +94,21 @@ class TrainingState:
         return cls(spec, int(raw["step"]), model, optimizer, generator, objective)
 
 
+_STEP_NAME = re.compile(r"step(\d+)\.pt")
+
+
+def path_step(path) -> int | None:
+    """The step a checkpoint path promises: N for ``.../step<N>.pt`` (the workflow's names), else None."""
+    match = _STEP_NAME.fullmatch(Path(path).name)
+    return int(match.group(1)) if match else None
+
+
 def read(path, spec: dict | None = None) -> dict:
-    """Load a checkpoint file safely and check its format and, if given, its run spec."""
+    """Load a checkpoint file safely and check its format, its step and, if given, its run spec.
+
+    The step stored in the file must be the one its name promises (``step<N>.pt``): a checkpoint
+    copied over another of the same run is refused, not read as the step it claims to be.
+    """
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist")
@@ -107,6 +124,9 @@ def read(path, spec: dict | None = None) -> dict:
     if spec is not None and raw["fingerprint"] != cfg.fingerprint(spec):
         diffs = cfg.spec_differences(spec, json.loads(raw["spec"]))
         raise CheckpointError(f"checkpoint {path} belongs to another run; it does not match the config: " + "; ".join(diffs))
+    expected = path_step(path)
+    if expected is not None and int(raw["step"]) != expected:
+        raise CheckpointError(f"checkpoint {path} holds step {int(raw['step'])}, expected step {expected}")
     return raw
 
 
