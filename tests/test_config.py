@@ -53,6 +53,12 @@ def broken(config, edit):
         (lambda c: c["variants"]["baseline"].update(train={"steps": 5}), r"variants\.baseline\.train"),
         (lambda c: c["model"].update(heads=3), r"model\.d_model=8 is not divisible by model\.heads=3"),
         (lambda c: c["train"].update(seed_batch=0), r"train\.seed_batch: 0 is less than the minimum of 1"),
+        (lambda c: c["remedies"].update(baseline="nope"), r"remedies\.baseline names 'nope', which is not defined under variants"),
+        (lambda c: c["remedies"].update(baseline="balance") or c["grid"][1]["variants"].remove("balance"),
+         r"remedies\.baseline names 'balance', which no grid block runs"),
+        (lambda c: c.pop("remedies") and c["variants"].update(plain=c["variants"].pop("baseline")) or c["grid"][0].update(variants=["plain"]),
+         r"remedies\.baseline names 'baseline', which is not defined"),
+        (lambda c: c["influence"].update(flow_variants=["baseline", "nope"]), r"influence\.flow_variants names \['nope'\], which are not defined"),
     ],
 )
 def test_bad_config_is_an_error_naming_the_key(smoke_config, edit, message):

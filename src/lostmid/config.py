@@ -73,6 +73,7 @@ def check_cross_keys(config: dict) -> None:
         for name in block["variants"]:
             if name not in variants:
                 raise ConfigError(f"config key grid[{i}].variants names {name!r}, which is not defined under variants")
+    check_variant_names(config)
     model = config["model"]
     if model["d_model"] % model["heads"]:
         raise ConfigError(f"config key model.d_model={model['d_model']} is not divisible by model.heads={model['heads']}")
@@ -82,6 +83,22 @@ def check_cross_keys(config: dict) -> None:
             d_model, heads = overrides.get("d_model", model["d_model"]), overrides.get("heads", model["heads"])
             if d_model % heads:
                 raise ConfigError(f"config key variants.{name}.model: d_model={d_model} is not divisible by heads={heads}")
+
+
+def check_variant_names(config: dict) -> None:
+    """Every key that names a variant names one that is defined (and, for the remedies'
+    baseline, one that runs in the grid: the time and memory ratios are taken against it)."""
+    variants = config.get("variants", {})
+    baseline = (config.get("remedies") or {}).get("baseline", "baseline")
+    if baseline not in variants:
+        raise ConfigError(f"config key remedies.baseline names {baseline!r}, which is not defined under variants")
+    in_grid = {name for block in config["grid"] for name in block["variants"]}
+    if baseline not in in_grid:
+        raise ConfigError(f"config key remedies.baseline names {baseline!r}, which no grid block runs (grid[*].variants)")
+    flow = (config.get("influence") or {}).get("flow_variants") or []
+    unknown = sorted(set(flow) - set(variants))
+    if unknown:
+        raise ConfigError(f"config key influence.flow_variants names {unknown}, which are not defined under variants")
 
 
 def load(path, schema_path) -> dict:
