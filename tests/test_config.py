@@ -59,6 +59,9 @@ def broken(config, edit):
         (lambda c: c.pop("remedies") and c["variants"].update(plain=c["variants"].pop("baseline")) or c["grid"][0].update(variants=["plain"]),
          r"remedies\.baseline names 'baseline', which is not defined"),
         (lambda c: c["influence"].update(flow_variants=["baseline", "nope"]), r"influence\.flow_variants names \['nope'\], which are not defined"),
+        (lambda c: c["grid"][1].update(L=[4]), r"influence\.deltas: delta=0\.1 leaves region\(s\) \['left', 'right'\] empty for L=4"),
+        (lambda c: c["channels"].update(deltas=[0.05]), r"channels\.deltas: delta=0\.05 leaves region\(s\) \['left', 'right'\] empty for L=8"),
+        (lambda c: c.pop("channels") and c["influence"].update(deltas=[0.3]) or c["grid"][0].update(L=[8, 4]), r"channels\.deltas: delta=0\.1 leaves region\(s\) \['left', 'right'\] empty for L=4"),
     ],
 )
 def test_bad_config_is_an_error_naming_the_key(smoke_config, edit, message):

@@ -74,6 +74,7 @@ def check_cross_keys(config: dict) -> None:
             if name not in variants:
                 raise ConfigError(f"config key grid[{i}].variants names {name!r}, which is not defined under variants")
     check_variant_names(config)
+    check_region_scales(config)
     model = config["model"]
     if model["d_model"] % model["heads"]:
         raise ConfigError(f"config key model.d_model={model['d_model']} is not divisible by model.heads={model['heads']}")
@@ -99,6 +100,26 @@ def check_variant_names(config: dict) -> None:
     unknown = sorted(set(flow) - set(variants))
     if unknown:
         raise ConfigError(f"config key influence.flow_variants names {unknown}, which are not defined under variants")
+
+
+def check_region_scales(config: dict) -> None:
+    """The region scales of influence and channels leave no region empty at the L of any run
+    (else the job would fail only at run time)."""
+    from lostmid.metrics import check_deltas
+
+    for block in ("influence", "channels"):
+        deltas = (config.get(block) or {}).get("deltas")
+        if deltas is None:  # the library default (imported only then: it loads torch)
+            if block == "influence":
+                from lostmid.influence import InfluenceSettings
+
+                deltas = InfluenceSettings().deltas
+            else:
+                from lostmid.conditions import DEFAULTS
+
+                deltas = DEFAULTS["deltas"]
+        for L in sorted({run.L for run in runs(config)}):
+            check_deltas(L, deltas, f"{block}.deltas")
 
 
 def load(path, schema_path) -> dict:
