@@ -26,10 +26,28 @@ def init(args):
     device = devices.resolve(args.device)
     bias = None
     if args.attention_bias:
-        bias = torch.load(args.attention_bias, map_location="cpu", weights_only=True)
+        bias = _attention_bias(args.attention_bias, args.spec["model"]["seq_len"])
     state = checkpoint.TrainingState.initial(args.spec, device, attention_bias=bias)
     state.save(args.out)
     log.info("wrote step-0 checkpoint %s (%d parameters)", args.out, sum(p.numel() for p in state.model.parameters()))
+
+
+def _attention_bias(path, L: int):
+    """The L x L tensor of a fitted attention bias file, or a ConfigError naming the file."""
+    import torch
+
+    from lostmid.checkpoint import load_error_cause
+
+    try:
+        bias = torch.load(path, map_location="cpu", weights_only=True)
+    except OSError as err:
+        raise ConfigError(f"attention bias file {path} cannot be read: {err.strerror or err}") from err
+    except Exception as err:  # a corrupt file, or a pickle of anything but tensors
+        raise ConfigError(f"attention bias file {path} is not a tensor file ({load_error_cause(err)})") from err
+    if not isinstance(bias, torch.Tensor) or tuple(bias.shape) != (L, L) or not bias.is_floating_point():
+        found = f"a {tuple(bias.shape)} {bias.dtype} tensor" if isinstance(bias, torch.Tensor) else f"a {type(bias).__name__}"
+        raise ConfigError(f"attention bias file {path} holds {found}, expected a {L}x{L} floating-point tensor")
+    return bias
 
 
 def _train_args(parser):
