@@ -122,3 +122,32 @@ def test_a_checkpoint_of_another_step_of_the_same_run_is_refused_naming_both_ste
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == f"lostmid failure: error: {message}"
     assert not (tmp_path / "failure.parquet").exists()
+
+
+class Foreign:
+    """Stands for any object a malicious or foreign pickle may carry."""
+
+
+@pytest.mark.parametrize("kind", ["truncated", "foreign object", "raw pickle"])
+def test_the_corrupt_checkpoint_message_never_advises_disabling_weights_only(spec, tmp_path, kind):
+    import pickle
+
+    path = tmp_path / "step0.pt"
+    if kind == "truncated":
+        TrainingState.initial(spec, "cpu").save(path)
+        path.write_bytes(path.read_bytes()[:500])
+    elif kind == "foreign object":
+        torch.save({"format": checkpoint.FORMAT, "model": Foreign()}, path)
+    else:
+        path.write_bytes(pickle.dumps(Foreign()))
+    with pytest.raises(CheckpointError) as caught:
+        checkpoint.read(path)
+    message = str(caught.value)
+    assert str(path) in message and "\n" not in message
+    for advice in ("weights_only", "trust", "safe_globals", "arbitrary code"):
+        assert advice not in message, message
+    if kind == "truncated":
+        assert "corrupt or truncated (RuntimeError: PytorchStreamReader failed reading zip archive" in message
+    else:
+        assert "is not a lostmid checkpoint: it holds Python objects other than tensors" in message
+        assert ("Foreign" in message) == (kind == "foreign object")

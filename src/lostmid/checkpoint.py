@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -103,6 +104,35 @@ def path_step(path) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def is_refused_pickle(err: Exception) -> bool:
+    """torch's safe loader (weights_only=True) refused an object of the file."""
+    return "Weights only load failed" in str(err)
+
+
+# Sentences of torch's messages that advise loading the file unsafely (or allow-listing its
+# classes): never passed on, the file may be a malicious pickle.
+_UNSAFE_ADVICE = re.compile(r"weights_only|safe_globals|trust", re.I)
+
+
+def load_error_cause(err: Exception, limit: int = 200) -> str:
+    """Why torch.load failed, in one line: the exception type and the first sentence of torch's
+    message, or for a refused pickle what the safe loader refused, without torch's advice to
+    load it with ``weights_only=False``."""
+    text = str(err)
+    refused = re.search(r"WeightsUnpickler error:\s*(.+?)(?:\.\s|\n|$)", text, re.S) if is_refused_pickle(err) else None
+    if refused:
+        cause = refused.group(1).strip()
+    else:
+        lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+        sentences = re.split(r"(?<=\.)\s+", lines[0]) if lines else []
+        cause = next((sentence.rstrip(".") for sentence in sentences if not _UNSAFE_ADVICE.search(sentence)), "")
+    if _UNSAFE_ADVICE.search(cause):
+        cause = ""
+    if len(cause) > limit:
+        cause = cause[:limit].rsplit(" ", 1)[0] + " ..."
+    return f"{type(err).__name__}: {cause}" if cause else type(err).__name__
+
+
 def read(path, spec: dict | None = None) -> dict:
     """Load a checkpoint file safely and check its format, its step and, if given, its run spec.
 
@@ -113,9 +143,16 @@ def read(path, spec: dict | None = None) -> dict:
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist")
     try:
-        raw = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # torch's loader warnings (pickle protocol, ...): the error below says enough
+            warnings.simplefilter("ignore")
+            raw = torch.load(path, map_location="cpu", weights_only=True)
+    except OSError as err:
+        raise CheckpointError(f"checkpoint {path} cannot be read: {err.strerror or err}") from err
     except Exception as err:  # torch raises many types for truncated or foreign files
-        raise CheckpointError(f"checkpoint {path} is corrupt or truncated ({type(err).__name__}: {str(err)[:200]})") from err
+        if is_refused_pickle(err):
+            raise CheckpointError(f"{path} is not a lostmid checkpoint: it holds Python objects other than tensors, "
+                                  f"which are never loaded ({load_error_cause(err)})") from err
+        raise CheckpointError(f"checkpoint {path} is corrupt or truncated ({load_error_cause(err)})") from err
     if not isinstance(raw, dict) or raw.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not a lostmid checkpoint (expected format {FORMAT})")
     missing = [key for key in REQUIRED if key not in raw]
