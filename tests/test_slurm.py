@@ -37,9 +37,19 @@ from lostmid import devices
 SCRIPT = REPO / "scripts" / "slurm_cluster.sh"
 PROFILE = REPO / "profiles" / "slurm"
 TARGETS = ["results/failure/baseline/L8_M1_seed0.parquet", "results/algebraic/probes.parquet"]
-# Measurements of the machine (seconds_per_step, peak_mem_mb, time_ratio, ...) differ between
-# any two runs; everything else must not.
-MEASURED = re.compile(r"seconds|time|mem")
+# Measurements of the machine (seconds_per_step, peak_mem_mb, max_rss_mb, time_ratio,
+# max_rss_ratio, ...) differ between any two runs; everything else must not. Long tables name
+# them in a column (remedies_summary's `quantity`): those rows are measured too.
+MEASURED = re.compile(r"seconds|time|mem|rss")
+LONG_FORMAT_NAMES = ("quantity",)
+
+
+def unmeasured(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` without its measured columns and without the measured rows of a long table."""
+    for name in LONG_FORMAT_NAMES:
+        if name in table.columns:
+            table = table[~table[name].astype(str).str.contains(MEASURED)]
+    return table[[c for c in table.columns if not MEASURED.search(c)]].reset_index(drop=True)
 
 
 def profile_gpu_rules(profile: Path = PROFILE) -> set[str]:
@@ -146,6 +156,26 @@ def test_a_job_given_a_gpu_that_torch_cannot_see_says_so(monkeypatch, caplog):
 def test_hidden_gpus_are_not_a_request():
     assert devices.requested_gpus({"CUDA_VISIBLE_DEVICES": "-1", "SLURM_GPUS_ON_NODE": "0"}) == {}
     assert devices.requested_gpus({"CUDA_VISIBLE_DEVICES": "0,1"}) == {"CUDA_VISIBLE_DEVICES": "0,1"}
+
+
+def test_the_comparison_leaves_out_every_measured_column_and_row():
+    """Regression: max_rss_* columns and the measured rows of remedies_summary slipped through."""
+    wide = pd.DataFrame({"variant": ["a"], "accuracy": [0.5], "seconds_per_step": [0.1], "peak_mem_mb": [3.0],
+                         "max_rss_mb": [100.0], "time_ratio": [1.1], "peak_mem_ratio": [1.0], "max_rss_ratio": [0.9]})
+    assert list(unmeasured(wide).columns) == ["variant", "accuracy"]
+    quantities = ["final_accuracy", "LIM", "seconds_per_step", "peak_mem_mb", "max_rss_mb", "time_ratio", "max_rss_ratio"]
+    long = pd.DataFrame({"quantity": quantities, "mean": range(len(quantities))})
+    assert unmeasured(long)["quantity"].tolist() == ["final_accuracy", "LIM"]
+
+
+def test_the_cluster_script_and_profiles_refer_only_to_files_in_the_repository():
+    files = {str(p.relative_to(REPO)) for p in REPO.rglob("*") if ".git" not in p.parts}
+    names = {Path(f).name for f in files}
+    for source in [SCRIPT, *REPO.glob("profiles/*/config.yaml")]:
+        for ref in re.findall(r"[\w./-]+\.(?:md|sh|yaml|py)\b", source.read_text()):
+            if ref.lower().startswith("dir/"):  # files the script writes into its cluster folder DIR
+                continue
+            assert ref in files or ("/" not in ref and ref in names), f"{source.relative_to(REPO)} refers to {ref}, which is not in the repository"
 
 
 # --- with a one-node Slurm cluster -------------------------------------------------------------
@@ -257,6 +287,5 @@ def test_the_slurm_results_equal_a_local_run(slurm_and_local_runs):
     tables = {kind: sorted(p.relative_to(workdir) for p in (workdir / "results").rglob("*.parquet")) for kind, workdir in runs.items()}
     assert tables["slurm"] == tables["local"] and tables["local"]
     for path in tables["local"]:
-        local, slurm = (pd.read_parquet(runs[kind] / path) for kind in ("local", "slurm"))
-        keep = [c for c in local.columns if not MEASURED.search(c)]
-        pd.testing.assert_frame_equal(slurm[keep], local[keep], check_exact=False, rtol=1e-6, obj=str(path))
+        local, slurm = (unmeasured(pd.read_parquet(runs[kind] / path)) for kind in ("local", "slurm"))
+        pd.testing.assert_frame_equal(slurm, local, check_exact=False, rtol=1e-6, obj=str(path))

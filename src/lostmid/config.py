@@ -122,13 +122,31 @@ def check_region_scales(config: dict) -> None:
             check_deltas(L, deltas, f"{block}.deltas")
 
 
-def load(path, schema_path) -> dict:
-    """Read and validate a config file (for library use outside Snakemake)."""
+def read_yaml(path) -> dict:
+    """A config file's mapping; a file that is not valid YAML is a ConfigError naming the file
+    and the line (Snakemake's own message names neither)."""
     try:
         config = yaml.safe_load(Path(path).read_text())
+    except OSError as err:
+        raise ConfigError(f"config file {path}: {err.strerror or err}") from err
     except yaml.YAMLError as err:
-        raise ConfigError(f"config file {path} is not valid YAML: {err}") from err
-    return validate(config, schema_path)
+        mark = getattr(err, "problem_mark", None)
+        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        context, context_mark = getattr(err, "context", None), getattr(err, "context_mark", None)
+        if context and context_mark is not None:
+            context += f" started at line {context_mark.line + 1}, column {context_mark.column + 1}:"
+        problem = " ".join(part for part in (context, getattr(err, "problem", None)) if part) or str(err)
+        raise ConfigError(f"config file {path}{where}: not valid YAML: {problem}") from err
+    if config is None:
+        config = {}
+    if not isinstance(config, dict):
+        raise ConfigError(f"config file {path}: must be a mapping of keys at top level, got {type(config).__name__}")
+    return config
+
+
+def load(path, schema_path) -> dict:
+    """Read and validate a config file (for library use outside Snakemake)."""
+    return validate(read_yaml(path), schema_path)
 
 
 def runs(config: dict) -> list[Run]:

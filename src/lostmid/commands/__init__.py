@@ -6,6 +6,7 @@ Each module registers its commands with ``lostmid.cli.command``; importing it is
 from lostmid.commands import (
     algebraic,  # noqa: F401
     channels,  # noqa: F401
+    check_config,  # noqa: F401
     influence,  # noqa: F401
     remedies,  # noqa: F401
     summaries,  # noqa: F401
