@@ -26,3 +26,8 @@ rule failure:
         "lostmid failure --spec {params.spec:q} --device {config[device]} --threads {threads}"
         " --checkpoints {input} --per-position {params.per_position} --eval-seed {params.eval_seed}"
         " --out {output} > {log} 2>&1"
+
+
+# Every per-run table is a target itself, not only through the figures that read it: a table
+# deleted by hand or by a failed job is rebuilt by the next plain run.
+TARGETS += every_run(rules.failure.output[0])

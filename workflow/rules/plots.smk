@@ -47,4 +47,6 @@ rule plot_training:
         "lostmid plot-training --out {output} {input} > {log} 2>&1"
 
 
-TARGETS += rules.plot_failure.output + rules.plot_training.output
+# Every segment's training table is a target itself (not only through the figure), so a table
+# deleted by hand or by a failed job is rebuilt by the next plain run.
+TARGETS += every_checkpoint(TRAIN_TABLE, steps=STEPS[1:]) + rules.plot_failure.output + rules.plot_training.output
