@@ -36,7 +36,7 @@ from lostmid import devices
 
 SCRIPT = REPO / "scripts" / "slurm_cluster.sh"
 PROFILE = REPO / "profiles" / "slurm"
-TARGETS = ["results/failure/baseline/L8_M1_seed0.parquet", "results/algebraic/probes.parquet"]
+TARGETS = ["results/failure/baseline/L8_M1_seed0.parquet", "results/algebraic_probes/probes.parquet"]
 # Measurements of the machine (seconds_per_step, peak_mem_mb, max_rss_mb, time_ratio,
 # max_rss_ratio, ...) differ between any two runs; everything else must not. Long tables name
 # them in a column (remedies_summary's `quantity`): those rows are measured too.
@@ -50,11 +50,6 @@ def unmeasured(table: pd.DataFrame) -> pd.DataFrame:
         if name in table.columns:
             table = table[~table[name].astype(str).str.contains(MEASURED)]
     return table[[c for c in table.columns if not MEASURED.search(c)]].reset_index(drop=True)
-
-
-def profile_gpu_rules(profile: Path = PROFILE) -> set[str]:
-    settings = yaml.safe_load((profile / "config.yaml").read_text())
-    return {rule for rule, res in settings.get("set-resources", {}).items() if res.get("gpu", 0) > 0}
 
 
 def snakemake(workdir: Path, *args, env=None, timeout=300) -> subprocess.CompletedProcess:
@@ -97,11 +92,13 @@ def smoke_workdir(tmp_path, smoke_config):
 # --- without a cluster -------------------------------------------------------------------------
 
 
-def test_the_slurm_profile_asks_a_gpu_for_the_model_rules_only(smoke_workdir):
-    """Training, evaluation, influence, channels and remedy fits get `gpu: 1` (sbatch --gpus=1);
-    plots, tables and the algebraic simulations none. Every rule whose command takes --device
-    (it may run torch) is listed in the profile explicitly, with gpu 1 or 0. Checked on
-    Snakemake's own resolution of the profile's resources, for every job of the smoke DAG."""
+@pytest.mark.parametrize("device", ["auto", "cpu"])
+def test_the_slurm_profile_asks_a_gpu_for_the_model_rules_only(smoke_workdir, smoke_config, device):
+    """Training, evaluation, influence, channels and remedy fits get `gpu: 1` (sbatch --gpus=1),
+    or none when the config says `device: cpu`; plots, tables and the algebraic simulations none.
+    Every rule whose command takes --device (it may run torch) declares gpu explicitly, 1 or 0.
+    Checked on Snakemake's own resolution of the resources, for every job of the smoke DAG."""
+    (smoke_workdir / "config.yaml").write_text(yaml.safe_dump({**smoke_config, "device": device}))
     jobs = dry_run_jobs(smoke_workdir, "--profile", str(PROFILE))
     rules = {job["rule"] for job in jobs}
     assert {"init_checkpoint", "train_segment", "failure", "plot_failure"} <= rules
@@ -111,22 +108,21 @@ def test_the_slurm_profile_asks_a_gpu_for_the_model_rules_only(smoke_workdir):
             continue
         takes_device = "--device" in job["shell"]
         gpu = job["resources"].get("gpu")
-        where = f"rule {job['rule']} (gpu={gpu}, {'takes' if takes_device else 'no'} --device)"
+        where = f"rule {job['rule']} (device {device}, gpu={gpu}, {'takes' if takes_device else 'no'} --device)"
         if takes_device:
-            assert gpu in ("0", "1"), f"{where}: list it under set-resources in profiles/slurm and profiles/local"
+            assert gpu in ("0", "1"), f"{where}: declare gpu=GPU (or gpu=0) in the rule's resources"
         else:
             assert gpu in (None, "0"), f"{where}: a rule that cannot use a GPU must not hold one"
         if job["rule"] in model_rules:
-            assert gpu == "1", where
+            assert gpu == ("0" if device == "cpu" else "1"), where
         assert int(job["resources"]["runtime"]) > 0 and int(job["resources"]["mem_mb"]) > 0
 
 
-def test_the_local_profile_lists_the_same_gpu_rules():
-    def gpu_settings(profile):
-        settings = yaml.safe_load((REPO / "profiles" / profile / "config.yaml").read_text())["set-resources"]
-        return {rule: res.get("gpu") for rule, res in settings.items()}
-
-    assert gpu_settings("local") == gpu_settings("slurm")
+def test_no_profile_sets_gpu_which_would_override_the_rules_whatever_the_device():
+    for profile in ("local", "slurm", "default"):
+        settings = yaml.safe_load((REPO / "profiles" / profile / "config.yaml").read_text())
+        assert "gpu" not in settings.get("default-resources", {}), profile
+        assert {rule for rule, res in settings.get("set-resources", {}).items() if "gpu" in res} == set(), profile
 
 
 def test_the_slurm_profile_polls_with_squeue_and_retries_preempted_jobs():
@@ -223,13 +219,6 @@ def slurm_jobs(env) -> pd.DataFrame:
     return jobs
 
 
-def planned_rules(workdir: Path, *args) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for job in dry_run_jobs(workdir, *args):
-        counts[job["rule"]] = counts.get(job["rule"], 0) + 1
-    return counts
-
-
 @pytest.fixture(scope="module")
 def slurm_and_local_runs(cluster, tmp_path_factory):
     folder, env = cluster
@@ -240,7 +229,9 @@ def slurm_and_local_runs(cluster, tmp_path_factory):
         workdir = tmp_path_factory.mktemp(kind)
         (workdir / "config.yaml").write_text(yaml.safe_dump(config))
         runs[kind] = workdir
-    planned = planned_rules(runs["slurm"], *TARGETS)
+    planned_jobs = dry_run_jobs(runs["slurm"], "--profile", str(PROFILE), *TARGETS)
+    planned = {rule: sum(job["rule"] == rule for job in planned_jobs) for rule in {job["rule"] for job in planned_jobs}}
+    gpu_rules = {job["rule"] for job in planned_jobs if job["resources"].get("gpu") == "1"}
 
     local = snakemake(runs["local"], "--cores", "2", *TARGETS, timeout=300)
     assert local.returncode == 0, local.stdout[-5000:]
@@ -252,12 +243,12 @@ def slurm_and_local_runs(cluster, tmp_path_factory):
     jobs = slurm_jobs(env)
     print(f"\nsnakemake --profile profiles/slurm, then squeue --states=all:\n{jobs.to_string(index=False)}")
     assert slurm.returncode == 0, slurm.stdout[-8000:]
-    return runs, planned, jobs
+    return runs, planned, jobs, gpu_rules
 
 
 @pytest.mark.slow
 def test_every_job_ran_as_a_slurm_job(slurm_and_local_runs):
-    runs, planned, jobs = slurm_and_local_runs
+    runs, planned, jobs, _ = slurm_and_local_runs
     planned = {rule: n for rule, n in planned.items() if rule != "all"}  # `all` has nothing to run
     assert jobs["name"].nunique() == 1  # one Snakemake run: the plugin names jobs by its run id
     assert (jobs["state"] == "COMPLETED").all(), jobs
@@ -269,8 +260,7 @@ def test_every_job_ran_as_a_slurm_job(slurm_and_local_runs):
 
 @pytest.mark.slow
 def test_slurm_gave_a_gpu_to_exactly_the_gpu_rules(slurm_and_local_runs):
-    runs, _, jobs = slurm_and_local_runs
-    gpu_rules = profile_gpu_rules()
+    runs, _, jobs, gpu_rules = slurm_and_local_runs
     asked = jobs.set_index("jobid")["tres_per_job"].eq("gres:gpu:1")
     expected = jobs.set_index("jobid")["rule"].isin(gpu_rules)
     assert asked.equals(expected), jobs
@@ -283,7 +273,7 @@ def test_slurm_gave_a_gpu_to_exactly_the_gpu_rules(slurm_and_local_runs):
 
 @pytest.mark.slow
 def test_the_slurm_results_equal_a_local_run(slurm_and_local_runs):
-    runs, _, _ = slurm_and_local_runs
+    runs, _, _, _ = slurm_and_local_runs
     tables = {kind: sorted(p.relative_to(workdir) for p in (workdir / "results").rglob("*.parquet")) for kind, workdir in runs.items()}
     assert tables["slurm"] == tables["local"] and tables["local"]
     for path in tables["local"]:

@@ -241,3 +241,18 @@ def test_a_yaml_error_in_a_configfile_is_located_by_lostmid_check_config(tmp_pat
         " while parsing a flow sequence started at line 3, column 10: expected ',' or ']', but got ':'")
     assert cli.main(["check-config", "--base", str(REPO / "config" / "config.yaml"),
                      "--schema", str(REPO / "workflow/schemas/config.schema.yaml"), str(REPO / "config" / "smoke.yaml")]) == 0
+
+
+def test_every_table_folder_holds_one_table(smoke_run):
+    """pd.read_parquet(folder) must read every file of a folder with the same columns: two
+    tables in one folder (bias_fit/, algebraic/ before) came out as one with NaN-padded rows."""
+    import pyarrow.parquet as pq
+
+    workdir, _ = smoke_run
+    folders = {}
+    for path in (workdir / "results").rglob("*.parquet"):
+        top = path.relative_to(workdir / "results").parts[0]
+        folders.setdefault(top, set()).add(tuple(pq.read_schema(path).names))
+    assert {"bias_fit_matrix", "bias_fit_iterations", "bias_fit_profiles", "algebraic_table", "algebraic_profiles",
+            "algebraic_probes", "failure", "train", "remedies_summary"} <= set(folders)
+    assert {top: schemas for top, schemas in folders.items() if len(schemas) > 1} == {}

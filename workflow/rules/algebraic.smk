@@ -11,8 +11,8 @@ def algebraic_settings(wildcards):
 
 rule algebraic_table:
     output:
-        table="results/algebraic/table.parquet",
-        profiles="results/algebraic/profiles.parquet",
+        table="results/algebraic_table/table.parquet",
+        profiles="results/algebraic_profiles/profiles.parquet",
     params:
         settings=algebraic_settings,
     log:
@@ -32,7 +32,7 @@ rule algebraic_table:
 
 rule algebraic_probes:
     output:
-        "results/algebraic/probes.parquet",
+        "results/algebraic_probes/probes.parquet",
     params:
         settings=algebraic_settings,
     log:
@@ -98,6 +98,7 @@ rule plot_algebraic_probes:
 
 TARGETS += [
     rules.algebraic_table.output.table,
+    rules.algebraic_table.output.profiles,
     rules.algebraic_probes.output[0],
     rules.plot_algebraic_table.output[0],
     rules.plot_algebraic_probes.output[0],

@@ -35,6 +35,7 @@ rule channels:
     threads: 1
     resources:
         mem_mb=2000,
+        gpu=GPU,
         runtime=30,
     shell:
         "lostmid channels --spec {params.spec:q} --device {config[device]} --threads {threads}"

@@ -5,6 +5,12 @@ RUNS = lostmid_config.runs(config)
 STEPS = lostmid_config.checkpoint_steps(config)
 EVERY = config["train"]["every"]
 
+# GPUs a rule that runs models asks for (`sbatch --gpus`; locally, with `--resources gpu=N`):
+# one, unless the config runs on the CPU (`device: cpu`), where a GPU would sit idle. Rules that
+# only read tables declare gpu=0. Declared in the rules, not in the profiles' set-resources,
+# which would override them whatever the device.
+GPU = 0 if config.get("device", "auto") == "cpu" else 1
+
 # The conda environment of every job (used with --software-deployment-method conda).
 LOSTMID_ENV = "../../envs/lostmid.yaml"
 

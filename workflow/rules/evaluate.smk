@@ -21,6 +21,7 @@ rule failure:
     threads: 1
     resources:
         mem_mb=1000,
+        gpu=GPU,
         runtime=10,
     shell:
         "lostmid failure --spec {params.spec:q} --device {config[device]} --threads {threads}"

@@ -44,6 +44,7 @@ rule influence:
     threads: 1
     resources:
         mem_mb=2000,
+        gpu=GPU,
         runtime=10,
     shell:
         "lostmid influence --spec {params.spec:q} --device {config[device]} --threads {threads}"
@@ -68,6 +69,7 @@ rule density_flow:
     threads: 1
     resources:
         mem_mb=2000,
+        gpu=GPU,
         runtime=10,
     shell:
         "lostmid density-flow --spec {params.spec:q} --device {config[device]} --threads {threads}"
@@ -89,6 +91,7 @@ rule influence_init_sweep:
     threads: 1
     resources:
         mem_mb=1000,
+        gpu=GPU,
         runtime=5,
     shell:
         "lostmid influence-init-sweep --device {config[device]} --threads {threads}"
@@ -109,6 +112,7 @@ rule structural_baseline:
     threads: 1
     resources:
         mem_mb=1000,
+        gpu=GPU,
         runtime=5,
     shell:
         "lostmid structural-baseline --device {config[device]} --threads {threads}"

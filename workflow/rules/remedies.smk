@@ -39,9 +39,9 @@ def remedy_blocks(wildcards):
 rule bias_fit:
     output:
         tensor=BIAS_TENSOR,
-        matrix="results/bias_fit/matrix/L{L}_M{depth}_{block}.parquet",
-        iterations="results/bias_fit/iterations/L{L}_M{depth}_{block}.parquet",
-        profiles="results/bias_fit/profiles/L{L}_M{depth}_{block}.parquet",
+        matrix="results/bias_fit_matrix/L{L}_M{depth}_{block}.parquet",
+        iterations="results/bias_fit_iterations/L{L}_M{depth}_{block}.parquet",
+        profiles="results/bias_fit_profiles/L{L}_M{depth}_{block}.parquet",
     wildcard_constraints:
         block=r"sequential|parallel",
     params:
@@ -56,6 +56,7 @@ rule bias_fit:
     threads: 1
     resources:
         mem_mb=1000,
+        gpu=GPU,
         runtime=10,
     shell:
         "lostmid bias-fit --model {params.model:q} --settings {params.settings:q}"
@@ -74,7 +75,7 @@ def bias_layouts():
 
 
 def bias_outputs(kind):
-    return [f"results/bias_fit/{kind}/L{L}_M{depth}_{block}.parquet" for L, depth, block in bias_layouts()]
+    return [f"results/bias_fit_{kind}/L{L}_M{depth}_{block}.parquet" for L, depth, block in bias_layouts()]
 
 
 rule remedies_table:
@@ -98,6 +99,7 @@ rule remedies_table:
     threads: 1
     resources:
         mem_mb=1000,
+        gpu=0,
         runtime=10,
     shell:
         "lostmid remedies-table --threads {threads} --device {config[device]} --variants {params.variants:q}"
@@ -159,4 +161,4 @@ rule plot_bias:
 
 TARGETS += [rules.remedies_table.output.table, rules.remedies_table.output.summary, *rules.plot_remedies.output]
 if bias_layouts():
-    TARGETS += [*rules.plot_bias.output]
+    TARGETS += bias_outputs("matrix") + bias_outputs("iterations") + bias_outputs("profiles") + [*rules.plot_bias.output]

@@ -9,7 +9,7 @@ rule report_tables:
         failure=every_run("results/failure/" + RUN + ".parquet"),
         metrics=every_run("results/metrics/" + RUN + ".parquet"),
         conditions=every_residual_run(CHANNEL_TABLES["conditions"]),
-        algebraic="results/algebraic/table.parquet",
+        algebraic=rules.algebraic_table.output.table,
     output:
         [
             report(f"results/report_tables/{name}.html", caption=f"../report/table_{name}.rst", category="Summary tables")

@@ -67,6 +67,7 @@ rule init_checkpoint:
     threads: 1
     resources:
         mem_mb=1000,
+        gpu=GPU,
         runtime=10,
     shell:
         "lostmid init --spec {params.spec:q} --device {config[device]} --threads {threads}"
@@ -96,6 +97,7 @@ if UNBATCHED_VARIANTS:
         threads: 1
         resources:
             mem_mb=2000,
+            gpu=GPU,
             runtime=60,
         shell:
             "lostmid train --spec {params.spec:q} --device {config[device]} --threads {threads}"
@@ -132,7 +134,7 @@ for batch in SEED_BATCHES:
         resources:
             mem_mb=2000,
             runtime=120 * len(batch),
-            gpu=1,
+            gpu=GPU,
         shell:
             "lostmid train --spec {params.spec:q} --seeds {params.seeds} --device {config[device]} --threads {threads}"
             " --checkpoint {input} --steps {params.steps} --out {output.checkpoints} --table {output.tables} > {log} 2>&1"
