@@ -256,3 +256,37 @@ def test_every_table_folder_holds_one_table(smoke_run):
     assert {"bias_fit_matrix", "bias_fit_iterations", "bias_fit_profiles", "algebraic_table", "algebraic_profiles",
             "algebraic_probes", "failure", "train", "remedies_summary"} <= set(folders)
     assert {top: schemas for top, schemas in folders.items() if len(schemas) > 1} == {}
+
+
+def test_a_retried_job_keeps_the_log_of_every_attempt(tmp_path):
+    """With --retries (the Slurm profile sets 2) a retry must not lose the first attempt's log:
+    Snakemake deletes the rule's log before each attempt, so each attempt writes its own
+    {log}.attempt<N>, and the log itself is the copy of the last attempt."""
+    config = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    start = tmp_path / "results/checkpoints/baseline/L8_M1_seed0/step0.pt"
+    start.parent.mkdir(parents=True)
+    start.write_bytes(b"not a checkpoint")  # every attempt of the next segment fails on it
+    target = "results/checkpoints/baseline/L8_M1_seed0/step10.pt"
+    log = tmp_path / "results/logs/train/baseline/L8_M1_seed0_step10.log"
+
+    def attempts():
+        found = {}
+        for path in [log, *log.parent.glob(log.name + ".attempt*")]:
+            text = path.read_text()
+            headers = re.findall(r"^== rule train_segment, attempt (\d+), .* ==$", text, re.M)
+            assert len(headers) == 1 and "lostmid train: error: " in text, (path, text)
+            found[path.name] = headers[0]
+        return found
+
+    result = run_snakemake(tmp_path, target, "--retries", "1", check=False)
+    assert result.returncode != 0
+    assert attempts() == {log.name: "2", log.name + ".attempt1": "1", log.name + ".attempt2": "2"}
+    # a new run of the job (not a retry) starts afresh
+    assert run_snakemake(tmp_path, target, check=False).returncode != 0
+    assert attempts() == {log.name: "1", log.name + ".attempt1": "1"}
+    # a successful attempt leaves the log only
+    start.unlink()
+    run_snakemake(tmp_path, target)
+    assert sorted(p.name for p in log.parent.iterdir() if p.name.startswith(log.name)) == [log.name]
+    assert re.findall(r"^== rule train_segment, attempt (\d+)", log.read_text(), re.M) == ["1"]

@@ -24,10 +24,11 @@ rule algebraic_table:
     threads: 1
     resources:
         mem_mb=1000,
+        attempt=attempt_number,
         runtime=5,
     shell:
-        "lostmid algebraic-table --threads {threads} --settings {params.settings:q}"
-        " --out {output.table} --profiles {output.profiles} > {log} 2>&1"
+        LOG_ATTEMPT + "lostmid algebraic-table --threads {threads} --settings {params.settings:q}"
+        " --out {output.table} --profiles {output.profiles} >> {log}.attempt{resources.attempt} 2>&1" + LOG_KEEP
 
 
 rule algebraic_probes:
@@ -44,9 +45,10 @@ rule algebraic_probes:
     threads: 1
     resources:
         mem_mb=1000,
+        attempt=attempt_number,
         runtime=5,
     shell:
-        "lostmid algebraic-probes --threads {threads} --settings {params.settings:q} --out {output} > {log} 2>&1"
+        LOG_ATTEMPT + "lostmid algebraic-probes --threads {threads} --settings {params.settings:q} --out {output} >> {log}.attempt{resources.attempt} 2>&1" + LOG_KEEP
 
 
 rule plot_algebraic_table:
@@ -68,9 +70,10 @@ rule plot_algebraic_table:
     threads: 1
     resources:
         mem_mb=1000,
+        attempt=attempt_number,
         runtime=5,
     shell:
-        "lostmid plot-algebraic --table {input.table} --profiles {input.profiles} --out {output} > {log} 2>&1"
+        LOG_ATTEMPT + "lostmid plot-algebraic --table {input.table} --profiles {input.profiles} --out {output} >> {log}.attempt{resources.attempt} 2>&1" + LOG_KEEP
 
 
 rule plot_algebraic_probes:
@@ -91,9 +94,10 @@ rule plot_algebraic_probes:
     threads: 1
     resources:
         mem_mb=1000,
+        attempt=attempt_number,
         runtime=5,
     shell:
-        "lostmid plot-algebraic --probes {input} --out {output} > {log} 2>&1"
+        LOG_ATTEMPT + "lostmid plot-algebraic --probes {input} --out {output} >> {log}.attempt{resources.attempt} 2>&1" + LOG_KEEP
 
 
 TARGETS += [

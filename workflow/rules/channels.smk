@@ -35,13 +35,14 @@ rule channels:
     threads: 1
     resources:
         mem_mb=2000,
+        attempt=attempt_number,
         gpu=GPU,
         runtime=30,
     shell:
-        "lostmid channels --spec {params.spec:q} --device {config[device]} --threads {threads}"
+        LOG_ATTEMPT + "lostmid channels --spec {params.spec:q} --device {config[device]} --threads {threads}"
         " --settings {params.settings:q} --checkpoints {input}"
         " --channels {output.channels} --cross-terms {output.cross_terms} --conditions {output.conditions}"
-        " > {log} 2>&1"
+        " >> {log}.attempt{resources.attempt} 2>&1" + LOG_KEEP
 
 
 rule plot_channel_energies:
@@ -63,10 +64,11 @@ rule plot_channel_energies:
     threads: 1
     resources:
         mem_mb=2000,
+        attempt=attempt_number,
         runtime=10,
     shell:
-        "lostmid plot-channels --threads {threads} --channels {input.channels} --cross-terms {input.cross_terms}"
-        " --out {output} > {log} 2>&1"
+        LOG_ATTEMPT + "lostmid plot-channels --threads {threads} --channels {input.channels} --cross-terms {input.cross_terms}"
+        " --out {output} >> {log}.attempt{resources.attempt} 2>&1" + LOG_KEEP
 
 
 rule plot_conditions:
@@ -87,9 +89,10 @@ rule plot_conditions:
     threads: 1
     resources:
         mem_mb=2000,
+        attempt=attempt_number,
         runtime=10,
     shell:
-        "lostmid plot-conditions --threads {threads} --out {output} {input} > {log} 2>&1"
+        LOG_ATTEMPT + "lostmid plot-conditions --threads {threads} --out {output} {input} >> {log}.attempt{resources.attempt} 2>&1" + LOG_KEEP
 
 
 if residual_runs():

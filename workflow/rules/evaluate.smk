@@ -21,12 +21,13 @@ rule failure:
     threads: 1
     resources:
         mem_mb=1000,
+        attempt=attempt_number,
         gpu=GPU,
         runtime=10,
     shell:
-        "lostmid failure --spec {params.spec:q} --device {config[device]} --threads {threads}"
+        LOG_ATTEMPT + "lostmid failure --spec {params.spec:q} --device {config[device]} --threads {threads}"
         " --checkpoints {input} --per-position {params.per_position} --eval-seed {params.eval_seed}"
-        " --out {output} > {log} 2>&1"
+        " --out {output} >> {log}.attempt{resources.attempt} 2>&1" + LOG_KEEP
 
 
 # Every per-run table is a target itself, not only through the figures that read it: a table

@@ -44,12 +44,13 @@ rule influence:
     threads: 1
     resources:
         mem_mb=2000,
+        attempt=attempt_number,
         gpu=GPU,
         runtime=10,
     shell:
-        "lostmid influence --spec {params.spec:q} --device {config[device]} --threads {threads}"
+        LOG_ATTEMPT + "lostmid influence --spec {params.spec:q} --device {config[device]} --threads {threads}"
         " --checkpoints {input} --settings {params.settings:q}"
-        " --profiles {output.profiles} --metrics {output.metrics} > {log} 2>&1"
+        " --profiles {output.profiles} --metrics {output.metrics} >> {log}.attempt{resources.attempt} 2>&1" + LOG_KEEP
 
 
 rule density_flow:
@@ -69,11 +70,12 @@ rule density_flow:
     threads: 1
     resources:
         mem_mb=2000,
+        attempt=attempt_number,
         gpu=GPU,
         runtime=10,
     shell:
-        "lostmid density-flow --spec {params.spec:q} --device {config[device]} --threads {threads}"
-        " --checkpoints {input} --settings {params.settings:q} --out {output} > {log} 2>&1"
+        LOG_ATTEMPT + "lostmid density-flow --spec {params.spec:q} --device {config[device]} --threads {threads}"
+        " --checkpoints {input} --settings {params.settings:q} --out {output} >> {log}.attempt{resources.attempt} 2>&1" + LOG_KEEP
 
 
 rule influence_init_sweep:
@@ -91,11 +93,12 @@ rule influence_init_sweep:
     threads: 1
     resources:
         mem_mb=1000,
+        attempt=attempt_number,
         gpu=GPU,
         runtime=5,
     shell:
-        "lostmid influence-init-sweep --device {config[device]} --threads {threads}"
-        " --model {params.model:q} --settings {params.settings:q} --out {output} > {log} 2>&1"
+        LOG_ATTEMPT + "lostmid influence-init-sweep --device {config[device]} --threads {threads}"
+        " --model {params.model:q} --settings {params.settings:q} --out {output} >> {log}.attempt{resources.attempt} 2>&1" + LOG_KEEP
 
 
 rule structural_baseline:
@@ -112,11 +115,12 @@ rule structural_baseline:
     threads: 1
     resources:
         mem_mb=1000,
+        attempt=attempt_number,
         gpu=GPU,
         runtime=5,
     shell:
-        "lostmid structural-baseline --device {config[device]} --threads {threads}"
-        " --settings {params.settings:q} --out {output} > {log} 2>&1"
+        LOG_ATTEMPT + "lostmid structural-baseline --device {config[device]} --threads {threads}"
+        " --settings {params.settings:q} --out {output} >> {log}.attempt{resources.attempt} 2>&1" + LOG_KEEP
 
 
 rule plot_influence_profiles:
@@ -133,9 +137,10 @@ rule plot_influence_profiles:
     threads: 1
     resources:
         mem_mb=2000,
+        attempt=attempt_number,
         runtime=10,
     shell:
-        "lostmid plot-influence --kind profiles --out {output} {input} > {log} 2>&1"
+        LOG_ATTEMPT + "lostmid plot-influence --kind profiles --out {output} {input} >> {log}.attempt{resources.attempt} 2>&1" + LOG_KEEP
 
 
 rule plot_influence_depth:
@@ -152,9 +157,10 @@ rule plot_influence_depth:
     threads: 1
     resources:
         mem_mb=2000,
+        attempt=attempt_number,
         runtime=10,
     shell:
-        "lostmid plot-influence --kind depth --out {output} {input} > {log} 2>&1"
+        LOG_ATTEMPT + "lostmid plot-influence --kind depth --out {output} {input} >> {log}.attempt{resources.attempt} 2>&1" + LOG_KEEP
 
 
 rule plot_influence_metrics:
@@ -173,9 +179,10 @@ rule plot_influence_metrics:
     threads: 1
     resources:
         mem_mb=2000,
+        attempt=attempt_number,
         runtime=10,
     shell:
-        "lostmid plot-influence --kind metrics --delta {params.delta} --out {output} {input} > {log} 2>&1"
+        LOG_ATTEMPT + "lostmid plot-influence --kind metrics --delta {params.delta} --out {output} {input} >> {log}.attempt{resources.attempt} 2>&1" + LOG_KEEP
 
 
 rule plot_density_flow:
@@ -192,9 +199,10 @@ rule plot_density_flow:
     threads: 1
     resources:
         mem_mb=2000,
+        attempt=attempt_number,
         runtime=10,
     shell:
-        "lostmid plot-influence --kind flow --out {output} {input} > {log} 2>&1"
+        LOG_ATTEMPT + "lostmid plot-influence --kind flow --out {output} {input} >> {log}.attempt{resources.attempt} 2>&1" + LOG_KEEP
 
 
 rule plot_influence_init_sweep:
@@ -211,9 +219,10 @@ rule plot_influence_init_sweep:
     threads: 1
     resources:
         mem_mb=2000,
+        attempt=attempt_number,
         runtime=10,
     shell:
-        "lostmid plot-influence --kind init-sweep --out {output} {input} > {log} 2>&1"
+        LOG_ATTEMPT + "lostmid plot-influence --kind init-sweep --out {output} {input} >> {log}.attempt{resources.attempt} 2>&1" + LOG_KEEP
 
 
 rule plot_structural_baseline:
@@ -230,9 +239,10 @@ rule plot_structural_baseline:
     threads: 1
     resources:
         mem_mb=2000,
+        attempt=attempt_number,
         runtime=10,
     shell:
-        "lostmid plot-influence --kind structural --out {output} {input} > {log} 2>&1"
+        LOG_ATTEMPT + "lostmid plot-influence --kind structural --out {output} {input} >> {log}.attempt{resources.attempt} 2>&1" + LOG_KEEP
 
 
 TARGETS += (

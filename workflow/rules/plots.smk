@@ -19,9 +19,10 @@ rule plot_failure:
     threads: 1
     resources:
         mem_mb=2000,
+        attempt=attempt_number,
         runtime=10,
     shell:
-        "lostmid plot-failure --out {output} {input} > {log} 2>&1"
+        LOG_ATTEMPT + "lostmid plot-failure --out {output} {input} >> {log}.attempt{resources.attempt} 2>&1" + LOG_KEEP
 
 
 rule plot_training:
@@ -42,9 +43,10 @@ rule plot_training:
     threads: 1
     resources:
         mem_mb=2000,
+        attempt=attempt_number,
         runtime=10,
     shell:
-        "lostmid plot-training --out {output} {input} > {log} 2>&1"
+        LOG_ATTEMPT + "lostmid plot-training --out {output} {input} >> {log}.attempt{resources.attempt} 2>&1" + LOG_KEEP
 
 
 # Every segment's training table is a target itself (not only through the figure), so a table

@@ -56,12 +56,13 @@ rule bias_fit:
     threads: 1
     resources:
         mem_mb=1000,
+        attempt=attempt_number,
         gpu=GPU,
         runtime=10,
     shell:
-        "lostmid bias-fit --model {params.model:q} --settings {params.settings:q}"
+        LOG_ATTEMPT + "lostmid bias-fit --model {params.model:q} --settings {params.settings:q}"
         " --device {config[device]} --threads {threads} --out-tensor {output.tensor} --out-matrix {output.matrix}"
-        " --out-iterations {output.iterations} --out-profiles {output.profiles} > {log} 2>&1"
+        " --out-iterations {output.iterations} --out-profiles {output.profiles} >> {log}.attempt{resources.attempt} 2>&1" + LOG_KEEP
 
 
 def bias_layouts():
@@ -99,12 +100,13 @@ rule remedies_table:
     threads: 1
     resources:
         mem_mb=1000,
+        attempt=attempt_number,
         gpu=0,
         runtime=10,
     shell:
-        "lostmid remedies-table --threads {threads} --device {config[device]} --variants {params.variants:q}"
+        LOG_ATTEMPT + "lostmid remedies-table --threads {threads} --device {config[device]} --variants {params.variants:q}"
         " --settings {params.settings:q} --metrics {input.metrics} --failure {input.failure} --train {input.train}"
-        " --benchmarks {input.benchmarks} --out {output.table} --summary {output.summary} > {log} 2>&1"
+        " --benchmarks {input.benchmarks} --out {output.table} --summary {output.summary} >> {log}.attempt{resources.attempt} 2>&1" + LOG_KEEP
 
 
 rule plot_remedies:
@@ -129,11 +131,12 @@ rule plot_remedies:
     threads: 1
     resources:
         mem_mb=2000,
+        attempt=attempt_number,
         runtime=10,
     shell:
-        "lostmid plot-remedies --table {input.table} --failure {input.failure} --influence {input.influence}"
+        LOG_ATTEMPT + "lostmid plot-remedies --table {input.table} --failure {input.failure} --influence {input.influence}"
         " --baseline {params.baseline} --steps {params.steps} --out-failure {output.failure}"
-        " --out-influence {output.influence} --out-ablation {output.ablation} --out-overhead {output.overhead} > {log} 2>&1"
+        " --out-influence {output.influence} --out-ablation {output.ablation} --out-overhead {output.overhead} >> {log}.attempt{resources.attempt} 2>&1" + LOG_KEEP
 
 
 rule plot_bias:
@@ -153,10 +156,11 @@ rule plot_bias:
     threads: 1
     resources:
         mem_mb=2000,
+        attempt=attempt_number,
         runtime=10,
     shell:
-        "lostmid plot-bias --matrices {input.matrices} --profiles {input.profiles} --iterations {input.iterations}"
-        " --out-heatmap {output.heatmap} --out-profile {output.profile} > {log} 2>&1"
+        LOG_ATTEMPT + "lostmid plot-bias --matrices {input.matrices} --profiles {input.profiles} --iterations {input.iterations}"
+        " --out-heatmap {output.heatmap} --out-profile {output.profile} >> {log}.attempt{resources.attempt} 2>&1" + LOG_KEEP
 
 
 TARGETS += [rules.remedies_table.output.table, rules.remedies_table.output.summary, *rules.plot_remedies.output]

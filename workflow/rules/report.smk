@@ -24,10 +24,11 @@ rule report_tables:
     threads: 1
     resources:
         mem_mb=2000,
+        attempt=attempt_number,
         runtime=10,
     shell:
-        "lostmid report-tables --failure {input.failure} --metrics {input.metrics}"
-        " --conditions {input.conditions} --algebraic {input.algebraic} --out {output} > {log} 2>&1"
+        LOG_ATTEMPT + "lostmid report-tables --failure {input.failure} --metrics {input.metrics}"
+        " --conditions {input.conditions} --algebraic {input.algebraic} --out {output} >> {log}.attempt{resources.attempt} 2>&1" + LOG_KEEP
 
 
 TARGETS += rules.report_tables.output

@@ -67,11 +67,12 @@ rule init_checkpoint:
     threads: 1
     resources:
         mem_mb=1000,
+        attempt=attempt_number,
         gpu=GPU,
         runtime=10,
     shell:
-        "lostmid init --spec {params.spec:q} --device {config[device]} --threads {threads}"
-        " {params.bias} --out {output} > {log} 2>&1"
+        LOG_ATTEMPT + "lostmid init --spec {params.spec:q} --device {config[device]} --threads {threads}"
+        " {params.bias} --out {output} >> {log}.attempt{resources.attempt} 2>&1" + LOG_KEEP
 
 
 if UNBATCHED_VARIANTS:
@@ -97,11 +98,12 @@ if UNBATCHED_VARIANTS:
         threads: 1
         resources:
             mem_mb=2000,
+            attempt=attempt_number,
             gpu=GPU,
             runtime=60,
         shell:
-            "lostmid train --spec {params.spec:q} --device {config[device]} --threads {threads}"
-            " --checkpoint {input} --steps {params.steps} --out {output.checkpoint} --table {output.table} > {log} 2>&1"
+            LOG_ATTEMPT + "lostmid train --spec {params.spec:q} --device {config[device]} --threads {threads}"
+            " --checkpoint {input} --steps {params.steps} --out {output.checkpoint} --table {output.table} >> {log}.attempt{resources.attempt} 2>&1" + LOG_KEEP
 
 
 for batch in SEED_BATCHES:
@@ -133,8 +135,9 @@ for batch in SEED_BATCHES:
         # objective that is not functional trains its seeds in turn, hence the runtime per seed.
         resources:
             mem_mb=2000,
+            attempt=attempt_number,
             runtime=120 * len(batch),
             gpu=GPU,
         shell:
-            "lostmid train --spec {params.spec:q} --seeds {params.seeds} --device {config[device]} --threads {threads}"
-            " --checkpoint {input} --steps {params.steps} --out {output.checkpoints} --table {output.tables} > {log} 2>&1"
+            LOG_ATTEMPT + "lostmid train --spec {params.spec:q} --seeds {params.seeds} --device {config[device]} --threads {threads}"
+            " --checkpoint {input} --steps {params.steps} --out {output.checkpoints} --table {output.tables} >> {log}.attempt{resources.attempt} 2>&1" + LOG_KEEP
