@@ -184,14 +184,14 @@ def test_a_plain_rerun_after_kill_9_completes(tmp_path):
     command = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
                "--cores", "1", target, "--configfile", str(tmp_path / "config.yaml")]
     snakemake = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    started = tmp_path / "results/logs/train/baseline/L8_M1_seed0_step10.log"
+    log = tmp_path / "results/logs/train/baseline/L8_M1_seed0_step10.log"  # written as <log>.attempt1 while it runs
     outputs = [tmp_path / "results/checkpoints/baseline/L8_M1_seed0/step10.pt",
                tmp_path / "results/train/baseline/L8_M1_seed0_step10.parquet"]
     try:
         deadline = time.monotonic() + 120
-        while not started.exists() and snakemake.poll() is None and time.monotonic() < deadline:
+        while not list(log.parent.glob(log.name + "*")) and snakemake.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert started.exists(), "the training segment did not start"
+        assert not log.exists() and list(log.parent.glob(log.name + "*")), "the training segment did not start, or has ended"
     finally:
         os.kill(snakemake.pid, signal.SIGKILL)  # Snakemake only, as kill -9 <pid> does
         snakemake.wait()
