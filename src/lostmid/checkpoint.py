@@ -3,7 +3,8 @@
 A checkpoint holds the weights (with the fixed attention bias), the optimizer state, the
 data generator's and torch's RNG states, the remedy objective's state, the step, and the
 run spec with its fingerprint. Files are written atomically and read with
-``weights_only=True``; a missing, corrupt or foreign checkpoint is a CheckpointError.
+``weights_only=True``; a missing, corrupt or foreign checkpoint, or one whose stored step is
+not the step its file name (``step<N>.pt``) promises, is a CheckpointError.
 """
 
 from __future__ import annotations
