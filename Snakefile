@@ -12,6 +12,13 @@ import lostmid.workflow as lostmid_workflow
 min_version("9.0")
 
 
+# Snakemake's own message for a config file that is not valid YAML names neither the file nor
+# the line; read it first (a --configfile is parsed by Snakemake before this file runs: for those,
+# `lostmid check-config FILE` names the line).
+if Path("config/config.yaml").exists():
+    lostmid_config.read_yaml("config/config.yaml")
+
+
 configfile: "config/config.yaml"
 
 

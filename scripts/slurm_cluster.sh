@@ -10,7 +10,12 @@
 # Clients find the cluster through `. DIR/env.sh` (sets SLURM_CONF, puts DIR/bin/srun on PATH).
 #
 # No accounting daemon: sacct does not work, so the Snakemake profile polls with squeue, and
-# MinJobAge keeps finished jobs visible to squeue for 10 minutes.
+# MinJobAge=600 keeps finished jobs visible to squeue for 10 minutes. Without accounting squeue
+# is the only record of a finished job: the Slurm executor plugin must see a job in its final
+# state (COMPLETED, FAILED, ...) before slurmctld forgets it, so MinJobAge must exceed the
+# plugin's first status check and polling interval by a margin (Slurm's default 300 s would do
+# for the profile's 20 s; 600 s also leaves the test time to list the jobs afterwards).
+# docs/cluster.md ("Testing on a real Slurm cluster") describes the whole setup.
 # GPUS (default 2) fake GPUs are declared as a GPU GRES backed by dummy device files, so jobs that
 # ask `--gpus=1` are scheduled and accounted like on a GPU cluster, while torch sees no CUDA.
 set -euo pipefail

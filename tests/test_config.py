@@ -55,11 +55,22 @@ def broken(config, edit):
         (lambda c: c.update(seeds_per_job=3, train={**c["train"], "seed_batch": 2}), r"seeds_per_job=3 is not a multiple"),
         (lambda c: c["model"].update(heads=3), r"model\.d_model=8 is not divisible by model\.heads=3"),
         (lambda c: c["train"].update(seed_batch=0), r"train\.seed_batch: 0 is less than the minimum of 1"),
+        (lambda c: c["remedies"].update(baseline="nope"), r"remedies\.baseline names 'nope', which is not defined under variants"),
+        (lambda c: c["remedies"].update(baseline="balance") or c["grid"][1]["variants"].remove("balance"),
+         r"remedies\.baseline names 'balance', which no grid block runs"),
+        (lambda c: c.pop("remedies") and c["variants"].update(plain=c["variants"].pop("baseline")) or c["grid"][0].update(variants=["plain"]),
+         r"remedies\.baseline names 'baseline', which is not defined"),
+        (lambda c: c["influence"].update(flow_variants=["baseline", "nope"]), r"influence\.flow_variants names \['nope'\], which are not defined"),
+        (lambda c: c["grid"][1].update(L=[4]), r"influence\.deltas: delta=0\.1 leaves region\(s\) \['left', 'right'\] empty for L=4"),
+        (lambda c: c["channels"].update(deltas=[0.05]), r"channels\.deltas: delta=0\.05 leaves region\(s\) \['left', 'right'\] empty for L=8"),
+        (lambda c: c.pop("channels") and c["influence"].update(deltas=[0.3]) or c["grid"][0].update(L=[8, 4]), r"channels\.deltas: delta=0\.1 leaves region\(s\) \['left', 'right'\] empty for L=4"),
     ],
 )
 def test_bad_config_is_an_error_naming_the_key(smoke_config, edit, message):
-    with pytest.raises(ConfigError, match=message):
-        cfg.validate(broken(smoke_config, edit), SCHEMA)
+    from lostmid import workflow
+
+    with pytest.raises(ConfigError, match=message):  # the checks the Snakefile runs before any job
+        workflow.check(cfg.validate(broken(smoke_config, edit), SCHEMA))
 
 
 def test_the_grid_is_the_union_of_products(smoke_config):

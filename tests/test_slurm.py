@@ -37,9 +37,19 @@ from lostmid.core import devices
 SCRIPT = REPO / "scripts" / "slurm_cluster.sh"
 PROFILE = REPO / "profiles" / "slurm"
 TARGETS = ["results/failure/baseline/L8_M1_seed0.parquet", "results/algebraic_probes/probes.parquet"]
-# Measurements of the machine (seconds_per_step, peak_mem_mb, time_ratio, ...) differ between
-# any two runs; everything else must not.
-MEASURED = re.compile(r"seconds|time|mem")
+# Measurements of the machine (seconds_per_step, peak_mem_mb, max_rss_mb, time_ratio,
+# max_rss_ratio, ...) differ between any two runs; everything else must not. Long tables name
+# them in a column (remedies_summary's `quantity`): those rows are measured too.
+MEASURED = re.compile(r"seconds|time|mem|rss")
+LONG_FORMAT_NAMES = ("quantity",)
+
+
+def unmeasured(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` without its measured columns and without the measured rows of a long table."""
+    for name in LONG_FORMAT_NAMES:
+        if name in table.columns:
+            table = table[~table[name].astype(str).str.contains(MEASURED)]
+    return table[[c for c in table.columns if not MEASURED.search(c)]].reset_index(drop=True)
 
 
 def snakemake(workdir: Path, *args, env=None, timeout=300) -> subprocess.CompletedProcess:
@@ -112,6 +122,13 @@ def test_the_slurm_profile_asks_a_gpu_for_the_model_rules_only(smoke_workdir, sm
         assert int(job["resources"]["runtime"]) > 0 and int(job["resources"]["mem_mb"]) > 0
 
 
+def test_no_profile_sets_gpu_which_would_override_the_rules_whatever_the_device():
+    for profile in ("local", "slurm", "default"):
+        settings = yaml.safe_load((REPO / "profiles" / profile / "config.yaml").read_text())
+        assert "gpu" not in settings.get("default-resources", {}), profile
+        assert {rule for rule, res in settings.get("set-resources", {}).items() if "gpu" in res} == set(), profile
+
+
 def test_the_slurm_profile_polls_with_squeue_and_retries_preempted_jobs():
     settings = yaml.safe_load((PROFILE / "config.yaml").read_text())
     assert settings["executor"] == "slurm"
@@ -139,6 +156,26 @@ def test_a_job_given_a_gpu_that_torch_cannot_see_says_so(monkeypatch, caplog):
 def test_hidden_gpus_are_not_a_request():
     assert devices.requested_gpus({"CUDA_VISIBLE_DEVICES": "-1", "SLURM_GPUS_ON_NODE": "0"}) == {}
     assert devices.requested_gpus({"CUDA_VISIBLE_DEVICES": "0,1"}) == {"CUDA_VISIBLE_DEVICES": "0,1"}
+
+
+def test_the_comparison_leaves_out_every_measured_column_and_row():
+    """Regression: max_rss_* columns and the measured rows of remedies_summary slipped through."""
+    wide = pd.DataFrame({"variant": ["a"], "accuracy": [0.5], "seconds_per_step": [0.1], "peak_mem_mb": [3.0],
+                         "max_rss_mb": [100.0], "time_ratio": [1.1], "peak_mem_ratio": [1.0], "max_rss_ratio": [0.9]})
+    assert list(unmeasured(wide).columns) == ["variant", "accuracy"]
+    quantities = ["final_accuracy", "LIM", "seconds_per_step", "peak_mem_mb", "max_rss_mb", "time_ratio", "max_rss_ratio"]
+    long = pd.DataFrame({"quantity": quantities, "mean": range(len(quantities))})
+    assert unmeasured(long)["quantity"].tolist() == ["final_accuracy", "LIM"]
+
+
+def test_the_cluster_script_and_profiles_refer_only_to_files_in_the_repository():
+    files = {str(p.relative_to(REPO)) for p in REPO.rglob("*") if ".git" not in p.parts}
+    names = {Path(f).name for f in files}
+    for source in [SCRIPT, *REPO.glob("profiles/*/config.yaml")]:
+        for ref in re.findall(r"[\w./-]+\.(?:md|sh|yaml|py)\b", source.read_text()):
+            if ref.lower().startswith("dir/"):  # files the script writes into its cluster folder DIR
+                continue
+            assert ref in files or ("/" not in ref and ref in names), f"{source.relative_to(REPO)} refers to {ref}, which is not in the repository"
 
 
 # --- with a one-node Slurm cluster -------------------------------------------------------------
@@ -186,13 +223,6 @@ def slurm_jobs(env) -> pd.DataFrame:
     return jobs
 
 
-def planned_rules(workdir: Path, *args) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for job in dry_run_jobs(workdir, *args):
-        counts[job["rule"]] = counts.get(job["rule"], 0) + 1
-    return counts
-
-
 @pytest.fixture(scope="module")
 def slurm_and_local_runs(cluster, tmp_path_factory):
     folder, env = cluster
@@ -203,7 +233,9 @@ def slurm_and_local_runs(cluster, tmp_path_factory):
         workdir = tmp_path_factory.mktemp(kind)
         (workdir / "config.yaml").write_text(yaml.safe_dump(config))
         runs[kind] = workdir
-    planned = planned_rules(runs["slurm"], *TARGETS)
+    planned_jobs = dry_run_jobs(runs["slurm"], "--profile", str(PROFILE), *TARGETS)
+    planned = {rule: sum(job["rule"] == rule for job in planned_jobs) for rule in {job["rule"] for job in planned_jobs}}
+    gpu_rules = {job["rule"] for job in planned_jobs if job["resources"].get("gpu") == "1"}
 
     local = snakemake(runs["local"], "--cores", "2", *TARGETS, timeout=300)
     assert local.returncode == 0, local.stdout[-5000:]
@@ -215,12 +247,12 @@ def slurm_and_local_runs(cluster, tmp_path_factory):
     jobs = slurm_jobs(env)
     print(f"\nsnakemake --profile profiles/slurm, then squeue --states=all:\n{jobs.to_string(index=False)}")
     assert slurm.returncode == 0, slurm.stdout[-8000:]
-    return runs, planned, jobs
+    return runs, planned, jobs, gpu_rules
 
 
 @pytest.mark.slow
 def test_every_job_ran_as_a_slurm_job(slurm_and_local_runs):
-    runs, planned, jobs = slurm_and_local_runs
+    runs, planned, jobs, _ = slurm_and_local_runs
     planned = {rule: n for rule, n in planned.items() if rule != "all"}  # `all` has nothing to run
     assert jobs["name"].nunique() == 1  # one Snakemake run: the plugin names jobs by its run id
     assert (jobs["state"] == "COMPLETED").all(), jobs
@@ -232,8 +264,7 @@ def test_every_job_ran_as_a_slurm_job(slurm_and_local_runs):
 
 @pytest.mark.slow
 def test_slurm_gave_a_gpu_to_exactly_the_gpu_rules(slurm_and_local_runs):
-    runs, _, jobs = slurm_and_local_runs
-    gpu_rules = profile_gpu_rules()
+    runs, _, jobs, gpu_rules = slurm_and_local_runs
     asked = jobs.set_index("jobid")["tres_per_job"].eq("gres:gpu:1")
     expected = jobs.set_index("jobid")["rule"].isin(gpu_rules)
     assert asked.equals(expected), jobs
@@ -246,10 +277,9 @@ def test_slurm_gave_a_gpu_to_exactly_the_gpu_rules(slurm_and_local_runs):
 
 @pytest.mark.slow
 def test_the_slurm_results_equal_a_local_run(slurm_and_local_runs):
-    runs, _, _ = slurm_and_local_runs
+    runs, _, _, _ = slurm_and_local_runs
     tables = {kind: sorted(p.relative_to(workdir) for p in (workdir / "results").rglob("*.parquet")) for kind, workdir in runs.items()}
     assert tables["slurm"] == tables["local"] and tables["local"]
     for path in tables["local"]:
-        local, slurm = (pd.read_parquet(runs[kind] / path) for kind in ("local", "slurm"))
-        keep = [c for c in local.columns if not MEASURED.search(c)]
-        pd.testing.assert_frame_equal(slurm[keep], local[keep], check_exact=False, rtol=1e-6, obj=str(path))
+        local, slurm = (unmeasured(pd.read_parquet(runs[kind] / path)) for kind in ("local", "slurm"))
+        pd.testing.assert_frame_equal(slurm, local, check_exact=False, rtol=1e-6, obj=str(path))

@@ -1,5 +1,7 @@
 """Training as a chain of checkpoints: exact resumption, determinism, and clear checkpoint errors."""
 
+import re
+
 import pytest
 import torch
 
@@ -115,3 +117,60 @@ def test_a_block_of_seeds_in_one_job_gives_bitwise_the_weights_of_one_job_per_se
         block = TrainingState.load(tmp_path / f"block{seed}.pt", {**spec, "seed": seed}, "cpu")
         alone = TrainingState.load(tmp_path / f"alone{seed}.pt", {**spec, "seed": seed}, "cpu")
         assert_bitwise_equal(weights(block), weights(alone))
+
+
+def test_a_checkpoint_of_another_step_of_the_same_run_is_refused_naming_both_steps(spec, tmp_path, capsys):
+    import json
+    import shutil
+
+    from lostmid.cli import main as cli
+
+    state = TrainingState.initial(spec, "cpu")
+    state.save(tmp_path / "step0.pt")
+    train_steps(state, 2, "cpu", progress=False)
+    state.save(tmp_path / "step2.pt")
+    shutil.copy(tmp_path / "step0.pt", tmp_path / "step4.pt")  # step 0 copied over step 4
+    message = rf"checkpoint {tmp_path / 'step4.pt'} holds step 0, expected step 4"
+    with pytest.raises(CheckpointError, match=re.escape(message)):
+        checkpoint.read(tmp_path / "step4.pt", spec)
+    with pytest.raises(CheckpointError, match=re.escape(message)):
+        TrainingState.load(tmp_path / "step4.pt", spec, "cpu")
+    with pytest.raises(CheckpointError, match="would hold step 2, expected step 4"):
+        state.save(tmp_path / "step4.pt")
+    # every reader: the analysis commands go through checkpoint.analyze_run
+    argv = ["evaluate", "--spec", json.dumps(spec), "--device", "cpu", "--evaluation", '{"per_position": 2, "seed": 0}',
+            "--influence", "{}", "--checkpoints", str(tmp_path / "step2.pt"), str(tmp_path / "step4.pt"),
+            "--failure", str(tmp_path / "failure.parquet"), "--profiles", str(tmp_path / "p.parquet"), "--metrics", str(tmp_path / "m.parquet")]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == f"lostmid evaluate: error: {message}"
+    assert not (tmp_path / "failure.parquet").exists()
+
+
+class Foreign:
+    """Stands for any object a malicious or foreign pickle may carry."""
+
+
+@pytest.mark.parametrize("kind", ["truncated", "foreign object", "raw pickle"])
+def test_the_corrupt_checkpoint_message_never_advises_disabling_weights_only(spec, tmp_path, kind):
+    import pickle
+
+    path = tmp_path / "step0.pt"
+    if kind == "truncated":
+        TrainingState.initial(spec, "cpu").save(path)
+        path.write_bytes(path.read_bytes()[:500])
+    elif kind == "foreign object":
+        torch.save({"format": checkpoint.FORMAT, "model": Foreign()}, path)
+    else:
+        path.write_bytes(pickle.dumps(Foreign()))
+    with pytest.raises(CheckpointError) as caught:
+        checkpoint.read(path)
+    message = str(caught.value)
+    assert str(path) in message and "\n" not in message
+    for advice in ("weights_only", "trust", "safe_globals", "arbitrary code"):
+        assert advice not in message, message
+    if kind == "truncated":
+        assert "corrupt or truncated (RuntimeError: PytorchStreamReader failed reading zip archive" in message
+    else:
+        assert "is not a lostmid checkpoint: it holds Python objects other than tensors" in message
+        assert ("Foreign" in message) == (kind == "foreign object")

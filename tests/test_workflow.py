@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import os
 import re
+import shutil
 
 import pandas as pd
 import pytest
@@ -70,6 +71,30 @@ def test_one_job_per_block_of_seeds_and_stage(smoke_run):
     assert jobs["init"] == blocks and jobs["train"] == blocks * segments and jobs["evaluate"] == blocks
     assert jobs["train"] == blocks * segments and "train_segment" not in jobs
     assert sum(jobs.values()) <= 33  # 59 with one job per run and stage
+
+
+def test_a_deleted_per_run_table_is_rebuilt_by_the_next_plain_run(smoke_run, tmp_path):
+    """A table deleted by hand (or by Snakemake after a failed job) is planned again, even though
+    the figures that read it are newer than their other inputs: every per-run table is a target."""
+    workdir, _ = smoke_run
+    deleted = {
+        "evaluate_balance_L8_M1_seeds_0": workdir / "results/failure/balance/L8_M1_seed0.parquet",
+        "train_baseline_L8_M1_seeds_0_1": workdir / "results/train/baseline/L8_M1_seed1_step20.parquet",
+        "evaluate_reweight_L8_M1_seeds_0": workdir / "results/metrics/reweight/L8_M1_seed0.parquet",
+        "channels_observability_L8_M1_seeds_0": workdir / "results/cross_terms/observability/L8_M1_seed0.parquet",
+    }
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    for rule, path in deleted.items():
+        shutil.copy2(path, kept / rule)  # put back with their times afterwards: the session's run stays complete
+        path.unlink()
+    try:
+        jobs = planned_jobs(workdir)
+    finally:
+        for rule, path in deleted.items():
+            shutil.copy2(kept / rule, path)
+    # (the retrained segment also reruns its run's analyses: at least one job per rule)
+    assert {rule for rule in deleted if jobs.get(rule, 0) >= 1} == set(deleted), jobs
 
 
 def test_more_steps_train_only_the_new_segments(smoke_run, tmp_path):
@@ -163,3 +188,128 @@ def test_every_rule_declares_log_benchmark_threads_resources_and_conda(tmp_path,
     for smk in (REPO / "workflow" / "rules").glob("*.smk"):
         for block in re.split(r"\n(?=[ ]*rule\b)", smk.read_text())[1:]:
             assert re.search(r"\n[ ]+threads:", block), f"{smk.name}: {block.splitlines()[0]} declares no threads"
+
+
+def test_a_plain_rerun_after_kill_9_completes(tmp_path):
+    """kill -9 Snakemake while a training job runs: the job, orphaned, still writes its outputs,
+    which Snakemake's metadata then marks incomplete. `snakemake --unlock` and a plain rerun
+    (the workflow profile sets rerun-incomplete) finish the target, leaving no temp file."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    config = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    target = "results/failure/baseline/L8_M1_seed0.parquet"
+    command = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
+               "--cores", "1", target, "--configfile", str(tmp_path / "config.yaml")]
+    snakemake = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    log = tmp_path / "results/logs/train/baseline/L8_M1_seeds0-1_step10.log"  # written as <log>.attempt1 while it runs
+    outputs = [tmp_path / "results/checkpoints/baseline/L8_M1_seed0/step10.pt",
+               tmp_path / "results/train/baseline/L8_M1_seed0_step10.parquet"]
+    try:
+        deadline = time.monotonic() + 120
+        while not list(log.parent.glob(log.name + "*")) and snakemake.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not log.exists() and list(log.parent.glob(log.name + "*")), "the training segment did not start, or has ended"
+    finally:
+        os.kill(snakemake.pid, signal.SIGKILL)  # Snakemake only, as kill -9 <pid> does
+        snakemake.wait()
+    deadline = time.monotonic() + 120
+    while not all(path.exists() for path in outputs) and time.monotonic() < deadline:
+        time.sleep(0.1)  # the orphaned job finishes its outputs
+    assert all(path.exists() for path in outputs)
+    time.sleep(1)  # and exits
+
+    locked = run_snakemake(tmp_path, target, check=False)
+    assert locked.returncode != 0 and "--unlock" in locked.stdout + locked.stderr  # what the README says to do
+    run_snakemake(tmp_path, "--unlock")
+    killed_at = outputs[0].stat().st_mtime_ns
+    run_snakemake(tmp_path, target)  # plain: no --rerun-incomplete on the command line
+    assert outputs[0].stat().st_mtime_ns > killed_at  # the interrupted job was redone
+    assert (tmp_path / target).is_file()
+    assert not list((tmp_path / "results").rglob("*.tmp"))
+
+
+BROKEN_YAML = "train:\n  steps: 20\n  every: [10\nmodel:\n  d_model: 8\n"
+
+
+def test_a_yaml_error_in_the_workflow_config_names_the_file_and_line(tmp_path):
+    """The workflow's own config/config.yaml (relative to the working directory) is read by the
+    Snakefile before Snakemake's `configfile:`, whose message names neither file nor line."""
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "config.yaml").write_text(BROKEN_YAML)
+    result = run_snakemake(tmp_path, "--dry-run", configfile=REPO / "config" / "smoke.yaml", check=False)
+    assert result.returncode != 0
+    assert ("config file config/config.yaml, line 4, column 6: not valid YAML: while parsing a flow sequence"
+            " started at line 3, column 10") in result.stdout + result.stderr
+
+
+def test_a_yaml_error_in_a_configfile_is_located_by_lostmid_check_config(tmp_path, capsys):
+    """Snakemake parses --configfile files itself, before the Snakefile runs, and says only that
+    the file is not valid YAML; `lostmid check-config FILE` names the line (README, Configuration)."""
+    from lostmid.cli import main as cli
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(BROKEN_YAML)
+    result = run_snakemake(tmp_path, "--dry-run", configfile=bad, check=False)
+    assert result.returncode != 0 and "not valid JSON or YAML" in result.stdout + result.stderr
+    assert cli.main(["check-config", "--base", str(REPO / "config" / "config.yaml"),
+                     "--schema", str(REPO / "workflow/schemas/config.schema.yaml"), str(bad)]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"lostmid check-config: error: config file {bad}, line 4, column 6: not valid YAML:"
+        " while parsing a flow sequence started at line 3, column 10: expected ',' or ']', but got ':'")
+    assert cli.main(["check-config", "--base", str(REPO / "config" / "config.yaml"),
+                     "--schema", str(REPO / "workflow/schemas/config.schema.yaml"), str(REPO / "config" / "smoke.yaml")]) == 0
+
+
+def test_every_table_folder_holds_one_table(smoke_run):
+    """pd.read_parquet(folder) must read every file of a folder with the same columns: two
+    tables in one folder (bias_fit/, algebraic/ before) came out as one with NaN-padded rows."""
+    import pyarrow.parquet as pq
+
+    workdir, _ = smoke_run
+    folders = {}
+    for path in (workdir / "results").rglob("*.parquet"):
+        top = path.relative_to(workdir / "results").parts[0]
+        folders.setdefault(top, set()).add(tuple(pq.read_schema(path).names))
+    assert {"bias_fit_matrix", "bias_fit_iterations", "bias_fit_profiles", "algebraic_table", "algebraic_profiles",
+            "algebraic_probes", "failure", "train", "remedies_summary"} <= set(folders)
+    assert {top: schemas for top, schemas in folders.items() if len(schemas) > 1} == {}
+
+
+def test_a_retried_job_keeps_the_log_of_every_attempt(tmp_path):
+    """With --retries (the Slurm profile sets 2) a retry must not lose the first attempt's log:
+    Snakemake deletes the rule's log before each attempt, so each attempt writes its own
+    {log}.attempt<N>, and the log itself is the copy of the last attempt."""
+    config = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    starts = [tmp_path / f"results/checkpoints/baseline/L8_M1_seed{seed}/step0.pt" for seed in (0, 1)]
+    for start in starts:
+        start.parent.mkdir(parents=True)
+        start.write_bytes(b"not a checkpoint")  # every attempt of the block's next segment fails on it
+    target = "results/checkpoints/baseline/L8_M1_seed0/step10.pt"
+    log = tmp_path / "results/logs/train/baseline/L8_M1_seeds0-1_step10.log"
+
+    def attempts():
+        found = {}
+        for path in [log, *log.parent.glob(log.name + ".attempt*")]:
+            text = path.read_text()
+            headers = re.findall(r"^== rule train_baseline_L8_M1_seeds_0_1, attempt (\d+), .* ==$", text, re.M)
+            assert len(headers) == 1 and "lostmid train: error: " in text, (path, text)
+            found[path.name] = headers[0]
+        return found
+
+    result = run_snakemake(tmp_path, target, "--retries", "1", check=False)
+    assert result.returncode != 0
+    assert attempts() == {log.name: "2", log.name + ".attempt1": "1", log.name + ".attempt2": "2"}
+    # a new run of the job (not a retry) starts afresh
+    assert run_snakemake(tmp_path, target, check=False).returncode != 0
+    assert attempts() == {log.name: "1", log.name + ".attempt1": "1"}
+    # a successful attempt leaves the log only
+    for start in starts:
+        start.unlink()
+    run_snakemake(tmp_path, target)
+    assert sorted(p.name for p in log.parent.iterdir() if p.name.startswith(log.name)) == [log.name]
+    assert re.findall(r"^== rule train_baseline_L8_M1_seeds_0_1, attempt (\d+)", log.read_text(), re.M) == ["1"]

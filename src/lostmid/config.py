@@ -80,13 +80,11 @@ def check_cross_keys(config: dict) -> None:
         if per_job and seed_batch > 1 and per_job % seed_batch:
             raise ConfigError(f"config key seeds_per_job={per_job} is not a multiple of the train.seed_batch={seed_batch} of "
                               f"variant {name}: a job must hold whole seed batches")
-    named = [(f"grid[{i}].variants", name) for i, block in enumerate(config["grid"]) for name in block["variants"]]
-    named += [("influence.flow_variants", name) for name in (config.get("influence", {}).get("flow_variants") or [])]
-    if "baseline" in config.get("remedies", {}):
-        named.append(("remedies.baseline", config["remedies"]["baseline"]))
-    for key, name in named:
-        if name not in variants:
-            raise ConfigError(f"config key {key} names {name!r}, which is not defined under variants")
+    for i, block in enumerate(config["grid"]):
+        for name in block["variants"]:
+            if name not in variants:
+                raise ConfigError(f"config key grid[{i}].variants names {name!r}, which is not defined under variants")
+    check_variant_names(config)
     architectures = config.get("architectures") or {}
     if architectures.get("d_model", 32) % architectures.get("heads", 4):
         raise ConfigError(f"config key architectures.d_model={architectures.get('d_model', 32)} is not divisible by "
@@ -108,13 +106,47 @@ def check_cross_keys(config: dict) -> None:
                 raise ConfigError(f"config key variants.{name}.model: d_model={d_model} is not divisible by heads={heads}")
 
 
-def load(path, schema_path) -> dict:
-    """Read and validate a config file (for library use outside Snakemake)."""
+def check_variant_names(config: dict) -> None:
+    """Every key that names a variant names one that is defined (and, for the remedies'
+    baseline, one that runs in the grid: the time and memory ratios are taken against it)."""
+    variants = config.get("variants", {})
+    baseline = (config.get("remedies") or {}).get("baseline", "baseline")
+    if baseline not in variants:
+        raise ConfigError(f"config key remedies.baseline names {baseline!r}, which is not defined under variants")
+    in_grid = {name for block in config["grid"] for name in block["variants"]}
+    if baseline not in in_grid:
+        raise ConfigError(f"config key remedies.baseline names {baseline!r}, which no grid block runs (grid[*].variants)")
+    flow = (config.get("influence") or {}).get("flow_variants") or []
+    unknown = sorted(set(flow) - set(variants))
+    if unknown:
+        raise ConfigError(f"config key influence.flow_variants names {unknown}, which are not defined under variants")
+
+
+def read_yaml(path) -> dict:
+    """A config file's mapping; a file that is not valid YAML is a ConfigError naming the file
+    and the line (Snakemake's own message names neither)."""
     try:
         config = yaml.safe_load(Path(path).read_text())
+    except OSError as err:
+        raise ConfigError(f"config file {path}: {err.strerror or err}") from err
     except yaml.YAMLError as err:
-        raise ConfigError(f"config file {path} is not valid YAML: {err}") from err
-    return validate(config, schema_path)
+        mark = getattr(err, "problem_mark", None)
+        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        context, context_mark = getattr(err, "context", None), getattr(err, "context_mark", None)
+        if context and context_mark is not None:
+            context += f" started at line {context_mark.line + 1}, column {context_mark.column + 1}:"
+        problem = " ".join(part for part in (context, getattr(err, "problem", None)) if part) or str(err)
+        raise ConfigError(f"config file {path}{where}: not valid YAML: {problem}") from err
+    if config is None:
+        config = {}
+    if not isinstance(config, dict):
+        raise ConfigError(f"config file {path}: must be a mapping of keys at top level, got {type(config).__name__}")
+    return config
+
+
+def load(path, schema_path) -> dict:
+    """Read and validate a config file (for library use outside Snakemake)."""
+    return validate(read_yaml(path), schema_path)
 
 
 def runs(config: dict) -> list[Run]:

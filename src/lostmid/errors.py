@@ -11,3 +11,15 @@ class ConfigError(LostmidError, ValueError):
 
 class CheckpointError(LostmidError):
     """A checkpoint is missing, corrupt, truncated or belongs to another run."""
+
+
+class OutputError(LostmidError, OSError):
+    """An output cannot be written (read-only folder, full disk, ...); the message names the file."""
+
+    def __init__(self, path, cause: OSError):
+        reason = cause.strerror or str(cause) or type(cause).__name__
+        super().__init__(f"cannot write {path}: {reason}")
+        self.path, self.cause = path, cause
+
+    def __str__(self) -> str:
+        return self.args[0]

@@ -2,29 +2,69 @@
 
 A killed job leaves no half-written output. Temp names start with '.', which
 pyarrow's dataset discovery skips, so ``pd.read_parquet(folder)`` never sees them.
+Outputs get the permissions of an ordinary new file (0666 less the umask), not the 0600 of
+a temp file, so teammates sharing a results folder can read them. A job removes the temp
+files that a killed earlier attempt at its own target left behind. A write that fails for
+the operating system's reasons (read-only folder, full disk) is an OutputError naming the file.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import glob
 import os
 import tempfile
 from pathlib import Path
 
+from lostmid.errors import OutputError
+
+
+@functools.lru_cache(maxsize=1)
+def umask() -> int:
+    """The process's umask, read once: from /proc where the kernel reports it (reading it with
+    os.umask means setting it, for a moment, for every thread)."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def stale_temp_files(path) -> list[Path]:
+    """Temp files of ``path`` left by killed writes: ``.{name}.*.tmp`` in its folder."""
+    path = Path(path)
+    return [Path(p) for p in glob.glob(os.path.join(glob.escape(str(path.parent)), f".{glob.escape(path.name)}.*.tmp"))]
+
 
 @contextlib.contextmanager
 def atomic_path(path):
-    """Yield a temp path in the target's folder; rename it onto ``path`` only if the block succeeds."""
+    """Yield a temp path in the target's folder; rename it onto ``path`` only if the block succeeds.
+
+    Temp files of the same target left by a killed earlier write are removed first: Snakemake
+    runs one job per output, so no other writer of this target is alive.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for stale in stale_temp_files(path):
+            with contextlib.suppress(FileNotFoundError):
+                stale.unlink()
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+    except OSError as err:
+        raise OutputError(path, err) from err
     try:
         yield Path(tmp)
+        os.chmod(tmp, 0o666 & ~umask())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(err, OSError) and not isinstance(err, OutputError):
+            raise OutputError(path, err) from err
         raise
 
 

@@ -201,9 +201,31 @@ def default_targets(all_blocks: list[Block]) -> list[str]:
 
 
 def check(config: dict) -> None:
-    """Cross-key rules that need more than the config module: the bias fit must draw its
-    initializations and batches from seeds no training run uses (checked here, at parse time,
-    rather than passed to the fit, so that a new training seed never refits B)."""
+    """Cross-key rules that need the analysis modules: the bias fit must draw its initializations
+    and batches from seeds no training run uses (checked here, at parse time, rather than passed
+    to the fit, so that a new training seed never refits B), and the region scales must leave no
+    region empty at any L of the grid."""
     from lostmid.analysis.bias_settings import FitSettings, check_disjoint_from_training
 
     check_disjoint_from_training(FitSettings.from_dict(config.get("bias_fit", {})), {run.seed for run in cfg.runs(config)})
+    check_region_scales(config)
+
+
+def check_region_scales(config: dict) -> None:
+    """The region scales of influence and channels leave no region empty at the L of any run
+    (else the job would fail only at run time)."""
+    from lostmid.analysis.metrics import check_deltas
+
+    for block in ("influence", "channels"):
+        deltas = (config.get(block) or {}).get("deltas")
+        if deltas is None:  # the library default (imported only then: it loads torch)
+            if block == "influence":
+                from lostmid.analysis.influence import InfluenceSettings
+
+                deltas = InfluenceSettings().deltas
+            else:
+                from lostmid.analysis.conditions import DEFAULTS
+
+                deltas = DEFAULTS["deltas"]
+        for L in sorted({run.L for run in cfg.runs(config)}):
+            check_deltas(L, deltas, f"{block}.deltas")

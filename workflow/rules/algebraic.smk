@@ -19,9 +19,12 @@ rule algebraic:
         LOSTMID_ENV
     threads: 1
     resources:
+        attempt=attempt_number,
         mem_mb=1000,
         runtime=10,
         gpu=0,
     shell:
-        "lostmid algebraic --threads {threads} --settings {params.settings:q}"
-        " --table {output.table} --profiles {output.profiles} --probes {output.probes} > {log} 2>&1"
+        LOG_ATTEMPT
+        + "lostmid algebraic --threads {threads} --settings {params.settings:q}"
+        " --table {output.table} --profiles {output.profiles} --probes {output.probes} >> {log}.attempt{resources.attempt} 2>&1"
+        + LOG_KEEP

@@ -28,13 +28,16 @@ rule architectures_sweep:
         LOSTMID_ENV
     threads: 1
     resources:
+        attempt=attempt_number,
         mem_mb=4000,
         runtime=30,
         gpu=GPU,
     shell:
-        "lostmid architectures --device {config[device]} --threads {threads} --settings {params.settings:q}"
+        LOG_ATTEMPT
+        + "lostmid architectures --device {config[device]} --threads {threads} --settings {params.settings:q}"
         " --profiles {output.profiles} --layers {output.layers} --comparison {output.comparison}"
-        " --figure {output.figure} > {log} 2>&1"
+        " --figure {output.figure} >> {log}.attempt{resources.attempt} 2>&1"
+        + LOG_KEEP
 
 
 rule architectures_flag:
@@ -58,10 +61,13 @@ rule architectures_flag:
         LOSTMID_ENV
     threads: 1
     resources:
+        attempt=attempt_number,
         mem_mb=2000,
         runtime=10,
         gpu=GPU,
     shell:
-        "lostmid architectures-flag --device {config[device]} --threads {threads} --settings {params.settings:q}"
+        LOG_ATTEMPT
+        + "lostmid architectures-flag --device {config[device]} --threads {threads} --settings {params.settings:q}"
         " --runs {params.runs:q} --profiles {output.profiles} --layers {output.layers} --comparison {output.comparison}"
-        " --figure {output.figure} > {log} 2>&1"
+        " --figure {output.figure} >> {log}.attempt{resources.attempt} 2>&1"
+        + LOG_KEEP

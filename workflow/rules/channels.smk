@@ -27,10 +27,13 @@ for block in (b for b in BLOCKS if b.residual):
             LOSTMID_ENV
         threads: 1
         resources:
+            attempt=attempt_number,
             mem_mb=2000,
             runtime=30 * len(block.seeds),
             gpu=GPU,
         shell:
-            "lostmid channels --spec {params.spec:q} --seeds {params.seeds} --device {config[device]} --threads {threads}"
+            LOG_ATTEMPT
+            + "lostmid channels --spec {params.spec:q} --seeds {params.seeds} --device {config[device]} --threads {threads}"
             " --settings {params.settings:q} --checkpoints {input}"
-            " --channels {output.channels} --cross-terms {output.cross_terms} --conditions {output.conditions} > {log} 2>&1"
+            " --channels {output.channels} --cross-terms {output.cross_terms} --conditions {output.conditions} >> {log}.attempt{resources.attempt} 2>&1"
+            + LOG_KEEP

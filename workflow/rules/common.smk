@@ -6,6 +6,32 @@ from lostmid.config import canonical_json
 
 BLOCKS = wf.blocks(config)
 
+# GPUs a rule that runs models asks for (`sbatch --gpus`; locally, with `--resources gpu=N`):
+# one, unless the config runs on the CPU (`device: cpu`), where a GPU would sit idle. Rules that
+# only read tables declare gpu=0. Declared in the rules, not in the profiles' set-resources,
+# which would override them whatever the device.
+GPU = 0 if config.get("device", "auto") == "cpu" else 1
+
+# Rule logs with retries (--retries; the Slurm profile sets 2): Snakemake deletes a job's log
+# before each attempt, so every attempt writes {log}.attempt<N> (under a header line) and the
+# log proper receives the copy of the attempt that ended the job; a failed or killed attempt's
+# file stays beside it, so a retry never loses the first attempt's output. A new run of the job
+# (attempt 1) removes the attempt files of the run before. `attempt` is a resource only to hand
+# Snakemake's attempt number to the shell ({resources.attempt}); nothing schedules on it.
+def attempt_number(wildcards, attempt):
+    return attempt
+
+
+LOG_ATTEMPT = (
+    "if [ {resources.attempt} -le 1 ]; then rm -f {log}.attempt*; fi; "
+    'echo "== rule {rule}, attempt {resources.attempt}, $(date -u +%Y-%m-%dT%H:%M:%SZ), host $(uname -n) ==" > {log}.attempt{resources.attempt}; '
+)
+LOG_KEEP = (
+    " || {{ status=$?; cp {log}.attempt{resources.attempt} {log}; exit $status; }};"
+    " mv {log}.attempt{resources.attempt} {log}"
+)
+
+
 # The conda environment of every job (used with --software-deployment-method conda).
 LOSTMID_ENV = "../../envs/lostmid.yaml"
 

@@ -29,10 +29,13 @@ for block in BLOCKS:
             LOSTMID_ENV
         threads: 1
         resources:
+            attempt=attempt_number,
             mem_mb=2000,
             runtime=10 * len(block.seeds),
             gpu=GPU,
         shell:
-            "lostmid evaluate --spec {params.spec:q} --seeds {params.seeds} --device {config[device]} --threads {threads}"
+            LOG_ATTEMPT
+            + "lostmid evaluate --spec {params.spec:q} --seeds {params.seeds} --device {config[device]} --threads {threads}"
             " --checkpoints {input} --evaluation {params.evaluation:q} --influence {params.influence:q}"
-            " --failure {output.failure} --profiles {output.profiles} --metrics {output.metrics} > {log} 2>&1"
+            " --failure {output.failure} --profiles {output.profiles} --metrics {output.metrics} >> {log}.attempt{resources.attempt} 2>&1"
+            + LOG_KEEP

@@ -33,11 +33,14 @@ rule figures:
         LOSTMID_ENV
     threads: 1
     resources:
+        attempt=attempt_number,
         mem_mb=2000,
         runtime=20,
         gpu=0,
     shell:
-        "lostmid figures --threads {threads} "
+        LOG_ATTEMPT
+        + "lostmid figures --threads {threads} "
         + " ".join(f"--{name.replace('_', '-')} {{input.{name}}}" for name, files in FIGURE_TABLES.items() if files)
-        +         " --figures {params.figures} --out-dir results/figures --pages {params.pages} --pages-dir results/report_tables"
-        " --baseline {params.baseline} --steps {params.steps} > {log} 2>&1"
+        + " --figures {params.figures} --out-dir results/figures --pages {params.pages} --pages-dir results/report_tables"
+        " --baseline {params.baseline} --steps {params.steps} >> {log}.attempt{resources.attempt} 2>&1"
+        + LOG_KEEP

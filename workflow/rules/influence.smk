@@ -25,12 +25,15 @@ for block in (b for b in BLOCKS if b.flow):
             LOSTMID_ENV
         threads: 1
         resources:
+            attempt=attempt_number,
             mem_mb=2000,
             runtime=10 * len(block.seeds),
             gpu=GPU,
         shell:
-            "lostmid density-flow --spec {params.spec:q} --seeds {params.seeds} --device {config[device]} --threads {threads}"
-            " --checkpoints {input} --settings {params.settings:q} --out {output} > {log} 2>&1"
+            LOG_ATTEMPT
+            + "lostmid density-flow --spec {params.spec:q} --seeds {params.seeds} --device {config[device]} --threads {threads}"
+            " --checkpoints {input} --settings {params.settings:q} --out {output} >> {log}.attempt{resources.attempt} 2>&1"
+            + LOG_KEEP
 
 
 rule influence_baselines:
@@ -51,10 +54,13 @@ rule influence_baselines:
         LOSTMID_ENV
     threads: 1
     resources:
+        attempt=attempt_number,
         mem_mb=1000,
         runtime=10,
         gpu=GPU,
     shell:
-        "lostmid influence-baselines --device {config[device]} --threads {threads} --model {params.model:q}"
+        LOG_ATTEMPT
+        + "lostmid influence-baselines --device {config[device]} --threads {threads} --model {params.model:q}"
         " --init-sweep {params.init_sweep:q} --structural {params.structural:q}"
-        " --sweep-out {output.sweep} --structural-out {output.structural} > {log} 2>&1"
+        " --sweep-out {output.sweep} --structural-out {output.structural} >> {log}.attempt{resources.attempt} 2>&1"
+        + LOG_KEEP

@@ -23,13 +23,16 @@ rule bias_fit:
         LOSTMID_ENV
     threads: 1
     resources:
+        attempt=attempt_number,
         mem_mb=1000,
         runtime=10,
         gpu=GPU,
     shell:
-        "lostmid bias-fit --variant {wildcards.variant} --model {params.model:q} --settings {params.settings:q}"
+        LOG_ATTEMPT
+        + "lostmid bias-fit --variant {wildcards.variant} --model {params.model:q} --settings {params.settings:q}"
         " --device {config[device]} --threads {threads} --out-tensor {output.tensor} --out-matrix {output.matrix}"
-        " --out-iterations {output.iterations} --out-profiles {output.profiles} > {log} 2>&1"
+        " --out-iterations {output.iterations} --out-profiles {output.profiles} >> {log}.attempt{resources.attempt} 2>&1"
+        + LOG_KEEP
 
 
 rule remedies_table:
@@ -54,10 +57,13 @@ rule remedies_table:
         LOSTMID_ENV
     threads: 1
     resources:
+        attempt=attempt_number,
         mem_mb=1000,
         runtime=10,
         gpu=0,
     shell:
-        "lostmid remedies-table --threads {threads} --variants {params.variants:q}"
+        LOG_ATTEMPT
+        + "lostmid remedies-table --threads {threads} --variants {params.variants:q}"
         " --settings {params.settings:q} --metrics {input.metrics} --failure {input.failure} --train {input.train}"
-        " --benchmarks {input.benchmarks} --out {output.table} --summary {output.summary} > {log} 2>&1"
+        " --benchmarks {input.benchmarks} --out {output.table} --summary {output.summary} >> {log}.attempt{resources.attempt} 2>&1"
+        + LOG_KEEP

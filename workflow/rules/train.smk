@@ -25,12 +25,15 @@ for block in BLOCKS:
             LOSTMID_ENV
         threads: 1
         resources:
+            attempt=attempt_number,
             mem_mb=1000,
             runtime=10,
             gpu=GPU,
         shell:
-            "lostmid init --spec {params.spec:q} --seeds {params.seeds} {params.bias} --device {config[device]}"
-            " --threads {threads} --out {output} > {log} 2>&1"
+            LOG_ATTEMPT
+            + "lostmid init --spec {params.spec:q} --seeds {params.seeds} {params.bias} --device {config[device]}"
+            " --threads {threads} --out {output} >> {log}.attempt{resources.attempt} 2>&1"
+            + LOG_KEEP
 
     rule:
         name:
@@ -56,9 +59,12 @@ for block in BLOCKS:
             LOSTMID_ENV
         threads: 1
         resources:
+            attempt=attempt_number,
             mem_mb=2000,
             runtime=60 * len(block.seeds),
             gpu=GPU,
         shell:
-            "lostmid train --spec {params.spec:q} --seeds {params.seeds} --device {config[device]} --threads {threads}"
-            " --checkpoint {input} --steps {params.steps} --out {output.checkpoints} --table {output.tables} > {log} 2>&1"
+            LOG_ATTEMPT
+            + "lostmid train --spec {params.spec:q} --seeds {params.seeds} --device {config[device]} --threads {threads}"
+            " --checkpoint {input} --steps {params.steps} --out {output.checkpoints} --table {output.tables} >> {log}.attempt{resources.attempt} 2>&1"
+            + LOG_KEEP

@@ -1,8 +1,8 @@
 """The ``lostmid`` command line: the small interface the Snakemake rules call.
 
 Each subcommand parses paths and a JSON run spec, sets threads and logging, and calls one
-library function. Errors the user can fix (config, checkpoint) exit with status 2 and one
-clear line instead of a traceback.
+library function. Errors the user can fix (config, checkpoint, a folder that cannot be written,
+a full disk) exit with status 2 and one clear line instead of a traceback.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import logging
 import os
 import sys
 
-from lostmid.cli import algebraic, architectures, channels, figures, influence, remedies, training  # noqa: F401  (they register commands)
+from lostmid.cli import algebraic, architectures, channels, check_config, figures, influence, remedies, training  # noqa: F401  (they register commands)
 from lostmid.cli.registry import COMMANDS
 from lostmid.errors import LostmidError
 
@@ -46,6 +46,11 @@ def main(argv=None) -> int:
     except LostmidError as err:
         log.error("%s", err)
         print(f"lostmid {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:  # the operating system's reasons (a file that cannot be read, ...): one line too
+        message = f"cannot access {err.filename}: {err.strerror}" if err.filename and err.strerror else f"{type(err).__name__}: {err}"
+        log.error("%s", message)
+        print(f"lostmid {args.command}: error: {message}", file=sys.stderr)
         return 2
     return 0
 

@@ -3,12 +3,15 @@
 A checkpoint holds the weights (with the fixed attention bias), the optimizer state, the
 data generator's and torch's RNG states, the remedy objective's state, the step, and the
 run spec with its fingerprint. Files are written atomically and read with
-``weights_only=True``; a missing, corrupt or foreign checkpoint is a CheckpointError.
+``weights_only=True``; a missing, corrupt or foreign checkpoint, or one whose stored step is
+not the step its file name (``step<N>.pt``) promises, is a CheckpointError.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +19,7 @@ import torch
 
 from lostmid import config as cfg
 from lostmid import io
-from lostmid.errors import CheckpointError
+from lostmid.errors import CheckpointError, ConfigError
 from lostmid.core.model import FlagTransformer, ModelConfig
 from lostmid.objectives.registry import make_objective
 from lostmid.objectives.task_loss import TaskObjective
@@ -56,6 +59,9 @@ class TrainingState:
         return cls(spec, 0, model, build_optimizer(model, spec["train"]), generator, make_objective(spec))
 
     def save(self, path) -> None:
+        expected = path_step(path)
+        if expected is not None and expected != self.step:
+            raise CheckpointError(f"checkpoint {path} would hold step {self.step}, expected step {expected}")
         io.save_torch(
             {
                 "format": FORMAT,
@@ -91,15 +97,64 @@ class TrainingState:
         return cls(spec, int(raw["step"]), model, optimizer, generator, objective)
 
 
+_STEP_NAME = re.compile(r"step(\d+)\.pt")
+
+
+def path_step(path) -> int | None:
+    """The step a checkpoint path promises: N for ``.../step<N>.pt`` (the workflow's names), else None."""
+    match = _STEP_NAME.fullmatch(Path(path).name)
+    return int(match.group(1)) if match else None
+
+
+def is_refused_pickle(err: Exception) -> bool:
+    """torch's safe loader (weights_only=True) refused an object of the file."""
+    return "Weights only load failed" in str(err)
+
+
+# Sentences of torch's messages that advise loading the file unsafely (or allow-listing its
+# classes): never passed on, the file may be a malicious pickle.
+_UNSAFE_ADVICE = re.compile(r"weights_only|safe_globals|trust", re.I)
+
+
+def load_error_cause(err: Exception, limit: int = 200) -> str:
+    """Why torch.load failed, in one line: the exception type and the first sentence of torch's
+    message, or for a refused pickle what the safe loader refused, without torch's advice to
+    load it with ``weights_only=False``."""
+    text = str(err)
+    refused = re.search(r"WeightsUnpickler error:\s*(.+?)(?:\.\s|\n|$)", text, re.S) if is_refused_pickle(err) else None
+    if refused:
+        cause = refused.group(1).strip()
+    else:
+        lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+        sentences = re.split(r"(?<=\.)\s+", lines[0]) if lines else []
+        cause = next((sentence.rstrip(".") for sentence in sentences if not _UNSAFE_ADVICE.search(sentence)), "")
+    if _UNSAFE_ADVICE.search(cause):
+        cause = ""
+    if len(cause) > limit:
+        cause = cause[:limit].rsplit(" ", 1)[0] + " ..."
+    return f"{type(err).__name__}: {cause}" if cause else type(err).__name__
+
+
 def read(path, spec: dict | None = None) -> dict:
-    """Load a checkpoint file safely and check its format and, if given, its run spec."""
+    """Load a checkpoint file safely and check its format, its step and, if given, its run spec.
+
+    The step stored in the file must be the one its name promises (``step<N>.pt``): a checkpoint
+    copied over another of the same run is refused, not read as the step it claims to be.
+    """
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist")
     try:
-        raw = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # torch's loader warnings (pickle protocol, ...): the error below says enough
+            warnings.simplefilter("ignore")
+            raw = torch.load(path, map_location="cpu", weights_only=True)
+    except OSError as err:
+        raise CheckpointError(f"checkpoint {path} cannot be read: {err.strerror or err}") from err
     except Exception as err:  # torch raises many types for truncated or foreign files
-        raise CheckpointError(f"checkpoint {path} is corrupt or truncated ({type(err).__name__}: {str(err)[:200]})") from err
+        if is_refused_pickle(err):
+            raise CheckpointError(f"{path} is not a lostmid checkpoint: it holds Python objects other than tensors, "
+                                  f"which are never loaded ({load_error_cause(err)})") from err
+        raise CheckpointError(f"checkpoint {path} is corrupt or truncated ({load_error_cause(err)})") from err
     if not isinstance(raw, dict) or raw.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not a lostmid checkpoint (expected format {FORMAT})")
     missing = [key for key in REQUIRED if key not in raw]
@@ -108,6 +163,9 @@ def read(path, spec: dict | None = None) -> dict:
     if spec is not None and raw["fingerprint"] != cfg.fingerprint(spec):
         diffs = cfg.spec_differences(spec, json.loads(raw["spec"]))
         raise CheckpointError(f"checkpoint {path} belongs to another run; it does not match the config: " + "; ".join(diffs))
+    expected = path_step(path)
+    if expected is not None and int(raw["step"]) != expected:
+        raise CheckpointError(f"checkpoint {path} holds step {int(raw['step'])}, expected step {expected}")
     return raw
 
 
@@ -115,11 +173,13 @@ def read_attention_bias(path, L: int) -> torch.Tensor:
     """A fitted attention-logit bias file: an L x L float tensor, loaded safely (weights_only)."""
     try:
         bias = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # torch raises many types for missing, truncated or foreign files
-        raise CheckpointError(f"attention bias {path} cannot be read ({type(err).__name__})") from err
+    except OSError as err:
+        raise ConfigError(f"attention bias file {path} cannot be read: {err.strerror or err}") from err
+    except Exception as err:  # a corrupt file, or a pickle of anything but tensors
+        raise ConfigError(f"attention bias file {path} is not a tensor file ({load_error_cause(err)})") from err
     if not isinstance(bias, torch.Tensor) or tuple(bias.shape) != (L, L) or not bias.is_floating_point():
-        what = f"a tensor of shape {tuple(bias.shape)}" if isinstance(bias, torch.Tensor) else f"a {type(bias).__name__}"
-        raise CheckpointError(f"attention bias {path} holds {what}, expected a {L} x {L} float tensor")
+        found = f"a {tuple(bias.shape)} {bias.dtype} tensor" if isinstance(bias, torch.Tensor) else f"a {type(bias).__name__}"
+        raise ConfigError(f"attention bias file {path} holds {found}, expected a {L}x{L} floating-point tensor")
     return bias
 
 
