@@ -19,6 +19,7 @@ from scipy import stats as scipy_stats
 
 from conftest import REPO
 from lostmid.core import task
+from lostmid.evidence import decisions as D
 from lostmid.evidence import statistics as S
 
 L = 16
@@ -56,7 +57,7 @@ def test_a_planted_slope_is_found_by_per_seed_slopes_and_a_t_interval_over_seeds
     assert interval.n == 20
     assert interval.low < 2.0 < interval.high
     assert interval.low > 0
-    assert S.verdict(interval.low, interval.high, S.DecisionRule("greater_than_zero", 0.5)) == S.SUPPORTED
+    assert D.verdict(interval.low, interval.high, D.DecisionRule("greater_than_zero", 0.5)) == D.SUPPORTED
 
 
 def test_a_null_slopes_95_percent_t_interval_covers_zero_at_about_the_nominal_rate():
@@ -84,8 +85,8 @@ def test_a_constant_predictor_on_the_balanced_set_has_slope_exactly_zero():
     assert slopes == [0.0] * 5
     interval = S.t_interval(slopes)
     assert (interval.low, interval.high) == (0.0, 0.0)
-    assert S.verdict(interval.low, interval.high, S.DecisionRule("equivalent_to_zero", 0.5)) == S.SUPPORTED
-    assert S.verdict(interval.low, interval.high, S.DecisionRule("greater_than_zero", 0.5)) == S.CONTRADICTED
+    assert D.verdict(interval.low, interval.high, D.DecisionRule("equivalent_to_zero", 0.5)) == D.SUPPORTED
+    assert D.verdict(interval.low, interval.high, D.DecisionRule("greater_than_zero", 0.5)) == D.CONTRADICTED
 
 
 def test_on_the_stratified_set_a_constant_predictor_shows_a_spurious_slope():
@@ -286,40 +287,40 @@ def test_area_under_failure_is_the_mean_failure_over_the_horizon():
 
 
 CASES = {
-    ("greater_than_zero", 0.5): [((0.1, 0.9), S.SUPPORTED), ((0.1, 0.3), S.SUPPORTED), ((0.0, 0.9), S.INCONCLUSIVE),
-                                 ((-0.2, 0.4), S.CONTRADICTED), ((-0.2, 0.5), S.INCONCLUSIVE),
-                                 ((-1.0, -0.5), S.CONTRADICTED), ((0.0, 0.0), S.CONTRADICTED)],
-    ("less_than_zero", 0.5): [((-0.9, -0.1), S.SUPPORTED), ((-0.9, 0.0), S.INCONCLUSIVE),
-                              ((-0.4, 0.2), S.CONTRADICTED), ((-0.5, 0.2), S.INCONCLUSIVE),
-                              ((0.5, 1.0), S.CONTRADICTED), ((0.0, 0.0), S.CONTRADICTED)],
-    ("equivalent_to_zero", 0.5): [((-0.4, 0.4), S.SUPPORTED), ((0.0, 0.0), S.SUPPORTED),
-                                  ((-0.5, 0.4), S.INCONCLUSIVE), ((0.1, 0.7), S.INCONCLUSIVE),
-                                  ((0.6, 0.9), S.CONTRADICTED), ((0.5, 0.9), S.INCONCLUSIVE),
-                                  ((-0.9, -0.6), S.CONTRADICTED), ((-0.9, -0.5), S.INCONCLUSIVE),
-                                  ((-0.9, 0.9), S.INCONCLUSIVE)],
-    ("at_most", 1e-6): [((0.0, 1e-6), S.SUPPORTED), ((0.0, 2e-6), S.INCONCLUSIVE), ((1e-6, 3e-6), S.INCONCLUSIVE),
-                        ((2e-6, 3e-6), S.CONTRADICTED)],
-    ("at_least", 0.9): [((0.9, 1.0), S.SUPPORTED), ((0.8, 0.95), S.INCONCLUSIVE), ((0.5, 0.89), S.CONTRADICTED),
-                        ((0.5, 0.9), S.INCONCLUSIVE)],
+    ("greater_than_zero", 0.5): [((0.1, 0.9), D.SUPPORTED), ((0.1, 0.3), D.SUPPORTED), ((0.0, 0.9), D.INCONCLUSIVE),
+                                 ((-0.2, 0.4), D.CONTRADICTED), ((-0.2, 0.5), D.INCONCLUSIVE),
+                                 ((-1.0, -0.5), D.CONTRADICTED), ((0.0, 0.0), D.CONTRADICTED)],
+    ("less_than_zero", 0.5): [((-0.9, -0.1), D.SUPPORTED), ((-0.9, 0.0), D.INCONCLUSIVE),
+                              ((-0.4, 0.2), D.CONTRADICTED), ((-0.5, 0.2), D.INCONCLUSIVE),
+                              ((0.5, 1.0), D.CONTRADICTED), ((0.0, 0.0), D.CONTRADICTED)],
+    ("equivalent_to_zero", 0.5): [((-0.4, 0.4), D.SUPPORTED), ((0.0, 0.0), D.SUPPORTED),
+                                  ((-0.5, 0.4), D.INCONCLUSIVE), ((0.1, 0.7), D.INCONCLUSIVE),
+                                  ((0.6, 0.9), D.CONTRADICTED), ((0.5, 0.9), D.INCONCLUSIVE),
+                                  ((-0.9, -0.6), D.CONTRADICTED), ((-0.9, -0.5), D.INCONCLUSIVE),
+                                  ((-0.9, 0.9), D.INCONCLUSIVE)],
+    ("at_most", 1e-6): [((0.0, 1e-6), D.SUPPORTED), ((0.0, 2e-6), D.INCONCLUSIVE), ((1e-6, 3e-6), D.INCONCLUSIVE),
+                        ((2e-6, 3e-6), D.CONTRADICTED)],
+    ("at_least", 0.9): [((0.9, 1.0), D.SUPPORTED), ((0.8, 0.95), D.INCONCLUSIVE), ((0.5, 0.89), D.CONTRADICTED),
+                        ((0.5, 0.9), D.INCONCLUSIVE)],
 }
 
 
 @pytest.mark.parametrize("kind, margin, bounds, expected",
                          [(k, m, b, e) for (k, m), cases in CASES.items() for b, e in cases])
 def test_each_rule_on_hand_made_intervals_including_the_boundaries(kind, margin, bounds, expected):
-    assert S.verdict(*bounds, S.DecisionRule(kind, margin)) == expected
+    assert D.verdict(*bounds, D.DecisionRule(kind, margin)) == expected
 
 
 def test_missing_bounds_are_inconclusive_and_bounds_out_of_order_an_error():
-    rule = S.DecisionRule("greater_than_zero", 0.5)
-    assert S.verdict(math.nan, math.nan, rule) == S.INCONCLUSIVE
+    rule = D.DecisionRule("greater_than_zero", 0.5)
+    assert D.verdict(math.nan, math.nan, rule) == D.INCONCLUSIVE
     with pytest.raises(ValueError, match="out of order"):
-        S.verdict(0.5, 0.1, rule)
+        D.verdict(0.5, 0.1, rule)
 
 
 def test_rounding_level_perturbations_far_from_thresholds_never_change_a_verdict():
     rng = np.random.default_rng(6)
-    rules = [S.DecisionRule(kind, margin) for kind, margin in CASES]
+    rules = [D.DecisionRule(kind, margin) for kind, margin in CASES]
     changed = checked = 0
     for low, width in zip(rng.uniform(-1, 1, 3000), rng.exponential(0.3, 3000)):
         high = low + width
@@ -329,28 +330,28 @@ def test_rounding_level_perturbations_far_from_thresholds_never_change_a_verdict
                 continue  # only bounds clearly away from a threshold are promised a stable verdict
             nudged = low + rng.uniform(-1e-12, 1e-12), high + rng.uniform(-1e-12, 1e-12)
             checked += 1
-            changed += S.verdict(low, high, rule) != S.verdict(*sorted(nudged), rule)
+            changed += D.verdict(low, high, rule) != D.verdict(*sorted(nudged), rule)
     assert checked > 10000 and changed == 0
 
 
 def test_rules_need_a_margin_fixed_in_advance_and_say_it_in_words():
-    rule = S.DecisionRule("equivalent_to_zero", 0.25, quantity="the logistic slope of failure on p")
+    rule = D.DecisionRule("equivalent_to_zero", 0.25, quantity="the logistic slope of failure on p")
     assert "0.25" in rule.words and "the logistic slope of failure on p" in rule.words and "95%" in rule.words
-    for kind in S.RULE_KINDS:
-        assert "inconclusive" in S.DecisionRule(kind, 0.1).words
+    for kind in D.RULE_KINDS:
+        assert "inconclusive" in D.DecisionRule(kind, 0.1).words
     with pytest.raises(ValueError, match="margin > 0"):
-        S.DecisionRule("greater_than_zero", 0.0)
+        D.DecisionRule("greater_than_zero", 0.0)
     with pytest.raises(ValueError, match="unknown rule kind"):
-        S.DecisionRule("positive", 0.1)
+        D.DecisionRule("positive", 0.1)
     with pytest.raises(Exception):
         rule.margin = 1.0  # frozen: a rule cannot be moved after the fact
 
 
 def test_claim_row_carries_the_interval_the_verdict_and_the_rule():
-    rule = S.DecisionRule("greater_than_zero", 0.5)
-    row = S.claim_row(S.t_interval([1.0, 1.2, 0.9, 1.1]), rule)
+    rule = D.DecisionRule("greater_than_zero", 0.5)
+    row = D.claim_row(S.t_interval([1.0, 1.2, 0.9, 1.1]), rule)
     assert set(row) == {"estimate", "ci_low", "ci_high", "n_seeds", "method", "verdict", "rule"}
-    assert (row["n_seeds"], row["verdict"], row["rule"]) == (4, S.SUPPORTED, rule.words)
+    assert (row["n_seeds"], row["verdict"], row["rule"]) == (4, D.SUPPORTED, rule.words)
 
 
 # --------------------------------------------------------------------------- how many seeds
@@ -360,22 +361,22 @@ def test_claim_row_carries_the_interval_the_verdict_and_the_rule():
 def test_seeds_for_half_width_agrees_with_a_brute_force_search(level):
     for sd in (0.05, 0.3, 1.0, 2.7):
         for target in (0.1, 0.25, 0.5, 1.0):
-            brute = next(n for n in range(2, 10**5) if S.half_width(sd, n, level) <= target)
-            assert S.seeds_for_half_width(sd, target, level) == brute
-    assert S.seeds_for_half_width(0.0, 0.1) == 2
+            brute = next(n for n in range(2, 10**5) if D.half_width(sd, n, level) <= target)
+            assert D.seeds_for_half_width(sd, target, level) == brute
+    assert D.seeds_for_half_width(0.0, 0.1) == 2
 
 
 def test_half_width_is_that_of_the_t_interval():
     values = np.random.default_rng(7).normal(0, 2, 12)
     interval = S.t_interval(values)
-    assert S.half_width(values.std(ddof=1), 12) == pytest.approx((interval.high - interval.low) / 2)
+    assert D.half_width(values.std(ddof=1), 12) == pytest.approx((interval.high - interval.low) / 2)
 
 
 def test_a_pilot_plan_gives_a_plug_in_and_a_conservative_number_of_seeds():
     pilot = [0.8, 1.3, 0.4, 1.1, 0.9]
-    plan = S.pilot_seed_plan(pilot, target_half_width=0.2)
+    plan = D.pilot_seed_plan(pilot, target_half_width=0.2)
     sd = np.std(pilot, ddof=1)
     assert plan.pilot_seeds == 5 and plan.sd == pytest.approx(sd) and plan.sd_upper > sd
-    assert plan.n_seeds == S.seeds_for_half_width(sd, 0.2)
+    assert plan.n_seeds == D.seeds_for_half_width(sd, 0.2)
     assert plan.n_seeds_conservative >= plan.n_seeds
-    assert S.half_width(plan.sd_upper, plan.n_seeds_conservative) <= 0.2
+    assert D.half_width(plan.sd_upper, plan.n_seeds_conservative) <= 0.2
