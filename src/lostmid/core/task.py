@@ -67,6 +67,48 @@ def stratified_eval_set(L: int, per_position: int, seed: int):
     return tokens, targets, flags
 
 
+def balanced_eval_set(L: int, per_position: int, seed: int):
+    """An evaluation set balanced in flag position and target: ``per_position`` sequences at
+    every flag position 2..L, exactly half of them with target 0 and half with target 1.
+
+    Balance in both makes a constant predictor (always 0, or always 1) fail on exactly half
+    the sequences at every position, so it shows no position effect at all; on the
+    ``stratified_eval_set`` the targets are random and such a predictor's failure rate
+    wobbles from position to position. The target (the token at f-1) is set, every other
+    non-FLAG token is uniform 0/1 from a torch.Generator seeded with ``seed``. Within a
+    position the targets alternate 0, 1, 0, 1, ... Returns (tokens, targets, flags) ordered
+    by flag position, like ``stratified_eval_set``. ``per_position`` must be even.
+    """
+    if per_position <= 0 or per_position % 2:
+        raise ValueError(f"per_position must be a positive even number (half target 0, half 1), got {per_position}")
+    generator = torch.Generator().manual_seed(seed)
+    flags = flag_positions(L).repeat_interleave(per_position)
+    tokens, _ = sequences_with_flags(flags, L, generator)
+    targets = (torch.arange(flags.numel()) % 2).to(tokens.dtype)
+    tokens[torch.arange(flags.numel()), flags - 2] = targets
+    return tokens, targets, flags
+
+
+_MASK63 = (1 << 63) - 1
+
+
+def eval_seed_for_run(base_seed: int, run_seed: int) -> int:
+    """The evaluation-set seed of the training run ``run_seed``: a SplitMix64-style mix of
+    (base_seed, run_seed), kept to 63 bits so it fits an int64 column.
+
+    Every step is a bijection modulo 2**63 (adding, multiplying by an odd constant,
+    xor-shifting right), so for one ``base_seed`` distinct run seeds in [0, 2**63) always get
+    distinct evaluation seeds: each training seed is evaluated on its own draw of the set,
+    and an interval over seeds includes the evaluation set's own sampling error. The mix
+    also keeps the evaluation seed away from the small integers used as training seeds, so
+    the evaluation sequences are not the training generator's own stream.
+    """
+    z = ((base_seed + 1) * 0x9E3779B97F4A7C15 + run_seed) & _MASK63  # the +1: seeds 0, 0 do not map to 0
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK63
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK63
+    return z ^ (z >> 31)
+
+
 def wilson_interval(failures, n, z: float = 1.959963984540054):
     """Wilson score interval for a binomial proportion (95% by default); elementwise on arrays.
 
@@ -94,5 +136,7 @@ __all__ = [
     "flag_law",
     "sample_batch",
     "stratified_eval_set",
+    "balanced_eval_set",
+    "eval_seed_for_run",
     "wilson_interval",
 ]

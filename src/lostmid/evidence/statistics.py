@@ -1,0 +1,539 @@
+"""Statistics of the evidence stage: per-seed effects, intervals over seeds, verdicts.
+
+Seeds are the unit of replication. Each training seed is evaluated on its own draw of the
+balanced evaluation set (``lostmid.task.balanced_eval_set`` with
+``lostmid.task.eval_seed_for_run``), so the spread of per-seed effects contains both the
+training noise and the evaluation set's sampling error, and an interval over seeds covers
+both. The recipe for every claim:
+
+1. an effect per seed (``logistic_slope`` / ``per_seed_slopes``, ``restricted_times``,
+   ``area_under_failure``, a rate, a density, ...);
+2. an interval over seeds (``t_interval``; ``bootstrap_interval`` as the alternative;
+   ``paired_difference`` when two variants share a seed; ``rate_interval_over_seeds`` for
+   rates, which stays inside [0, 1]; ``log_mean_interval`` for quantities spanning orders
+   of magnitude);
+3. a verdict read off the interval with a ``DecisionRule`` fixed in advance (``verdict``).
+
+The per-run Wilson band of a failure rate (one seed, one position) is
+``lostmid.task.wilson_interval``; it is not repeated here, since that module draws data with
+torch and this one stays torch-free (numpy, scipy, statsmodels, pandas).
+
+``seeds_for_half_width`` and ``pilot_seed_plan`` plan the number of seeds from pilot data.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import warnings
+from dataclasses import dataclass
+from typing import Callable, Iterable, NamedTuple
+
+import numpy as np
+import pandas as pd
+import statsmodels.api as sm
+from scipy import integrate, stats
+from statsmodels.tools.sm_exceptions import PerfectSeparationWarning
+
+SUPPORTED = "supported"
+CONTRADICTED = "contradicted"
+INCONCLUSIVE = "inconclusive"
+VERDICTS = (SUPPORTED, CONTRADICTED, INCONCLUSIVE)
+
+# Haldane-Anscombe correction: added to the failure and to the success count of every row
+# of every logistic fit (see logistic_slope).
+HALDANE = 0.5
+
+# scipy.stats.bootstrap takes its generator as ``rng`` from scipy 1.15 on, as
+# ``random_state`` before (pyproject allows scipy >= 1.11); a Generator means the same in both.
+_BOOTSTRAP_RNG = "rng" if "rng" in inspect.signature(stats.bootstrap).parameters else "random_state"
+
+
+class Interval(NamedTuple):
+    """A point estimate with its interval over seeds; ``n`` is the number of seeds used."""
+
+    estimate: float
+    low: float
+    high: float
+    n: int
+    method: str
+
+
+class SlopeFit(NamedTuple):
+    """Slope b of logit(failure) = a + b * p and its standard error (from the GLM's Fisher information)."""
+
+    slope: float
+    se: float
+
+
+# --------------------------------------------------------------------------- per-seed effects
+
+
+def logistic_slope(failures, n, p) -> SlopeFit:
+    """Position effect of one seed: the slope b of the binomial GLM logit(failure) = a + b * p.
+
+    Estimator: maximum likelihood of a binomial GLM (logit link, statsmodels) on the counts
+    (failures + 0.5, n - failures + 0.5) at the relative flag positions p; the standard error
+    is the GLM's (inverse Fisher information). b > 0: failures rise towards the end of the
+    context; b is the log odds ratio of failure between p = 0 and p = 1.
+
+    Why the counts are corrected: a well-trained model has 0 failures at many positions;
+    when no failure occurs before some position and only failures after it (or zero
+    failures everywhere but one end), the maximum likelihood slope is infinite
+    (quasi-complete separation) and the fit stops wherever the optimizer gives up. The
+    Haldane-Anscombe correction (+0.5 to both counts) keeps every fit finite. It is added in
+    every fit, not only in the ones that need it, so that the estimator is one continuous
+    function of the counts: a seed with a single failure somewhere and a seed with none are
+    estimated the same way. Its cost is a shrinkage of b towards 0 of order 1/n (the rates
+    move towards 1/2 by at most 1/(2(n + 1))), negligible at the 32+ sequences per position
+    of the workflow; the tests check that a planted slope is recovered.
+
+    Degenerate cases, by definition rather than by the optimizer's rounding:
+    - identical failure rates at every p (all 0, all n, or any common rate, compared exactly
+      as fractions failures/n) give slope exactly 0.0; a constant predictor on the balanced
+      evaluation set lands here, so it has no position effect down to the last bit. With
+      unequal n the corrected rates would differ slightly; the rule still says 0.0. The
+      standard error is the one of the corrected fit.
+    - fewer than two distinct p: ValueError (a slope is not identified).
+    """
+    failures = np.asarray(failures, dtype=np.float64).ravel()
+    n = np.asarray(n, dtype=np.float64).ravel()
+    p = np.asarray(p, dtype=np.float64).ravel()
+    if not (failures.shape == n.shape == p.shape):
+        raise ValueError(f"failures, n and p differ in length: {failures.shape}, {n.shape}, {p.shape}")
+    if not (np.isfinite(failures).all() and np.isfinite(n).all() and np.isfinite(p).all()):
+        raise ValueError("failures, n and p must be finite")
+    if (n <= 0).any() or (failures < 0).any() or (failures > n).any():
+        raise ValueError("need n > 0 and 0 <= failures <= n at every position")
+    if np.unique(p).size < 2:
+        raise ValueError("a slope needs at least two distinct positions p")
+    counts = np.column_stack([failures + HALDANE, n - failures + HALDANE])
+    design = np.column_stack([np.ones_like(p), p])
+    with warnings.catch_warnings():
+        # With +0.5 in every cell no separation is possible; statsmodels' "perfect separation
+        # or prediction" warning then only flags an exact fit (identical rates, or two
+        # positions: as many rows as parameters), whose estimate is fine.
+        warnings.simplefilter("ignore", PerfectSeparationWarning)
+        fit = sm.GLM(counts, design, family=sm.families.Binomial()).fit()
+    if not fit.converged:
+        raise RuntimeError("the binomial GLM did not converge")
+    # failures_i / n_i == failures_0 / n_0 for every i, exactly (integer-valued products).
+    identical = bool(np.all(failures * n[0] == failures[0] * n))
+    slope = 0.0 if identical else float(fit.params[1])
+    return SlopeFit(slope, float(fit.bse[1]))
+
+
+def per_seed_slopes(table: pd.DataFrame, keys: Iterable[str] = (), seed: str = "seed") -> pd.DataFrame:
+    """One ``logistic_slope`` per seed (and per combination of the grouping ``keys``).
+
+    ``table`` is a failure table with one row per (keys, seed, flag position) and at least
+    the columns seed, p, n, failures (flag_pos and the rest are ignored). Returns the keys,
+    the seed, slope, se, positions (rows fitted) and sequences (sum of n), sorted by keys
+    and seed. Rows of the same p are fitted as they are (a binomial GLM pools them exactly).
+    """
+    keys = list(keys)
+    missing = sorted({seed, "p", "n", "failures", *keys} - set(table.columns))
+    if missing:
+        raise ValueError(f"the failure table lacks the columns {missing}")
+    rows = []
+    for group, part in table.groupby(keys + [seed], sort=True):
+        fit = logistic_slope(part["failures"].to_numpy(), part["n"].to_numpy(), part["p"].to_numpy())
+        rows.append({**dict(zip(keys + [seed], group)), "slope": fit.slope, "se": fit.se,
+                     "positions": len(part), "sequences": int(part["n"].sum())})
+    return pd.DataFrame(rows, columns=keys + [seed, "slope", "se", "positions", "sequences"])
+
+
+def time_to_threshold(steps, values, threshold: float) -> float:
+    """First training step at which ``values`` (e.g. a failure rate) is at or below ``threshold``.
+
+    Returns ``math.inf`` when the run never gets there: the time is censored, not missing,
+    and ``restricted_times`` turns it into the horizon. Steps must be strictly increasing.
+    """
+    steps = np.asarray(steps, dtype=np.float64).ravel()
+    values = np.asarray(values, dtype=np.float64).ravel()
+    _check_steps(steps, values)
+    reached = np.flatnonzero(values <= threshold)
+    return float(steps[reached[0]]) if reached.size else math.inf
+
+
+def restricted_times(times, horizon: float) -> np.ndarray:
+    """Per-seed times to a threshold, censored at ``horizon``: min(T_i, horizon).
+
+    T_i is the first step reaching the threshold, ``inf`` for a seed that never does (as
+    ``time_to_threshold`` returns). The horizon is the last checkpoint, common to all seeds;
+    a seed that never reaches the threshold counts as the horizon (a lower bound of its true
+    time), never as missing: averaging only the seeds that happened to get there would make
+    slow variants look fast. NaN is refused, since it does not say whether a seed was censored.
+    """
+    times = np.asarray(times, dtype=np.float64).ravel()
+    if np.isnan(times).any():
+        raise ValueError("times must not be NaN; mark a seed that never reaches the threshold with inf")
+    if not (math.isfinite(horizon) and horizon > 0) or (times < 0).any():
+        raise ValueError("need a finite horizon > 0 and times >= 0")
+    return np.minimum(times, horizon)
+
+
+def restricted_mean_time(times, horizon: float, level: float = 0.95) -> Interval:
+    """Restricted mean time to threshold over seeds: mean of min(T_i, horizon), Student t interval.
+
+    Estimator: the restricted mean survival time up to the horizon (the area under the
+    per-seed "not yet reached" curve), which needs no model of the censored seeds and is
+    honest about them: they contribute the horizon. Interval: Student t over seeds of the
+    restricted times (``t_interval``), cut to [0, horizon]. If every seed is censored the estimate is the horizon
+    and the interval has zero width: all the data say is "not before the horizon". For two
+    variants sharing seeds, pass ``restricted_times`` of each to ``paired_difference``.
+    """
+    times = np.asarray(times, dtype=np.float64).ravel()
+    restricted = restricted_times(times, horizon)
+    censored = int((times >= horizon).sum())
+    result = t_interval(restricted, level)
+    # The restricted mean lies in [0, horizon]; a t interval of few seeds can reach past
+    # either end, and cutting it there loses no coverage.
+    result = result._replace(low=min(max(result.low, 0.0), horizon), high=min(max(result.high, 0.0), horizon))
+    return result._replace(method=f"restricted mean time to threshold (censored at horizon {horizon:g}: "
+                                  f"{censored} of {result.n} seeds); {result.method}")
+
+
+def area_under_failure(steps, failure, horizon: float | None = None) -> float:
+    """Area under one seed's failure curve over training, divided by the span: the mean failure rate.
+
+    Estimator: trapezoid rule over the checkpoints from the first step to ``horizon``
+    (default: the last checkpoint; a horizon between checkpoints is interpolated linearly),
+    divided by (horizon - first step), i.e. by the horizon when the first checkpoint is step
+    0. A constant failure c gives exactly c. Unlike a time to threshold it needs no threshold
+    and no censoring, and it rewards learning early; use one horizon for all seeds, and
+    ``paired_difference`` for two variants sharing seeds. A horizon past the last
+    checkpoint is refused (the curve is not extrapolated).
+    """
+    steps = np.asarray(steps, dtype=np.float64).ravel()
+    failure = np.asarray(failure, dtype=np.float64).ravel()
+    _check_steps(steps, failure)
+    if steps.size < 2:
+        raise ValueError("an area needs at least two checkpoints")
+    horizon = float(steps[-1]) if horizon is None else float(horizon)
+    if not steps[0] < horizon <= steps[-1]:
+        raise ValueError(f"horizon {horizon} outside ({steps[0]}, {steps[-1]}]")
+    inside = steps < horizon
+    x = np.append(steps[inside], horizon)
+    y = np.append(failure[inside], np.interp(horizon, steps, failure))
+    if np.all(y == y[0]):
+        return float(y[0])
+    return float(integrate.trapezoid(y, x) / (horizon - steps[0]))
+
+
+def _check_steps(steps: np.ndarray, values: np.ndarray) -> None:
+    if steps.shape != values.shape or steps.size == 0:
+        raise ValueError("steps and values must be non-empty and of the same length")
+    if not (np.isfinite(steps).all() and np.isfinite(values).all()):
+        raise ValueError("steps and values must be finite")
+    if (np.diff(steps) <= 0).any():
+        raise ValueError("steps must be strictly increasing")
+
+
+# --------------------------------------------------------------------------- intervals over seeds
+
+
+def _as_values(values) -> np.ndarray:
+    values = np.asarray(values, dtype=np.float64).ravel()
+    if values.size == 0:
+        raise ValueError("no values (no seeds)")
+    if not np.isfinite(values).all():
+        raise ValueError("values must be finite; a seed's NaN or inf would be dropped silently elsewhere")
+    return values
+
+
+def _seeds(n: int) -> str:
+    return f"{n} seed" if n == 1 else f"{n} seeds"
+
+
+def _constant(values: np.ndarray) -> bool:
+    return bool(np.all(values == values[0]))
+
+
+def t_interval(values, level: float = 0.95) -> Interval:
+    """Mean over seeds with its Student t interval: mean +- t_{1-a/2, n-1} * sd / sqrt(n).
+
+    Why t: seeds are few (3 to 20) and per-seed effects such as logistic slopes are averages
+    of many sequences, close to normal; the t quantile carries the uncertainty of the sample
+    sd, which a normal or a bootstrap interval ignores at such n. n = 1 gives NaN bounds
+    (no spread is estimable); identical values give the value itself, zero width.
+    """
+    values = _as_values(values)
+    n = values.size
+    method = f"Student t {level:.0%} interval over {_seeds(n)}"
+    if _constant(values):
+        v = float(values[0])
+        return Interval(v, v if n > 1 else math.nan, v if n > 1 else math.nan, n, method)
+    mean = float(values.mean())
+    if n < 2:
+        return Interval(mean, math.nan, math.nan, n, method)
+    half = half_width(float(values.std(ddof=1)), n, level)
+    return Interval(mean, mean - half, mean + half, n, method)
+
+
+def bootstrap_interval(values, level: float = 0.95, method: str = "BCa", n_resamples: int = 9999,
+                       seed: int = 0) -> Interval:
+    """Mean over seeds with a bootstrap interval over seeds (scipy.stats.bootstrap, seeded).
+
+    The alternative to ``t_interval`` when per-seed values are skewed (e.g. times or ratios):
+    seeds are resampled with replacement, and the interval is the BCa (bias-corrected and
+    accelerated, default) or percentile interval of the resampled means. It is too narrow for
+    very few seeds (it ignores the uncertainty of the spread), so prefer ``t_interval`` below
+    about 10 seeds. The generator is seeded, so the same values give the same interval.
+    n = 1 gives NaN bounds; identical values give zero width (the bootstrap distribution is a
+    single point; BCa is undefined there).
+    """
+    values = _as_values(values)
+    n = values.size
+    label = f"{method} bootstrap {level:.0%} interval over {_seeds(n)} ({n_resamples} resamples, seed {seed})"
+    if _constant(values):
+        v = float(values[0])
+        return Interval(v, v if n > 1 else math.nan, v if n > 1 else math.nan, n, label)
+    if n < 2:
+        return Interval(float(values[0]), math.nan, math.nan, n, label)
+    result = stats.bootstrap((values,), np.mean, confidence_level=level, method=method,
+                             n_resamples=n_resamples, vectorized=True,
+                             **{_BOOTSTRAP_RNG: np.random.default_rng(seed)})
+    ci = result.confidence_interval
+    return Interval(float(values.mean()), float(ci.low), float(ci.high), n, label)
+
+
+def paired_difference(a, b, interval: Callable[..., Interval] = t_interval, **options) -> Interval:
+    """Mean difference a - b over the seeds both variants share, with ``interval`` (t by default) of the differences.
+
+    ``a`` and ``b`` map seed -> per-seed value (a pandas Series indexed by seed, or a dict).
+    Pairing by seed removes what two variants trained from the same seed have in common
+    (initialization, data order, evaluation draw), so the interval is that of the per-seed
+    differences, not a two-sample comparison. Seeds present in only one variant are left
+    out (inner join) and ``n`` says how many pairs remain; a seed listed twice is an error.
+    """
+    a = pd.Series(a, dtype=np.float64)
+    b = pd.Series(b, dtype=np.float64)
+    for name, series in (("a", a), ("b", b)):
+        if not series.index.is_unique:
+            raise ValueError(f"{name} lists a seed more than once")
+    shared = a.index.intersection(b.index).sort_values()
+    result = interval((a.loc[shared] - b.loc[shared]).to_numpy(), **options)
+    return result._replace(method=f"paired by seed (a - b); {result.method}")
+
+
+def rate_interval_over_seeds(rates, level: float = 0.95, n_resamples: int = 9999, seed: int = 0) -> Interval:
+    """Mean of per-seed rates with a percentile bootstrap interval over seeds; always inside [0, 1].
+
+    Estimator: the mean of the seeds' rates (each a proportion of one seed's evaluation
+    set). Interval: percentile bootstrap over seeds, i.e. quantiles of means of resampled
+    rates; a mean of numbers in [0, 1] lies in [0, 1], so the band does too, by construction
+    (a t interval would leave [0, 1] for rates near 0 or 1, where late checkpoints sit). The
+    bounds are checked anyway. All rates equal (e.g. all 0) gives that rate with zero width;
+    one seed gives NaN bounds. Percentile bootstrap is narrow for few seeds (it is close to
+    mean +- z * sd / sqrt(n) with the ddof=0 sd), so report n next to it.
+    """
+    rates = _as_values(rates)
+    if (rates < 0).any() or (rates > 1).any():
+        raise ValueError("rates must lie in [0, 1]")
+    result = bootstrap_interval(rates, level, method="percentile", n_resamples=n_resamples, seed=seed)
+    for bound in (result.low, result.high):
+        if not math.isnan(bound) and not 0.0 <= bound <= 1.0:
+            raise RuntimeError(f"a bootstrap bound of rates left [0, 1]: {bound}")
+    return result
+
+
+def log_mean_interval(values, level: float = 0.95) -> Interval:
+    """Geometric mean over seeds, exp(mean log x), with the Student t interval of log x mapped back by exp.
+
+    For positive quantities that span orders of magnitude (densities, ratios, influence
+    magnitudes): their spread is multiplicative, so the mean and the interval are taken on
+    the log scale, where per-seed values are close to normal, and the interval is a factor
+    around the geometric mean (always positive). Values must be positive.
+    """
+    values = _as_values(values)
+    if (values <= 0).any():
+        raise ValueError("log_mean_interval needs positive values")
+    result = t_interval(np.log(values), level)
+    return Interval(math.exp(result.estimate), math.exp(result.low), math.exp(result.high), result.n,
+                    f"geometric mean; {result.method} on the log scale, mapped back by exp")
+
+
+# --------------------------------------------------------------------------- verdicts
+
+
+RULE_KINDS = ("greater_than_zero", "less_than_zero", "equivalent_to_zero", "at_most", "at_least")
+
+
+@dataclass(frozen=True)
+class DecisionRule:
+    """How a verdict is read off an interval, fixed before the data are seen.
+
+    ``kind`` is one of RULE_KINDS. ``margin``: for greater_than_zero, less_than_zero and
+    equivalent_to_zero the smallest effect size that matters (> 0); for at_most and
+    at_least the threshold itself (e.g. a relative error of 1e-6). ``level`` is the level
+    of the interval the rule is applied to (for the words); ``quantity`` names the effect.
+    """
+
+    kind: str
+    margin: float
+    level: float = 0.95
+    quantity: str = "the effect"
+
+    def __post_init__(self):
+        if self.kind not in RULE_KINDS:
+            raise ValueError(f"unknown rule kind {self.kind!r}; expected one of {RULE_KINDS}")
+        if not math.isfinite(self.margin):
+            raise ValueError("the margin must be finite")
+        if self.kind in RULE_KINDS[:3] and self.margin <= 0:
+            raise ValueError(f"{self.kind} needs a margin > 0")
+
+    @property
+    def words(self) -> str:
+        """The rule in plain English, for the evidence table."""
+        ci, q, m = f"the {self.level:.0%} interval over seeds", self.quantity, f"{self.margin:g}"
+        if self.kind == "greater_than_zero":
+            return (f"Claim: {q} is positive. Supported if the lower bound of {ci} is above 0; contradicted if "
+                    f"its upper bound is below the margin {m} fixed in advance (no effect as large as {m}, "
+                    f"which includes an effect of the other sign); otherwise inconclusive.")
+        if self.kind == "less_than_zero":
+            return (f"Claim: {q} is negative. Supported if the upper bound of {ci} is below 0; contradicted if "
+                    f"its lower bound is above -{m}, the margin fixed in advance (no effect as large as -{m}, "
+                    f"which includes an effect of the other sign); otherwise inconclusive.")
+        if self.kind == "equivalent_to_zero":
+            return (f"Claim: {q} is negligible, within +-{m} (margin fixed in advance). Supported if {ci} lies "
+                    f"inside (-{m}, {m}); contradicted if it lies entirely beyond the margin (lower bound above "
+                    f"{m} or upper bound below -{m}); otherwise inconclusive.")
+        if self.kind == "at_most":
+            return (f"Claim: {q} is at most {m}. Supported if the upper bound of {ci} is at most {m}; "
+                    f"contradicted if its lower bound is above {m}; otherwise inconclusive.")
+        return (f"Claim: {q} is at least {m}. Supported if the lower bound of {ci} is at least {m}; "
+                f"contradicted if its upper bound is below {m}; otherwise inconclusive.")
+
+
+def verdict(low: float, high: float, rule: DecisionRule) -> str:
+    """supported, contradicted or inconclusive: the interval [low, high] against a rule fixed in advance.
+
+    greater_than_zero (margin m): supported if low > 0; else contradicted if high < m (the
+      interval rules out every effect as large as m, including all of the other sign); else
+      inconclusive. An interval inside (0, m) is supported: the claim is about the sign,
+      the margin only decides when the claim is refuted.
+    less_than_zero (margin m): the mirror image; supported if high < 0; else contradicted if
+      low > -m; else inconclusive.
+    equivalent_to_zero (margin m), the claim "no effect that matters": supported if
+      -m < low and high < m (an equivalence test: two one-sided tests, each at 2.5%, since
+      the 95% interval is used; conservative compared with the 90% interval of the usual
+      5% TOST); contradicted if low > m or high < -m (the interval excludes zero and lies
+      entirely beyond the margin: an effect at least as large as m, of either sign); else
+      inconclusive. This is what lets "no position effect" be decided instead of staying
+      inconclusive for ever.
+    at_most (threshold t): supported if high <= t; contradicted if low > t; else inconclusive.
+    at_least (threshold t): supported if low >= t; contradicted if high < t; else inconclusive.
+    A NaN bound (fewer than 2 seeds) is inconclusive.
+
+    Float rounding: the verdict is a step function of (low, high) that changes only where a
+    bound crosses 0, +-m or t. Two runs that differ only in rounding move the bounds by
+    ~1e-15 relative, so they disagree only if a bound lies within rounding of a threshold.
+    No tie band is added: a tolerance would not remove that cliff, only move it to the
+    band's edges, and a bound landing within 1e-12 of a margin fixed in advance is a
+    probability-zero event for continuous estimates. The exact cases that do land on a
+    threshold are made exact at the source instead (a constant predictor's slope is 0.0 by
+    definition in ``logistic_slope``; identical per-seed values give zero-width intervals
+    equal to the value), and each comparison above is strict or not on purpose so that
+    such exact cases get the intended verdict (an all-zero slope interval is not "positive").
+    """
+    if math.isnan(low) or math.isnan(high):
+        return INCONCLUSIVE
+    if low > high:
+        raise ValueError(f"interval bounds out of order: {low} > {high}")
+    m = rule.margin
+    if rule.kind == "greater_than_zero":
+        return SUPPORTED if low > 0 else CONTRADICTED if high < m else INCONCLUSIVE
+    if rule.kind == "less_than_zero":
+        return SUPPORTED if high < 0 else CONTRADICTED if low > -m else INCONCLUSIVE
+    if rule.kind == "equivalent_to_zero":
+        if -m < low and high < m:
+            return SUPPORTED
+        return CONTRADICTED if (low > m or high < -m) else INCONCLUSIVE
+    if rule.kind == "at_most":
+        return SUPPORTED if high <= m else CONTRADICTED if low > m else INCONCLUSIVE
+    return SUPPORTED if low >= m else CONTRADICTED if high < m else INCONCLUSIVE
+
+
+def claim_row(interval: Interval, rule: DecisionRule) -> dict:
+    """One row of the evidence table: estimate, ci_low, ci_high, n_seeds, method, verdict, rule (in words)."""
+    return {"estimate": interval.estimate, "ci_low": interval.low, "ci_high": interval.high,
+            "n_seeds": interval.n, "method": interval.method,
+            "verdict": verdict(interval.low, interval.high, rule), "rule": rule.words}
+
+
+# --------------------------------------------------------------------------- planning the number of seeds
+
+
+def half_width(sd: float, n: int, level: float = 0.95) -> float:
+    """Half-width of the Student t interval of a mean over n seeds: t_{1-a/2, n-1} * sd / sqrt(n)."""
+    return _t_half_width(sd, n, level)
+
+
+def _t_half_width(sd: float, n: int, level: float) -> float:
+    # Module-level name for half_width, which seeds_for_half_width's argument shadows.
+    if n < 2:
+        raise ValueError("a t interval needs n >= 2")
+    if sd < 0:
+        raise ValueError("sd must be >= 0")
+    return float(stats.t.ppf(0.5 + level / 2, n - 1) * sd / math.sqrt(n))
+
+
+def seeds_for_half_width(sd: float, half_width: float, level: float = 0.95) -> int:
+    """Smallest n >= 2 with t_{1-a/2, n-1} * sd / sqrt(n) <= half_width (precision planning).
+
+    ``sd`` is the between-seed standard deviation of the per-seed effect (from a pilot). The
+    search starts at the normal-theory n = ceil((z * sd / half_width)^2), which no smaller n
+    can beat (t > z), and walks up; the half-width decreases in n, so the first n that fits
+    is the smallest. With the plug-in sd the realized half-width (which uses the new sample's
+    sd) is below the target only about half the time; ``pilot_seed_plan`` gives a
+    conservative n as well.
+    """
+    target = half_width
+    if not (target > 0 and math.isfinite(target)) or not (sd >= 0 and math.isfinite(sd)):
+        raise ValueError("need half_width > 0 and a finite sd >= 0")
+    z = stats.norm.ppf(0.5 + level / 2)
+    n = max(2, math.ceil((z * sd / target) ** 2))
+    while _t_half_width(sd, n, level) > target:
+        n += 1
+    return n
+
+
+class SeedPlan(NamedTuple):
+    """Seeds needed for a target half-width, from a pilot: with the pilot sd and with its upper confidence bound."""
+
+    pilot_seeds: int
+    sd: float
+    sd_upper: float
+    n_seeds: int
+    n_seeds_conservative: int
+
+
+def pilot_seed_plan(pilot_values, target_half_width: float, level: float = 0.95,
+                    sd_confidence: float = 0.8) -> SeedPlan:
+    """Power (precision) estimate on pilot data: how many seeds make the interval's half-width <= target.
+
+    Estimator: the pilot's between-seed sd s of the per-seed effect (ddof=1, k pilot
+    seeds) plugged into ``seeds_for_half_width``; and, because s from a handful of seeds is
+    itself uncertain, also the upper ``sd_confidence`` one-sided confidence bound
+    s * sqrt((k - 1) / chi2_{1 - sd_confidence, k - 1}) (chi-square interval of a normal
+    variance) plugged in the same way: with that n the target holds for the true sd with
+    probability ``sd_confidence``. Report both; plan with the conservative one.
+    """
+    values = _as_values(pilot_values)
+    k = values.size
+    if k < 2:
+        raise ValueError("a pilot needs at least 2 seeds to estimate the spread")
+    sd = float(values.std(ddof=1))
+    sd_upper = sd * math.sqrt((k - 1) / stats.chi2.ppf(1 - sd_confidence, k - 1))
+    return SeedPlan(k, sd, sd_upper, seeds_for_half_width(sd, target_half_width, level),
+                    seeds_for_half_width(sd_upper, target_half_width, level))
+
+
+__all__ = [
+    "SUPPORTED", "CONTRADICTED", "INCONCLUSIVE", "VERDICTS", "RULE_KINDS", "HALDANE",
+    "Interval", "SlopeFit", "DecisionRule", "SeedPlan",
+    "logistic_slope", "per_seed_slopes", "time_to_threshold", "restricted_times", "restricted_mean_time",
+    "area_under_failure", "t_interval", "bootstrap_interval", "paired_difference", "rate_interval_over_seeds",
+    "log_mean_interval", "verdict", "claim_row", "half_width", "seeds_for_half_width", "pilot_seed_plan",
+]
