@@ -18,7 +18,7 @@ import torch
 from scipy import stats as scipy_stats
 
 from conftest import REPO
-from lostmid import task
+from lostmid.core import task
 from lostmid.evidence import statistics as S
 
 L = 16

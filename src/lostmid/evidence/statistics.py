@@ -1,8 +1,8 @@
 """Statistics of the evidence stage: per-seed effects, intervals over seeds, verdicts.
 
 Seeds are the unit of replication. Each training seed is evaluated on its own draw of the
-balanced evaluation set (``lostmid.task.balanced_eval_set`` with
-``lostmid.task.eval_seed_for_run``), so the spread of per-seed effects contains both the
+balanced evaluation set (``lostmid.core.task.balanced_eval_set`` with
+``lostmid.core.task.eval_seed_for_run``), so the spread of per-seed effects contains both the
 training noise and the evaluation set's sampling error, and an interval over seeds covers
 both. The recipe for every claim:
 
@@ -15,7 +15,7 @@ both. The recipe for every claim:
 3. a verdict read off the interval with a ``DecisionRule`` fixed in advance (``verdict``).
 
 The per-run Wilson band of a failure rate (one seed, one position) is
-``lostmid.task.wilson_interval``; it is not repeated here, since that module draws data with
+``lostmid.core.task.wilson_interval``; it is not repeated here, since that module draws data with
 torch and this one stays torch-free (numpy, scipy, statsmodels, pandas).
 
 ``seeds_for_half_width`` and ``pilot_seed_plan`` plan the number of seeds from pilot data.
