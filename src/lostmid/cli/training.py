@@ -75,8 +75,8 @@ def train(args):
 def _failure_args(parser):
     spec_arg(parser)
     parser.add_argument("--checkpoints", nargs="+", required=True, help="the run's checkpoints to evaluate")
-    parser.add_argument("--per-position", type=int, required=True, help="evaluation sequences per flag position")
-    parser.add_argument("--eval-seed", type=int, required=True)
+    parser.add_argument("--per-position", type=int, required=True, help="evaluation sequences per flag position (even: half target 0, half 1)")
+    parser.add_argument("--eval-seed", type=int, required=True, help="evaluation.seed; each run draws its set with eval_seed_for_run(eval-seed, run seed)")
     parser.add_argument("--out", required=True, help="Parquet table of failure by flag position")
 
 
@@ -87,7 +87,7 @@ def failure(args):
     from lostmid.training import evaluate
 
     def analyze(model, step):
-        table = evaluate.failure_by_position(model, args.spec["L"], args.per_position, args.eval_seed, device)
+        table = evaluate.failure_by_position(model, args.spec["L"], args.per_position, args.eval_seed, args.spec["seed"], device)
         log.info("step %d: mean failure rate %.3f", step, table.failure_rate.mean())
         return (table,)
 
