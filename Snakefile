@@ -30,6 +30,7 @@ include: "workflow/rules/influence.smk"
 include: "workflow/rules/channels.smk"
 include: "workflow/rules/remedies.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/evidence.smk"
 
 
 rule all:
