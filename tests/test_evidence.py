@@ -339,3 +339,61 @@ def test_each_seed_draws_its_own_balanced_evaluation_set():
     a = failure_by_position(FirstToken(0), 12, 8, 1000, 0, "cpu")
     b = failure_by_position(FirstToken(0), 12, 8, 1000, 1, "cpu")
     assert not a.failures.equals(b.failures)
+
+
+# --------------------------------------------------------------------------- verdicts do not depend on float rounding
+
+
+def _train_and_evaluate(seed_batch: int, L: int = 6, seeds=range(4), segments=(40, 40, 40)) -> pd.DataFrame:
+    """Failure tables of a tiny baseline and a bias-corrected variant, trained in process with
+    ``train.seed_batch`` = ``seed_batch`` (1: one run at a time; 2: vmapped pairs of seeds)."""
+    from lostmid.tables.keys import with_run_keys
+    from lostmid.training.checkpoint import TrainingState
+    from lostmid.training.evaluate import failure_by_position
+    from lostmid.training.seed_batch import train_seed_batch
+    from lostmid.training.train import train_steps
+
+    i = torch.arange(L)
+    recency = (-0.3 * (i[:, None] - i[None, :]).float()).tril()  # a fixed bias favouring recent keys
+    tables = []
+    for variant in ("baseline", "debiased"):
+        def spec(seed):
+            return {"variant": variant, "L": L, "depth": 1, "seed": seed,
+                    "model": {"seq_len": L, "depth": 1, "d_model": 16, "heads": 2, "mlp_ratio": 2, "block": "sequential",
+                              "residual": True, "epsilon": 1.0, "readout": "last"},
+                    "train": {"batch_size": 16, "lr": 0.01, "beta1": 0.9, "beta2": 0.99, "weight_decay": 0.0, "grad_clip": 1.0,
+                              "flag_law": "uniform", "seed_batch": seed_batch},
+                    "remedy": {"kind": "bias"} if variant == "debiased" else {"kind": "none"}}
+
+        states = [TrainingState.initial(spec(seed), "cpu", recency if variant == "debiased" else None) for seed in seeds]
+        step = 0
+        for n_steps in (0, *segments):
+            if n_steps:
+                for state in states:
+                    state.model.train()
+                if seed_batch == 1:
+                    for state in states:
+                        train_steps(state, n_steps, "cpu", progress=False)
+                else:
+                    for k in range(0, len(states), seed_batch):
+                        train_seed_batch(states[k:k + seed_batch], n_steps, "cpu", progress=False)
+                step += n_steps
+            for state in states:
+                table = failure_by_position(state.model, L, 16, 1000, state.spec["seed"], "cpu")
+                tables.append(with_run_keys(table, state.spec, step))
+    return pd.concat(tables, ignore_index=True)
+
+
+def test_runs_that_differ_only_in_rounding_get_the_same_verdict_for_every_claim():
+    alone, batched = _train_and_evaluate(1), _train_and_evaluate(2)
+    # The two trainings differ at float rounding, and that moves some failure counts.
+    assert not alone.failures.equals(batched.failures)
+    # Margins of this test (not the config's): wide enough that four tiny seeds decide something.
+    ev = EvidenceSettings(mid_accuracy=0.6, slope_margin=2.0, speed_margin=0.1)
+    verdicts = []
+    for failure in (alone, batched):
+        inputs = claims.Inputs(variants=VARIANTS, model=MODEL, failure=failure)
+        table = claims.evidence_table(inputs, ev)
+        verdicts.append(table.set_index(["claim", "setting"]).verdict)
+    pd.testing.assert_series_equal(verdicts[0], verdicts[1])
+    assert (verdicts[0] != "inconclusive").sum() >= 2  # the agreement is not only "inconclusive" twice
