@@ -90,7 +90,18 @@ def test_debiased_with_a_planted_slope_is_not_equivalent():
                        failure_table("debiased", {0: CHANCE, 100: (-3.5, 3.0)}, range(6), rng=np.random.default_rng(4), n=256)])
     (row,) = run_claim("debiased_has_no_position_preference", failure=table)
     assert row["verdict"] == "contradicted"
-    assert row["checkpoint"] == "step 100 (the baseline's mid-training)"
+    assert row["checkpoint"] == "step 100 (its own mid-training)"
+
+
+def test_no_preference_is_judged_at_the_variants_own_mid_training():
+    # The debiased model is still at chance at the baseline's mid-training step (100), flat for the
+    # wrong reason; at its own mid-training step (200) it has a position effect.
+    table = pd.concat([failure_table("baseline", {0: CHANCE, 100: (-1.5, 0.0), 200: (-3.0, 0.0)}, range(6)),
+                       failure_table("debiased", {0: CHANCE, 100: CHANCE, 200: (-3.5, 3.0)}, range(6),
+                                     rng=np.random.default_rng(12), n=256)])
+    (row,) = run_claim("debiased_has_no_position_preference", failure=table)
+    assert row["checkpoint"] == "step 200 (its own mid-training)"
+    assert row["verdict"] == "contradicted"
 
 
 def test_mid_training_is_the_first_checkpoint_past_the_level_and_not_run_when_never_reached():
