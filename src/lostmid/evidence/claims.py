@@ -392,8 +392,9 @@ def _pair_settings(kind: str, table: str, checkpoint: str):
 def _aufc(failure: pd.DataFrame, variant: str, L: int, depth: int, horizon: int) -> pd.Series:
     acc = _accuracy_per_seed(failure)
     part = acc[(acc.variant == variant) & (acc.L == L) & (acc.depth == depth) & (acc.step <= horizon)]
-    return part.groupby("seed").apply(lambda g: st.area_under_failure(g.step.to_numpy(), g.failure.to_numpy(), horizon),
-                                      include_groups=False)
+    areas = {int(seed): st.area_under_failure(g.step.to_numpy(), g.failure.to_numpy(), horizon)
+             for seed, g in part.sort_values("step").groupby("seed")}
+    return pd.Series(areas, dtype=np.float64)
 
 
 def debiased_trains_faster(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
