@@ -4,6 +4,7 @@ evaluation, the blog's initialization measure, and the command's error handling.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -189,6 +190,12 @@ def test_the_command_writes_the_table_the_forest_plot_and_markdown(tmp_path, cap
     assert forest.stat().st_size > 20_000
     printed = capsys.readouterr().out
     assert "| 1 | failure_rises_with_position |" in printed and "Methods and decision rules" in printed
+    # The blocks can come from the config files instead (here: smoke.yaml, whose variants include both).
+    smoke = Path(__file__).resolve().parents[1] / "config" / "smoke.yaml"
+    assert main(["evidence", "--config", str(smoke), "--failure", str(path), "--out", str(tmp_path / "again.parquet")]) == 0
+    pd.testing.assert_series_equal(pd.read_parquet(tmp_path / "again.parquet").verdict, table.verdict)
+    assert main(["evidence", "--failure", str(path)]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith("--variants JSON or --config with a variants block")
 
 
 # --------------------------------------------------------------------------- blog (b), (c): initialization and the bias

@@ -6,6 +6,7 @@ import logging
 
 from lostmid import io
 from lostmid.cli.registry import command, json_arg
+from lostmid.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -24,9 +25,12 @@ TABLE_OPTIONS = {
 
 
 def _args(parser):
-    parser.add_argument("--settings", type=json_arg, default={}, help="the config's evidence block (JSON)")
-    parser.add_argument("--variants", type=json_arg, required=True, help="the config's variants block (JSON): name -> overrides")
-    parser.add_argument("--model", type=json_arg, default={}, help="the config's model block (JSON): defaults of the variants")
+    parser.add_argument("--config", nargs="+", default=None,
+                        help="config YAML files, merged as Snakemake merges --configfile: the evidence, variants and model "
+                             "blocks are read from them (the JSON options below override)")
+    parser.add_argument("--settings", type=json_arg, default=None, help="the config's evidence block (JSON)")
+    parser.add_argument("--variants", type=json_arg, default=None, help="the config's variants block (JSON): name -> overrides")
+    parser.add_argument("--model", type=json_arg, default=None, help="the config's model block (JSON): defaults of the variants")
     for name, text in TABLE_OPTIONS.items():
         parser.add_argument("--" + name.replace("_", "-"), nargs="*", default=None,
                             help=f"{text}; left out: the claims that need it get a 'not run' row")
@@ -46,13 +50,34 @@ def load_tables(args) -> dict:
     return loaded
 
 
+def config_blocks(paths) -> dict:
+    """The merged config files (``None``: no files, an empty config)."""
+    import yaml
+
+    from lostmid.config import merge
+
+    merged: dict = {}
+    for path in paths or []:
+        try:
+            with open(path) as handle:
+                merged = merge(merged, yaml.safe_load(handle) or {})
+        except (OSError, yaml.YAMLError) as err:
+            raise ConfigError(f"cannot read config file {path}: {err}") from err
+    return merged
+
+
 @command("evidence", "evidence table: every claim of the blog and the paper with its interval over seeds and verdict", _args)
 def evidence(args):
     from lostmid.evidence import claims
     from lostmid.evidence.settings import EvidenceSettings
 
-    settings = EvidenceSettings.from_dict(args.settings)
-    inputs = claims.Inputs(variants=args.variants, model=args.model, **load_tables(args))
+    blocks = config_blocks(args.config)
+    settings = EvidenceSettings.from_dict(args.settings if args.settings is not None else blocks.get("evidence", {}))
+    variants = args.variants if args.variants is not None else blocks.get("variants")
+    if variants is None:
+        raise ConfigError("lostmid evidence needs the variants: --variants JSON or --config with a variants block")
+    model = args.model if args.model is not None else blocks.get("model", {})
+    inputs = claims.Inputs(variants=variants, model=model, **load_tables(args))
     table = claims.evidence_table(inputs, settings)
     if args.out:
         io.write_parquet(table, args.out)
