@@ -136,6 +136,9 @@ def test_a_no_residual_debiased_variant_is_paired_with_the_no_residual_baseline(
     table = pd.concat([failure_table(v, {0: CHANCE, 100: (-1.5, 0.0)}, range(3)) for v in variants])
     inputs = claims.Inputs(variants=variants, model=MODEL, failure=table)
     assert inputs.reference("debiased_nores") == "baseline_nores"
+    # train.seed_batch changes rounding only: it does not break the pairing.
+    batched = {**variants, "debiased_nores": {**variants["debiased_nores"], "train": {"seed_batch": 4}}}
+    assert claims.Inputs(variants=batched, model=MODEL, failure=table).reference("debiased_nores") == "baseline_nores"
     (row,) = claims.evaluate_claim(claims.CLAIMS_BY_NAME["debiased_trains_faster"], inputs, EV)
     assert row["residual"] is False and "debiased_nores vs baseline_nores" in row["setting"]
 
@@ -149,6 +152,13 @@ def test_a_missing_table_or_variant_gives_an_explicit_not_run_row():
     assert row["verdict"] == "inconclusive" and row["method"].startswith("not run: no variant with remedy bias")
     (row,) = run_claim("balance_lowers_e_inf", failure=table)
     assert row["method"] == "not run: table metrics not given"
+    # A bias variant whose reference lacks an L: that setting's row says so, the others are evaluated.
+    two = pd.concat([table, failure_table("debiased", {0: CHANCE, 100: (-1.5, 0.0)}, range(3)),
+                     failure_table("debiased", {0: CHANCE, 100: (-1.5, 0.0)}, range(3), L=8)])
+    rows = run_claim("debiased_trains_faster", failure=two)
+    assert [r["L"] for r in rows] == [8, 16]
+    assert rows[0]["method"] == "not run: baseline (the reference of debiased) has no failure rows at L 8, depth 2"
+    assert rows[1]["verdict"] == "contradicted"
     whole = claims.evidence_table(claims.Inputs(variants=VARIANTS, model=MODEL), EV)
     assert set(whole.claim) == {c.name for c in claims.CLAIMS}  # every claim listed, none evaluated
     assert (whole.verdict == "inconclusive").all() and whole.method.str.startswith("not run").all()

@@ -113,9 +113,12 @@ class Inputs:
 
     def reference(self, name: str) -> str | None:
         """The variant without a remedy and with the same model and train overrides (see the module doc)."""
+        def train(b: dict) -> dict:  # seed_batch changes float rounding only, not what is trained
+            return {k: v for k, v in (b.get("train") or {}).items() if k != "seed_batch"}
+
         block = self.variants[name]
         same = sorted(other for other, b in self.variants.items() if (b.get("remedy") or {}).get("kind", "none") == "none"
-                      and (b.get("model") or {}) == (block.get("model") or {}) and (b.get("train") or {}) == (block.get("train") or {}))
+                      and (b.get("model") or {}) == (block.get("model") or {}) and train(b) == train(block))
         if not same:
             return None
         return "baseline" if "baseline" in same else same[0]
@@ -134,6 +137,7 @@ class Setting:
     residual: bool | None = None
     checkpoint: str | None = None
     reference: str | None = None  # the variant compared against, for paired claims
+    missing: str | None = None  # why this setting cannot be evaluated (its row says "not run: ...")
 
     def words(self) -> str:
         parts = []
@@ -373,15 +377,16 @@ def fitted_bias_weights_recent_keys(inputs: Inputs, ev: EvidenceSettings, s: Set
 def _pair_settings(kind: str, table: str, checkpoint: str):
     def settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
         found = []
+        data = getattr(inputs, table)
         for name in inputs.of_kind(kind):
             reference = inputs.reference(name)
-            if reference is None:
-                raise NotRun(f"variant {name} has no variant without a remedy and the same model and train overrides")
-            data = getattr(inputs, table)
             for L, depth in _runs(data, name):
-                if (L, depth) not in _runs(data, reference):
-                    raise NotRun(f"{reference} (the reference of {name}) has no {table} rows at L {L}, depth {depth}")
-                found.append(Setting(name, L, depth, inputs.residual(name), checkpoint, reference))
+                missing = None
+                if reference is None:
+                    missing = f"variant {name} has no variant without a remedy and the same model and train overrides"
+                elif (L, depth) not in _runs(data, reference):
+                    missing = f"{reference} (the reference of {name}) has no {table} rows at L {L}, depth {depth}"
+                found.append(Setting(name, L, depth, inputs.residual(name), checkpoint, reference, missing))
         if not found:
             raise NotRun(f"no variant with remedy {kind} in the {table} table")
         return found
@@ -443,7 +448,7 @@ def _debiased_mid_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting
     for s in _pair_settings("bias", "failure", "")(inputs, ev):
         step, _ = mid_training_step(inputs.failure, s.variant, s.L, s.depth, ev.mid_accuracy)
         checkpoint = f"step {step} (its own mid-training)" if step is not None else "mid-training not reached"
-        found.append(Setting(s.variant, s.L, s.depth, s.residual, checkpoint))
+        found.append(Setting(s.variant, s.L, s.depth, s.residual, checkpoint))  # judged on its own: no reference needed
     return found
 
 
@@ -747,6 +752,9 @@ def evaluate_claim(claim: Claim, inputs: Inputs, ev: EvidenceSettings) -> list[d
         return [_not_run_row(claim, str(why))]
     rows = []
     for setting in settings:
+        if setting.missing:
+            rows.append(_not_run_row(claim, setting.missing, setting))
+            continue
         try:
             rows.append(_row_of(claim, setting, claim.compute(inputs, ev, setting)))
         except NotRun as why:
