@@ -21,9 +21,10 @@ inconclusive, so the table always lists every claim. A table that is given but m
 
 Pairing of variants. The table knows variants only through the config's ``variants`` block
 (name -> overrides): the *reference* of a remedy variant is the variant without a remedy whose
-``model`` and ``train`` overrides are identical (so a no-residual debiased variant is compared
-with the no-residual baseline); if several qualify the one named ``baseline`` wins, else the
-first by name.
+``model`` and ``train`` overrides are identical apart from ``train.seed_batch``, which changes
+float rounding only (so a no-residual debiased variant is compared with the no-residual
+baseline); if several qualify the one named ``baseline`` wins, else the first by name. A
+setting whose reference is missing gets its own "not run" row.
 """
 
 from __future__ import annotations
