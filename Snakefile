@@ -37,6 +37,7 @@ include: "workflow/rules/channels.smk"
 include: "workflow/rules/remedies.smk"
 include: "workflow/rules/algebraic.smk"
 include: "workflow/rules/architectures.smk"
+include: "workflow/rules/evidence.smk"
 include: "workflow/rules/figures.smk"
 
 
@@ -49,4 +50,5 @@ rule all:
         rules.algebraic.output,
         rules.architectures_sweep.output if ARCHITECTURES else [],
         rules.architectures_flag.output if ARCHITECTURE_FLAG_RUNS else [],
+        rules.evidence.output,
         rules.figures.output,

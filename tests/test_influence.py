@@ -164,7 +164,7 @@ def test_init_sweep_first_token_dominates_without_residual_and_a_u_shape_forms_w
     settings = influence.InitSweepSettings(L=16, depths=(1, 8), seeds=(0, 1), batch_per_position=2)
     model_block = {"d_model": 32, "heads": 4, "mlp_ratio": 2, "block": "sequential", "epsilon": 1.0, "readout": "last"}
     sweep = influence.init_sweep(model_block, settings)
-    assert list(sweep.columns) == ["residual", "depth", "seed", "position", "p", "energy", "density"]
+    assert list(sweep.columns) == ["residual", "depth", "seed", "position", "p", "energy", "density", "output_jacobian"]
     m = sweep.groupby(["residual", "depth", "position"]).density.mean()
 
     plain = m.loc[False]

@@ -151,11 +151,41 @@ class InitSweepSettings:
         return settings
 
 
+def output_jacobian_norms(model, tokens: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
+    """The blog's influence measure: E ||d logits / d x_j||, power 1, per input position j; shape (L,).
+
+    ``logits`` is the readout at position L (the final output; both answer logits), x_j the
+    input embedding of position j (token plus position embedding), ||.|| the Frobenius norm of
+    the 2 x d Jacobian block, E the mean over the sequences of ``tokens``. Unlike the influence
+    energy (squared norm of the loss gradient, ``energies``) it involves no target and no
+    square. Cost: one backward pass per output logit (two), never one per position: the
+    sequences are independent, so the gradient of the batch sum of logit c with respect to a
+    zero tap on the embeddings holds every sequence's row of the Jacobian at once.
+    """
+    model.eval()
+    total = None
+    for part in tokens.split(chunk):
+        with torch.enable_grad():
+            x0 = torch.zeros(part.shape[0], part.shape[1], model.config.d_model, device=part.device, requires_grad=True)
+            logits = model(part, taps=[x0] + [None] * len(model.steps))
+            if logits.dim() == 3:  # readout 'all': the final output is the last position's
+                logits = logits[:, -1]
+            squared = torch.zeros(part.shape[0], part.shape[1], dtype=torch.float64, device=part.device)
+            for c in range(logits.shape[-1]):
+                (grad,) = torch.autograd.grad(logits[:, c].sum(), x0, retain_graph=c + 1 < logits.shape[-1])
+                squared += grad.double().square().sum(-1)
+        norms = squared.sqrt().sum(0)
+        total = norms if total is None else total + norms
+    return (total / tokens.shape[0]).cpu()
+
+
 def init_sweep(model_block: dict, settings: InitSweepSettings, device=None) -> pd.DataFrame:
-    """Input-influence density at initialization for every (residual, depth, seed).
+    """Input influence at initialization for every (residual, depth, seed).
 
     ``model_block`` is the config's ``model`` block (d_model, heads, block, ...); seq_len, depth
-    and residual are set by the sweep. Columns: residual, depth, seed, position, p, energy, density.
+    and residual are set by the sweep. Columns: residual, depth, seed, position, p, energy,
+    density (the squared loss-gradient measure of docs/influence.md) and output_jacobian (the
+    blog's measure, ``output_jacobian_norms``: E ||d logits_L / d x_j||, power 1).
     """
     from lostmid.core.model import FlagTransformer, ModelConfig
 
@@ -169,5 +199,6 @@ def init_sweep(model_block: dict, settings: InitSweepSettings, device=None) -> p
                 config = ModelConfig(**{**model_block, "seq_len": settings.L, "depth": depth, "residual": residual})
                 model = FlagTransformer(config).to(device)
                 table = profile_table(energies(model, tokens, targets, all_steps=False)).drop(columns="layer")
+                table["output_jacobian"] = output_jacobian_norms(model, tokens).numpy()
                 parts.append(with_keys(table, residual=residual, depth=depth, seed=seed))
     return pd.concat(parts, ignore_index=True)

@@ -92,16 +92,20 @@ def evaluate(args):
     metrics.check_deltas(L, settings.deltas, "influence.deltas")  # an empty region is a config error
     tokens, targets = influence.evaluation_batch(L, settings, device)
 
-    def analyze(model, step):
-        failure = failure_by_position(model, L, per_position, eval_seed, device)
-        profile, metric = influence.analyze(model, tokens, targets, settings.deltas, settings.chunk)
-        last = metric.iloc[-1]
-        log.info("step %d: mean failure rate %.3f; delta %.2f Delta %.4f LIM %.4f E_inf %.4g Z %.4g",
-                 step, failure.failure_rate.mean(), last.delta, last.Delta, last.LIM, last.E_inf, last.Z)
-        return failure, profile, metric
+    def analyze_seed(run_seed):
+        def analyze(model, step):
+            # Each run is evaluated on its own draw of the balanced set (evaluation.seed mixed with the run's seed).
+            failure = failure_by_position(model, L, per_position, eval_seed, run_seed, device)
+            profile, metric = influence.analyze(model, tokens, targets, settings.deltas, settings.chunk)
+            last = metric.iloc[-1]
+            log.info("seed %d step %d: mean failure rate %.3f; delta %.2f Delta %.4f LIM %.4f E_inf %.4g Z %.4g",
+                     run_seed, step, failure.failure_rate.mean(), last.delta, last.Delta, last.LIM, last.E_inf, last.Z)
+            return failure, profile, metric
+
+        return analyze
 
     for spec, paths, failure_out, profiles_out, metrics_out in block_runs(args, "checkpoints", "failure", "profiles", "metrics"):
-        failure, profiles, metric_table = checkpoint.analyze_run(paths, spec, device, analyze)
+        failure, profiles, metric_table = checkpoint.analyze_run(paths, spec, device, analyze_seed(spec["seed"]))
         io.write_parquet(failure, failure_out)
         io.write_parquet(profiles, profiles_out)
         io.write_parquet(metric_table, metrics_out)

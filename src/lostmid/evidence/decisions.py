@@ -12,10 +12,9 @@ import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
-import numpy as np
 from scipy import stats
 
-from lostmid.evidence.statistics import Interval, as_values, half_width, t_half_width
+from lostmid.evidence.statistics import Interval, as_values, t_half_width
 
 SUPPORTED = "supported"
 CONTRADICTED = "contradicted"
@@ -183,12 +182,3 @@ def pilot_seed_plan(pilot_values, target_half_width: float, level: float = 0.95,
     sd_upper = sd * math.sqrt((k - 1) / stats.chi2.ppf(1 - sd_confidence, k - 1))
     return SeedPlan(k, sd, sd_upper, seeds_for_half_width(sd, target_half_width, level),
                     seeds_for_half_width(sd_upper, target_half_width, level))
-
-
-__all__ = [
-    "SUPPORTED", "CONTRADICTED", "INCONCLUSIVE", "VERDICTS", "RULE_KINDS", "HALDANE",
-    "Interval", "SlopeFit", "DecisionRule", "SeedPlan",
-    "logistic_slope", "per_seed_slopes", "time_to_threshold", "restricted_times", "restricted_mean_time",
-    "area_under_failure", "t_interval", "bootstrap_interval", "paired_difference", "rate_interval_over_seeds",
-    "log_mean_interval", "verdict", "claim_row", "half_width", "seeds_for_half_width", "pilot_seed_plan",
-]

@@ -24,7 +24,6 @@ from __future__ import annotations
 import inspect
 import math
 import warnings
-from dataclasses import dataclass
 from typing import Callable, Iterable, NamedTuple
 
 import numpy as np

@@ -1,4 +1,11 @@
-"""Failure rate by flag position on the fixed, stratified evaluation set (docs/theory.md §2)."""
+"""Failure rate by flag position on the balanced evaluation set, drawn per training seed.
+
+Each run is evaluated on its own draw of ``lostmid.core.task.balanced_eval_set`` (seed
+``eval_seed_for_run(evaluation.seed, run seed)``): the same number of sequences at every flag
+position, half with target 0 and half with target 1. A constant predictor therefore fails on
+exactly half the sequences at every position (no spurious position effect), and an interval
+over seeds includes the evaluation set's own sampling error (docs/evidence.md).
+"""
 
 from __future__ import annotations
 
@@ -17,9 +24,14 @@ def predict(model, tokens: torch.Tensor, device, chunk: int = 2048) -> torch.Ten
     return torch.cat(answers)
 
 
-def failure_by_position(model, L: int, per_position: int, seed: int, device) -> pd.DataFrame:
-    """One row per flag position f = 2..L: p = f/L, n, failures, failure_rate and its Wilson 95% interval."""
-    tokens, targets, flags = task.stratified_eval_set(L, per_position, seed)
+def failure_by_position(model, L: int, per_position: int, base_seed: int, run_seed: int, device) -> pd.DataFrame:
+    """One row per flag position f = 2..L: p = f/L, n, failures, failure_rate and its Wilson 95% interval.
+
+    The evaluation set is ``balanced_eval_set(L, per_position, eval_seed_for_run(base_seed,
+    run_seed))`` (``per_position`` even): ``base_seed`` is the config's ``evaluation.seed``,
+    ``run_seed`` the training seed of the run.
+    """
+    tokens, targets, flags = task.balanced_eval_set(L, per_position, task.eval_seed_for_run(base_seed, run_seed))
     wrong = (predict(model, tokens, device) != targets).long()
     failures = torch.zeros(L + 1, dtype=torch.long).index_add_(0, flags, wrong)[2:].numpy()
     n = np.full(L - 1, per_position)

@@ -1,0 +1,91 @@
+"""Power (precision) plan of the evidence stage from a pilot's failure tables (docs/evidence.md, "Power").
+
+    python scripts/evidence_power.py --failure /tmp/pilot/results/failure --baseline baseline --debiased debiased \
+        [--settings '{"slope_margin": 0.5}'] [--label residual]
+
+Prints, for the baseline (and the bias-corrected variant, if named): the mean evaluation accuracy
+over seeds at every checkpoint, the mid-training checkpoint by the config's rule, the per-seed
+logistic slopes at every checkpoint and, for claims (a), (e) and (d) (paired area under the
+failure curve), the seeds needed for the interval's half-width to fall below the distance from the
+pilot's estimate to the threshold that decides the claim the way the pilot leans
+(``planning_distance``; ``lostmid.evidence.statistics.pilot_seed_plan``, with the pilot sd and with
+its upper 80% confidence bound). Plan with the larger, conservative number.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pandas as pd
+
+from lostmid.evidence import claims
+from lostmid.evidence import statistics as st
+from lostmid.evidence.settings import EvidenceSettings
+
+
+def planning_distance(estimate: float, kind: str, margin: float) -> float:
+    """Distance from the pilot estimate to the threshold that decides the claim the way the pilot leans.
+
+    A t interval of half-width below this distance (centred on the pilot's estimate) gives that
+    verdict: greater_than_zero leans "supported" above margin/2 (distance to 0) and "contradicted"
+    below (distance to the margin); less_than_zero mirrors it; equivalent_to_zero leans
+    "supported" inside the margin (distance to the nearer of +-margin) and "contradicted" outside.
+    """
+    if kind == "greater_than_zero":
+        return estimate if estimate > margin / 2 else margin - estimate
+    if kind == "less_than_zero":
+        return -estimate if estimate < -margin / 2 else margin + estimate
+    return abs(margin - abs(estimate))
+
+
+def plan(values, kind: str, margin: float, ev: EvidenceSettings) -> str:
+    ci = st.t_interval(values, ev.level)
+    distance = planning_distance(ci.estimate, kind, margin)
+    p = st.pilot_seed_plan(values, distance, ev.level)
+    return (f"mean {ci.estimate:.3f} [{ci.low:.3f}, {ci.high:.3f}] over {ci.n} seeds, sd {p.sd:.3f} (80% upper bound "
+            f"{p.sd_upper:.3f}); distance to the deciding threshold {distance:.3f} -> seeds {p.n_seeds} "
+            f"({p.n_seeds_conservative} with the upper sd)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--failure", required=True, help="folder (or file) of results/failure Parquet tables")
+    parser.add_argument("--baseline", required=True)
+    parser.add_argument("--debiased", default=None)
+    parser.add_argument("--settings", default="{}", help="the config's evidence block (JSON)")
+    args = parser.parse_args()
+    ev = EvidenceSettings.from_dict(json.loads(args.settings))
+    failure = pd.read_parquet(args.failure)
+    accuracy = claims._accuracy_per_seed(failure)
+    for (variant, L, depth), part in accuracy.groupby(["variant", "L", "depth"]):
+        curve = part.groupby("step").accuracy.agg(["mean", "min", "max", "count"])
+        print(f"\n{variant} L {L} depth {depth}: evaluation accuracy over seeds by step\n{curve.round(3).to_string()}")
+    for (L, depth), _ in accuracy[accuracy.variant == args.baseline].groupby(["L", "depth"]):
+        step, best = claims.mid_training_step(failure, args.baseline, L, depth, ev.mid_accuracy)
+        print(f"\nL {L} depth {depth}: mid-training (mean accuracy >= {ev.mid_accuracy}) = step {step} (best {best:.3f})")
+        steps = [step] if step is not None else []
+        steps += sorted(set(accuracy[(accuracy.variant == args.baseline) & (accuracy.step > 0)].step) - set(steps))
+        for s in steps:
+            for variant in [args.baseline] + ([args.debiased] if args.debiased else []):
+                slopes = claims._slopes_at(failure, variant, L, depth, s)
+                tag = " (mid-training)" if s == step else ""
+                kind = "greater_than_zero" if variant == args.baseline else "equivalent_to_zero"
+                print(f"  step {s}{tag} {variant}: slopes {slopes.round(2).tolist()}\n    {kind}: "
+                      f"{plan(slopes.to_numpy(), kind, ev.slope_margin, ev)}")
+        if args.debiased:
+            own, best = claims.mid_training_step(failure, args.debiased, L, depth, ev.mid_accuracy)
+            print(f"  {args.debiased}'s own mid-training (claim (e)): step {own} (best {best:.3f})")
+            if own is not None:
+                slopes = claims._slopes_at(failure, args.debiased, L, depth, own)
+                print(f"    equivalent_to_zero: {plan(slopes.to_numpy(), 'equivalent_to_zero', ev.slope_margin, ev)}")
+            horizon = int(accuracy[(accuracy.variant == args.baseline) & (accuracy.L == L) & (accuracy.depth == depth)].step.max())
+            a = claims._aufc(failure, args.debiased, L, depth, horizon)
+            b = claims._aufc(failure, args.baseline, L, depth, horizon)
+            diff = (a - b).dropna()
+            print(f"  AUFC debiased - baseline, steps 0-{horizon}: {diff.round(3).tolist()}\n    less_than_zero: "
+                  f"{plan(diff.to_numpy(), 'less_than_zero', ev.speed_margin, ev)}")
+
+
+if __name__ == "__main__":
+    main()

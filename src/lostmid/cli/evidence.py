@@ -1,0 +1,91 @@
+"""Command of the evidence stage: the claims table (Parquet, Markdown) and its forest plot."""
+
+from __future__ import annotations
+
+import logging
+
+from lostmid import io
+from lostmid.cli.registry import command, json_arg
+from lostmid.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+# Table name in lostmid.evidence.claims.Inputs -> command-line option (each takes Parquet files).
+TABLE_OPTIONS = {
+    "failure": "results/failure files (one per run)",
+    "metrics": "results/metrics files",
+    "density_flow": "results/density_flow files",
+    "conditions": "results/conditions files",
+    "structural": "the structural baseline table",
+    "init_sweep": "the initialization sweep table (with output_jacobian)",
+    "bias_matrix": "results/bias_fit/matrix files (the fitted B, long format)",
+    "algebraic_table": "the algebraic simulations' Table 1 (table.parquet)",
+    "algebraic_probes": "the algebraic probe study (probes.parquet)",
+}
+
+
+def _args(parser):
+    parser.add_argument("--config", nargs="+", default=None,
+                        help="config YAML files, merged as Snakemake merges --configfile: the evidence, variants and model "
+                             "blocks are read from them (the JSON options below override)")
+    parser.add_argument("--settings", type=json_arg, default=None, help="the config's evidence block (JSON)")
+    parser.add_argument("--variants", type=json_arg, default=None, help="the config's variants block (JSON): name -> overrides")
+    parser.add_argument("--model", type=json_arg, default=None, help="the config's model block (JSON): defaults of the variants")
+    for name, text in TABLE_OPTIONS.items():
+        parser.add_argument("--" + name.replace("_", "-"), nargs="*", default=None,
+                            help=f"{text}; left out: the claims that need it get a 'not run' row")
+    parser.add_argument("--out", help="Parquet: one row per claim and setting")
+    parser.add_argument("--forest", help="PNG: the forest plot")
+    parser.add_argument("--markdown", action="store_true", help="print the table as Markdown (for the README)")
+
+
+def load_tables(args) -> dict:
+    """Every given table, read and concatenated (None where the option was left out)."""
+    from lostmid.tables import keys as tables
+
+    loaded = {}
+    for name in TABLE_OPTIONS:
+        paths = getattr(args, name)
+        loaded[name] = tables.read(paths) if paths else None
+    return loaded
+
+
+def config_blocks(paths) -> dict:
+    """The merged config files (``None``: no files, an empty config)."""
+    import yaml
+
+    from lostmid.config import merge
+
+    merged: dict = {}
+    for path in paths or []:
+        try:
+            with open(path) as handle:
+                merged = merge(merged, yaml.safe_load(handle) or {})
+        except (OSError, yaml.YAMLError) as err:
+            raise ConfigError(f"cannot read config file {path}: {err}") from err
+    return merged
+
+
+@command("evidence", "evidence table: every claim of the blog and the paper with its interval over seeds and verdict", _args)
+def evidence(args):
+    from lostmid.evidence import claims
+    from lostmid.evidence.settings import EvidenceSettings
+
+    blocks = config_blocks(args.config)
+    settings = EvidenceSettings.from_dict(args.settings if args.settings is not None else blocks.get("evidence", {}))
+    variants = args.variants if args.variants is not None else blocks.get("variants")
+    if variants is None:
+        raise ConfigError("lostmid evidence needs the variants: --variants JSON or --config with a variants block")
+    model = args.model if args.model is not None else blocks.get("model", {})
+    inputs = claims.Inputs(variants=variants, model=model, **load_tables(args))
+    table = claims.evidence_table(inputs, settings)
+    if args.out:
+        io.write_parquet(table, args.out)
+    if args.forest:
+        from lostmid.plots import evidence as plots_evidence
+
+        plots_evidence.forest(table, args.forest)
+    if args.markdown:
+        print(claims.markdown(table))
+    counts = table.verdict.value_counts().to_dict()
+    log.info("%d rows: %s", len(table), ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))

@@ -1,0 +1,174 @@
+"""The claims of the evidence stage: one function per claim, one row of the evidence table per setting.
+
+Every claim of the blog post and of the paper that the workflow can test is a ``Claim`` in
+``CLAIMS``: its source, the statistic (what is estimated, in which unit), the tables it reads,
+the settings it is evaluated in (``settings``: e.g. every baseline variant, L and depth of the
+run) and the function named after it that returns, for one setting, an ``Interval`` and the
+``DecisionRule`` fixed in advance (``lostmid.evidence.settings.EvidenceSettings``).
+``evidence_table`` evaluates them all and returns one row per (claim, setting), built with
+``lostmid.evidence.statistics.claim_row``.
+
+Trained claims follow the recipe of ``lostmid.evidence.statistics``: an effect per seed, then a
+Student t interval over seeds (paired by seed when two variants share seeds); deterministic
+claims (structural baseline, algebraic simulations) get a zero-width "interval" and a rule with
+a tolerance.
+
+Missing inputs. A claim whose table was not given, or whose variants are not in the run (no
+bias-corrected variant, no Algorithm 1, ...), is not dropped: it gets one explicit row whose
+``method`` starts with "not run:" and says what is missing, with NaN estimate and verdict
+inconclusive, so the table always lists every claim. A table that is given but malformed
+(missing columns, an unknown variant, a non-positive E_inf) is an error (``EvidenceError``).
+
+Pairing of variants. The table knows variants only through the config's ``variants`` block
+(name -> overrides): the *reference* of a remedy variant is the variant without a remedy whose
+``model`` and ``train`` overrides are identical apart from ``train.seed_batch``, which changes
+float rounding only (so a no-residual debiased variant is compared with the no-residual
+baseline); if several qualify the one named ``baseline`` wins, else the first by name. A
+setting whose reference is missing gets its own "not run" row.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from lostmid.evidence import decisions as dec
+from lostmid.evidence import statistics as st
+from lostmid.evidence.blog_claims import (baseline_settings, bias_settings, debiased_has_no_position_preference, debiased_mid_settings, debiased_trains_faster, failure_rises_with_position, first_token_density_grows_with_depth, first_token_jacobian_grows_with_depth, fitted_bias_weights_recent_keys, init_settings, mid_training_step, recent_minus_early_bias)
+from lostmid.evidence.inputs import COLUMNS, TABLES, Claim, EvidenceError, Inputs, NotRun, Result, Setting, pair_settings
+from lostmid.evidence.paper_claims import (algebraic_balance_e_inf_near_zero, algebraic_balance_z_grows, algebraic_baseline_left_right_middle, algebraic_observability_right_below_middle, algebraic_reweight_moves_little, balance_keeps_accuracy, balance_lowers_e_inf, conditions_settings, density_flow_error_falls_with_step, density_flow_matches_finite_difference, flow_settings, observability_lowers_trace_imbalance, probe_bias_falls, probe_spread_falls, reweight_changes_profile_little, single_setting, structural_baseline_matches_closed_form, sufficient_conditions_sound)
+from lostmid.evidence.settings import EvidenceSettings
+
+
+# =========================================================================== the registry
+
+SLOPE = "log odds per unit p"
+ORDERS = "orders of magnitude (log10)"
+LOG_RATIO = "natural log of a ratio"
+
+CLAIMS: list[Claim] = [
+    Claim("failure_rises_with_position", "blog (a)", "per-seed logistic slope of failure on p = f/L at mid-training",
+          SLOPE, ("failure",), baseline_settings, failure_rises_with_position),
+    Claim("first_token_jacobian_grows_with_depth", "blog (b)",
+          "growth from depth 1 of log10 E||d logits_L/d x_1|| / E||d logits_L/d x_L|| (the blog's measure), no residual path",
+          ORDERS, ("init_sweep",), init_settings, first_token_jacobian_grows_with_depth),
+    Claim("first_token_density_grows_with_depth", "blog (b)",
+          "growth from depth 1 of log10 m_1 / m_L (squared loss-gradient density), no residual path",
+          ORDERS, ("init_sweep",), init_settings, first_token_density_grows_with_depth),
+    Claim("fitted_bias_weights_recent_keys", "blog (c)", "mean over queries of B(recent half of keys) - B(early half)",
+          "attention logit", ("bias_matrix",), bias_settings, fitted_bias_weights_recent_keys),
+    Claim("debiased_trains_faster", "blog (d)", "paired difference of the mean failure rate over training (area under the failure curve)",
+          "failure rate", ("failure",), pair_settings("bias", "failure", "steps 0 to the last common checkpoint"), debiased_trains_faster),
+    Claim("debiased_has_no_position_preference", "blog (e)", "per-seed logistic slope of failure on p at its own mid-training",
+          SLOPE, ("failure",), debiased_mid_settings, debiased_has_no_position_preference),
+    Claim("structural_baseline_matches_closed_form", "paper: structural baseline (closed form m_j ~ ((N^M)_{L,j})^2)",
+          "largest relative deviation of the measured density from the closed form", "relative error",
+          ("structural",), single_setting, structural_baseline_matches_closed_form, log_axis=True),
+    Claim("density_flow_matches_finite_difference", "paper: density flow (eq. 69)",
+          "median relative error of the predicted density flow against one gradient step", "relative error",
+          ("density_flow",), flow_settings, density_flow_matches_finite_difference, log_axis=True),
+    Claim("density_flow_error_falls_with_step", "paper: density flow (eq. 69)", "slope of log relative error on log eta",
+          "log-log slope", ("density_flow",), flow_settings, density_flow_error_falls_with_step),
+    Claim("sufficient_conditions_sound", "paper: sufficient conditions (soundness)",
+          "rows where a sufficient condition holds and its conclusion fails", "count",
+          ("conditions",), conditions_settings, sufficient_conditions_sound),
+    Claim("balance_lowers_e_inf", "paper: Algorithm 1", "paired log(E_inf Alg. 1 / E_inf baseline) at the last checkpoint",
+          LOG_RATIO, ("metrics",), pair_settings("balance", "metrics", "last common checkpoint"), balance_lowers_e_inf),
+    Claim("balance_keeps_accuracy", "paper: Algorithm 1", "paired accuracy difference (Alg. 1 - baseline) at the last checkpoint",
+          "accuracy", ("failure",), pair_settings("balance", "failure", "last common checkpoint"), balance_keeps_accuracy),
+    Claim("reweight_changes_profile_little", "paper: Algorithm 2", "paired log(E_inf Alg. 2 / E_inf baseline) at the last checkpoint",
+          LOG_RATIO, ("metrics",), pair_settings("reweight", "metrics", "last common checkpoint"), reweight_changes_profile_little),
+    Claim("observability_lowers_trace_imbalance", "paper: Algorithm 3 (section 4, Table 1)",
+          "trace imbalance of Alg. 3 / the baseline's", "ratio", ("algebraic_table",), single_setting, observability_lowers_trace_imbalance,
+          log_axis=True),
+    Claim("algebraic_baseline_left_right_middle", "paper: section 4, Table 1", "min(left - right, right - middle) of the baseline",
+          "density", ("algebraic_table",), single_setting, algebraic_baseline_left_right_middle),
+    Claim("algebraic_balance_e_inf_near_zero", "paper: section 4, Table 1", "E_inf of Algorithm 1", "E_inf",
+          ("algebraic_table",), single_setting, algebraic_balance_e_inf_near_zero, log_axis=True),
+    Claim("algebraic_balance_z_grows", "paper: section 4, Table 1", "log(Z Alg. 1 / Z baseline)", LOG_RATIO,
+          ("algebraic_table",), single_setting, algebraic_balance_z_grows),
+    Claim("algebraic_reweight_moves_little", "paper: section 4, Table 1", "log(E_inf Alg. 2 / E_inf baseline)", LOG_RATIO,
+          ("algebraic_table",), single_setting, algebraic_reweight_moves_little),
+    Claim("algebraic_observability_right_below_middle", "paper: section 4, Table 1", "LIM of Algorithm 3", "LIM",
+          ("algebraic_table",), single_setting, algebraic_observability_right_below_middle),
+    Claim("probe_bias_falls", "paper: section 4, probes", "|relative bias| at the most probes / at the fewest", "ratio",
+          ("algebraic_probes",), single_setting, probe_bias_falls, log_axis=True),
+    Claim("probe_spread_falls", "paper: section 4, probes", "relative spread at the most probes / at the fewest", "ratio",
+          ("algebraic_probes",), single_setting, probe_spread_falls, log_axis=True),
+]
+
+CLAIMS_BY_NAME = {claim.name: claim for claim in CLAIMS}
+
+
+NOT_RUN_RULE = "No verdict: the claim was not evaluated on this run (the method says what is missing)."
+
+
+def _not_run_row(claim: Claim, reason: str, setting: Setting | None = None) -> dict:
+    interval = st.Interval(math.nan, math.nan, math.nan, 0, reason if reason.startswith("not run") else f"not run: {reason}")
+    row = _row_of(claim, setting or Setting(), Result(interval, dec.DecisionRule("at_most", 0.0, quantity=claim.statistic)))
+    return {**row, "rule": NOT_RUN_RULE, "rule_kind": "none", "margin": math.nan}
+
+
+def _row_of(claim: Claim, setting: Setting, result: Result) -> dict:
+    row = {**dec.claim_row(result.interval, result.rule), "rule": result.rule_words()}
+    return {"claim": claim.name, "source": claim.source, "setting": setting.words(), "variant": setting.variant,
+            "L": setting.L, "depth": setting.depth, "residual": setting.residual, "checkpoint": setting.checkpoint,
+            "statistic": claim.statistic, "unit": claim.unit, **row, "rule_kind": result.rule.kind,
+            "margin": result.rule.margin, "note": result.note, "log_axis": claim.log_axis}
+
+
+def evaluate_claim(claim: Claim, inputs: Inputs, ev: EvidenceSettings) -> list[dict]:
+    """The rows of one claim: one per setting, or one "not run" row saying what is missing."""
+    missing = [name for name in claim.needs if getattr(inputs, name) is None]
+    if missing:
+        return [_not_run_row(claim, f"not run: table {', '.join(missing)} not given")]
+    try:
+        settings = claim.settings(inputs, ev)
+    except NotRun as why:
+        return [_not_run_row(claim, str(why))]
+    rows = []
+    for setting in settings:
+        if setting.missing:
+            rows.append(_not_run_row(claim, setting.missing, setting))
+            continue
+        try:
+            rows.append(_row_of(claim, setting, claim.compute(inputs, ev, setting)))
+        except NotRun as why:
+            rows.append(_not_run_row(claim, str(why), setting))
+    return rows
+
+
+def evidence_table(inputs: Inputs, ev: EvidenceSettings, claims: list[Claim] | None = None) -> pd.DataFrame:
+    """The evidence table: one row per (claim, setting), in the order of ``CLAIMS``."""
+    rows = [row for claim in (CLAIMS if claims is None else claims) for row in evaluate_claim(claim, inputs, ev)]
+    table = pd.DataFrame(rows, columns=COLUMNS + ["log_axis"])
+    bad = set(table.verdict) - set(dec.VERDICTS)
+    if bad:
+        raise RuntimeError(f"unexpected verdicts {bad}")
+    return table.astype({"L": "Int64", "depth": "Int64", "n_seeds": "int64", "residual": "boolean"})
+
+
+def markdown(table: pd.DataFrame) -> str:
+    """The evidence table as Markdown for the README: one line per row, then the decision rules."""
+    lines = ["| # | claim | source | setting | statistic (unit) | estimate [interval] | seeds | verdict |",
+             "|---|---|---|---|---|---|---|---|"]
+    rules = []
+    def cell(text) -> str:
+        return str(text).replace("|", "\\|")
+
+    for i, row in enumerate(table.itertuples(index=False), 1):
+        if math.isnan(row.estimate):
+            value = "–"
+        elif math.isnan(row.ci_low):
+            value = f"{row.estimate:.3g}"
+        else:
+            value = f"{row.estimate:.3g} [{row.ci_low:.3g}, {row.ci_high:.3g}]"
+        lines.append(f"| {i} | {row.claim} | {cell(row.source)} | {cell(row.setting)} | {cell(row.statistic)} ({row.unit}) | {value} | "
+                     f"{row.n_seeds or '–'} | **{row.verdict}** |")
+        rules.append(f"{i}. {row.method}. {row.rule}" + (f" Note: {row.note}." if row.note else ""))
+    return "\n".join(lines) + "\n\nMethods and decision rules, by row:\n\n" + "\n".join(rules) + "\n"
+
+
+__all__ = ["CLAIMS", "CLAIMS_BY_NAME", "COLUMNS", "Claim", "EvidenceError", "Inputs", "NotRun", "Result", "Setting",
+           "TABLES", "evaluate_claim", "evidence_table", "markdown", "mid_training_step", "recent_minus_early_bias"]
