@@ -22,6 +22,9 @@ rule algebraic:
         mem_mb=1000,
         runtime=10,
         gpu=0,
+        attempt=ATTEMPT,
     shell:
-        "lostmid algebraic --threads {threads} --settings {params.settings:q}"
-        " --table {output.table} --profiles {output.profiles} --probes {output.probes} > {log} 2>&1"
+        logged(
+            "lostmid algebraic --threads {threads} --settings {params.settings:q}"
+            " --table {output.table} --profiles {output.profiles} --probes {output.probes}"
+        )

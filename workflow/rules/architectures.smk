@@ -31,10 +31,13 @@ rule architectures_sweep:
         mem_mb=4000,
         runtime=30,
         gpu=GPU,
+        attempt=ATTEMPT,
     shell:
-        "lostmid architectures --device {config[device]} --threads {threads} --settings {params.settings:q}"
-        " --profiles {output.profiles} --layers {output.layers} --comparison {output.comparison}"
-        " --figure {output.figure} > {log} 2>&1"
+        logged(
+            "lostmid architectures --device {config[device]} --threads {threads} --settings {params.settings:q}"
+            " --profiles {output.profiles} --layers {output.layers} --comparison {output.comparison}"
+            " --figure {output.figure}"
+        )
 
 
 rule architectures_flag:
@@ -61,7 +64,10 @@ rule architectures_flag:
         mem_mb=2000,
         runtime=10,
         gpu=GPU,
+        attempt=ATTEMPT,
     shell:
-        "lostmid architectures-flag --device {config[device]} --threads {threads} --settings {params.settings:q}"
-        " --runs {params.runs:q} --profiles {output.profiles} --layers {output.layers} --comparison {output.comparison}"
-        " --figure {output.figure} > {log} 2>&1"
+        logged(
+            "lostmid architectures-flag --device {config[device]} --threads {threads} --settings {params.settings:q}"
+            " --runs {params.runs:q} --profiles {output.profiles} --layers {output.layers} --comparison {output.comparison}"
+            " --figure {output.figure}"
+        )

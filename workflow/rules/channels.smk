@@ -30,7 +30,10 @@ for block in (b for b in BLOCKS if b.residual):
             mem_mb=2000,
             runtime=30 * len(block.seeds),
             gpu=GPU,
+            attempt=ATTEMPT,
         shell:
-            "lostmid channels --spec {params.spec:q} --seeds {params.seeds} --device {config[device]} --threads {threads}"
-            " --settings {params.settings:q} --checkpoints {input}"
-            " --channels {output.channels} --cross-terms {output.cross_terms} --conditions {output.conditions} > {log} 2>&1"
+            logged(
+                "lostmid channels --spec {params.spec:q} --seeds {params.seeds} --device {config[device]} --threads {threads}"
+                " --settings {params.settings:q} --checkpoints {input}"
+                " --channels {output.channels} --cross-terms {output.cross_terms} --conditions {output.conditions}"
+            )

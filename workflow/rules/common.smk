@@ -13,6 +13,29 @@ LOSTMID_ENV = "../../envs/lostmid.yaml"
 GPU = 0 if config["device"] == "cpu" else 1
 
 
+# One log per attempt. Snakemake deletes a job's declared log before every attempt, so a retry
+# (`retries` in the Slurm profile, or --retries) would overwrite the failed attempt's log; the
+# attempt number reaches a shell command only through a resource, as Snakemake passes `attempt`
+# to resource functions (every rule declares `attempt=ATTEMPT`; no scheduler reads it). Each
+# rule's command runs as `logged(command)`: its stdout and stderr, after a header line naming
+# the attempt, the host and the Slurm job, go both to the rule's log (the last attempt, which
+# Snakemake prints when a job fails) and to `<log>.attempt<N>`, which later attempts leave alone.
+# The pipe keeps the command's exit status: Snakemake runs shell commands under bash's
+# `set -euo pipefail`.
+def ATTEMPT(wildcards, attempt):
+    return attempt
+
+
+ATTEMPT_HEADER = (
+    'echo "# attempt {resources.attempt} of rule {rule}, $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n),'
+    ' Slurm job ${{SLURM_JOB_ID:-none}}"'
+)
+
+
+def logged(command):
+    return "{{ " + ATTEMPT_HEADER + "; " + command + "; }} 2>&1 | tee {log}.attempt{resources.attempt} > {log}"
+
+
 def config_json(block, keys=None):
     """The config's ``block`` (or only its ``keys``) as canonical JSON."""
     values = config.get(block, {})

@@ -32,7 +32,10 @@ for block in BLOCKS:
             mem_mb=2000,
             runtime=10 * len(block.seeds),
             gpu=GPU,
+            attempt=ATTEMPT,
         shell:
-            "lostmid evaluate --spec {params.spec:q} --seeds {params.seeds} --device {config[device]} --threads {threads}"
-            " --checkpoints {input} --evaluation {params.evaluation:q} --influence {params.influence:q}"
-            " --failure {output.failure} --profiles {output.profiles} --metrics {output.metrics} > {log} 2>&1"
+            logged(
+                "lostmid evaluate --spec {params.spec:q} --seeds {params.seeds} --device {config[device]} --threads {threads}"
+                " --checkpoints {input} --evaluation {params.evaluation:q} --influence {params.influence:q}"
+                " --failure {output.failure} --profiles {output.profiles} --metrics {output.metrics}"
+            )

@@ -36,8 +36,11 @@ rule figures:
         mem_mb=2000,
         runtime=20,
         gpu=0,
+        attempt=ATTEMPT,
     shell:
-        "lostmid figures --threads {threads} "
-        + " ".join(f"--{name.replace('_', '-')} {{input.{name}}}" for name, files in FIGURE_TABLES.items() if files)
-        +         " --figures {params.figures} --out-dir results/figures --pages {params.pages} --pages-dir results/report_tables"
-        " --baseline {params.baseline} --steps {params.steps} > {log} 2>&1"
+        logged(
+            "lostmid figures --threads {threads} "
+            + " ".join(f"--{name.replace('_', '-')} {{input.{name}}}" for name, files in FIGURE_TABLES.items() if files)
+            + " --figures {params.figures} --out-dir results/figures --pages {params.pages} --pages-dir results/report_tables"
+            " --baseline {params.baseline} --steps {params.steps}"
+        )

@@ -28,9 +28,12 @@ for block in (b for b in BLOCKS if b.flow):
             mem_mb=2000,
             runtime=10 * len(block.seeds),
             gpu=GPU,
+            attempt=ATTEMPT,
         shell:
-            "lostmid density-flow --spec {params.spec:q} --seeds {params.seeds} --device {config[device]} --threads {threads}"
-            " --checkpoints {input} --settings {params.settings:q} --out {output} > {log} 2>&1"
+            logged(
+                "lostmid density-flow --spec {params.spec:q} --seeds {params.seeds} --device {config[device]} --threads {threads}"
+                " --checkpoints {input} --settings {params.settings:q} --out {output}"
+            )
 
 
 rule influence_baselines:
@@ -54,7 +57,10 @@ rule influence_baselines:
         mem_mb=1000,
         runtime=10,
         gpu=GPU,
+        attempt=ATTEMPT,
     shell:
-        "lostmid influence-baselines --device {config[device]} --threads {threads} --model {params.model:q}"
-        " --init-sweep {params.init_sweep:q} --structural {params.structural:q}"
-        " --sweep-out {output.sweep} --structural-out {output.structural} > {log} 2>&1"
+        logged(
+            "lostmid influence-baselines --device {config[device]} --threads {threads} --model {params.model:q}"
+            " --init-sweep {params.init_sweep:q} --structural {params.structural:q}"
+            " --sweep-out {output.sweep} --structural-out {output.structural}"
+        )

@@ -26,10 +26,13 @@ rule bias_fit:
         mem_mb=1000,
         runtime=10,
         gpu=GPU,
+        attempt=ATTEMPT,
     shell:
-        "lostmid bias-fit --variant {wildcards.variant} --model {params.model:q} --settings {params.settings:q}"
-        " --device {config[device]} --threads {threads} --out-tensor {output.tensor} --out-matrix {output.matrix}"
-        " --out-iterations {output.iterations} --out-profiles {output.profiles} > {log} 2>&1"
+        logged(
+            "lostmid bias-fit --variant {wildcards.variant} --model {params.model:q} --settings {params.settings:q}"
+            " --device {config[device]} --threads {threads} --out-tensor {output.tensor} --out-matrix {output.matrix}"
+            " --out-iterations {output.iterations} --out-profiles {output.profiles}"
+        )
 
 
 rule remedies_table:
@@ -57,7 +60,10 @@ rule remedies_table:
         mem_mb=1000,
         runtime=10,
         gpu=0,
+        attempt=ATTEMPT,
     shell:
-        "lostmid remedies-table --threads {threads} --variants {params.variants:q}"
-        " --settings {params.settings:q} --metrics {input.metrics} --failure {input.failure} --train {input.train}"
-        " --benchmarks {input.benchmarks} --out {output.table} --summary {output.summary} > {log} 2>&1"
+        logged(
+            "lostmid remedies-table --threads {threads} --variants {params.variants:q}"
+            " --settings {params.settings:q} --metrics {input.metrics} --failure {input.failure} --train {input.train}"
+            " --benchmarks {input.benchmarks} --out {output.table} --summary {output.summary}"
+        )

@@ -28,9 +28,12 @@ for block in BLOCKS:
             mem_mb=1000,
             runtime=10,
             gpu=GPU,
+            attempt=ATTEMPT,
         shell:
-            "lostmid init --spec {params.spec:q} --seeds {params.seeds} {params.bias} --device {config[device]}"
-            " --threads {threads} --out {output} > {log} 2>&1"
+            logged(
+                "lostmid init --spec {params.spec:q} --seeds {params.seeds} {params.bias} --device {config[device]}"
+                " --threads {threads} --out {output}"
+            )
 
     rule:
         name:
@@ -59,6 +62,9 @@ for block in BLOCKS:
             mem_mb=2000,
             runtime=60 * len(block.seeds),
             gpu=GPU,
+            attempt=ATTEMPT,
         shell:
-            "lostmid train --spec {params.spec:q} --seeds {params.seeds} --device {config[device]} --threads {threads}"
-            " --checkpoint {input} --steps {params.steps} --out {output.checkpoints} --table {output.tables} > {log} 2>&1"
+            logged(
+                "lostmid train --spec {params.spec:q} --seeds {params.seeds} --device {config[device]} --threads {threads}"
+                " --checkpoint {input} --steps {params.steps} --out {output.checkpoints} --table {output.tables}"
+            )
