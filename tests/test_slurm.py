@@ -226,14 +226,16 @@ def slurm_jobs(env) -> pd.DataFrame:
 
 def submission_logs(workdir: Path) -> dict[str, list[tuple[str, str]]]:
     """Slurm job id -> the rule jobs (rule, outputs) Snakemake ran inside that Slurm job, from the
-    plugin's log of each submission: the job step's Snakemake prints ``localrule <rule>:`` and
-    its ``output:`` line for every rule job it runs, and ``N of N steps (100%) done`` at the end."""
+    plugin's log of each submission. In the batch script Snakemake runs each connected part of
+    the group job in turn as a job step (``srun``) of Snakemake, which prints ``localrule <rule>:``
+    and its ``output:`` line for every rule job it runs; the batch script's Snakemake ends with
+    ``N of N steps (100%) done`` over the whole submission."""
     found = {}
     for log in (workdir / ".snakemake" / "slurm_logs").rglob("*.log"):
         text = log.read_text()
         jobs = re.findall(r"^localrule (\w+):\n(?:    .*\n)*?    output: (.*)$", text, re.M)
         done = re.findall(r"^(\d+) of (\d+) steps \(100%\) done$", text, re.M)
-        assert jobs and done and all(a == b == str(len(jobs)) for a, b in done), f"{log} did not run its jobs to the end:\n{text[-3000:]}"
+        assert jobs and done and done[-1] == (str(len(jobs)),) * 2, f"{log} did not run its jobs to the end:\n{text[-3000:]}"
         found[log.stem] = jobs
     return found
 
