@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -160,8 +161,8 @@ def test_a_retried_job_keeps_the_log_of_each_attempt(smoke_workdir):
     """Snakemake deletes a job's log before each attempt; the rules' shell (``logged`` in
     workflow/rules/common.smk) also writes each attempt's output, under a header naming the
     attempt, to ``<log>.attempt<N>``. A ``lostmid`` first on PATH fails the first call only."""
-    real = Path(sys.executable).parent / "lostmid"
-    assert real.exists(), real
+    real = shutil.which("lostmid", path=str(Path(sys.executable).parent)) or shutil.which("lostmid")
+    assert real, "the lostmid command is not installed (pip install -e .)"
     bin_dir = smoke_workdir / "bin"
     bin_dir.mkdir()
     marker = smoke_workdir / "failed-once"
@@ -218,10 +219,11 @@ def cluster(tmp_path_factory):
 
 def slurm_jobs(env) -> pd.DataFrame:
     """Every job the cluster knows (finished ones stay listed for MinJobAge = 10 minutes)."""
-    fields = "JobID:20,Name:60,State:20,tres-per-job:40,Reason:40"
+    fields = "JobID:20,Name:60,State:20,tres-per-job:40,TimeLimit:20,Reason:40,Comment:200"
     out = subprocess.run(["squeue", "--states=all", "--noheader", "-O", fields], env=env, capture_output=True, text=True, timeout=30, check=True).stdout
     rows = [line.split() for line in out.splitlines() if line.strip()]
-    return pd.DataFrame(rows, columns=["jobid", "name", "state", "tres_per_job", "reason"])
+    # The plugin's comment is rule_<group>_<its rules, cut after five>: no spaces.
+    return pd.DataFrame(rows, columns=["jobid", "name", "state", "tres_per_job", "time_limit", "reason", "comment"])
 
 
 def submission_logs(workdir: Path) -> dict[str, list[tuple[str, str]]]:
