@@ -9,13 +9,14 @@
 # and socket, state and spool folders, daemon logs and pid files. Nothing under /etc is changed.
 # Clients find the cluster through `. DIR/env.sh` (sets SLURM_CONF, puts DIR/bin/srun on PATH).
 #
-# No accounting daemon: sacct does not work, so the Snakemake profile polls with squeue, and
-# MinJobAge=600 keeps finished jobs visible to squeue for 10 minutes. Without accounting squeue
-# is the only record of a finished job: the Slurm executor plugin must see a job in its final
-# state (COMPLETED, FAILED, ...) before slurmctld forgets it, so MinJobAge must exceed the
-# plugin's first status check and polling interval by a margin (Slurm's default 300 s would do
-# for the profile's 20 s; 600 s also leaves the test time to list the jobs afterwards).
-# docs/cluster.md ("Testing on a real Slurm cluster") describes the whole setup.
+# No accounting daemon: sacct does not work, so the Snakemake profile polls with squeue, which
+# lists a finished job only for MinJobAge seconds after it ends (Slurm's default: 300). The plugin
+# must read each job's final state before it disappears, and it switches from squeue to sacct
+# when MinJobAge is below 3 x --slurm-init-seconds-before-status-checks; MinJobAge=600 below
+# keeps finished jobs listed for 10 minutes, for the plugin and for tests/test_slurm.py.
+# TaskPlugin=task/none: no CPU binding (srun says the configuration "lacks support for cpu
+# binding"), so a job sees every CPU of the node, not only those it was given.
+# docs/cluster.md (Testing on a real Slurm cluster) describes how the tests use this cluster.
 # GPUS (default 2) fake GPUs are declared as a GPU GRES backed by dummy device files, so jobs that
 # ask `--gpus=1` are scheduled and accounted like on a GPU cluster, while torch sees no CUDA.
 set -euo pipefail

@@ -1,20 +1,26 @@
-"""The Slurm profile, for real: a one-node Slurm cluster on localhost runs part of the smoke DAG.
+"""The Slurm profile, for real: a one-node Slurm cluster on localhost runs the whole smoke DAG.
 
 Three layers:
 - without a cluster: the profile asks one GPU for the rules that run models, none for plots
   and tables, and names every rule that takes ``--device`` (as Snakemake itself resolves the
-  resources in a dry run); the library logs when a job was given a GPU torch cannot see;
+  resources in a dry run); the library logs when a job was given a GPU torch cannot see; a
+  failed attempt keeps its own log when the job is retried (a local run with ``--retries 1``);
 - with a cluster (root, Debian packages slurm-wlm and munge installable; else skipped with the
   reason): ``scripts/slurm_cluster.sh`` starts munged, slurmctld and slurmd in a temp folder
-  with two fake GPUs, ``snakemake --profile profiles/slurm`` runs the targets below, and the
-  test checks that every job ran as a Slurm job, that Slurm gave a GPU to exactly the GPU
-  rules, and that the tables equal a local run's. The daemons are stopped by their pid.
+  with two fake GPUs, ``snakemake --profile profiles/slurm`` runs the whole smoke DAG with
+  ``device: auto``, and the tests check that every planned rule job ran inside a Slurm job and
+  every Slurm job completed, that Slurm gave a GPU to exactly the submissions that hold a GPU
+  rule, that the tables equal a local run's, and that the groups of the profile make at most one
+  Slurm submission per three rule jobs. The daemons are stopped by their pid.
 
-The cluster run is restricted to one run's failure table (init, two training segments,
-failure: four GPU jobs in a chain) plus the algebraic probe table (a CPU job alongside): each
-Slurm job starts Snakemake twice (the batch script and its job step) besides the rule's own
-command, so the full smoke DAG would take many minutes on a 2-core machine.
-Set LOSTMID_SKIP_SLURM=1 to skip it (it installs Debian packages when run as root).
+Rules belong to Snakemake groups (``chain``: a block's training chain and its analyses, and the
+bias fits; ``summary``: the summaries): Snakemake submits a group job, several connected parts
+of a group (``group-components`` in the profile) as one Slurm job, whose job step runs
+Snakemake again on the node and that runs the rule jobs one after another. So a Slurm job is
+not a rule job: what ran where is read from the plugin's log of each submission
+(``.snakemake/slurm_logs/group_<group>_<rules>/<slurm job id>.log``), in which the job step's
+Snakemake prints ``localrule <rule>:`` and the outputs of every rule job it runs.
+Set LOSTMID_SKIP_SLURM=1 to skip the cluster tests (they install Debian packages when run as root).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -36,11 +43,10 @@ from lostmid.core import devices
 
 SCRIPT = REPO / "scripts" / "slurm_cluster.sh"
 PROFILE = REPO / "profiles" / "slurm"
-TARGETS = ["results/failure/baseline/L8_M1_seed0.parquet", "results/algebraic_probes/probes.parquet"]
-# Measurements of the machine (seconds_per_step, peak_mem_mb, max_rss_mb, time_ratio,
-# max_rss_ratio, ...) differ between any two runs; everything else must not. Long tables name
-# them in a column (remedies_summary's `quantity`): those rows are measured too.
-MEASURED = re.compile(r"seconds|time|mem|rss")
+# Measurements of the machine (seconds_per_step, peak_mem_mb, time_ratio, max_rss_mb, ...) differ
+# between any two runs, as columns or as rows of long tables (remedies_summary's `quantity`);
+# everything else must not.
+MEASURED = re.compile(r"seconds|time|mem|rss|bench")
 LONG_FORMAT_NAMES = ("quantity",)
 
 
@@ -50,6 +56,8 @@ def unmeasured(table: pd.DataFrame) -> pd.DataFrame:
         if name in table.columns:
             table = table[~table[name].astype(str).str.contains(MEASURED)]
     return table[[c for c in table.columns if not MEASURED.search(c)]].reset_index(drop=True)
+
+
 
 
 def snakemake(workdir: Path, *args, env=None, timeout=300) -> subprocess.CompletedProcess:
@@ -67,16 +75,19 @@ def snakemake(workdir: Path, *args, env=None, timeout=300) -> subprocess.Complet
 
 
 def dry_run_jobs(workdir: Path, *args) -> list[dict]:
-    """Every job of a dry run: its rule, resources (as Snakemake resolved them) and shell command."""
+    """Every job of a dry run: its rule, outputs, resources (as Snakemake resolved them) and shell
+    command. The jobs of a group are listed indented under ``Group job <group>``."""
     result = snakemake(workdir, "--dry-run", *args, timeout=120)
     assert result.returncode == 0, result.stdout[-3000:]
     jobs = []
-    for block in re.split(r"^(?=(?:local)?rule \w+:$)", result.stdout, flags=re.M)[1:]:
-        rule = re.match(r"(?:local)?rule (\w+):", block).group(1)
+    for block in re.split(r"^(?=[ \t]*(?:local)?rule \w+:$)", result.stdout, flags=re.M)[1:]:
+        rule = re.match(r"\s*(?:local)?rule (\w+):", block).group(1)
+        output = re.search(r"^\s+output: (.*)$", block, re.M)
         resources = re.search(r"^\s+resources: (.*)$", block, re.M)
         shell = re.search(r"^Shell command: (.*)$", block, re.M)
         jobs.append({
             "rule": rule,
+            "output": output.group(1) if output else "",
             "resources": dict(kv.split("=", 1) for kv in resources.group(1).split(", ")) if resources else {},
             "shell": shell.group(1) if shell else "",
         })
@@ -92,7 +103,7 @@ def smoke_workdir(tmp_path, smoke_config):
 # --- without a cluster -------------------------------------------------------------------------
 
 
-MODEL_RULES = ("init_", "train_", "evaluate_", "density_flow_", "channels_", "bias_fit", "influence_baselines")
+MODEL_RULES = ("init_", "train_", "evaluate_", "density_flow_", "channels_", "bias_fit", "influence_baselines", "architectures_")
 
 
 def is_model_rule(rule: str) -> bool:
@@ -120,13 +131,8 @@ def test_the_slurm_profile_asks_a_gpu_for_the_model_rules_only(smoke_workdir, sm
             assert gpu in (None, "0"), where
         assert "--device" in job["shell"] or not is_model_rule(job["rule"]), where
         assert int(job["resources"]["runtime"]) > 0 and int(job["resources"]["mem_mb"]) > 0
-
-
-def test_no_profile_sets_gpu_which_would_override_the_rules_whatever_the_device():
-    for profile in ("local", "slurm", "default"):
-        settings = yaml.safe_load((REPO / "profiles" / profile / "config.yaml").read_text())
-        assert "gpu" not in settings.get("default-resources", {}), profile
-        assert {rule for rule, res in settings.get("set-resources", {}).items() if "gpu" in res} == set(), profile
+        # every rule logs each attempt separately (test_a_retried_job_keeps_the_log_of_each_attempt)
+        assert job["resources"]["attempt"] == "1" and re.search(r"\| tee (\S+\.log)\.attempt1 > \1$", job["shell"]), where
 
 
 def test_the_slurm_profile_polls_with_squeue_and_retries_preempted_jobs():
@@ -135,6 +141,9 @@ def test_the_slurm_profile_polls_with_squeue_and_retries_preempted_jobs():
     assert settings["slurm-status-command"] == "squeue"  # works without slurmdbd
     assert settings["slurm-requeue"] and settings["retries"] >= 1
     assert "slurm_account" not in settings["default-resources"]  # see docs/cluster.md
+    # One CPU per submission: Snakemake stacks the parallel jobs of a group job in series instead
+    # of summing their CPUs, GPUs and memory (docs/cluster.md, Groups).
+    assert settings["cores"] == 1 and settings["group-components"]
 
 
 def test_a_job_given_a_gpu_that_torch_cannot_see_says_so(monkeypatch, caplog):
@@ -156,6 +165,13 @@ def test_a_job_given_a_gpu_that_torch_cannot_see_says_so(monkeypatch, caplog):
 def test_hidden_gpus_are_not_a_request():
     assert devices.requested_gpus({"CUDA_VISIBLE_DEVICES": "-1", "SLURM_GPUS_ON_NODE": "0"}) == {}
     assert devices.requested_gpus({"CUDA_VISIBLE_DEVICES": "0,1"}) == {"CUDA_VISIBLE_DEVICES": "0,1"}
+
+
+def test_no_profile_sets_gpu_which_would_override_the_rules_whatever_the_device():
+    for profile in ("local", "slurm", "default"):
+        settings = yaml.safe_load((REPO / "profiles" / profile / "config.yaml").read_text())
+        assert "gpu" not in settings.get("default-resources", {}), profile
+        assert {rule for rule, res in settings.get("set-resources", {}).items() if "gpu" in res} == set(), profile
 
 
 def test_the_comparison_leaves_out_every_measured_column_and_row():
@@ -214,17 +230,36 @@ def cluster(tmp_path_factory):
 
 def slurm_jobs(env) -> pd.DataFrame:
     """Every job the cluster knows (finished ones stay listed for MinJobAge = 10 minutes)."""
-    fields = "JobID:20,Name:60,Comment:200,State:20,tres-per-job:40,Reason:40"
+    fields = "JobID:20,Name:60,State:20,tres-per-job:40,TimeLimit:20,Reason:40,Comment:200"
     out = subprocess.run(["squeue", "--states=all", "--noheader", "-O", fields], env=env, capture_output=True, text=True, timeout=30, check=True).stdout
     rows = [line.split() for line in out.splitlines() if line.strip()]
-    jobs = pd.DataFrame(rows, columns=["jobid", "name", "comment", "state", "tres_per_job", "reason"])
-    # The plugin's comment is rule_<rule> or rule_<rule>_wildcards_<values>.
-    jobs["rule"] = jobs["comment"].str.removeprefix("rule_").str.replace(r"_wildcards_.*$", "", regex=True)
-    return jobs
+    # The plugin's comment is rule_<group>_<its rules, cut after five>: no spaces.
+    return pd.DataFrame(rows, columns=["jobid", "name", "state", "tres_per_job", "time_limit", "reason", "comment"])
+
+
+def submission_logs(workdir: Path) -> dict[str, list[tuple[str, str]]]:
+    """Slurm job id -> the rule jobs (rule, outputs) Snakemake ran inside that Slurm job, from the
+    plugin's log of each submission. In the batch script Snakemake runs each connected part of
+    the group job in turn as a job step (``srun``) of Snakemake, which prints ``localrule <rule>:``
+    and its ``output:`` line for every rule job it runs; the batch script's Snakemake ends with
+    ``N of N steps (100%) done`` over the whole submission."""
+    found = {}
+    for log in (workdir / ".snakemake" / "slurm_logs").rglob("*.log"):
+        text = log.read_text()
+        jobs = re.findall(r"^localrule (\w+):\n(?:    .*\n)*?    output: (.*)$", text, re.M)
+        done = re.findall(r"^(\d+) of (\d+) steps \(100%\) done$", text, re.M)
+        assert jobs and done and done[-1] == (str(len(jobs)),) * 2, f"{log} did not run its jobs to the end:\n{text[-3000:]}"
+        found[log.stem] = jobs
+    return found
+
+
+SLURM_ARGS = ("--slurm-init-seconds-before-status-checks", "2")
 
 
 @pytest.fixture(scope="module")
 def slurm_and_local_runs(cluster, tmp_path_factory):
+    """The whole smoke DAG (device auto) under the Slurm profile and locally: (workdirs, the planned
+    rule jobs, squeue's jobs, the rule jobs of each Slurm job, the Slurm run's wall-clock seconds)."""
     folder, env = cluster
     config = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
     config["device"] = "auto"  # cuda where torch sees it, else the CPU, and say so in the log
@@ -233,53 +268,65 @@ def slurm_and_local_runs(cluster, tmp_path_factory):
         workdir = tmp_path_factory.mktemp(kind)
         (workdir / "config.yaml").write_text(yaml.safe_dump(config))
         runs[kind] = workdir
-    planned_jobs = dry_run_jobs(runs["slurm"], "--profile", str(PROFILE), *TARGETS)
-    planned = {rule: sum(job["rule"] == rule for job in planned_jobs) for rule in {job["rule"] for job in planned_jobs}}
-    gpu_rules = {job["rule"] for job in planned_jobs if job["resources"].get("gpu") == "1"}
+    planned = [job for job in dry_run_jobs(runs["slurm"], "--profile", str(PROFILE)) if job["rule"] != "all"]  # `all` runs nothing
 
-    local = snakemake(runs["local"], "--cores", "2", *TARGETS, timeout=300)
-    assert local.returncode == 0, local.stdout[-5000:]
     # The profile as users run it; only faster first status checks and no retries for a test.
-    slurm = snakemake(
-        runs["slurm"], "--profile", str(PROFILE), "--slurm-init-seconds-before-status-checks", "2",
-        "--retries", "0", *TARGETS, env=env, timeout=600,
-    )
+    start = time.monotonic()
+    slurm = snakemake(runs["slurm"], "--profile", str(PROFILE), *SLURM_ARGS, "--retries", "0", env=env, timeout=1200)
+    seconds = time.monotonic() - start
     jobs = slurm_jobs(env)
-    print(f"\nsnakemake --profile profiles/slurm, then squeue --states=all:\n{jobs.to_string(index=False)}")
+    print(f"\nsnakemake --profile profiles/slurm (whole smoke DAG): {seconds:.0f} s; squeue --states=all:\n{jobs.to_string(index=False)}")
     assert slurm.returncode == 0, slurm.stdout[-8000:]
-    return runs, planned, jobs, gpu_rules
+    local = snakemake(runs["local"], "--cores", "2", timeout=900)
+    assert local.returncode == 0, local.stdout[-5000:]
+    return runs, planned, jobs, submission_logs(runs["slurm"]), seconds
 
 
 @pytest.mark.slow
-def test_every_job_ran_as_a_slurm_job(slurm_and_local_runs):
-    runs, planned, jobs, _ = slurm_and_local_runs
-    planned = {rule: n for rule, n in planned.items() if rule != "all"}  # `all` has nothing to run
+def test_every_rule_job_ran_inside_a_completed_slurm_job(slurm_and_local_runs):
+    runs, planned, jobs, submissions, _ = slurm_and_local_runs
     assert jobs["name"].nunique() == 1  # one Snakemake run: the plugin names jobs by its run id
     assert (jobs["state"] == "COMPLETED").all(), jobs
-    assert jobs.groupby("rule").size().to_dict() == planned
-    # Each job left the plugin's log of its batch script, in which Snakemake ran the rule.
-    logs = list((runs["slurm"] / ".snakemake" / "slurm_logs").rglob("*.log"))
-    assert sorted(p.stem for p in logs) == sorted(jobs["jobid"])
+    # Each Slurm job left the plugin's log, and each planned rule job ran in exactly one of them.
+    assert sorted(submissions) == sorted(jobs["jobid"])
+    ran = sorted(job for inside in submissions.values() for job in inside)
+    assert ran == sorted((job["rule"], job["output"]) for job in planned)
 
 
 @pytest.mark.slow
-def test_slurm_gave_a_gpu_to_exactly_the_gpu_rules(slurm_and_local_runs):
-    runs, _, jobs, gpu_rules = slurm_and_local_runs
-    asked = jobs.set_index("jobid")["tres_per_job"].eq("gres:gpu:1")
-    expected = jobs.set_index("jobid")["rule"].isin(gpu_rules)
-    assert asked.equals(expected), jobs
-    assert expected.any() and not expected.all()  # both kinds were exercised
+def test_slurm_gave_a_gpu_to_exactly_the_submissions_with_gpu_rules(slurm_and_local_runs):
+    runs, planned, jobs, submissions, _ = slurm_and_local_runs
+    gpu_rules = {job["rule"] for job in planned if job["resources"].get("gpu") == "1"}
+    assert gpu_rules == {job["rule"] for job in planned if is_model_rule(job["rule"])}
+    asked = jobs.set_index("jobid")["tres_per_job"]
+    # `cores: 1` in the profile runs a submission's rule jobs one after another: one GPU at most.
+    expected = {jobid: "gres:gpu:1" if any(rule in gpu_rules for rule, _ in inside) else "N/A" for jobid, inside in submissions.items()}
+    assert asked.to_dict() == expected, jobs
+    assert "gres:gpu:1" in expected.values()
     # The fake GPUs are not CUDA devices: a GPU rule's own log says it ran on the CPU.
-    log = (runs["slurm"] / "results/logs/failure/baseline/L8_M1_seed0.log").read_text()
+    log = (runs["slurm"] / "results/logs/evaluate/baseline/L8_M1_seeds0-1.log").read_text()
     if "device: cuda" not in log:
         assert "asked for a GPU and was given one" in log and "running on the CPU" in log, log
+    assert re.match(r"== rule evaluate_baseline_L8_M1_seeds_0_1, attempt 1, .* ==$", log.splitlines()[0]), log
 
 
 @pytest.mark.slow
 def test_the_slurm_results_equal_a_local_run(slurm_and_local_runs):
-    runs, _, _, _ = slurm_and_local_runs
+    runs = slurm_and_local_runs[0]
     tables = {kind: sorted(p.relative_to(workdir) for p in (workdir / "results").rglob("*.parquet")) for kind, workdir in runs.items()}
     assert tables["slurm"] == tables["local"] and tables["local"]
     for path in tables["local"]:
         local, slurm = (unmeasured(pd.read_parquet(runs[kind] / path)) for kind in ("local", "slurm"))
         pd.testing.assert_frame_equal(slurm, local, check_exact=False, rtol=1e-6, obj=str(path))
+
+
+@pytest.mark.slow
+def test_groups_make_at_most_one_slurm_job_per_three_rule_jobs(slurm_and_local_runs):
+    """The issue's target: Slurm submissions <= 1/3 of the rule jobs, for the whole smoke DAG."""
+    runs, planned, jobs, submissions, seconds = slurm_and_local_runs
+    log = max((runs["slurm"] / ".snakemake" / "log").glob("*.snakemake.log")).read_text()
+    submitted = re.findall(r"has been submitted with SLURM jobid (\d+)", log)
+    assert sorted(submitted) == sorted(jobs["jobid"]) == sorted(submissions)
+    sizes = sorted((len(inside) for inside in submissions.values()), reverse=True)
+    print(f"\nwhole smoke DAG under Slurm: {len(planned)} rule jobs in {len(submitted)} Slurm jobs (rule jobs per Slurm job: {sizes}), {seconds:.0f} s")
+    assert 3 * len(submitted) <= len(planned)
