@@ -19,7 +19,8 @@ import json
 
 import pandas as pd
 
-from lostmid.evidence import claims
+from lostmid.evidence import blog_claims as claims
+from lostmid.evidence import decisions as dec
 from lostmid.evidence import statistics as st
 from lostmid.evidence.settings import EvidenceSettings
 
@@ -42,7 +43,7 @@ def planning_distance(estimate: float, kind: str, margin: float) -> float:
 def plan(values, kind: str, margin: float, ev: EvidenceSettings) -> str:
     ci = st.t_interval(values, ev.level)
     distance = planning_distance(ci.estimate, kind, margin)
-    p = st.pilot_seed_plan(values, distance, ev.level)
+    p = dec.pilot_seed_plan(values, distance, ev.level)
     return (f"mean {ci.estimate:.3f} [{ci.low:.3f}, {ci.high:.3f}] over {ci.n} seeds, sd {p.sd:.3f} (80% upper bound "
             f"{p.sd_upper:.3f}); distance to the deciding threshold {distance:.3f} -> seeds {p.n_seeds} "
             f"({p.n_seeds_conservative} with the upper sd)")
@@ -57,7 +58,7 @@ def main() -> None:
     args = parser.parse_args()
     ev = EvidenceSettings.from_dict(json.loads(args.settings))
     failure = pd.read_parquet(args.failure)
-    accuracy = claims._accuracy_per_seed(failure)
+    accuracy = claims.accuracy_per_seed(failure)
     for (variant, L, depth), part in accuracy.groupby(["variant", "L", "depth"]):
         curve = part.groupby("step").accuracy.agg(["mean", "min", "max", "count"])
         print(f"\n{variant} L {L} depth {depth}: evaluation accuracy over seeds by step\n{curve.round(3).to_string()}")
@@ -68,7 +69,7 @@ def main() -> None:
         steps += sorted(set(accuracy[(accuracy.variant == args.baseline) & (accuracy.step > 0)].step) - set(steps))
         for s in steps:
             for variant in [args.baseline] + ([args.debiased] if args.debiased else []):
-                slopes = claims._slopes_at(failure, variant, L, depth, s)
+                slopes = claims.slopes_at(failure, variant, L, depth, s)
                 tag = " (mid-training)" if s == step else ""
                 kind = "greater_than_zero" if variant == args.baseline else "equivalent_to_zero"
                 print(f"  step {s}{tag} {variant}: slopes {slopes.round(2).tolist()}\n    {kind}: "
@@ -77,11 +78,11 @@ def main() -> None:
             own, best = claims.mid_training_step(failure, args.debiased, L, depth, ev.mid_accuracy)
             print(f"  {args.debiased}'s own mid-training (claim (e)): step {own} (best {best:.3f})")
             if own is not None:
-                slopes = claims._slopes_at(failure, args.debiased, L, depth, own)
+                slopes = claims.slopes_at(failure, args.debiased, L, depth, own)
                 print(f"    equivalent_to_zero: {plan(slopes.to_numpy(), 'equivalent_to_zero', ev.slope_margin, ev)}")
             horizon = int(accuracy[(accuracy.variant == args.baseline) & (accuracy.L == L) & (accuracy.depth == depth)].step.max())
-            a = claims._aufc(failure, args.debiased, L, depth, horizon)
-            b = claims._aufc(failure, args.baseline, L, depth, horizon)
+            a = claims.area_under_failure_per_seed(failure, args.debiased, L, depth, horizon)
+            b = claims.area_under_failure_per_seed(failure, args.baseline, L, depth, horizon)
             diff = (a - b).dropna()
             print(f"  AUFC debiased - baseline, steps 0-{horizon}: {diff.round(3).tolist()}\n    less_than_zero: "
                   f"{plan(diff.to_numpy(), 'less_than_zero', ev.speed_margin, ev)}")

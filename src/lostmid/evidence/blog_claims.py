@@ -41,7 +41,7 @@ def mid_training_step(failure: pd.DataFrame, variant: str, L: int, depth: int, l
     return (int(reached[0]) if len(reached) else None), float(per_step["mean"].max())
 
 
-def _slopes_at(failure: pd.DataFrame, variant: str, L: int, depth: int, step: int) -> pd.Series:
+def slopes_at(failure: pd.DataFrame, variant: str, L: int, depth: int, step: int) -> pd.Series:
     part = failure[(failure.variant == variant) & (failure.L == L) & (failure.depth == depth) & (failure.step == step)]
     if part.empty:
         raise NotRun(f"{variant} at L {L}, depth {depth} has no failure rows at step {step}")
@@ -85,7 +85,7 @@ def failure_rises_with_position(inputs: Inputs, ev: EvidenceSettings, s: Setting
     step, best = mid_training_step(inputs.failure, s.variant, s.L, s.depth, ev.mid_accuracy)
     if step is None:
         return Result(_not_reached(s.variant, best, ev), rule)
-    slopes = _slopes_at(inputs.failure, s.variant, s.L, s.depth, step)
+    slopes = slopes_at(inputs.failure, s.variant, s.L, s.depth, step)
     interval = st.t_interval(slopes.to_numpy(), ev.level)
     return Result(interval._replace(method=f"per-seed binomial logistic slope (Haldane +0.5); {interval.method}"), rule,
                   f"mid-training = first checkpoint with mean accuracy >= {ev.mid_accuracy:g} (best {best:.3f})")
@@ -197,7 +197,7 @@ def fitted_bias_weights_recent_keys(inputs: Inputs, ev: EvidenceSettings, s: Set
 # =========================================================================== blog (d), (e): the bias-corrected model
 
 
-def _aufc(failure: pd.DataFrame, variant: str, L: int, depth: int, horizon: int) -> pd.Series:
+def area_under_failure_per_seed(failure: pd.DataFrame, variant: str, L: int, depth: int, horizon: int) -> pd.Series:
     acc = accuracy_per_seed(failure)
     part = acc[(acc.variant == variant) & (acc.L == L) & (acc.depth == depth) & (acc.step <= horizon)]
     areas = {int(seed): st.area_under_failure(g.step.to_numpy(), g.failure.to_numpy(), horizon)
@@ -216,8 +216,8 @@ def debiased_trains_faster(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> 
     acc = accuracy_per_seed(inputs.failure)
     steps = [set(acc[(acc.variant == v) & (acc.L == s.L) & (acc.depth == s.depth)].step) for v in (s.variant, s.reference)]
     horizon = max(steps[0] & steps[1])
-    debiased = _aufc(inputs.failure, s.variant, s.L, s.depth, horizon)
-    baseline = _aufc(inputs.failure, s.reference, s.L, s.depth, horizon)
+    debiased = area_under_failure_per_seed(inputs.failure, s.variant, s.L, s.depth, horizon)
+    baseline = area_under_failure_per_seed(inputs.failure, s.reference, s.L, s.depth, horizon)
     interval = st.paired_difference(debiased, baseline, st.t_interval, level=ev.level)
     rule = dec.DecisionRule("less_than_zero", ev.speed_margin, ev.level,
                            "the difference (debiased - baseline) of the mean failure rate over training")
@@ -240,7 +240,7 @@ def debiased_has_no_position_preference(inputs: Inputs, ev: EvidenceSettings, s:
     step, best = mid_training_step(inputs.failure, s.variant, s.L, s.depth, ev.mid_accuracy)
     if step is None:
         return Result(_not_reached(s.variant, best, ev), rule)
-    slopes = _slopes_at(inputs.failure, s.variant, s.L, s.depth, step)
+    slopes = slopes_at(inputs.failure, s.variant, s.L, s.depth, step)
     interval = st.t_interval(slopes.to_numpy(), ev.level)
     return Result(interval._replace(method=f"per-seed binomial logistic slope at step {step}; {interval.method}"), rule,
                   f"mid-training = first checkpoint with mean accuracy >= {ev.mid_accuracy:g} (best {best:.3f})")
