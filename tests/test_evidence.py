@@ -200,6 +200,9 @@ def test_the_command_writes_the_table_the_forest_plot_and_markdown(tmp_path, cap
     assert forest.stat().st_size > 20_000
     printed = capsys.readouterr().out
     assert "| 1 | failure_rises_with_position |" in printed and "Methods and decision rules" in printed
+    # A table already written prints the same Markdown (the README's command), without recomputing.
+    assert main(["evidence", "--markdown", "--table", str(out)]) == 0
+    assert capsys.readouterr().out == printed
     # The blocks can come from the config files instead (here: smoke.yaml, whose variants include both).
     smoke = Path(__file__).resolve().parents[1] / "config" / "smoke.yaml"
     assert main(["evidence", "--config", str(smoke), "--failure", str(path), "--out", str(tmp_path / "again.parquet")]) == 0

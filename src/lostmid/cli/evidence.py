@@ -37,6 +37,7 @@ def _args(parser):
     parser.add_argument("--out", help="Parquet: one row per claim and setting")
     parser.add_argument("--forest", help="PNG: the forest plot")
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown (for the README)")
+    parser.add_argument("--table", default=None, help="an evidence table already written (Parquet file or folder): print it, compute nothing")
 
 
 def load_tables(args) -> dict:
@@ -71,6 +72,11 @@ def evidence(args):
     from lostmid.evidence import claims
     from lostmid.evidence.settings import EvidenceSettings
 
+    if args.table:
+        import pandas as pd
+
+        print(claims.markdown(pd.read_parquet(args.table)))
+        return
     blocks = config_blocks(args.config)
     settings = EvidenceSettings.from_dict(args.settings if args.settings is not None else blocks.get("evidence", {}))
     variants = args.variants if args.variants is not None else blocks.get("variants")
