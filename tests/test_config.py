@@ -19,9 +19,13 @@ def shipped(*names) -> dict:
     return merged
 
 
-@pytest.mark.parametrize("names", [("config.yaml",), ("smoke.yaml",), ("config.yaml", "ablations.yaml"), ("config.yaml", "cluster.yaml")])
+@pytest.mark.parametrize("names", [("config.yaml",), ("smoke.yaml",), ("config.yaml", "ablations.yaml"), ("config.yaml", "cluster.yaml"),
+                                   ("config.yaml", "pilot.yaml"), ("config.yaml", "pilot.yaml", "pilot_nores.yaml")])
 def test_the_shipped_configs_are_valid(names):
+    from lostmid import workflow
+
     config = cfg.validate(shipped(*names), SCHEMA)
+    workflow.check(config)
     assert cfg.runs(config)
 
 
