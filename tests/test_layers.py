@@ -58,7 +58,9 @@ def test_the_library_never_imports_snakemake():
 
 def test_nothing_in_the_repository_refers_to_files_outside_it():
     files = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
-    pattern = re.compile(r"DESIGN\.md|SLURM_NOTES|\.\./shared")
-    found = [name for name in files if name != "tests/test_layers.py" and (REPO / name).is_file()
-             and pattern.search((REPO / name).read_text(errors="ignore"))]
+    # The team's design notes, cluster notes and shared folder live outside the repository (the
+    # names are assembled here so that this file does not name them itself).
+    outside = ["DESIGN" + ".md", "SLURM" + "_NOTES", "../" + "shared"]
+    found = [name for name in files if (REPO / name).is_file()
+             and any(ref in (REPO / name).read_text(errors="ignore") for ref in outside)]
     assert found == []
