@@ -52,6 +52,18 @@ def _slope_rule(ev: EvidenceSettings, kind: str, quantity: str) -> dec.DecisionR
     return dec.DecisionRule(kind, ev.slope_margin, ev.level, quantity)
 
 
+def slope_at_mid_training(inputs: Inputs, ev: EvidenceSettings, s: Setting, rule) -> Result:
+    """Per-seed logistic slopes of failure on p at the variant's own mid-training checkpoint,
+    and their Student t interval over seeds (a "not run" result when it never gets there)."""
+    step, best = mid_training_step(inputs.failure, s.variant, s.L, s.depth, ev.mid_accuracy)
+    if step is None:
+        return Result(_not_reached(s.variant, best, ev), rule)
+    slopes = slopes_at(inputs.failure, s.variant, s.L, s.depth, step)
+    interval = st.t_interval(slopes.to_numpy(), ev.level)
+    return Result(interval._replace(method=f"per-seed binomial logistic slope (Haldane +0.5) at step {step}; {interval.method}"), rule,
+                  f"mid-training = first checkpoint with mean accuracy >= {ev.mid_accuracy:g} (best {best:.3f})")
+
+
 def _not_reached(variant: str, best: float, ev: EvidenceSettings) -> st.Interval:
     return st.Interval(math.nan, math.nan, math.nan, 0,
                        f"not run: mid-training undefined, {variant}'s mean evaluation accuracy never reached "
@@ -82,13 +94,7 @@ def failure_rises_with_position(inputs: Inputs, ev: EvidenceSettings, s: Setting
     large as the margin).
     """
     rule = _slope_rule(ev, "greater_than_zero", "the slope of logit(failure) on p at mid-training")
-    step, best = mid_training_step(inputs.failure, s.variant, s.L, s.depth, ev.mid_accuracy)
-    if step is None:
-        return Result(_not_reached(s.variant, best, ev), rule)
-    slopes = slopes_at(inputs.failure, s.variant, s.L, s.depth, step)
-    interval = st.t_interval(slopes.to_numpy(), ev.level)
-    return Result(interval._replace(method=f"per-seed binomial logistic slope (Haldane +0.5); {interval.method}"), rule,
-                  f"mid-training = first checkpoint with mean accuracy >= {ev.mid_accuracy:g} (best {best:.3f})")
+    return slope_at_mid_training(inputs, ev, s, rule)
 
 
 # =========================================================================== blog (b): influence at init grows with depth
@@ -237,13 +243,7 @@ def debiased_has_no_position_preference(inputs: Inputs, ev: EvidenceSettings, s:
     ``slope_margin``.
     """
     rule = _slope_rule(ev, "equivalent_to_zero", "the slope of logit(failure) on p at the variant's own mid-training checkpoint")
-    step, best = mid_training_step(inputs.failure, s.variant, s.L, s.depth, ev.mid_accuracy)
-    if step is None:
-        return Result(_not_reached(s.variant, best, ev), rule)
-    slopes = slopes_at(inputs.failure, s.variant, s.L, s.depth, step)
-    interval = st.t_interval(slopes.to_numpy(), ev.level)
-    return Result(interval._replace(method=f"per-seed binomial logistic slope at step {step}; {interval.method}"), rule,
-                  f"mid-training = first checkpoint with mean accuracy >= {ev.mid_accuracy:g} (best {best:.3f})")
+    return slope_at_mid_training(inputs, ev, s, rule)
 
 
 def debiased_mid_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
