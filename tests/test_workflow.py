@@ -70,7 +70,8 @@ def test_one_job_per_block_of_seeds_and_stage(smoke_run):
     segments = config["train"]["steps"] // config["train"]["every"]
     assert jobs["init"] == blocks and jobs["train"] == blocks * segments and jobs["evaluate"] == blocks
     assert jobs["train"] == blocks * segments and "train_segment" not in jobs
-    assert sum(jobs.values()) <= 33  # 59 with one job per run and stage
+    # the stages that ran as 59 jobs with one job per run and stage (the architectures and evidence stages came later)
+    assert sum(count for stage, count in jobs.items() if not stage.startswith(("architectures", "evidence"))) <= 31
 
 
 def test_a_deleted_per_run_table_is_rebuilt_by_the_next_plain_run(smoke_run, tmp_path):
