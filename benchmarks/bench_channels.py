@@ -51,7 +51,7 @@ def measure(args):
     config = ModelConfig(seq_len=args.L, depth=args.depth, d_model=args.d_model, heads=args.heads, block=args.block)
     model = FlagTransformer(config).to(device)
     train = {"lr": 3e-3, "beta1": 0.9, "beta2": 0.99, "weight_decay": 0.0}
-    optimizer = checkpoint.build_optimizer(model, train)
+    optimizer = checkpoint.build_optimizer(model.parameters(), train)
     generator = torch.Generator().manual_seed(0)
     tokens, targets, _ = task.sample_batch(args.batch, args.L, task.flag_law(args.L), generator)
     tokens, targets = tokens.to(device), targets.to(device)

@@ -72,7 +72,7 @@ def matmul_peak(device, n: int = 2048, repeats: int = 10) -> float:
 def seconds_per_step(model, batch: int, device, steps: int, loss_fn) -> float:
     """Median wall-clock of one optimizer step (forward, backward, update) after warm-up."""
     L = model.pos.num_embeddings if isinstance(model, ReferenceGPT) else model.config.seq_len
-    optimizer = build_optimizer(model, TRAIN)
+    optimizer = build_optimizer(model.parameters(), TRAIN)
     generator = torch.Generator().manual_seed(0)
     law = task.flag_law(L)
     times = []

@@ -29,8 +29,9 @@ FORMAT = "lostmid-checkpoint-v1"
 REQUIRED = ("format", "step", "spec", "fingerprint", "model", "optimizer", "data_rng", "torch_rng", "objective")
 
 
-def build_optimizer(model: torch.nn.Module, train: dict) -> AdamW:
-    return AdamW(model.parameters(), lr=train["lr"], betas=(train["beta1"], train["beta2"]), weight_decay=train["weight_decay"])
+def build_optimizer(params, train: dict) -> AdamW:
+    """The run's AdamW over ``params`` (a model's parameters, or a seed batch's stacked ones)."""
+    return AdamW(params, lr=train["lr"], betas=(train["beta1"], train["beta2"]), weight_decay=train["weight_decay"])
 
 
 def data_seed(seed: int) -> int:
@@ -56,7 +57,7 @@ class TrainingState:
             model.set_attention_bias(attention_bias)
         model.to(device)
         generator = torch.Generator().manual_seed(data_seed(spec["seed"]))
-        return cls(spec, 0, model, build_optimizer(model, spec["train"]), generator, make_objective(spec))
+        return cls(spec, 0, model, build_optimizer(model.parameters(), spec["train"]), generator, make_objective(spec))
 
     def save(self, path) -> None:
         expected = path_step(path)
@@ -83,7 +84,7 @@ class TrainingState:
         raw = read(path, spec)
         spec = json.loads(raw["spec"])
         model = model_from_checkpoint(raw, device)
-        optimizer = build_optimizer(model, spec["train"])
+        optimizer = build_optimizer(model.parameters(), spec["train"])
         objective = make_objective(spec)
         try:
             if raw["optimizer"]:  # step-0 checkpoints of earlier versions saved none

@@ -25,9 +25,8 @@ import pandas as pd
 import torch
 
 from lostmid.core import task
-from lostmid.training.checkpoint import TrainingState
+from lostmid.training.checkpoint import TrainingState, build_optimizer
 from lostmid.core.model import explicit_attention
-from lostmid.core.optim import AdamW
 from lostmid.training.train import StepLog, peak_memory_mb, train_steps
 
 log = logging.getLogger(__name__)
@@ -88,8 +87,7 @@ class StackedSeeds:
             for name, p in module.named_parameters():
                 p.data = self.params[name].data[i]  # a view: the module follows the stacked update
         train = states[0].spec["train"]
-        self.optimizer = AdamW(self.params.values(), lr=train["lr"], betas=(train["beta1"], train["beta2"]),
-                               weight_decay=train["weight_decay"])
+        self.optimizer = build_optimizer(self.params.values(), train)
         self.optimizer.load_state_dict(stack_optimizer_states([state.optimizer.state_dict() for state in states]))
         objective = states[0].objective
 
