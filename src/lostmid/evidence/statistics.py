@@ -243,6 +243,18 @@ def _constant(values: np.ndarray) -> bool:
     return bool(np.all(values == values[0]))
 
 
+def _without_spread(values: np.ndarray, method: str) -> Interval | None:
+    """The interval when no spread can be estimated: identical values give the value itself with
+    zero width, a single seed NaN bounds; None when the values do have a spread."""
+    n = values.size
+    if _constant(values):
+        v = float(values[0])
+        return Interval(v, v if n > 1 else math.nan, v if n > 1 else math.nan, n, method)
+    if n < 2:
+        return Interval(float(values[0]), math.nan, math.nan, n, method)
+    return None
+
+
 def t_interval(values, level: float = 0.95) -> Interval:
     """Mean over seeds with its Student t interval: mean +- t_{1-a/2, n-1} * sd / sqrt(n).
 
@@ -254,12 +266,10 @@ def t_interval(values, level: float = 0.95) -> Interval:
     values = as_values(values)
     n = values.size
     method = f"Student t {level:.0%} interval over {_seeds(n)}"
-    if _constant(values):
-        v = float(values[0])
-        return Interval(v, v if n > 1 else math.nan, v if n > 1 else math.nan, n, method)
+    degenerate = _without_spread(values, method)
+    if degenerate:
+        return degenerate
     mean = float(values.mean())
-    if n < 2:
-        return Interval(mean, math.nan, math.nan, n, method)
     half = half_width(float(values.std(ddof=1)), n, level)
     return Interval(mean, mean - half, mean + half, n, method)
 
@@ -279,11 +289,9 @@ def bootstrap_interval(values, level: float = 0.95, method: str = "BCa", n_resam
     values = as_values(values)
     n = values.size
     label = f"{method} bootstrap {level:.0%} interval over {_seeds(n)} ({n_resamples} resamples, seed {seed})"
-    if _constant(values):
-        v = float(values[0])
-        return Interval(v, v if n > 1 else math.nan, v if n > 1 else math.nan, n, label)
-    if n < 2:
-        return Interval(float(values[0]), math.nan, math.nan, n, label)
+    degenerate = _without_spread(values, label)
+    if degenerate:
+        return degenerate
     result = stats.bootstrap((values,), np.mean, confidence_level=level, method=method,
                              n_resamples=n_resamples, vectorized=True,
                              **{_BOOTSTRAP_RNG: np.random.default_rng(seed)})
