@@ -7,7 +7,7 @@ from pathlib import Path
 from snakemake.utils import min_version
 
 import lostmid.config as lostmid_config
-import lostmid.workflow as lostmid_workflow
+import lostmid.workflow as wf
 
 min_version("9.0")
 
@@ -23,7 +23,7 @@ configfile: "config/config.yaml"
 
 
 lostmid_config.validate(config, Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml")
-lostmid_workflow.check(config)
+wf.check(config)
 
 
 report: "workflow/report/workflow.rst"

@@ -89,8 +89,7 @@ def check_cross_keys(config: dict) -> None:
     if architectures.get("d_model", 32) % architectures.get("heads", 4):
         raise ConfigError(f"config key architectures.d_model={architectures.get('d_model', 32)} is not divisible by "
                           f"architectures.heads={architectures.get('heads', 4)}")
-    flag_variants = (architectures.get("flag") or {}).get("variants", ["baseline"]) if architectures else []
-    for name in flag_variants:
+    for name in architecture_flag_variants(config):
         if name not in variants:
             raise ConfigError(f"config key architectures.flag.variants names {name!r}, which is not defined under variants")
         if not any(name in block["variants"] for block in config["grid"]):
@@ -104,6 +103,13 @@ def check_cross_keys(config: dict) -> None:
             d_model, heads = overrides.get("d_model", model["d_model"]), overrides.get("heads", model["heads"])
             if d_model % heads:
                 raise ConfigError(f"config key variants.{name}.model: d_model={d_model} is not divisible by heads={heads}")
+
+
+def architecture_flag_variants(config: dict) -> list[str]:
+    """The variants whose runs the architectures stage compares with the rollout theories (none
+    without an ``architectures`` block; ``baseline`` by default)."""
+    architectures = config.get("architectures") or {}
+    return (architectures.get("flag") or {}).get("variants", ["baseline"]) if architectures else []
 
 
 def check_variant_names(config: dict) -> None:

@@ -109,7 +109,7 @@ def blocks(config: dict) -> list[Block]:
 def architecture_flag_runs(config: dict) -> list[tuple[dict, list[str]]]:
     """The flag-recall runs the architectures stage compares with the rollout theories: every run of
     ``architectures.flag.variants``, at its untrained and its last checkpoint."""
-    variants = ((config.get("architectures") or {}).get("flag") or {}).get("variants", ["baseline"])
+    variants = cfg.architecture_flag_variants(config)
     found = []
     for run in cfg.runs(config):
         if run.variant in variants:
@@ -184,6 +184,11 @@ REPORT_TABLES = ("failure", "metrics", "conditions", "algebraic")
 def figures(tables: dict[str, list[str]]) -> list[str]:
     """The figures whose tables the run has (``tables``: table name -> its files)."""
     return [name for name, (_, needs) in FIGURES.items() if all(tables.get(table) for table in needs)]
+
+
+def pages(tables: dict[str, list[str]]) -> list[str]:
+    """The HTML summary pages of the report a run has (the conditions page needs a residual run)."""
+    return [page for page in REPORT_TABLES if page != "conditions" or tables.get("conditions")]
 
 
 def default_targets(all_blocks: list[Block]) -> list[str]:

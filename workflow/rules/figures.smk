@@ -3,7 +3,7 @@
 
 FIGURE_TABLES = summary_tables()
 FIGURE_NAMES = wf.figures(FIGURE_TABLES)
-PAGES = [page for page in wf.REPORT_TABLES if page != "conditions" or FIGURE_TABLES["conditions"]]
+PAGES = wf.pages(FIGURE_TABLES)
 
 
 rule figures:

@@ -5,14 +5,13 @@ from __future__ import annotations
 import logging
 
 from lostmid import io
-from lostmid.cli.registry import block_runs, command, json_arg, spec_arg
+from lostmid.cli.registry import block_analysis_args, block_runs, command, json_arg
 
 log = logging.getLogger(__name__)
 
 
 def _channels_args(parser):
-    spec_arg(parser)
-    parser.add_argument("--checkpoints", nargs="+", required=True, help="every checkpoint of every seed, seed after seed")
+    block_analysis_args(parser)
     parser.add_argument("--settings", type=json_arg, required=True, help="the config's channels block (JSON; defaults fill missing keys)")
     parser.add_argument("--channels", nargs="+", required=True, help="one per seed, Parquet: step, delta, region, channel, J")
     parser.add_argument("--cross-terms", nargs="+", required=True, help="one per seed, Parquet: step, delta, region, pair, xi, rho")

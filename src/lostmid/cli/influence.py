@@ -7,15 +7,14 @@ from __future__ import annotations
 import logging
 
 from lostmid import io
-from lostmid.cli.registry import block_runs, command, json_arg, spec_arg
+from lostmid.cli.registry import block_analysis_args, block_runs, command, json_arg
 from lostmid.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
 
 def _flow_args(parser):
-    spec_arg(parser)
-    parser.add_argument("--checkpoints", nargs="+", required=True, help="every checkpoint of every seed, seed after seed")
+    block_analysis_args(parser)
     parser.add_argument("--settings", type=json_arg, required=True, help="the config's influence keys of the flow check (JSON)")
     parser.add_argument("--out", nargs="+", required=True, help="Parquet: predicted d_s m, finite difference and relative error per position, one per seed")
 

@@ -42,6 +42,12 @@ def spec_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help="the seeds of the block (default: the spec's seed)")
 
 
+def block_analysis_args(parser: argparse.ArgumentParser) -> None:
+    """``--spec``, ``--seeds`` and the ``--checkpoints`` of a block: what every per-checkpoint analysis reads."""
+    spec_arg(parser)
+    parser.add_argument("--checkpoints", nargs="+", required=True, help="every checkpoint of every seed, seed after seed")
+
+
 def block_runs(args, *per_run: str) -> list[tuple]:
     """(spec, values of the ``per_run`` options) for every seed of ``args``, in seed order.
 
@@ -61,9 +67,3 @@ def block_runs(args, *per_run: str) -> list[tuple]:
         size = len(values) // len(seeds)
         columns.append([values[i * size:(i + 1) * size] if option == "checkpoints" else values[i] for i in range(len(seeds))])
     return [({**args.spec, "seed": seed}, *(column[i] for column in columns)) for i, seed in enumerate(seeds)]
-
-
-def figure_args(parser: argparse.ArgumentParser) -> None:
-    """The options of a figure drawn from one kind of table: ``--out`` PNG and the tables."""
-    parser.add_argument("--out", required=True, help="PNG file")
-    parser.add_argument("inputs", nargs="+", help="Parquet files of the table to plot")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from lostmid import io
-from lostmid.cli.registry import block_runs, command, json_arg, spec_arg
+from lostmid.cli.registry import block_analysis_args, block_runs, command, json_arg, spec_arg
 from lostmid.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -69,8 +69,7 @@ def train(args):
 
 
 def _evaluate_args(parser):
-    spec_arg(parser)
-    parser.add_argument("--checkpoints", nargs="+", required=True, help="every checkpoint of every seed, seed after seed")
+    block_analysis_args(parser)
     parser.add_argument("--evaluation", type=json_arg, required=True, help="the config's evaluation block (JSON)")
     parser.add_argument("--influence", type=json_arg, required=True, help="the config's influence keys of this stage (JSON)")
     parser.add_argument("--failure", nargs="+", required=True, help="Parquet: failure by flag position, one per seed")
