@@ -5,8 +5,8 @@
 
 Prints, for the baseline (and the bias-corrected variant, if named): the mean evaluation accuracy
 over seeds at every checkpoint, the mid-training checkpoint by the config's rule, the per-seed
-logistic slopes at every checkpoint and, for claims (a), (e) and (d) (paired area under the
-failure curve), the seeds needed for the interval's half-width to fall below the distance from the
+logistic slopes at every checkpoint and, for claims (a), (e) (slope; late-flag failure against the
+baseline at its mid-training) and (d) (paired area under the failure curve), the seeds needed for the interval's half-width to fall below the distance from the
 pilot's estimate to the threshold that decides the claim the way the pilot leans
 (``planning_distance``; ``lostmid.evidence.statistics.pilot_seed_plan``, with the pilot sd and with
 its upper 80% confidence bound). Plan with the larger, conservative number.
@@ -80,6 +80,11 @@ def main() -> None:
             if own is not None:
                 slopes = claims.slopes_at(failure, args.debiased, L, depth, own)
                 print(f"    equivalent_to_zero: {plan(slopes.to_numpy(), 'equivalent_to_zero', ev.slope_margin, ev)}")
+            if step is not None:
+                late = (claims.late_failure_per_seed(failure, args.debiased, L, depth, step)
+                        - claims.late_failure_per_seed(failure, args.baseline, L, depth, step)).dropna()
+                print(f"  late-flag failure (p > 1/2) debiased - baseline at step {step} (claim (e), recall): "
+                      f"{late.round(3).tolist()}\n    less_than_zero: {plan(late.to_numpy(), 'less_than_zero', ev.recall_margin, ev)}")
             horizon = int(accuracy[(accuracy.variant == args.baseline) & (accuracy.L == L) & (accuracy.depth == depth)].step.max())
             a = claims.area_under_failure_per_seed(failure, args.debiased, L, depth, horizon)
             b = claims.area_under_failure_per_seed(failure, args.baseline, L, depth, horizon)

@@ -42,9 +42,13 @@ def test_the_jvp_is_the_directional_derivative_of_the_energy(flow):
 def test_the_flow_table_and_the_model_left_untouched(flow):
     model, tokens, targets, _ = flow
     before = {n: p.clone() for n, p in model.state_dict().items()}
-    table = density_flow.flow_table(model, tokens, targets, eta=1e-4)
+    table = density_flow.flow_table(model, tokens, targets, 1e-4)
     assert list(table.columns) == ["position", "p", "eta", "predicted", "finite_difference", "rel_error"]
     assert len(table) == 6 and table.rel_error.nunique() == 1 and table.rel_error.iloc[0] < 1e-2
+    several = density_flow.flow_table(model, tokens, targets, (1e-2, 1e-4))
+    assert len(several) == 12 and several.eta.tolist() == [1e-2] * 6 + [1e-4] * 6
+    errors = several.groupby("eta").rel_error.first()
+    assert errors[1e-2] > errors[1e-4] == table.rel_error.iloc[0]  # one prediction, checked at every step size
     assert model.token_embedding.weight.dtype == torch.float32 and not model.explicit_attention
     for name, value in model.state_dict().items():
         assert torch.equal(value, before[name]), name

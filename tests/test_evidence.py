@@ -116,6 +116,20 @@ def test_mid_training_is_the_first_checkpoint_past_the_level_and_not_run_when_ne
     assert row["method"].startswith("not run: mid-training undefined")
 
 
+def test_late_recall_is_compared_at_the_baselines_mid_training_and_a_model_at_chance_cannot_pass():
+    # The baseline is confused at step 100 (mid-training) and fails most on late flags; a debiased
+    # model that recalls everywhere is supported, one still at chance is contradicted (it fails
+    # half the late flags), although the latter's slope is exactly flat.
+    base = failure_table("baseline", {0: CHANCE, 100: (-3.0, 3.0), 200: (-4.0, 0.0)}, range(6), rng=np.random.default_rng(13), n=128)
+    good = failure_table("debiased", {0: CHANCE, 100: (-4.0, 0.0), 200: (-4.0, 0.0)}, range(6), rng=np.random.default_rng(14), n=128)
+    (row,) = run_claim("debiased_recalls_late_flags", failure=pd.concat([base, good]))
+    assert row["checkpoint"] == "step 100 (baseline's mid-training)"
+    assert row["verdict"] == "supported" and row["ci_high"] < 0 and "paired by seed" in row["method"]
+    chance = failure_table("debiased", {0: CHANCE, 100: CHANCE, 200: CHANCE}, range(6))
+    (row,) = run_claim("debiased_recalls_late_flags", failure=pd.concat([base, chance]))
+    assert row["verdict"] == "contradicted" and row["ci_low"] > -EV.recall_margin
+
+
 # --------------------------------------------------------------------------- blog (d)
 
 
@@ -307,6 +321,20 @@ def test_paper_claims_on_known_tables():
     swapped = table.assign(right=[0.1, 0.998, 1.44, 0.207])  # baseline right below middle
     (row,) = run_claim("algebraic_baseline_left_right_middle", algebraic_table=swapped)
     assert row["verdict"] == "contradicted"
+
+
+def test_the_density_flow_error_falls_with_the_step_only_with_several_steps():
+    # Per seed, per checkpoint: a first-order error c * eta (slope 1 on the log-log scale).
+    rows = [{"variant": "baseline", "L": 8, "depth": 1, "seed": seed, "step": step, "position": 1, "p": 0.125, "eta": eta,
+             "predicted": 1.0, "finite_difference": 1.0, "rel_error": (1 + seed + step / 100) * eta}
+            for seed in range(3) for step in (0, 100) for eta in (1e-2, 1e-3, 1e-4)]
+    flow = pd.DataFrame(rows)
+    (falls,) = run_claim("density_flow_error_falls_with_step", density_flow=flow)
+    assert falls["verdict"] == "supported" and falls["estimate"] == pytest.approx(1.0) and falls["n_seeds"] == 3
+    (matches,) = run_claim("density_flow_matches_finite_difference", density_flow=flow)
+    assert matches["verdict"] == "supported" and "eta 0.0001" in matches["method"]  # judged at the smallest step
+    (one,) = run_claim("density_flow_error_falls_with_step", density_flow=flow[flow.eta == 1e-4])
+    assert one["verdict"] == "inconclusive" and one["method"].startswith("not run: the density-flow table has one step")
 
 
 def test_algorithm_claims_are_paired_by_seed():

@@ -87,19 +87,27 @@ def relative_error(finite_diff, predicted) -> float:
     return float(torch.linalg.vector_norm(finite_diff - predicted) / torch.linalg.vector_norm(predicted))
 
 
-def flow_table(model, tokens, targets, eta: float) -> pd.DataFrame:
-    """One row per position: p, eta, predicted d_s m, the finite difference, and the run's relative error."""
+def flow_table(model, tokens, targets, etas) -> pd.DataFrame:
+    """One row per (eta, position): p, eta, predicted d_s m, the finite difference of one step of
+    size eta, and the run's relative error at that eta.
+
+    ``etas``: one step size or several; the prediction is computed once and checked against a
+    gradient step of each size (the error of a first-order difference falls like eta).
+    """
     flow = predicted_flow(model, tokens, targets)
-    fd = finite_difference(flow, eta)
     L = tokens.shape[1]
-    return pd.DataFrame(
-        {
-            "position": np.arange(1, L + 1),
-            "p": positions(L),
-            "eta": float(eta),
-            "predicted": flow["predicted"].cpu().numpy(),
-            "finite_difference": fd.cpu().numpy(),
-            "rel_error": relative_error(fd, flow["predicted"]),
-        },
-        columns=FLOW_COLUMNS,
-    )
+    tables = []
+    for eta in np.atleast_1d(etas):
+        fd = finite_difference(flow, float(eta))
+        tables.append(pd.DataFrame(
+            {
+                "position": np.arange(1, L + 1),
+                "p": positions(L),
+                "eta": float(eta),
+                "predicted": flow["predicted"].cpu().numpy(),
+                "finite_difference": fd.cpu().numpy(),
+                "rel_error": relative_error(fd, flow["predicted"]),
+            },
+            columns=FLOW_COLUMNS,
+        ))
+    return pd.concat(tables, ignore_index=True)

@@ -41,7 +41,7 @@ class InfluenceSettings:
     batch_per_position: int = 8  # evaluation sequences at every flag position 2..L
     seed: int = 2000  # seed of the evaluation batch; distinct from evaluation.seed
     deltas: tuple[float, ...] = (0.1, 0.2)  # region scales of the metrics table
-    flow_step: float = 1e-4  # eta of the density-flow finite difference
+    flow_step: float | tuple[float, ...] = 1e-4  # eta(s) of the density-flow finite difference
     flow_batch_per_position: int = 2  # the density-flow batch (forward-over-reverse in float64 costs ~10 backward passes)
     chunk: int = 1024  # sequences per forward/backward pass (memory bound only; results do not depend on it)
 
@@ -56,6 +56,8 @@ class InfluenceSettings:
         values = {key: raw[key] for key in cls.__dataclass_fields__ if key in raw}
         if "deltas" in values:
             values["deltas"] = tuple(float(d) for d in values["deltas"])
+        if isinstance(values.get("flow_step"), (list, tuple)):
+            values["flow_step"] = tuple(float(eta) for eta in values["flow_step"])
         settings = cls(**values)
         settings.check()
         return settings
@@ -69,8 +71,9 @@ class InfluenceSettings:
         for delta in self.deltas:
             if not 0 < delta < 0.5:
                 raise ConfigError(f"config key influence.deltas: delta must lie in (0, 0.5), got {delta}")
-        if not self.flow_step > 0:
-            raise ConfigError(f"config key influence.flow_step must be > 0, got {self.flow_step}")
+        etas = self.flow_step if isinstance(self.flow_step, tuple) else (self.flow_step,)
+        if not etas or not all(eta > 0 for eta in etas):
+            raise ConfigError(f"config key influence.flow_step must be > 0 (or a list of such steps), got {self.flow_step}")
 
 
 def evaluation_batch(L: int, settings: InfluenceSettings, device=None, flow: bool = False):

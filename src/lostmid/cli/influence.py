@@ -32,7 +32,8 @@ def density_flow(args):
 
     def analyze(model, step):
         table = flow.flow_table(model, tokens, targets, settings.flow_step)
-        log.info("step %d: relative error of the predicted flow %.3g (eta %g)", step, table.rel_error.iloc[0], settings.flow_step)
+        for eta, error in table.groupby("eta", sort=False).rel_error.first().items():
+            log.info("step %d: relative error of the predicted flow %.3g (eta %g)", step, error, eta)
         return (table,)
 
     for spec, paths, out in block_runs(args, "checkpoints", "out"):

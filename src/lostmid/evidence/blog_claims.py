@@ -255,4 +255,48 @@ def debiased_mid_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]
     return found
 
 
+def late_failure_per_seed(failure: pd.DataFrame, variant: str, L: int, depth: int, step: int) -> pd.Series:
+    """Per seed: the failure rate at ``step`` pooled over the flags in the later half of the context (p > 1/2)."""
+    part = failure[(failure.variant == variant) & (failure.L == L) & (failure.depth == depth) & (failure.step == step)
+                   & (failure.p > 0.5)]
+    if part.empty:
+        raise NotRun(f"{variant} at L {L}, depth {depth} has no failure rows at step {step}")
+    pooled = part.groupby("seed")[["failures", "n"]].sum()
+    return (pooled.failures / pooled.n).astype(np.float64)
+
+
+def debiased_late_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
+    found = []
+    for s in pair_settings("bias", "failure", "")(inputs, ev):
+        checkpoint = "the reference's mid-training"
+        if s.missing is None:
+            step, _ = mid_training_step(inputs.failure, s.reference, s.L, s.depth, ev.mid_accuracy)
+            checkpoint = f"step {step} ({s.reference}'s mid-training)" if step is not None else f"{s.reference}'s mid-training not reached"
+        found.append(Setting(s.variant, s.L, s.depth, s.residual, checkpoint, s.reference, s.missing))
+    return found
+
+
+def debiased_recalls_late_flags(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+    """Blog (e), its second half: the bias-corrected model achieves "perfect recall all the way along
+    the sequence even when the naive one was still confused".
+
+    At the baseline's mid-training checkpoint (claim (a)'s, where the naive model is still
+    confused and fails most on late flags), per seed: the failure rate on the flags in the later
+    half of the context (p > 1/2), paired by seed (debiased - baseline), Student t. Rule: less
+    than zero, margin ``recall_margin``. Unlike the slope of the first half, a model that has
+    not learned cannot pass: at chance it fails half of these flags.
+    """
+    rule = dec.DecisionRule("less_than_zero", ev.recall_margin, ev.level,
+                           "the difference (debiased - baseline) of the failure rate on flags in the later half of the "
+                           "context, at the baseline's mid-training checkpoint")
+    step, best = mid_training_step(inputs.failure, s.reference, s.L, s.depth, ev.mid_accuracy)
+    if step is None:
+        return Result(_not_reached(s.reference, best, ev), rule)
+    debiased = late_failure_per_seed(inputs.failure, s.variant, s.L, s.depth, step)
+    baseline = late_failure_per_seed(inputs.failure, s.reference, s.L, s.depth, step)
+    interval = st.paired_difference(debiased, baseline, st.t_interval, level=ev.level)
+    return Result(interval._replace(method=f"per-seed failure rate on flags with p > 1/2 at step {step}; {interval.method}"), rule,
+                  f"failure on late flags at step {step}: debiased {debiased.mean():.3f}, baseline {baseline.mean():.3f}")
+
+
 # =========================================================================== paper: structural baseline, density flow, conditions

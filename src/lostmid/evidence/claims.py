@@ -35,7 +35,7 @@ import pandas as pd
 
 from lostmid.evidence import decisions as dec
 from lostmid.evidence import statistics as st
-from lostmid.evidence.blog_claims import (baseline_settings, bias_settings, debiased_has_no_position_preference, debiased_mid_settings, debiased_trains_faster, failure_rises_with_position, first_token_density_grows_with_depth, first_token_jacobian_grows_with_depth, fitted_bias_weights_recent_keys, init_settings, mid_training_step, recent_minus_early_bias)
+from lostmid.evidence.blog_claims import (baseline_settings, bias_settings, debiased_has_no_position_preference, debiased_late_settings, debiased_mid_settings, debiased_recalls_late_flags, debiased_trains_faster, failure_rises_with_position, first_token_density_grows_with_depth, first_token_jacobian_grows_with_depth, fitted_bias_weights_recent_keys, init_settings, mid_training_step, recent_minus_early_bias)
 from lostmid.evidence.inputs import COLUMNS, TABLES, Claim, EvidenceError, Inputs, NotRun, Result, Setting, pair_settings
 from lostmid.evidence.paper_claims import (algebraic_balance_e_inf_near_zero, algebraic_balance_z_grows, algebraic_baseline_left_right_middle, algebraic_observability_right_below_middle, algebraic_reweight_moves_little, balance_keeps_accuracy, balance_lowers_e_inf, conditions_settings, density_flow_error_falls_with_step, density_flow_matches_finite_difference, flow_settings, observability_lowers_trace_imbalance, probe_bias_falls, probe_spread_falls, reweight_changes_profile_little, single_setting, structural_baseline_matches_closed_form, sufficient_conditions_sound)
 from lostmid.evidence.settings import EvidenceSettings
@@ -62,6 +62,9 @@ CLAIMS: list[Claim] = [
           "failure rate", ("failure",), pair_settings("bias", "failure", "steps 0 to the last common checkpoint"), debiased_trains_faster),
     Claim("debiased_has_no_position_preference", "blog (e)", "per-seed logistic slope of failure on p at its own mid-training",
           SLOPE, ("failure",), debiased_mid_settings, debiased_has_no_position_preference),
+    Claim("debiased_recalls_late_flags", "blog (e)",
+          "paired difference of the failure rate on flags with p > 1/2 at the baseline's mid-training",
+          "failure rate", ("failure",), debiased_late_settings, debiased_recalls_late_flags),
     Claim("structural_baseline_matches_closed_form", "paper: structural baseline (closed form m_j ~ ((N^M)_{L,j})^2)",
           "largest relative deviation of the measured density from the closed form", "relative error",
           ("structural",), single_setting, structural_baseline_matches_closed_form, log_axis=True),

@@ -27,6 +27,9 @@ class EvidenceSettings:
     # Smallest difference in training speed that matters: the mean failure rate over training
     # (area under the failure curve divided by the span), in absolute failure rate.
     speed_margin: float = 0.02
+    # Smallest difference in late-flag recall that matters (blog (e), "perfect recall all the way
+    # along the sequence"): the failure rate on flags with p > 1/2, in absolute failure rate.
+    recall_margin: float = 0.02
     # "Comparable task accuracy": accuracy difference at the last checkpoint within +- this.
     accuracy_margin: float = 0.05
     # Smallest change of E_inf that matters, on the natural log scale: log(1.5), a factor 1.5.
@@ -72,7 +75,7 @@ class EvidenceSettings:
             raise ConfigError(f"config key evidence.delta must lie in (0, 0.5), got {self.delta}")
         if self.init_depth < 2:
             raise ConfigError(f"config key evidence.init_depth must be >= 2, got {self.init_depth}")
-        for key in ("slope_margin", "speed_margin", "accuracy_margin", "log_ratio_margin", "init_growth_margin",
+        for key in ("slope_margin", "speed_margin", "recall_margin", "accuracy_margin", "log_ratio_margin", "init_growth_margin",
                     "structural_tolerance", "flow_tolerance", "algebraic_tolerance", "einf_zero"):
             if not getattr(self, key) > 0:
                 raise ConfigError(f"config key evidence.{key} must be > 0, got {getattr(self, key)}")

@@ -119,17 +119,19 @@ def structural_baseline(table: pd.DataFrame, path) -> None:
 
 
 def density_flow(flow: pd.DataFrame, path) -> None:
-    """Predicted d_s m (eq. 69) against the finite difference of one gradient step, every checkpoint."""
+    """Predicted d_s m (eq. 69) against the finite difference of one gradient step (the smallest
+    eta), every checkpoint; and the relative error by step for every eta."""
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
-    sns.scatterplot(data=flow, x="predicted", y="finite_difference", hue="step", style="L", palette="viridis", s=12, ax=axes[0])
-    low, high = np.nanmin(flow[["predicted", "finite_difference"]].values), np.nanmax(flow[["predicted", "finite_difference"]].values)
+    smallest = flow[flow.eta == flow.eta.min()]
+    sns.scatterplot(data=smallest, x="predicted", y="finite_difference", hue="step", style="L", palette="viridis", s=12, ax=axes[0])
+    low, high = np.nanmin(smallest[["predicted", "finite_difference"]].values), np.nanmax(smallest[["predicted", "finite_difference"]].values)
     axes[0].plot([low, high], [low, high], color="0.4", lw=0.8, ls="--")
     axes[0].set_xlabel("predicted d_s m_i (forward-over-reverse)")
-    axes[0].set_ylabel("(m(theta - eta g) - m) / eta")
-    errors = flow.drop_duplicates(["variant", "L", "depth", "seed", "step"])
-    sns.lineplot(data=errors, x="step", y="rel_error", hue="variant", style="L", markers=True, errorbar=SEED_INTERVAL, ax=axes[1])
+    axes[0].set_ylabel(f"(m(theta - eta g) - m) / eta, eta = {smallest.eta.iloc[0]:g}")
+    errors = flow.drop_duplicates(["variant", "L", "depth", "seed", "step", "eta"]).assign(eta=lambda t: t.eta.map("{:g}".format))
+    sns.lineplot(data=errors, x="step", y="rel_error", hue="eta", style="variant", markers=True, errorbar=SEED_INTERVAL, ax=axes[1])
     axes[1].set_yscale("log")
     axes[1].set_xlabel("training step")
-    axes[1].set_ylabel(f"relative error (eta = {errors.eta.iloc[0]:g})")
+    axes[1].set_ylabel("relative error of the prediction")
     fig.tight_layout()
     save(fig, path)
