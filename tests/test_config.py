@@ -144,3 +144,15 @@ def test_seed_batch_enters_the_spec_only_above_one(smoke_config):
     assert "seed_batch" not in plain["train"]
     assert cfg.run_spec(broken(smoke_config, lambda c: c["train"].update(seed_batch=1)), run) == plain
     assert cfg.run_spec(broken(smoke_config, lambda c: c["train"].update(seed_batch=4)), run)["train"]["seed_batch"] == 4
+
+
+def test_keys_at_their_neutral_value_leave_the_run_spec_and_its_fingerprint_unchanged():
+    from lostmid.config import Run, fingerprint, run_spec
+
+    base = {"model": {"d_model": 8, "heads": 2}, "train": {"lr": 0.003, "steps": 10, "every": 5},
+            "variants": {"baseline": {}, "neutral": {"model": {"positions": "learned"}, "train": {"warmup": 0, "seed_batch": 1}},
+                         "warm": {"train": {"warmup": 100}}, "nopos": {"model": {"positions": "none"}}}}
+    spec = {name: run_spec(base, Run(name, 8, 1, 0)) for name in base["variants"]}
+    assert {k: v for k, v in spec["neutral"].items() if k != "variant"} == {k: v for k, v in spec["baseline"].items() if k != "variant"}
+    assert spec["warm"]["train"]["warmup"] == 100 and spec["nopos"]["model"]["positions"] == "none"
+    assert len({fingerprint({**s, "variant": "x"}) for s in spec.values()}) == 3

@@ -21,7 +21,12 @@ def assert_bitwise_equal(a, b):
         assert torch.equal(a[key], b[key]), key
 
 
-def test_chained_segments_give_bitwise_the_weights_of_one_uninterrupted_run(spec, tmp_path):
+@pytest.mark.parametrize("reading", ["plain", "warm-up", "no positions"])
+def test_chained_segments_give_bitwise_the_weights_of_one_uninterrupted_run(spec, tmp_path, reading):
+    if reading == "warm-up":  # a segment boundary (5, 9) falls inside the warm-up
+        spec = {**spec, "train": {**spec["train"], "warmup": 7}}
+    if reading == "no positions":
+        spec = {**spec, "model": {**spec["model"], "positions": "none"}}
     whole = TrainingState.initial(spec, "cpu")
     whole_log = train_steps(whole, 12, "cpu", progress=False)
 
@@ -174,3 +179,31 @@ def test_the_corrupt_checkpoint_message_never_advises_disabling_weights_only(spe
     else:
         assert "is not a lostmid checkpoint: it holds Python objects other than tensors" in message
         assert ("Foreign" in message) == (kind == "foreign object")
+
+
+def test_warm_up_ramps_the_learning_rate_linearly_and_zero_steps_is_the_plain_run(spec):
+    from lostmid.core.optim import warmup_lr
+
+    assert [warmup_lr(0.01, step, 4) for step in (1, 2, 4, 9)] == [0.0025, 0.005, 0.01, 0.01]
+    assert warmup_lr(0.003, 1, 0) == 0.003
+    runs = []
+    for warmup in (None, 0, 3):
+        train = dict(spec["train"]) if warmup is None else {**spec["train"], "warmup": warmup}
+        state = TrainingState.initial({**spec, "train": train}, "cpu")
+        train_steps(state, 4, "cpu", progress=False)
+        runs.append(weights(state))
+    assert_bitwise_equal(runs[0], runs[1])
+    assert not torch.equal(runs[0]["head.weight"], runs[2]["head.weight"])
+
+
+def test_without_positions_the_model_has_no_position_embedding_and_order_still_matters(spec):
+    from lostmid.core.model import FlagTransformer, ModelConfig
+
+    torch.manual_seed(0)
+    model = FlagTransformer(ModelConfig(**{**spec["model"], "depth": 2, "positions": "none"}))
+    assert not any("position" in name for name, _ in model.named_parameters())
+    tokens = torch.tensor([[1, 0, 0, 1, 2, 1, 0, 1]])
+    swapped = tokens[:, [1, 0, 2, 3, 4, 5, 6, 7]]
+    # The last position sees every token, but through the causal mask earlier states see different
+    # prefixes: the causal mask alone carries position (at depth >= 2).
+    assert not torch.allclose(model(tokens), model(swapped))

@@ -192,6 +192,8 @@ def merge(base: dict, override: dict) -> dict:
 
 # train keys that say how far and how often to checkpoint, not what the weights become.
 _SCHEDULE_KEYS = ("steps", "every")
+# (block, key, neutral value) of the keys ``run_spec`` leaves out at their neutral value.
+_NEUTRAL_KEYS = (("train", "seed_batch", 1), ("train", "warmup", 0), ("model", "positions", "learned"))
 
 
 def run_spec(config: dict, run: Run) -> dict:
@@ -202,8 +204,12 @@ def run_spec(config: dict, run: Run) -> dict:
     train = merge(config["train"], variant.get("train", {}))
     for key in _SCHEDULE_KEYS:
         train.pop(key, None)
-    if train.get("seed_batch") == 1:  # the default, one run per job: specs (and fingerprints) as before the key
-        del train["seed_batch"]
+    # Keys added after the first checkpoints were written: at their neutral value they stay out of
+    # the spec, so that the fingerprints of every run that does not use them are as before the key.
+    for block, key, neutral in _NEUTRAL_KEYS:
+        part = model if block == "model" else train
+        if part.get(key) == neutral:
+            del part[key]
     return {
         **run.keys(),
         "model": model,

@@ -29,6 +29,7 @@ from lostmid.core.task import N_ANSWERS, VOCAB
 BLOCKS = ("sequential", "parallel")
 READOUTS = ("last", "all")
 ATTENTIONS = ("softmax", "uniform")
+POSITIONS = ("learned", "none")
 
 
 @dataclass(frozen=True)
@@ -45,12 +46,15 @@ class ModelConfig:
     attention: str = "softmax"  # uniform: all logits zero, i.e. Cesaro averaging (structural baseline)
     layernorm: bool = True
     mlp: bool = True
+    positions: str = "learned"  # none: no position embedding; the causal mask alone carries position
 
     def __post_init__(self):
         if self.block not in BLOCKS:
             raise ValueError(f"model.block must be one of {BLOCKS}, got {self.block!r}")
         if self.readout not in READOUTS:
             raise ValueError(f"model.readout must be one of {READOUTS}, got {self.readout!r}")
+        if self.positions not in POSITIONS:
+            raise ValueError(f"model.positions must be one of {POSITIONS}, got {self.positions!r}")
         if self.attention not in ATTENTIONS:
             raise ValueError(f"model.attention must be one of {ATTENTIONS}, got {self.attention!r}")
         if self.d_model % self.heads:
@@ -206,7 +210,7 @@ class FlagTransformer(nn.Module):
         self.config = config
         L, d = config.seq_len, config.d_model
         self.token_embedding = nn.Embedding(VOCAB, d)
-        self.position_embedding = nn.Embedding(L, d)
+        self.position_embedding = nn.Embedding(L, d) if config.positions == "learned" else None
         self.steps = nn.ModuleList(build_steps(config))
         self.final_norm = _norm(config)
         self.head = nn.Linear(d, N_ANSWERS)
@@ -254,6 +258,8 @@ class FlagTransformer(nn.Module):
         return self.logit_bias()
 
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
+        if self.position_embedding is None:
+            return self.token_embedding(tokens)
         positions = torch.arange(tokens.shape[1], device=tokens.device)
         return self.token_embedding(tokens) + self.position_embedding(positions)
 

@@ -104,3 +104,9 @@ class AdamW:
                 "exp_avg": saved["exp_avg"].to(p),
                 "exp_avg_sq": saved["exp_avg_sq"].to(p),
             }
+
+
+def warmup_lr(lr: float, step: int, warmup: int) -> float:
+    """The learning rate of optimizer step ``step`` (1-based): linear warm-up from lr / warmup to lr
+    over the first ``warmup`` steps, then constant; ``warmup`` 0 is the constant lr itself."""
+    return lr if step >= warmup else lr * step / warmup

@@ -25,6 +25,7 @@ import pandas as pd
 import torch
 
 from lostmid.core import task
+from lostmid.core.optim import warmup_lr
 from lostmid.training.checkpoint import TrainingState, build_optimizer
 from lostmid.core.model import explicit_attention
 from lostmid.training.train import StepLog, peak_memory_mb, train_steps
@@ -121,6 +122,7 @@ class StackedSeeds:
             self.clip(grads, train["grad_clip"])
             for name, p in self.params.items():
                 p.grad = grads[name]
+            self.optimizer.lr = warmup_lr(train["lr"], step, train.get("warmup", 0))
             self.optimizer.step()
             losses = loss.tolist()  # synchronizes with the device, so the timing is honest
             seconds = (time.perf_counter() - start) / len(seeds)

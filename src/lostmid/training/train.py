@@ -16,6 +16,7 @@ import torch
 from tqdm import tqdm
 
 from lostmid.core import task
+from lostmid.core.optim import warmup_lr
 from lostmid.training.checkpoint import TrainingState
 
 log = logging.getLogger(__name__)
@@ -74,6 +75,7 @@ def train_steps(state: TrainingState, n_steps: int, device, progress: bool | Non
         loss.backward()
         if train["grad_clip"] > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), train["grad_clip"], foreach=False)
+        optimizer.lr = warmup_lr(train["lr"], step, train.get("warmup", 0))
         optimizer.step()
         loss_value = loss.item()  # synchronizes with the device, so the timing is honest
         seconds = time.perf_counter() - start
