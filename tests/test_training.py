@@ -15,6 +15,12 @@ def weights(state):
     return {k: v.clone() for k, v in state.model.state_dict().items()}
 
 
+def trained_weights(spec, n_steps):
+    state = TrainingState.initial(spec, "cpu")
+    train_steps(state, n_steps, "cpu", progress=False)
+    return weights(state)
+
+
 def assert_bitwise_equal(a, b):
     assert a.keys() == b.keys()
     for key in a:
@@ -46,11 +52,7 @@ def test_chained_segments_give_bitwise_the_weights_of_one_uninterrupted_run(spec
 
 
 def test_the_same_seed_trains_the_same_weights_and_another_seed_does_not(spec):
-    runs = []
-    for seed in (0, 0, 1):
-        state = TrainingState.initial({**spec, "seed": seed}, "cpu")
-        train_steps(state, 3, "cpu", progress=False)
-        runs.append(weights(state))
+    runs = [trained_weights({**spec, "seed": seed}, 3) for seed in (0, 0, 1)]
     assert_bitwise_equal(runs[0], runs[1])
     assert not torch.equal(runs[0]["head.weight"], runs[2]["head.weight"])
 
@@ -186,12 +188,8 @@ def test_warm_up_ramps_the_learning_rate_linearly_and_zero_steps_is_the_plain_ru
 
     assert [warmup_lr(0.01, step, 4) for step in (1, 2, 4, 9)] == [0.0025, 0.005, 0.01, 0.01]
     assert warmup_lr(0.003, 1, 0) == 0.003
-    runs = []
-    for warmup in (None, 0, 3):
-        train = dict(spec["train"]) if warmup is None else {**spec["train"], "warmup": warmup}
-        state = TrainingState.initial({**spec, "train": train}, "cpu")
-        train_steps(state, 4, "cpu", progress=False)
-        runs.append(weights(state))
+    trains = [spec["train"], {**spec["train"], "warmup": 0}, {**spec["train"], "warmup": 3}]
+    runs = [trained_weights({**spec, "train": train}, 4) for train in trains]
     assert_bitwise_equal(runs[0], runs[1])
     assert not torch.equal(runs[0]["head.weight"], runs[2]["head.weight"])
 
