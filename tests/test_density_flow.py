@@ -45,6 +45,6 @@ def test_the_flow_table_and_the_model_left_untouched(flow):
     table = density_flow.flow_table(model, tokens, targets, eta=1e-4)
     assert list(table.columns) == ["position", "p", "eta", "predicted", "finite_difference", "rel_error"]
     assert len(table) == 6 and table.rel_error.nunique() == 1 and table.rel_error.iloc[0] < 1e-2
-    assert model.token_embedding.weight.dtype == torch.float32 and not model.explicit_attention
+    assert model.token_embedding.weight.dtype == torch.float32
     for name, value in model.state_dict().items():
         assert torch.equal(value, before[name]), name
