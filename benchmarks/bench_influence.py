@@ -37,9 +37,9 @@ def per_position_loop(model, tokens, targets):
         x0 = model.embed(tokens).detach()
         row = x0[:, i].clone().requires_grad_(True)
         x = torch.cat([x0[:, :i], row[:, None], x0[:, i + 1 :]], dim=1)
-        bias = model.logit_bias()
+        mask = model.logit_bias()
         for k in range(len(model.steps)):
-            x = model.advance(k, x, bias)
+            x = model.advance(k, x, mask)
         loss = model.loss(model.read_out(x), targets) * tokens.shape[0]
         (grad,) = torch.autograd.grad(loss, row)
         energy[i] = grad.square().sum(-1).mean()

@@ -28,7 +28,7 @@ from lostmid.core import adjoint
 from lostmid.core import task
 from lostmid.analysis.bias_fit import model_at_init
 from lostmid.training.checkpoint import TrainingState
-from lostmid.core.model import ModelConfig, explicit_attention
+from lostmid.core.model import ModelConfig
 from lostmid.training.seed_batch import train_seed_batch
 from lostmid.training.train import train_steps
 
@@ -50,8 +50,7 @@ def measure(seeds=(1, 3, 8), d_models=(16, 64), L: int = 24, batch: int = 32, re
                 total = 0
                 for model, x, y in zip(models, tokens, targets):
                     model.attn_bias = bias  # the bias fit's buffer swap: the gradient reaches `bias`
-                    with explicit_attention(model):
-                        total = total + adjoint.energy(adjoint.input_adjoint(model, x, y, create_graph=True)).square().sum()
+                    total = total + adjoint.energy(adjoint.input_adjoint(model, x, y, create_graph=True, explicit=True)).square().sum()
                 total.backward()
 
             def vmapped():

@@ -5,7 +5,7 @@ import torch
 from torch.func import jacrev
 
 from lostmid.core import adjoint
-from lostmid.core.model import FlagTransformer, ModelConfig, explicit_attention
+from lostmid.core.model import FlagTransformer, ModelConfig
 
 
 @pytest.mark.parametrize("block", ["sequential", "parallel"])
@@ -19,13 +19,12 @@ def test_input_adjoint_equals_the_jacobian_of_each_sequence_loss(block):
     for b in range(3):
         def loss_of_embedding(x0):
             x = x0[None]
-            bias = model.logit_bias()
-            for k in range(len(model.steps)):
-                x = model.advance(k, x, bias)
+            mask = model.logit_bias()
+            for k in range(len(model.steps)):  # explicit: jacrev vmaps, and the fused kernel has no batching rule
+                x = model.advance(k, x, mask, explicit=True)
             return model.loss(model.read_out(x), targets[b : b + 1])
 
-        with explicit_attention(model):  # jacrev vmaps; the fused kernel has no batching rule
-            expected = jacrev(loss_of_embedding)(model.embed(tokens[b : b + 1])[0].detach())
+        expected = jacrev(loss_of_embedding)(model.embed(tokens[b : b + 1])[0].detach())
         torch.testing.assert_close(p0[b], expected)
 
 
@@ -33,7 +32,7 @@ def test_adjoints_at_every_step_from_one_pass_and_the_terminal_one_lives_at_the_
     torch.manual_seed(1)
     model = FlagTransformer(ModelConfig(seq_len=6, depth=2, d_model=8, heads=2, mlp_ratio=2)).double()
     tokens = torch.randint(0, 3, (4, 6))
-    _, states = adjoint.adjoints(model, tokens, torch.zeros(4, dtype=torch.long))
+    _, _, states = adjoint.adjoints(model, tokens, torch.zeros(4, dtype=torch.long))
     assert len(states) == len(model.steps) + 1
     terminal = states[-1]
     assert terminal[:, :-1].abs().max() == 0 and terminal[:, -1].abs().max() > 0
@@ -83,9 +82,8 @@ def test_the_vmapped_energies_differentiate_through_a_shared_attention_bias():
     def looped_objective(bias):
         total = 0
         for m in models:
-            m.attn_bias = bias  # a buffer swap that keeps the gradient path to theta
-            with explicit_attention(m):
-                total = total + adjoint.energy(adjoint.input_adjoint(m, tokens, targets, create_graph=True)).square().sum()
+            m.attn_bias = bias  # a buffer swap that keeps the gradient path to theta (explicit attention reads it)
+            total = total + adjoint.energy(adjoint.input_adjoint(m, tokens, targets, create_graph=True, explicit=True)).square().sum()
         return total
 
     (looped,) = torch.autograd.grad(looped_objective(theta), theta)

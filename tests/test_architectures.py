@@ -71,7 +71,7 @@ def test_the_flag_model_profile_equals_a_per_position_loop():
     for s in range(tokens.shape[0]):
         for j in range(8):
             leaf = torch.zeros(1, 8, 16 // 2, requires_grad=True)
-            logits = model(tokens[s : s + 1], taps=[leaf] + [None] * len(model.steps))
+            logits = model(tokens[s : s + 1], taps=[leaf])
             (grad,) = torch.autograd.grad(torch.nn.functional.cross_entropy(logits, answers[s : s + 1]), leaf)
             expected[j] += float(grad[0, j].double().square().sum())
     np.testing.assert_allclose(batched[2], expected / tokens.shape[0], rtol=1e-4)
@@ -79,21 +79,21 @@ def test_the_flag_model_profile_equals_a_per_position_loop():
 
 def test_the_hooks_record_lambda_and_attention_of_the_flag_model():
     from lostmid.core import task
-    from lostmid.core.model import FlagTransformer, ModelConfig, explicit_attention
+    from lostmid.core.model import FlagTransformer, ModelConfig
 
     torch.manual_seed(1)
     model = FlagTransformer(ModelConfig(**tiny_spec(depth=2)["model"])).eval()
     tokens, answers, _ = task.stratified_eval_set(8, 2, seed=4)
     _, stats = measure.measure_flag(model, tokens, answers, "top1", chunk=5)
     lam, attention = [], []
-    with torch.no_grad(), explicit_attention(model):
-        x, bias = model.embed(tokens), model.logit_bias()
+    with torch.no_grad():
+        x, mask = model.embed(tokens), model.logit_bias()
         for k, step in enumerate(model.steps):
             if hasattr(step, "attn"):
-                a = model.step_size(k) * step.attn(step.norm(x), bias, True)
+                a = model.step_size(k) * step.attn(step.norm(x), mask, explicit=True)
                 lam.append(float((a.norm(dim=-1) / (a.norm(dim=-1) + x.norm(dim=-1))).mean()))
-                attention.append(step.attn.attention_weights(step.norm(x), bias).mean((0, 1)).double().numpy())
-            x = model.advance(k, x, bias)
+                attention.append(step.attn.attention_weights(step.norm(x), mask).mean((0, 1)).double().numpy())
+            x = model.advance(k, x, mask, explicit=True)
     np.testing.assert_allclose(stats.lambdas(), lam, rtol=1e-5)
     np.testing.assert_allclose(stats.attention(), np.stack(attention), atol=1e-6)
     np.testing.assert_allclose(stats.attention().sum(-1), 1.0, atol=1e-6)  # row-stochastic

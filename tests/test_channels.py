@@ -12,7 +12,7 @@ from torch.func import jacrev
 
 from lostmid.core import adjoint
 from lostmid.analysis import channels
-from lostmid.core.model import FlagTransformer, ModelConfig, explicit_attention
+from lostmid.core.model import FlagTransformer, ModelConfig
 
 
 def tiny_model(block="sequential", seed=0, bias=True, scale=0.3, **overrides):
@@ -36,14 +36,13 @@ def batch(n=3, L=6, seed=0):
 
 def step_jacobian(model, k, state):
     """DF_k at one sequence's state X_k (L, d): an (L, d, L, d) tensor."""
-    bias = model.logit_bias()
-    with explicit_attention(model):  # jacrev vmaps; the fused kernel has no batching rule
-        return jacrev(lambda x: model.steps[k](x[None], bias, True)[0])(state)
+    mask = model.logit_bias()  # explicit attention: jacrev vmaps, and the fused kernel has no batching rule
+    return jacrev(lambda x: model.steps[k](x[None], mask, explicit=True)[0])(state)
 
 
 def reference_split(model, tokens, targets):
     """P_res, P_cone, P_loc of every sequence from full Jacobians and the true adjoints."""
-    _, P = adjoint.adjoints(model, tokens, targets)  # [P_0, ..., P_M]
+    _, _, P = adjoint.adjoints(model, tokens, targets)  # [P_0, ..., P_M]
     states = channels.channel_split(model, tokens, targets, keep_states=True).states
     L = tokens.shape[1]
     later = torch.ones(L, L, dtype=torch.bool).tril(-1)  # later[i, j]: output i is strictly after input j
@@ -59,6 +58,14 @@ def reference_split(model, tokens, targets):
             cone[b] += h * (vjp_blocks * later[:, :, None]).sum(0)
             loc[b] += h * (vjp_blocks * diagonal[:, :, None]).sum(0)
     return P[0], P[-1], cone, loc
+
+
+@pytest.mark.parametrize("block", ["sequential", "parallel"])
+def test_a_step_over_two_equal_copies_is_the_ordinary_step(block):
+    model = tiny_model(block)
+    x = torch.randn(3, 6, 8, dtype=torch.float64)
+    step, mask = model.steps[0], model.logit_bias()
+    torch.testing.assert_close(channels.two_copy_step(step, x, x, mask), step(x, mask, explicit=True))
 
 
 @pytest.mark.parametrize("block", ["sequential", "parallel"])

@@ -49,6 +49,6 @@ def test_the_flow_table_and_the_model_left_untouched(flow):
     assert len(several) == 12 and several.eta.tolist() == [1e-2] * 6 + [1e-4] * 6
     errors = several.groupby("eta").rel_error.first()
     assert errors[1e-2] > errors[1e-4] == table.rel_error.iloc[0]  # one prediction, checked at every step size
-    assert model.token_embedding.weight.dtype == torch.float32 and not model.explicit_attention
+    assert model.token_embedding.weight.dtype == torch.float32
     for name, value in model.state_dict().items():
         assert torch.equal(value, before[name]), name

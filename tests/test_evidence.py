@@ -266,7 +266,7 @@ def test_output_jacobian_norms_match_one_jacobian_per_sequence():
     for sequence in tokens:
         def output(x):
             for k in range(len(model.steps)):
-                x = model.advance(k, x)
+                x = model.advance(k, x, None)
             return model.read_out(x)[0]
 
         jac = torch.autograd.functional.jacobian(output, model.embed(sequence[None]).detach())[:, 0]  # (2, L, d)

@@ -16,17 +16,17 @@ from lostmid.analysis import metrics
 from lostmid.core import task
 from lostmid import config as cfg
 from lostmid.errors import ConfigError
-from lostmid.core.model import FlagTransformer, ModelConfig, explicit_attention
+from lostmid.core.model import FlagTransformer, ModelConfig
 
 # --- one backward pass equals per-position Jacobians ---------------------------------------------
 
 
 def _states(model, tokens):
-    """X_0 .. X_M of a forward pass."""
+    """X_0 .. X_M of a forward pass (explicit attention)."""
     x = model.embed(tokens)
     states = [x]
     for k in range(len(model.steps)):
-        x = model.advance(k, x)
+        x = model.advance(k, x, model.logit_bias(), explicit=True)
         states.append(x)
     return states
 
@@ -43,19 +43,18 @@ def test_energy_from_one_backward_pass_equals_per_position_jacobians_at_every_st
 
     assert measured.shape == (model.config.n_steps + 1, L)
     expected = torch.zeros_like(measured)
-    with explicit_attention(model):  # jacrev vmaps; the fused kernel has no batching rule
-        for b in range(tokens.shape[0]):
-            states = [s.detach() for s in _states(model, tokens[b : b + 1])]
-            for k, state in enumerate(states):
-                for i in range(L):  # the slow reference: one Jacobian per position
+    for b in range(tokens.shape[0]):
+        states = [s.detach() for s in _states(model, tokens[b : b + 1])]
+        for k, state in enumerate(states):
+            for i in range(L):  # the slow reference: one Jacobian per position (explicit attention: jacrev vmaps)
 
-                    def loss_of_row(row, k=k, i=i, state=state):
-                        x = torch.cat([state[:, :i], row[None, None], state[:, i + 1 :]], dim=1)
-                        for step in range(k, len(model.steps)):
-                            x = model.advance(step, x)
-                        return model.loss(model.read_out(x), targets[b : b + 1])
+                def loss_of_row(row, k=k, i=i, state=state):
+                    x = torch.cat([state[:, :i], row[None, None], state[:, i + 1 :]], dim=1)
+                    for step in range(k, len(model.steps)):
+                        x = model.advance(step, x, model.logit_bias(), explicit=True)
+                    return model.loss(model.read_out(x), targets[b : b + 1])
 
-                    expected[k, i] += jacrev(loss_of_row)(state[0, i]).square().sum() / tokens.shape[0]
+                expected[k, i] += jacrev(loss_of_row)(state[0, i]).square().sum() / tokens.shape[0]
     torch.testing.assert_close(measured, expected)
 
 
@@ -146,7 +145,7 @@ def test_the_structural_model_is_the_linear_recursion_N_X():
     assert torch.allclose(C.sum(1), torch.ones(L, dtype=torch.float64))  # rows average
     for residual, N in [(True, torch.eye(L, dtype=torch.float64) + 0.5 * C), (False, C)]:
         model = structural.structural_model(L, 2, residual, epsilon=0.5).double()
-        torch.testing.assert_close(model.advance(0, x), N @ x)
+        torch.testing.assert_close(model.advance(0, x, None), N @ x)
 
 
 def test_structural_table_overlays_measurement_and_closed_form():

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from lostmid.core.model import FlagTransformer, ModelConfig, explicit_attention
+from lostmid.core.model import FlagTransformer, ModelConfig
 
 
 def make(**kw):
@@ -27,10 +27,7 @@ def test_explicit_attention_equals_fused(block, attention, biased):
     if biased:
         model.set_attention_bias(torch.randn(8, 8, dtype=torch.float64))
     tokens = torch.randint(0, 3, (5, 8))
-    fused = model(tokens)
-    with explicit_attention(model):
-        explicit = model(tokens)
-    torch.testing.assert_close(fused, explicit)
+    torch.testing.assert_close(model(tokens), model(tokens, explicit=True))
 
 
 def test_the_model_is_causal():
@@ -43,18 +40,22 @@ def test_the_model_is_causal():
     assert not torch.allclose(a[:, 5:], b[:, 5:])
 
 
-def test_two_copy_attention_with_equal_copies_is_ordinary_attention():
-    model = make()
-    x = torch.randn(3, 8, 8, dtype=torch.float64)
-    step = model.steps[0]
-    torch.testing.assert_close(step(x, model.logit_bias(), True, x_other=x), step(x, model.logit_bias(), True))
-
-
 def test_zero_taps_leave_the_output_unchanged():
     model = make()
     tokens = torch.randint(0, 3, (4, 8))
     taps = [torch.zeros(4, 8, 8, dtype=torch.float64) for _ in range(len(model.steps) + 1)]
     torch.testing.assert_close(model(tokens, taps=taps), model(tokens))
+    torch.testing.assert_close(model(tokens, taps=taps[:1]), model(tokens))  # a tap on X_0 only
+
+
+@pytest.mark.parametrize("explicit", [False, True])
+def test_a_mask_of_none_is_plain_causal_attention(explicit):
+    model = make()
+    x = torch.randn(3, 8, 8, dtype=torch.float64)
+    step = model.steps[0]
+    torch.testing.assert_close(step(x, None, explicit), step(x, model.logit_bias(), explicit))
+    assert model.attention_mask(explicit=False) is None  # B = 0: the fused kernel's causal fast path
+    torch.testing.assert_close(model.attention_mask(explicit=True), model.logit_bias())
 
 
 def test_without_residual_each_step_replaces_the_state():

@@ -14,10 +14,10 @@ All of it comes from ONE forward and ONE backward pass: every step is evaluated 
     X_{k+1} = X_k + h_k F_k(X_k + s_k ; X_k + o_k)
 
 with zero-valued taps s_k (the "self" copy: query and j = i key/value) and o_k (the "other"
-copy: keys/values at j < i, see CausalSelfAttention.forward). The values equal the ordinary
-forward pass, so the backward pass sees the true adjoints, and the gradient on o_k is
-exactly h_k cone_k applied to the true P_{k+1}, the gradient on s_k exactly h_k loc_k.
-Two more taps at X_0 and X_M give P_0 and P_M themselves.
+copy: keys/values at j < i; ``two_copy_step``). The values equal the ordinary forward pass,
+so the backward pass sees the true adjoints, and the gradient on o_k is exactly h_k cone_k
+applied to the true P_{k+1}, the gradient on s_k exactly h_k loc_k. Two more taps at X_0 and
+X_M give P_0 and P_M themselves.
 
 The residual-persistence bound (Prop. 3.5) needs the operator norms Lambda_k = ||DF_k(X_k)||
 per sequence: power iteration on DF^T DF with JVP/VJP pairs (the JVP as the transpose of the VJP).
@@ -30,12 +30,37 @@ from dataclasses import dataclass
 import torch
 
 from lostmid.analysis.channel_names import CHANNELS, PAIRS, pair_name  # noqa: F401 (re-exported)
-from lostmid.core.model import FlagTransformer, MLPStep, explicit_attention
+from lostmid.core.adjoint import zero_state
+from lostmid.core.model import AttentionStep, CausalSelfAttention, FlagTransformer
 
 
 def require_residual(model: FlagTransformer) -> None:
     if not model.config.residual:
         raise ValueError("the channel decomposition needs a residual model (model.residual: true)")
+
+
+def two_copy_attention(attn: CausalSelfAttention, x, x_earlier, mask):
+    """Explicit attention over two copies of its input, (batch, L, d) each: the keys and values
+    at strictly earlier positions j < i come from ``x_earlier``, the query and the j = i
+    key/value from ``x``. With equal copies it is ``attn(x, mask, explicit=True)``; ``mask`` as
+    in lostmid.core.model.
+    """
+    q, k, v = attn.project(x)  # (batch, heads, L, d_head) each
+    _, k_earlier, v_earlier = attn.project(x_earlier)
+    eye = torch.eye(x.shape[1], dtype=torch.bool, device=x.device)
+    logits_earlier = q @ k_earlier.transpose(-2, -1) * attn.scale
+    logits_self = (q * k).sum(-1) * attn.scale  # the diagonal, from x alone
+    weights = attn.softmax(torch.where(eye, torch.diag_embed(logits_self), logits_earlier), mask)
+    diagonal = torch.diagonal(weights, dim1=-2, dim2=-1).unsqueeze(-1)
+    return attn.merge(weights.masked_fill(eye, 0.0) @ v_earlier + diagonal * v)
+
+
+def two_copy_step(step: AttentionStep, x, x_earlier, mask):
+    """F(x; x_earlier) of an attention step: its attention reads keys and values at j < i from
+    (the normed) ``x_earlier`` (``two_copy_attention``), everything else from ``x``."""
+    h = step.norm(x)
+    out = two_copy_attention(step.attn, h, step.norm(x_earlier), mask)
+    return out if step.mlp is None else out + step.mlp(h)
 
 
 @dataclass
@@ -65,23 +90,25 @@ def channel_split(model: FlagTransformer, tokens: torch.Tensor, targets: torch.T
     ``keep_states`` also returns the detached residual states X_0..X_M (for the operator norms).
     """
     require_residual(model)
-    dtype = model.token_embedding.weight.dtype
-    shape = (tokens.shape[0], tokens.shape[1], model.config.d_model)
 
     def tap():
-        return torch.zeros(shape, dtype=dtype, device=tokens.device, requires_grad=True)
+        return zero_state(model, tokens).requires_grad_()
 
     n = len(model.steps)
     first, last = tap(), tap()
     own = [tap() for _ in range(n)]
     # MLP sub-steps never look at other positions: no cone tap (their cone part is zero).
-    other = [None if isinstance(step, MLPStep) else tap() for step in model.steps]
-    bias = model.logit_bias()
+    other = [tap() if isinstance(step, AttentionStep) else None for step in model.steps]
+    mask = model.logit_bias()
     x = model.embed(tokens) + first
     states = [x.detach()]
     for k, step in enumerate(model.steps):
-        x_other = None if other[k] is None else x + other[k]
-        x = x + model.step_size(k) * step(x + own[k], bias, True, x_other)
+        if other[k] is None:
+            update = step(x + own[k], mask, explicit=True)
+        else:
+            x_earlier = x + other[k]  # built first: the graph's order fixes the order of the gradient sums at x
+            update = two_copy_step(step, x + own[k], x_earlier, mask)
+        x = x + model.step_size(k) * update
         states.append(x.detach())
     logits = model.read_out(x + last)
     loss = model.loss(logits, targets) * tokens.shape[0]  # sum over sequences
@@ -106,12 +133,12 @@ def step_operator_norms(model: FlagTransformer, states, iterations: int, generat
     times faster than forward-mode AD through the explicit attention (and needs no forward
     recomputation per iteration).
     """
-    bias = model.logit_bias().detach()
+    mask = model.logit_bias().detach()
     norms = []
-    with explicit_attention(model), torch.enable_grad():
+    with torch.enable_grad():
         for k, x in enumerate(states[:-1]):
             x = x.detach().requires_grad_(True)
-            y = model.steps[k](x, bias, True)
+            y = model.steps[k](x, mask, explicit=True)
             u = torch.zeros_like(y, requires_grad=True)
             (pullback,) = torch.autograd.grad(y, x, u, create_graph=True)  # DF^T u, linear in u
 

@@ -27,7 +27,6 @@ from torch.func import grad, jvp
 
 from lostmid.core.adjoint import functional_input_energy, functional_logits
 from lostmid.analysis.metrics import positions
-from lostmid.core.model import explicit_attention
 
 FLOW_COLUMNS = ["position", "p", "eta", "predicted", "finite_difference", "rel_error"]
 
@@ -64,9 +63,8 @@ def predicted_flow(model, tokens, targets) -> dict:
     model = _float64_copy(model)
     energy_of = _InputEnergy(model, tokens, targets)
     params = {name: p.detach() for name, p in model.named_parameters()}
-    with explicit_attention(model):
-        g = grad(energy_of.risk)(params)
-        energy, directional = jvp(energy_of, (params,), (g,))
+    g = grad(energy_of.risk)(params)
+    energy, directional = jvp(energy_of, (params,), (g,))
     zbar = energy.mean()
     density = energy / zbar
     predicted = -directional / zbar + density * directional.mean() / zbar
@@ -77,7 +75,7 @@ def predicted_flow(model, tokens, targets) -> dict:
 def finite_difference(flow: dict, eta: float) -> torch.Tensor:
     """(m(theta - eta g) - m(theta)) / eta on the same batch, from ``predicted_flow``'s output."""
     stepped = {name: p - eta * flow["g"][name] for name, p in flow["params"].items()}
-    with torch.no_grad(), explicit_attention(flow["model"]):
+    with torch.no_grad():
         energy = flow["energy_of"](stepped)
     return (energy / energy.mean() - flow["density"]) / eta
 

@@ -96,7 +96,7 @@ def energies(model, tokens, targets, chunk: int = 1024, all_steps: bool = True) 
     total = None
     for part_tokens, part_targets in zip(tokens.split(chunk), targets.split(chunk)):
         with torch.enable_grad():  # the adjoints are gradients, even when called under no_grad
-            _, states = adjoint.adjoints(model, part_tokens, part_targets, all_steps=all_steps)
+            _, _, states = adjoint.adjoints(model, part_tokens, part_targets, all_steps=all_steps)
         part = torch.stack([state.detach().square().sum(-1).sum(0) for state in states])
         total = part if total is None else total + part
     return (total / tokens.shape[0]).double().cpu()
@@ -169,8 +169,7 @@ def output_jacobian_norms(model, tokens: torch.Tensor, chunk: int = 1024) -> tor
     total = None
     for part in tokens.split(chunk):
         with torch.enable_grad():
-            x0 = torch.zeros(part.shape[0], part.shape[1], model.config.d_model, device=part.device, requires_grad=True)
-            logits = model(part, taps=[x0] + [None] * len(model.steps))
+            logits, (x0,) = adjoint.tapped_logits(model, part)
             if logits.dim() == 3:  # readout 'all': the final output is the last position's
                 logits = logits[:, -1]
             squared = torch.zeros(part.shape[0], part.shape[1], dtype=torch.float64, device=part.device)

@@ -36,6 +36,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from lostmid.core.adjoint import tapped_logits
 from lostmid.errors import ConfigError, LostmidError
 
 TARGETS = ("loss", "top1", "jacobian")
@@ -213,12 +214,10 @@ def measure_flag(model, tokens: torch.Tensor, answers: torch.Tensor, target: str
     """Measured influence of a FlagTransformer on flag-task tokens (S, L) with answers (S,).
 
     The input is X_0 (token + position embedding); its gradient is read through a zero tap added to
-    X_0 (``FlagTransformer.forward``'s taps). Targets: ``loss`` = cross-entropy of the answer at the
+    X_0 (``lostmid.core.adjoint.tapped_logits``, explicit attention). Targets: ``loss`` = cross-entropy of the answer at the
     readout, ``top1`` = the top-1 answer probability, ``jacobian`` as for language models with h_n the
     final-normed last state. Returns ({p: profile (L,)}, LayerStats or None).
     """
-    from lostmid.core.model import explicit_attention
-
     pairs, scales = flag_pairs(model)
     d = model.config.d_model
     probe = probes(tokens.shape[0], d, probe_seed, tokens.device) if target == "jacobian" else None
@@ -227,11 +226,10 @@ def measure_flag(model, tokens: torch.Tensor, answers: torch.Tensor, target: str
     sums: dict = {}
     recorder = record(pairs, flag_weights, scales) if record_stats else contextlib.nullcontext()
     try:
-        with explicit_attention(model), recorder as stats, torch.enable_grad():
+        with recorder as stats, torch.enable_grad():
             for start in range(0, tokens.shape[0], chunk):
                 part = tokens[start : start + chunk]  # (s, L)
-                tap = torch.zeros(part.shape[0], part.shape[1], d, device=part.device, requires_grad=True)  # (s, L, d)
-                logits = model(part, taps=[tap] + [None] * len(model.steps))
+                logits, (tap,) = tapped_logits(model, part, explicit=True)  # tap: (s, L, d)
                 logits_last = logits[:, -1] if logits.dim() == 3 else logits  # (s, 2)
                 value = target_sum(target, logits_last, answers=answers[start : start + chunk],
                                    hidden_last=hidden[0][:, -1], probe=None if probe is None else probe[start : start + chunk])

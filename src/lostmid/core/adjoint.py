@@ -11,25 +11,40 @@ from __future__ import annotations
 import torch
 
 
-def adjoints(model, tokens, targets, create_graph: bool = False, weights=None, all_steps: bool = True):
-    """The per-sequence loss sum and the adjoints [P_0, ..., P_M], each (batch, L, d).
+def zero_state(model, tokens) -> torch.Tensor:
+    """A zero residual state (batch, L, d) in the model's dtype: the value of every tap."""
+    shape = (tokens.shape[0], tokens.shape[1], model.config.d_model)
+    return torch.zeros(shape, dtype=model.token_embedding.weight.dtype, device=tokens.device)
+
+
+def tapped_logits(model, tokens, n_taps: int = 1, explicit: bool = False):
+    """(logits, taps): the model's logits with zero taps added to X_0 .. X_{n_taps - 1}.
+
+    The gradient of any batch sum of per-sequence functions of the logits with respect to tap k
+    holds, for every sequence and position, the gradient with respect to X_k: the adjoint P_k
+    for the loss, a Jacobian row for one logit. ``explicit``: explicit attention matrices.
+    """
+    taps = [zero_state(model, tokens).requires_grad_() for _ in range(n_taps)]
+    return model(tokens, taps=taps, explicit=explicit), taps
+
+
+def adjoints(model, tokens, targets, create_graph: bool = False, weights=None, all_steps: bool = True, explicit: bool = False):
+    """(mean loss, logits, [P_0, ..., P_M]) of one forward and one backward pass; each P_k (batch, L, d).
 
     ``all_steps=False`` returns only [P_0]. ``create_graph`` keeps the graph so that functions
-    of the adjoints can be differentiated again (influence balancing); ``weights`` scales each
-    sequence's loss (positional reweighting).
+    of the adjoints can be differentiated again (influence balancing, with ``explicit``
+    attention, which supports a double backward); ``weights`` scales each sequence's loss
+    (positional reweighting).
     """
-    n_states = len(model.steps) + 1 if all_steps else 1
-    shape = (tokens.shape[0], tokens.shape[1], model.config.d_model)
-    dtype = model.token_embedding.weight.dtype
-    taps = [torch.zeros(shape, dtype=dtype, device=tokens.device, requires_grad=True) for _ in range(n_states)]
-    logits = model(tokens, taps=taps + [None] * (len(model.steps) + 1 - n_states))
-    loss = model.loss(logits, targets, weights) * tokens.shape[0]  # sum over sequences
-    return loss, list(torch.autograd.grad(loss, taps, create_graph=create_graph))
+    logits, taps = tapped_logits(model, tokens, len(model.steps) + 1 if all_steps else 1, explicit)
+    loss = model.loss(logits, targets, weights)
+    total = loss * tokens.shape[0]  # the sum over sequences: each sequence's gradient is its own adjoint
+    return loss, logits, list(torch.autograd.grad(total, taps, create_graph=create_graph))
 
 
-def input_adjoint(model, tokens, targets, create_graph: bool = False, weights=None) -> torch.Tensor:
+def input_adjoint(model, tokens, targets, create_graph: bool = False, weights=None, explicit: bool = False) -> torch.Tensor:
     """P_0 = d loss / d X_0, the gradient with respect to the input embeddings, (batch, L, d)."""
-    return adjoints(model, tokens, targets, create_graph, weights, all_steps=False)[1][0]
+    return adjoints(model, tokens, targets, create_graph, weights, all_steps=False, explicit=explicit)[2][0]
 
 
 def energy(adjoint: torch.Tensor) -> torch.Tensor:
@@ -37,11 +52,11 @@ def energy(adjoint: torch.Tensor) -> torch.Tensor:
     return adjoint.square().sum(-1).mean(0)
 
 
-def functional_logits(model, weights: dict, buffers: dict, tokens, taps=None) -> torch.Tensor:
+def functional_logits(model, weights: dict, buffers: dict, tokens, taps=()) -> torch.Tensor:
     """The model's logits with its parameters and buffers replaced by ``weights`` and ``buffers``
     (torch.func.functional_call): a pure function of the weights, so grad, jvp and vmap over the
-    weights compose with it."""
-    return torch.func.functional_call(model, (weights, buffers), (tokens,), {"taps": taps})
+    weights compose with it. Attention is explicit, whose arithmetic every transform supports."""
+    return torch.func.functional_call(model, (weights, buffers), (tokens,), {"taps": taps, "explicit": True})
 
 
 def functional_input_adjoint(model, weights: dict, buffers: dict, tokens, targets):
@@ -50,14 +65,12 @@ def functional_input_adjoint(model, weights: dict, buffers: dict, tokens, target
     P_0 comes from an inner torch.func.grad of the per-sequence loss sum with respect to a zero
     tap on X_0, so an outer transform over the weights (grad, jvp, vmap) differentiates through it.
     """
-    tap = torch.zeros(*tokens.shape, model.config.d_model, dtype=model.token_embedding.weight.dtype, device=tokens.device)
-
     def loss_sum(tap):
-        logits = functional_logits(model, weights, buffers, tokens, taps=[tap] + [None] * len(model.steps))
+        logits = functional_logits(model, weights, buffers, tokens, taps=[tap])
         loss = model.loss(logits, targets)
         return loss * tokens.shape[0], (loss, logits)
 
-    p0, (loss, logits) = torch.func.grad(loss_sum, has_aux=True)(tap)
+    p0, (loss, logits) = torch.func.grad(loss_sum, has_aux=True)(zero_state(model, tokens))
     return loss, logits, p0
 
 
@@ -76,11 +89,8 @@ def seed_input_energies(models, tokens, targets, bias=None) -> torch.Tensor:
     ``tokens``, ``targets``: one batch for every model, (batch, L) and (batch,), or one per
     model, (S, batch, L) and (S, batch). ``bias``: an attention-logit bias used by every model
     in place of its own; it may carry a gradient, and the energies are differentiable with
-    respect to it (the bias fit descends through them). Attention is explicit, whose
-    arithmetic every transform supports.
+    respect to it (the bias fit descends through them).
     """
-    from lostmid.core.model import explicit_attention
-
     base = models[0]
     weights, _ = torch.func.stack_module_state(models)
     buffers = dict(base.named_buffers())
@@ -91,8 +101,7 @@ def seed_input_energies(models, tokens, targets, bias=None) -> torch.Tensor:
     def input_energy(model_weights, x, y):
         return functional_input_energy(base, model_weights, buffers, x, y)
 
-    with explicit_attention(base):
-        return torch.func.vmap(input_energy, in_dims=(0, per_model_data, per_model_data))(weights, tokens, targets)
+    return torch.func.vmap(input_energy, in_dims=(0, per_model_data, per_model_data))(weights, tokens, targets)
 
 
 def density(energy_profile: torch.Tensor) -> torch.Tensor:

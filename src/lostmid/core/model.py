@@ -9,14 +9,23 @@ works step by step: in the ``sequential`` (pre-LN GPT) layout a block contribute
 Attn(LN X) and MLP(LN X); in the ``parallel`` layout one step, Attn(LN X) + MLP(LN X).
 
 Attention is causal softmax attention with an optional fixed additive logit bias B (L x L,
-read on and below the diagonal). Two implementations give the same numbers: PyTorch's fused
-``scaled_dot_product_attention`` for training and evaluation, and explicit matrices for the
-analysis, because the fused CPU kernel has neither forward-mode AD nor a double backward.
+read on and below the diagonal). The model holds no mode: every pass is a function of its
+inputs and of two arguments that choose how attention is computed,
+
+    mask      the additive attention logits (L, L): B plus -inf above the diagonal, as
+              ``FlagTransformer.logit_bias()`` returns them; None is plain causal attention
+              (B = 0). It means this in every method that takes it.
+    explicit  False: PyTorch's fused ``scaled_dot_product_attention`` (training, evaluation).
+              True: explicit softmax matrices (the analysis), because the fused CPU kernel has
+              neither forward-mode AD, nor a double backward, nor a vmap batching rule.
+              Both give the same numbers up to rounding.
+
+A forward pass chooses its mask once (``FlagTransformer.attention_mask``): None when B = 0 and
+attention is fused, so that the fused kernel takes its causal fast path, else ``logit_bias()``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 from dataclasses import asdict, dataclass
 
@@ -71,6 +80,11 @@ class ModelConfig:
         return asdict(self)
 
 
+def causal_mask(L: int, dtype=None, device=None) -> torch.Tensor:
+    """The mask of plain causal attention, (L, L): 0 on and below the diagonal, -inf above."""
+    return torch.full((L, L), float("-inf"), dtype=dtype, device=device).triu(1)
+
+
 def _norm(config: ModelConfig) -> nn.Module:
     return nn.LayerNorm(config.d_model) if config.layernorm else nn.Identity()
 
@@ -79,67 +93,49 @@ class CausalSelfAttention(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.heads = config.heads
+        self.scale = 1.0 / math.sqrt(config.d_model // config.heads)  # 1 / sqrt(d_head)
         self.uniform = config.attention == "uniform"
         self.qkv = nn.Linear(config.d_model, 3 * config.d_model)
         self.proj = nn.Linear(config.d_model, config.d_model)
 
-    def _split(self, x):
+    def project(self, x):
+        """Queries, keys and values of x (batch, L, d): three (batch, heads, L, d_head)."""
         b, L, d = x.shape
         q, k, v = self.qkv(x).split(d, dim=2)
         return [t.view(b, L, self.heads, d // self.heads).transpose(1, 2) for t in (q, k, v)]
 
-    def _merge(self, y):
+    def merge(self, y):
+        """The heads' outputs (batch, heads, L, d_head) joined and projected: (batch, L, d)."""
         b, h, L, dh = y.shape
         return self.proj(y.transpose(1, 2).reshape(b, L, h * dh))
 
-    @staticmethod
-    def _causal_mask(x):
-        L = x.shape[1]
-        return torch.full((L, L), float("-inf"), dtype=x.dtype, device=x.device).triu(1)
-
-    def _weights(self, q, k, bias):
-        """softmax(Q K^T / sqrt(d_head) + bias), (batch, heads, L, L); all logits zero for uniform attention."""
-        logits = q @ k.transpose(-2, -1) * (1.0 / math.sqrt(q.shape[-1]))
+    def softmax(self, logits, mask):
+        """Attention weights from scaled logits (batch, heads, L, L): softmax over the keys of
+        logits + mask; uniform attention sets every logit to zero first."""
         if self.uniform:
             logits = torch.zeros_like(logits)
-        return torch.softmax(logits + bias, dim=-1)
+        if mask is None:
+            mask = causal_mask(logits.shape[-1], logits.dtype, logits.device)
+        return torch.softmax(logits + mask, dim=-1)
 
-    def attention_weights(self, x, bias=None):
-        """The attention matrices of the input ``x`` (batch, L, d) as ``forward`` uses them,
-        (batch, heads, L, L); ``bias`` None: the causal mask only."""
-        q, k, _ = self._split(x)
-        return self._weights(q, k, self._causal_mask(x) if bias is None else bias)
+    def weights(self, q, k, mask):
+        """softmax(Q K^T / sqrt(d_head) + mask), (batch, heads, L, L)."""
+        return self.softmax(q @ k.transpose(-2, -1) * self.scale, mask)
 
-    def forward(self, x, bias, explicit: bool, x_other=None):
-        """Attention over ``x``; ``bias`` is the additive logit matrix, -inf above the diagonal
-        (None: plain causal attention).
+    def attention_weights(self, x, mask):
+        """The attention matrices of the input x (batch, L, d), (batch, heads, L, L)."""
+        q, k, _ = self.project(x)
+        return self.weights(q, k, mask)
 
-        With ``x_other``, keys and values at strictly earlier positions j < i come from
-        ``x_other`` while the query and the j = i key/value come from ``x`` (the two-copy trick
-        that splits the adjoint into its causal-cone and local channels, docs/theory.md §5.1).
-        """
-        q, k, v = self._split(x)
-        if x_other is None and not explicit:
-            if self.uniform:
-                q = torch.zeros_like(q)
-            # bias None: plain causal attention, for which the fused kernel has a faster path.
-            return self._merge(F.scaled_dot_product_attention(q, k, v, attn_mask=bias, is_causal=bias is None))
-        if bias is None:
-            bias = self._causal_mask(x)
-        scale = 1.0 / math.sqrt(q.shape[-1])
-        if x_other is None:
-            return self._merge(self._weights(q, k, bias) @ v)
-        _, k_other, v_other = self._split(x_other)
-        eye = torch.eye(x.shape[1], dtype=torch.bool, device=x.device)
-        logits_other = q @ k_other.transpose(-2, -1) * scale
-        logits_self = (q * k).sum(-1) * scale  # the diagonal, from x alone
-        logits = torch.where(eye, torch.diag_embed(logits_self), logits_other)
+    def forward(self, x, mask, explicit: bool = False):
+        """Attn(x), (batch, L, d) -> (batch, L, d)."""
+        q, k, v = self.project(x)  # (batch, heads, L, d_head) each
+        if explicit:
+            return self.merge(self.weights(q, k, mask) @ v)
         if self.uniform:
-            logits = torch.zeros_like(logits)
-        weights = torch.softmax(logits + bias, dim=-1)
-        diagonal = torch.diagonal(weights, dim1=-2, dim2=-1).unsqueeze(-1)
-        mixed = weights.masked_fill(eye, 0.0) @ v_other + diagonal * v
-        return self._merge(mixed)
+            q = torch.zeros_like(q)  # all logits zero
+        # mask None: plain causal attention, for which the fused kernel has a faster path.
+        return self.merge(F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None))
 
 
 class MLP(nn.Module):
@@ -153,16 +149,19 @@ class MLP(nn.Module):
 
 
 class AttentionStep(nn.Module):
-    """F(X) = Attn(LN X): one residual step of the sequential layout."""
+    """F(X) = Attn(LN X), the attention step of the sequential layout (``mlp`` False), or
+    F(X) = Attn(LN X) + MLP(LN X) with one shared LayerNorm, the paper's parallel block."""
 
-    def __init__(self, config: ModelConfig):
+    def __init__(self, config: ModelConfig, mlp: bool):
         super().__init__()
         self.norm = _norm(config)
         self.attn = CausalSelfAttention(config)
+        self.mlp = MLP(config) if mlp else None
 
-    def forward(self, x, bias, explicit=False, x_other=None):
-        other = None if x_other is None else self.norm(x_other)
-        return self.attn(self.norm(x), bias, explicit, other)
+    def forward(self, x, mask, explicit: bool = False):
+        h = self.norm(x)
+        out = self.attn(h, mask, explicit)
+        return out if self.mlp is None else out + self.mlp(h)
 
 
 class MLPStep(nn.Module):
@@ -173,32 +172,16 @@ class MLPStep(nn.Module):
         self.norm = _norm(config)
         self.mlp = MLP(config)
 
-    def forward(self, x, bias, explicit=False, x_other=None):
+    def forward(self, x, mask, explicit: bool = False):
         return self.mlp(self.norm(x))
-
-
-class ParallelStep(nn.Module):
-    """F(X) = Attn(LN X) + MLP(LN X): the paper's one-step block."""
-
-    def __init__(self, config: ModelConfig):
-        super().__init__()
-        self.norm = _norm(config)
-        self.attn = CausalSelfAttention(config)
-        self.mlp = MLP(config) if config.mlp else None
-
-    def forward(self, x, bias, explicit=False, x_other=None):
-        h = self.norm(x)
-        other = None if x_other is None else self.norm(x_other)
-        out = self.attn(h, bias, explicit, other)
-        return out if self.mlp is None else out + self.mlp(h)
 
 
 def build_steps(config: ModelConfig) -> list[nn.Module]:
     if config.block == "parallel":
-        return [ParallelStep(config) for _ in range(config.depth)]
+        return [AttentionStep(config, mlp=config.mlp) for _ in range(config.depth)]
     steps = []
     for _ in range(config.depth):
-        steps.append(AttentionStep(config))
+        steps.append(AttentionStep(config, mlp=False))
         if config.mlp:
             steps.append(MLPStep(config))
     return steps
@@ -220,8 +203,7 @@ class FlagTransformer(nn.Module):
         self.register_buffer("attn_bias", torch.zeros(L, L))
         self.has_bias = False
         self.register_load_state_dict_post_hook(lambda module, _: module._refresh_bias_flag())
-        self.register_buffer("causal_mask", torch.full((L, L), float("-inf")).triu(1), persistent=False)
-        self.explicit_attention = False
+        self.register_buffer("causal_mask", causal_mask(L), persistent=False)
         self.apply(self._init_weights)
 
     @staticmethod
@@ -247,48 +229,46 @@ class FlagTransformer(nn.Module):
         self.has_bias = bool(self.attn_bias.any())
 
     def logit_bias(self) -> torch.Tensor:
-        """The additive attention logits: the fixed bias B plus -inf above the diagonal."""
+        """The additive attention logits, (L, L): the fixed bias B plus -inf above the diagonal."""
         return self.attn_bias + self.causal_mask
 
-    def _attention_mask(self):
-        """The mask the steps use: None (the fused causal fast path) when B = 0 and the fused
-        kernel is in use, else ``logit_bias()``."""
-        if not self.explicit_attention and not self.has_bias:
-            return None
-        return self.logit_bias()
+    def attention_mask(self, explicit: bool) -> torch.Tensor | None:
+        """The mask of a forward pass: None (the fused causal fast path) when B = 0 and attention
+        is fused, else ``logit_bias()``. Explicit attention always reads the buffer, which
+        torch.func.functional_call may have replaced (has_bias describes the module's own)."""
+        return self.logit_bias() if explicit or self.has_bias else None
 
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
+        """X_0 of tokens (batch, L): (batch, L, d)."""
         if self.position_embedding is None:
             return self.token_embedding(tokens)
         positions = torch.arange(tokens.shape[1], device=tokens.device)
         return self.token_embedding(tokens) + self.position_embedding(positions)
 
-    def advance(self, k: int, x: torch.Tensor, bias=None, x_other=None) -> torch.Tensor:
-        """One residual step X_{k+1} from X_k (``bias`` None: the model's own mask)."""
-        bias = self._attention_mask() if bias is None else bias
-        update = self.steps[k](x, bias, self.explicit_attention, x_other)
+    def advance(self, k: int, x: torch.Tensor, mask, explicit: bool = False) -> torch.Tensor:
+        """X_{k+1} from X_k, (batch, L, d); ``mask`` and ``explicit`` as in the module docstring."""
+        update = self.steps[k](x, mask, explicit)
         return x + self.step_size(k) * update if self.config.residual else update
 
     def read_out(self, x: torch.Tensor) -> torch.Tensor:
-        logits = self.head(self.final_norm(x))
+        logits = self.head(self.final_norm(x))  # (batch, L, 2)
         return logits[:, -1] if self.config.readout == "last" else logits
 
-    def forward(self, tokens: torch.Tensor, taps=None) -> torch.Tensor:
-        """Logits (batch, 2) for readout 'last', (batch, L, 2) for 'all'.
+    def forward(self, tokens: torch.Tensor, taps=(), explicit: bool = False) -> torch.Tensor:
+        """Logits (batch, 2) for readout 'last', (batch, L, 2) for 'all', of tokens (batch, L).
 
-        ``taps``: optional list of n_steps + 1 tensors (or None) added to X_0 .. X_M. They are zeros in
-        value, so the output is unchanged, and the gradient of the loss with respect to tap k
-        is the adjoint P_k = dloss/dX_k: one backward pass yields every step and position.
+        ``taps``: tensors (batch, L, d) added to X_0, X_1, ... in turn (fewer than n_steps + 1
+        leave the later states alone). Zeros in value, they leave the output unchanged, and the
+        gradient of the loss with respect to tap k is the adjoint P_k = dloss/dX_k
+        (lostmid.core.adjoint).
         """
-        taps = [None] * (len(self.steps) + 1) if taps is None else taps
-        x = self.embed(tokens)
-        bias = self._attention_mask()
-        if taps[0] is not None:
-            x = x + taps[0]
-        for k in range(len(self.steps)):
-            x = self.advance(k, x, bias)
-            if taps[k + 1] is not None:
-                x = x + taps[k + 1]
+        x = self.embed(tokens)  # X_0: (batch, L, d)
+        mask = self.attention_mask(explicit)
+        for k in range(len(self.steps) + 1):
+            if k < len(taps):
+                x = x + taps[k]  # the tap on X_k
+            if k < len(self.steps):
+                x = self.advance(k, x, mask, explicit)  # X_{k+1}
         return self.read_out(x)
 
     def loss(self, logits: torch.Tensor, targets: torch.Tensor, weights=None) -> torch.Tensor:
@@ -308,14 +288,3 @@ class FlagTransformer(nn.Module):
     def predictions(logits: torch.Tensor) -> torch.Tensor:
         """The answer read at the last position, whatever the readout."""
         return (logits[:, -1] if logits.dim() == 3 else logits).argmax(-1)
-
-
-@contextlib.contextmanager
-def explicit_attention(model: FlagTransformer):
-    """Use explicit attention matrices (forward-mode AD and double backward work through them)."""
-    previous = model.explicit_attention
-    model.explicit_attention = True
-    try:
-        yield model
-    finally:
-        model.explicit_attention = previous

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from lostmid.core.adjoint import density, energy, functional_input_adjoint, functional_logits
-from lostmid.core.model import explicit_attention
+from lostmid.core.adjoint import adjoints, density, energy, functional_input_adjoint, functional_logits
 from lostmid.errors import ConfigError
 from lostmid.objectives.settings import TARGETS, remedy_settings
 from lostmid.objectives.task_loss import TaskObjective
@@ -45,18 +44,11 @@ def influence_imbalance(adjoint: torch.Tensor, nu: torch.Tensor) -> torch.Tensor
     return (density(energy(adjoint)) - nu).square().mean()
 
 
-def input_adjoint_with_logits(model, tokens, targets, weights=None):
-    """(mean loss, logits, P_0) with the graph kept, so functions of P_0 can be differentiated.
-
-    Like ``lostmid.core.adjoint.input_adjoint`` but returns the logits and the mean loss of the
-    same forward pass, so the trainer's task loss and the penalty share one graph.
-    """
-    L, d = tokens.shape[1], model.config.d_model
-    tap = torch.zeros(tokens.shape[0], L, d, dtype=model.token_embedding.weight.dtype, device=tokens.device, requires_grad=True)
-    with explicit_attention(model):
-        logits = model(tokens, taps=[tap] + [None] * len(model.steps))
-        loss = model.loss(logits, targets, weights)
-        (p0,) = torch.autograd.grad(loss * tokens.shape[0], tap, create_graph=True)
+def input_adjoint_with_logits(model, tokens, targets):
+    """(mean loss, logits, P_0) of one forward pass with the graph kept, so functions of P_0 can
+    be differentiated (explicit attention, which supports the double backward): the trainer's
+    task loss and the penalty share one graph."""
+    loss, logits, (p0,) = adjoints(model, tokens, targets, create_graph=True, all_steps=False, explicit=True)
     return loss, logits, p0
 
 
@@ -98,8 +90,7 @@ class BalanceObjective(TaskObjective):
             return functional_logits(model, weights, buffers, x)
 
         def adjoint_of(model, x, y):
-            with explicit_attention(model):  # the penalty differentiates through attention twice
-                return functional_input_adjoint(model, weights, buffers, x, y)
+            return functional_input_adjoint(model, weights, buffers, x, y)
 
         total, _, _, logits = self.penalized(model, tokens, targets, logits_of, adjoint_of)
         return total, logits

@@ -27,7 +27,6 @@ import torch
 from lostmid.core import task
 from lostmid.core.optim import warmup_lr
 from lostmid.training.checkpoint import TrainingState, build_optimizer
-from lostmid.core.model import explicit_attention
 from lostmid.training.train import StepLog, peak_memory_mb, train_steps
 
 log = logging.getLogger(__name__)
@@ -116,9 +115,8 @@ class StackedSeeds:
             # also make autograd record the whole vmapped pass in a graph nobody differentiates (2x the time).
             weights = {name: p.detach() for name, p in self.params.items()}
             in_dims = (0, None, 0, 0, None if sequence_weights is None else 0)
-            # Explicit attention: the fused CPU kernel has no vmap batching rule (nor a double backward).
-            with explicit_attention(self.model):
-                grads, (loss, logits) = torch.func.vmap(self.loss_grad, in_dims=in_dims)(weights, self.buffers, tokens, targets, sequence_weights)
+            # functional_loss runs explicit attention: the fused CPU kernel has no vmap batching rule (nor a double backward).
+            grads, (loss, logits) = torch.func.vmap(self.loss_grad, in_dims=in_dims)(weights, self.buffers, tokens, targets, sequence_weights)
             self.clip(grads, train["grad_clip"])
             for name, p in self.params.items():
                 p.grad = grads[name]
