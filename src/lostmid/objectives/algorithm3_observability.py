@@ -44,6 +44,17 @@ def sample_monitored(L: int, size: int, generator: torch.Generator) -> tuple[tor
     return bounds[:-1] + offsets, 1.0 / widths.double()
 
 
+def last_states(model, x: torch.Tensor) -> torch.Tensor:
+    """C_k X_k for k = 1..M: the state at the last position L after every residual step, (N, M, d),
+    from the input embeddings X_0 = x (N, L, d)."""
+    bias = model.logit_bias()
+    out = []
+    for k in range(len(model.steps)):
+        x = model.advance(k, x, bias)
+        out.append(x[:, -1])
+    return torch.stack(out, 1)
+
+
 def observability_traces(model, x0: torch.Tensor, positions: torch.Tensor, probes: torch.Tensor) -> torch.Tensor:
     """One-probe Hutchinson estimates of tr G_i, one per slot (sequence, position, probe).
 
@@ -61,17 +72,8 @@ def observability_traces(model, x0: torch.Tensor, positions: torch.Tensor, probe
     # The tangent is zero except at the slot's monitored position.
     tangent = F.one_hot(positions, L).to(x0.dtype)[:, :, None] * probes[:, None, :]
     h = torch.tensor([model.step_size(k) for k in range(len(model.steps))], dtype=x0.dtype, device=x0.device)
-
-    def last_states(x):
-        bias = model.logit_bias()
-        out = []
-        for k in range(len(model.steps)):
-            x = model.advance(k, x, bias)
-            out.append(x[:, -1])
-        return torch.stack(out, 1)  # (N, M, d): C_k X_k for k = 1..M
-
     with explicit_attention(model):
-        _, jv = torch.func.jvp(last_states, (x0.contiguous(),), (tangent,))
+        _, jv = torch.func.jvp(lambda x: last_states(model, x), (x0.contiguous(),), (tangent,))
     return (jv.square().sum(-1) * h).sum(-1)
 
 
@@ -145,15 +147,9 @@ def exact_traces(model, x0: torch.Tensor) -> torch.Tensor:
     """
     h = torch.tensor([model.step_size(k) for k in range(len(model.steps))], dtype=x0.dtype)
 
-    def last_states(x):  # one sequence (L, d) -> (M, d)
-        x = x[None]
-        bias = model.logit_bias()
-        out = []
-        for k in range(len(model.steps)):
-            x = model.advance(k, x, bias)
-            out.append(x[0, -1])
-        return torch.stack(out)
+    def one_sequence(x):  # (L, d) -> (M, d)
+        return last_states(model, x[None])[0]
 
     with explicit_attention(model), torch.no_grad():
-        jac = torch.func.vmap(torch.func.jacfwd(last_states))(x0)  # (n, M, d, L, d)
+        jac = torch.func.vmap(torch.func.jacfwd(one_sequence))(x0)  # (n, M, d, L, d)
     return (jac.square().sum((2, 4)) * h[None, :, None]).sum(1).mean(0)
