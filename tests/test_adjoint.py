@@ -39,11 +39,6 @@ def test_adjoints_at_every_step_from_one_pass_and_the_terminal_one_lives_at_the_
     torch.testing.assert_close(states[0], adjoint.input_adjoint(model, tokens, torch.zeros(4, dtype=torch.long)))
 
 
-def test_density_has_mean_one():
-    energy = torch.tensor([4.0, 1.0, 1.0, 2.0])
-    torch.testing.assert_close(adjoint.density(energy).mean(), torch.tensor(1.0))
-
-
 def seed_models(n_seeds, dtype=torch.float64, **config):
     models = []
     for seed in range(n_seeds):

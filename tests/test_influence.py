@@ -13,7 +13,7 @@ from lostmid.training import checkpoint
 from lostmid.cli import main as cli
 from lostmid.analysis import influence, structural
 from lostmid.analysis import metrics
-from lostmid.core import task
+from lostmid.core import density, task
 from lostmid import config as cfg
 from lostmid.errors import ConfigError
 from lostmid.core.model import FlagTransformer, ModelConfig
@@ -100,6 +100,21 @@ def test_E_inf_against_a_target_density():
     assert metrics.regional_metrics(m, target=m)["E_inf"] == 0
     with pytest.raises(ValueError, match="shape"):
         metrics.regional_metrics(m, target=np.ones(4))
+
+
+def test_the_density_and_E_inf_are_one_formula_for_numpy_and_torch():
+    # lostmid.core.density serves the reported metrics (numpy) and the differentiable penalties
+    # (torch) alike; each input keeps its own library's arithmetic (their sums round differently).
+    energy = np.random.default_rng(0).random((3, 17))
+    nu = 2 * density.positions(17)  # the 'late' target of Algorithm 1
+    m_numpy, m_torch = density.density(energy), density.density(torch.from_numpy(energy))
+    np.testing.assert_allclose(m_numpy.mean(-1), 1)
+    np.testing.assert_allclose(m_numpy, m_torch.numpy(), rtol=1e-14)
+    e_numpy, e_torch = density.imbalance(m_numpy, nu), density.imbalance(m_torch, torch.from_numpy(nu))
+    np.testing.assert_allclose(e_numpy, e_torch.numpy(), rtol=1e-14)
+    assert metrics.influence_imbalance(m_numpy[0], nu) == e_numpy[0]  # the reported metric is the same function
+    # The stabilized normalizer of the algebraic Algorithm 1: a flat profile keeps E_inf = (eps / (mean I + eps))^2.
+    assert density.imbalance(density.density(np.full(5, 0.5), eps=0.5)) == pytest.approx(0.25)
 
 
 def test_region_boundaries_follow_p_i():

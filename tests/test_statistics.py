@@ -21,6 +21,7 @@ from conftest import REPO
 from lostmid.core import task
 from lostmid.evidence import decisions as D
 from lostmid.evidence import statistics as S
+from lostmid.tables.summaries import seed_half_width, t_half_width
 
 L = 16
 P = np.arange(2, L + 1) / L  # relative flag positions of a context of length 16
@@ -361,15 +362,17 @@ def test_claim_row_carries_the_interval_the_verdict_and_the_rule():
 def test_seeds_for_half_width_agrees_with_a_brute_force_search(level):
     for sd in (0.05, 0.3, 1.0, 2.7):
         for target in (0.1, 0.25, 0.5, 1.0):
-            brute = next(n for n in range(2, 10**5) if S.half_width(sd, n, level) <= target)
+            brute = next(n for n in range(2, 10**5) if t_half_width(sd, n, level) <= target)
             assert D.seeds_for_half_width(sd, target, level) == brute
     assert D.seeds_for_half_width(0.0, 0.1) == 2
 
 
-def test_half_width_is_that_of_the_t_interval():
+def test_half_width_is_that_of_the_t_interval_and_of_the_summary_tables():
     values = np.random.default_rng(7).normal(0, 2, 12)
     interval = S.t_interval(values)
-    assert S.half_width(values.std(ddof=1), 12) == pytest.approx((interval.high - interval.low) / 2)
+    assert t_half_width(values.std(ddof=1), 12) == pytest.approx((interval.high - interval.low) / 2)
+    assert seed_half_width(values) == t_half_width(values.std(ddof=1), 12)  # the remedies table's and the summaries'
+    assert math.isnan(seed_half_width(values[:1]))
 
 
 def test_a_pilot_plan_gives_a_plug_in_and_a_conservative_number_of_seeds():
@@ -379,4 +382,4 @@ def test_a_pilot_plan_gives_a_plug_in_and_a_conservative_number_of_seeds():
     assert plan.pilot_seeds == 5 and plan.sd == pytest.approx(sd) and plan.sd_upper > sd
     assert plan.n_seeds == D.seeds_for_half_width(sd, 0.2)
     assert plan.n_seeds_conservative >= plan.n_seeds
-    assert S.half_width(plan.sd_upper, plan.n_seeds_conservative) <= 0.2
+    assert t_half_width(plan.sd_upper, plan.n_seeds_conservative) <= 0.2

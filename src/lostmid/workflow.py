@@ -191,6 +191,13 @@ def pages(tables: dict[str, list[str]]) -> list[str]:
     return [page for page in REPORT_TABLES if page != "conditions" or tables.get("conditions")]
 
 
+def input_options(tables: dict[str, list[str]]) -> str:
+    """The shell options ``--<table-name> {input.<table_name>}`` of a rule whose named inputs are
+    ``tables`` (table name -> its files); a table the run does not have (no bias variant, no
+    residual run, ...) is left out rather than passed as a bare option."""
+    return " ".join(f"--{name.replace('_', '-')} {{input.{name}}}" for name, files in tables.items() if files)
+
+
 def default_targets(all_blocks: list[Block]) -> list[str]:
     """Every checkpoint, every per-run table of every stage and every fitted bias.
 

@@ -24,7 +24,7 @@ rule algebraic:
         runtime=10,
         gpu=0,
     shell:
-        LOG_ATTEMPT
-        + "lostmid algebraic --threads {threads} --settings {params.settings:q}"
-        " --table {output.table} --profiles {output.profiles} --probes {output.probes} >> {log}.attempt{resources.attempt} 2>&1"
-        + LOG_KEEP
+        logged(
+            "lostmid algebraic --threads {threads} --settings {params.settings:q}"
+            " --table {output.table} --profiles {output.profiles} --probes {output.probes}"
+        )

@@ -4,9 +4,6 @@
 # random-init sweep and one for the flag-recall comparison, each drawing its own figure; each
 # receives only its part of the config's `architectures` block.
 
-ARCHITECTURES = config.get("architectures") or {}
-ARCHITECTURE_FLAG_RUNS = wf.architecture_flag_runs(config)
-
 
 rule architectures_sweep:
     input:
@@ -17,7 +14,7 @@ rule architectures_sweep:
         comparison="results/architectures_comparison/sweep.parquet",
         figure=report("results/figures/architectures_sweep.png", caption="../report/architectures_sweep.rst", category="Architectures"),
     params:
-        settings=canonical_json({key: value for key, value in ARCHITECTURES.items() if key != "flag"}),
+        settings=config_json("architectures", exclude=("flag",)),
     log:
         "results/logs/architectures/sweep.log",
     benchmark:
@@ -33,11 +30,11 @@ rule architectures_sweep:
         runtime=30,
         gpu=GPU,
     shell:
-        LOG_ATTEMPT
-        + "lostmid architectures --device {config[device]} --threads {threads} --settings {params.settings:q}"
-        " --profiles {output.profiles} --layers {output.layers} --comparison {output.comparison}"
-        " --figure {output.figure} >> {log}.attempt{resources.attempt} 2>&1"
-        + LOG_KEEP
+        logged(
+            "lostmid architectures --device {config[device]} --threads {threads} --settings {params.settings:q}"
+            " --profiles {output.profiles} --layers {output.layers} --comparison {output.comparison}"
+            " --figure {output.figure}"
+        )
 
 
 rule architectures_flag:
@@ -66,8 +63,8 @@ rule architectures_flag:
         runtime=10,
         gpu=GPU,
     shell:
-        LOG_ATTEMPT
-        + "lostmid architectures-flag --device {config[device]} --threads {threads} --settings {params.settings:q}"
-        " --runs {params.runs:q} --profiles {output.profiles} --layers {output.layers} --comparison {output.comparison}"
-        " --figure {output.figure} >> {log}.attempt{resources.attempt} 2>&1"
-        + LOG_KEEP
+        logged(
+            "lostmid architectures-flag --device {config[device]} --threads {threads} --settings {params.settings:q}"
+            " --runs {params.runs:q} --profiles {output.profiles} --layers {output.layers} --comparison {output.comparison}"
+            " --figure {output.figure}"
+        )

@@ -32,8 +32,8 @@ for block in (b for b in BLOCKS if b.residual):
             runtime=30 * len(block.seeds),
             gpu=GPU,
         shell:
-            LOG_ATTEMPT
-            + "lostmid channels --spec {params.spec:q} --seeds {params.seeds} --device {config[device]} --threads {threads}"
-            " --settings {params.settings:q} --checkpoints {input}"
-            " --channels {output.channels} --cross-terms {output.cross_terms} --conditions {output.conditions} >> {log}.attempt{resources.attempt} 2>&1"
-            + LOG_KEEP
+            logged(
+                "lostmid channels --spec {params.spec:q} --seeds {params.seeds} --device {config[device]} --threads {threads}"
+                " --settings {params.settings:q} --checkpoints {input}"
+                " --channels {output.channels} --cross-terms {output.cross_terms} --conditions {output.conditions}"
+            )

@@ -1,10 +1,13 @@
 # Shared helpers of the stage files: the jobs of the grid (lostmid.workflow), the conda
-# environment, the GPU request and the config blocks passed to the library as JSON params
-# (a changed value reruns exactly the rules that read it, never training).
+# environment, the GPU request, the logged shell command, the config blocks passed to the library
+# as JSON params (a changed value reruns exactly the rules that read it, never training) and the
+# tables of the summary rules. The stage files only declare rules.
 import lostmid.workflow as wf
 from lostmid.config import canonical_json
 
 BLOCKS = wf.blocks(config)
+ARCHITECTURES = config.get("architectures") or {}
+ARCHITECTURE_FLAG_RUNS = wf.architecture_flag_runs(config)
 
 # GPUs a rule that runs models asks for (`sbatch --gpus`; locally, with `--resources gpu=N`):
 # one, unless the config runs on the CPU (`device: cpu`), where a GPU would sit idle. Rules that
@@ -32,19 +35,23 @@ LOG_KEEP = (
 )
 
 
+def logged(command):
+    """A rule's shell: ``command`` with its output going to this attempt's log, between
+    LOG_ATTEMPT and LOG_KEEP."""
+    return LOG_ATTEMPT + command + " >> {log}.attempt{resources.attempt} 2>&1" + LOG_KEEP
+
+
 # The conda environment of every job (used with --software-deployment-method conda).
 LOSTMID_ENV = "../../envs/lostmid.yaml"
 
-# Jobs that run models ask the scheduler for one GPU, unless the config pins the CPU.
-GPU = 0 if config["device"] == "cpu" else 1
 
-
-def config_json(block, keys=None):
-    """The config's ``block`` (or only its ``keys``) as canonical JSON."""
-    values = config.get(block, {})
+def config_json(block, keys=None, exclude=()):
+    """The config's ``block`` (or only its ``keys``, and never the keys in ``exclude``: those of
+    other rules) as canonical JSON."""
+    values = config.get(block) or {}
     if keys is not None:
         values = {key: values[key] for key in keys if key in values}
-    return canonical_json(values)
+    return canonical_json({key: value for key, value in values.items() if key not in exclude})
 
 
 def run_tables(name):
@@ -61,4 +68,16 @@ def summary_tables():
         "remedies": [rules.remedies_table.output.table],
         **{f"bias_{name}": wf.bias_tables(BLOCKS, name) for name in ("matrix", "profiles", "iterations")},
         **{f"algebraic_{name}": [rules.algebraic.output[name]] for name in ("table", "profiles", "probes")},
+    }
+
+
+def evidence_tables():
+    """The tables the evidence stage reads: name -> its files (called once the stage rules are declared)."""
+    return {
+        **{name: run_tables(name) for name in ("failure", "metrics", "density_flow", "conditions")},
+        "structural": [rules.influence_baselines.output.structural],
+        "init_sweep": [rules.influence_baselines.output.sweep],
+        "bias_matrix": wf.bias_tables(BLOCKS, "matrix"),
+        "algebraic_table": [rules.algebraic.output.table],
+        "algebraic_probes": [rules.algebraic.output.probes],
     }

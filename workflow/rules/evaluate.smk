@@ -34,8 +34,8 @@ for block in BLOCKS:
             runtime=10 * len(block.seeds),
             gpu=GPU,
         shell:
-            LOG_ATTEMPT
-            + "lostmid evaluate --spec {params.spec:q} --seeds {params.seeds} --device {config[device]} --threads {threads}"
-            " --checkpoints {input} --evaluation {params.evaluation:q} --influence {params.influence:q}"
-            " --failure {output.failure} --profiles {output.profiles} --metrics {output.metrics} >> {log}.attempt{resources.attempt} 2>&1"
-            + LOG_KEEP
+            logged(
+                "lostmid evaluate --spec {params.spec:q} --seeds {params.seeds} --device {config[device]} --threads {threads}"
+                " --checkpoints {input} --evaluation {params.evaluation:q} --influence {params.influence:q}"
+                " --failure {output.failure} --profiles {output.profiles} --metrics {output.metrics}"
+            )

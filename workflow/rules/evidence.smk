@@ -3,19 +3,10 @@
 # verdict, decision rule in words) and the forest plot that opens the report. Its logic lives in
 # lostmid.evidence; the decision rules are the config's `evidence` block.
 
-EVIDENCE_TABLES = {
-    **{name: run_tables(name) for name in ("failure", "metrics", "density_flow", "conditions")},
-    "structural": [rules.influence_baselines.output.structural],
-    "init_sweep": [rules.influence_baselines.output.sweep],
-    "bias_matrix": wf.bias_tables(BLOCKS, "matrix"),
-    "algebraic_table": [rules.algebraic.output.table],
-    "algebraic_probes": [rules.algebraic.output.probes],
-}
-
 
 rule evidence:
     input:
-        **EVIDENCE_TABLES,
+        **evidence_tables(),
     output:
         table="results/evidence/evidence.parquet",
         # "0." sorts the category before every other one: the forest plot opens the report.
@@ -39,9 +30,8 @@ rule evidence:
         runtime=10,
         gpu=0,
     shell:
-        LOG_ATTEMPT
-        + "lostmid evidence --threads {threads} --settings {params.settings:q} --variants {params.variants:q} --model {params.model:q} "
-        # a table a run does not have (no bias variant, ...) is left out rather than passed as a bare option
-        + " ".join(f"--{name.replace('_', '-')} {{input.{name}}}" for name, files in EVIDENCE_TABLES.items() if files)
-        + " --out {output.table} --forest {output.forest} >> {log}.attempt{resources.attempt} 2>&1"
-        + LOG_KEEP
+        logged(
+            "lostmid evidence --threads {threads} --settings {params.settings:q} --variants {params.variants:q} --model {params.model:q} "
+            + wf.input_options(evidence_tables())
+            + " --out {output.table} --forest {output.forest}"
+        )

@@ -1,26 +1,22 @@
 # Every figure of the report and the HTML summary tables, drawn by one job (a figure is mostly
 # interpreter and seaborn start-up). Included last: its inputs are the other stages' outputs.
 
-FIGURE_TABLES = summary_tables()
-FIGURE_NAMES = wf.figures(FIGURE_TABLES)
-PAGES = wf.pages(FIGURE_TABLES)
-
 
 rule figures:
     input:
-        **FIGURE_TABLES,
+        **summary_tables(),
     output:
         figures=[
             report(f"results/figures/{name}.png", caption=f"../report/{name}.rst", category=wf.FIGURES[name][0])
-            for name in FIGURE_NAMES
+            for name in wf.figures(summary_tables())
         ],
         pages=[
             report(f"results/report_tables/{name}.html", caption=f"../report/table_{name}.rst", category="Summary tables")
-            for name in PAGES
+            for name in wf.pages(summary_tables())
         ],
     params:
-        figures=" ".join(FIGURE_NAMES),
-        pages=" ".join(PAGES),
+        figures=" ".join(wf.figures(summary_tables())),
+        pages=" ".join(wf.pages(summary_tables())),
         baseline=config.get("remedies", {}).get("baseline", "baseline"),
         steps=" ".join(str(s) for s in config.get("remedies", {}).get("plot_steps", [])),
     log:
@@ -38,9 +34,9 @@ rule figures:
         runtime=20,
         gpu=0,
     shell:
-        LOG_ATTEMPT
-        + "lostmid figures --threads {threads} "
-        + " ".join(f"--{name.replace('_', '-')} {{input.{name}}}" for name, files in FIGURE_TABLES.items() if files)
-        + " --figures {params.figures} --out-dir results/figures --pages {params.pages} --pages-dir results/report_tables"
-        " --baseline {params.baseline} --steps {params.steps} >> {log}.attempt{resources.attempt} 2>&1"
-        + LOG_KEEP
+        logged(
+            "lostmid figures --threads {threads} "
+            + wf.input_options(summary_tables())
+            + " --figures {params.figures} --out-dir results/figures --pages {params.pages} --pages-dir results/report_tables"
+            " --baseline {params.baseline} --steps {params.steps}"
+        )

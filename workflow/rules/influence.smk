@@ -30,10 +30,10 @@ for block in (b for b in BLOCKS if b.flow):
             runtime=10 * len(block.seeds),
             gpu=GPU,
         shell:
-            LOG_ATTEMPT
-            + "lostmid density-flow --spec {params.spec:q} --seeds {params.seeds} --device {config[device]} --threads {threads}"
-            " --checkpoints {input} --settings {params.settings:q} --out {output} >> {log}.attempt{resources.attempt} 2>&1"
-            + LOG_KEEP
+            logged(
+                "lostmid density-flow --spec {params.spec:q} --seeds {params.seeds} --device {config[device]} --threads {threads}"
+                " --checkpoints {input} --settings {params.settings:q} --out {output}"
+            )
 
 
 rule influence_baselines:
@@ -59,8 +59,8 @@ rule influence_baselines:
         runtime=10,
         gpu=GPU,
     shell:
-        LOG_ATTEMPT
-        + "lostmid influence-baselines --device {config[device]} --threads {threads} --model {params.model:q}"
-        " --init-sweep {params.init_sweep:q} --structural {params.structural:q}"
-        " --sweep-out {output.sweep} --structural-out {output.structural} >> {log}.attempt{resources.attempt} 2>&1"
-        + LOG_KEEP
+        logged(
+            "lostmid influence-baselines --device {config[device]} --threads {threads} --model {params.model:q}"
+            " --init-sweep {params.init_sweep:q} --structural {params.structural:q}"
+            " --sweep-out {output.sweep} --structural-out {output.structural}"
+        )

@@ -28,11 +28,11 @@ rule bias_fit:
         runtime=10,
         gpu=GPU,
     shell:
-        LOG_ATTEMPT
-        + "lostmid bias-fit --variant {wildcards.variant} --model {params.model:q} --settings {params.settings:q}"
-        " --device {config[device]} --threads {threads} --out-tensor {output.tensor} --out-matrix {output.matrix}"
-        " --out-iterations {output.iterations} --out-profiles {output.profiles} >> {log}.attempt{resources.attempt} 2>&1"
-        + LOG_KEEP
+        logged(
+            "lostmid bias-fit --variant {wildcards.variant} --model {params.model:q} --settings {params.settings:q}"
+            " --device {config[device]} --threads {threads} --out-tensor {output.tensor} --out-matrix {output.matrix}"
+            " --out-iterations {output.iterations} --out-profiles {output.profiles}"
+        )
 
 
 rule remedies_table:
@@ -46,7 +46,7 @@ rule remedies_table:
         summary="results/remedies_summary/summary.parquet",
     params:
         variants=wf.remedy_blocks(config),
-        settings=canonical_json({k: v for k, v in config.get("remedies", {}).items() if k != "plot_steps"}),
+        settings=config_json("remedies", exclude=("plot_steps",)),
     log:
         "results/logs/remedies/table.log",
     benchmark:
@@ -62,8 +62,8 @@ rule remedies_table:
         runtime=10,
         gpu=0,
     shell:
-        LOG_ATTEMPT
-        + "lostmid remedies-table --threads {threads} --variants {params.variants:q}"
-        " --settings {params.settings:q} --metrics {input.metrics} --failure {input.failure} --train {input.train}"
-        " --benchmarks {input.benchmarks} --out {output.table} --summary {output.summary} >> {log}.attempt{resources.attempt} 2>&1"
-        + LOG_KEEP
+        logged(
+            "lostmid remedies-table --threads {threads} --variants {params.variants:q}"
+            " --settings {params.settings:q} --metrics {input.metrics} --failure {input.failure} --train {input.train}"
+            " --benchmarks {input.benchmarks} --out {output.table} --summary {output.summary}"
+        )

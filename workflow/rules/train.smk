@@ -30,10 +30,10 @@ for block in BLOCKS:
             runtime=10,
             gpu=GPU,
         shell:
-            LOG_ATTEMPT
-            + "lostmid init --spec {params.spec:q} --seeds {params.seeds} {params.bias} --device {config[device]}"
-            " --threads {threads} --out {output} >> {log}.attempt{resources.attempt} 2>&1"
-            + LOG_KEEP
+            logged(
+                "lostmid init --spec {params.spec:q} --seeds {params.seeds} {params.bias} --device {config[device]}"
+                " --threads {threads} --out {output}"
+            )
 
     rule:
         name:
@@ -64,7 +64,7 @@ for block in BLOCKS:
             runtime=60 * len(block.seeds),
             gpu=GPU,
         shell:
-            LOG_ATTEMPT
-            + "lostmid train --spec {params.spec:q} --seeds {params.seeds} --device {config[device]} --threads {threads}"
-            " --checkpoint {input} --steps {params.steps} --out {output.checkpoints} --table {output.tables} >> {log}.attempt{resources.attempt} 2>&1"
-            + LOG_KEEP
+            logged(
+                "lostmid train --spec {params.spec:q} --seeds {params.seeds} --device {config[device]} --threads {threads}"
+                " --checkpoint {input} --steps {params.steps} --out {output.checkpoints} --table {output.tables}"
+            )

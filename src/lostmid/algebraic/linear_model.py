@@ -105,9 +105,15 @@ def gramians(s: AlgebraicSettings, gains: torch.Tensor) -> torch.Tensor:
     return torch.exp(2 * gains)[:, None, None] * gram
 
 
+def traces_of(gram: torch.Tensor) -> torch.Tensor:
+    """tr G_i of every token's Gramian, (L, d, d) -> (L,)."""
+    return torch.diagonal(gram, dim1=-2, dim2=-1).sum(-1)
+
+
 def gramian_traces(s: AlgebraicSettings, gains: torch.Tensor) -> torch.Tensor:
-    """t_i(u) = tr G_i(u) = e^{2 u_i} tr G_i(0): the scalar surrogate Algorithm 3 balances."""
-    return torch.exp(2 * gains) * torch.diagonal(gramians(s, torch.zeros_like(gains)), dim1=-2, dim2=-1).sum(-1)
+    """t_i(u) = tr G_i(u) = e^{2 u_i} tr G_i(0): the scalar surrogate Algorithm 3 balances (differentiable
+    in u; the table's ``evaluate`` takes tr G_i(u) of the Gramians it already has)."""
+    return torch.exp(2 * gains) * traces_of(gramians(s, torch.zeros_like(gains)))
 
 
 def condition_numbers(gram: torch.Tensor) -> torch.Tensor:

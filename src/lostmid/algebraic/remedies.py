@@ -13,25 +13,22 @@ import numpy as np
 import pandas as pd
 import torch
 
-from lostmid.algebraic.linear_model import DTYPE, condition_numbers, gramian_traces, gramians, influence_energy
+from lostmid.algebraic.linear_model import DTYPE, condition_numbers, gramian_traces, gramians, influence_energy, traces_of
 from lostmid.algebraic.settings import AlgebraicSettings
-from lostmid.analysis.metrics import influence_imbalance, normalize, positions, regional_metrics
+from lostmid.analysis.metrics import influence_metrics, normalize, regional_metrics
+from lostmid.core.density import density, imbalance, positions
 
 METHODS = ("baseline", "alg1", "alg2", "alg3")
 TABLE_COLUMNS = ["method", "left", "middle", "right", "Delta", "SC", "LIM", "E_inf", "Z"]
 
 
-def _density(energy: torch.Tensor) -> torch.Tensor:
-    return energy / energy.mean()
-
-
-def influence_penalty(s: AlgebraicSettings, gains: torch.Tensor, weights=None) -> torch.Tensor:
-    """E_inf(u) = (1/L) sum_i (m_i - 1)^2 against the uniform target."""
-    return ((_density(influence_energy(s, gains, weights)) - 1) ** 2).mean()
-
-
 def trace_penalty(traces: torch.Tensor) -> torch.Tensor:
-    """Algorithm 3's normalized trace penalty sum_i (t_i / sum_j t_j - 1/L)^2 (docs/theory.md §6)."""
+    """Algorithm 3's normalized trace penalty sum_i (t_i / sum_j t_j - 1/L)^2 (docs/theory.md §7).
+
+    Mathematically E_inf of the trace density tau = t / mean(t), divided by L; it is kept in the
+    paper's form (shares of the sum against 1/L), not computed as ``imbalance(density(t)) / L``,
+    because the other rounding would move the L-BFGS minimizer of J_3 and the table's last bits.
+    """
     return ((traces / traces.sum() - 1 / traces.shape[-1]) ** 2).sum(-1)
 
 
@@ -54,9 +51,8 @@ def objective_alg1(s: AlgebraicSettings, gains: torch.Tensor) -> torch.Tensor:
     (eps_inf = 0) E_inf is scale invariant, the ridge forces mean(u) = 0 at any stationary point,
     and Z could only shrink (Z_new = Z * geomean(m) <= Z by AM-GM once the profile is flat).
     """
-    energy = influence_energy(s, gains)
-    density = energy / (energy.mean() + s.eps_inf)
-    return s.gamma1 / (2 * s.length) * (gains**2).sum() + s.lambda1 / 2 * ((density - 1) ** 2).mean()
+    e_inf = imbalance(density(influence_energy(s, gains), eps=s.eps_inf))
+    return s.gamma1 / (2 * s.length) * (gains**2).sum() + s.lambda1 / 2 * e_inf
 
 
 def objective_alg3(s: AlgebraicSettings, gains: torch.Tensor, base_traces: torch.Tensor) -> torch.Tensor:
@@ -126,7 +122,7 @@ def algorithm2(s: AlgebraicSettings) -> torch.Tensor:
     gains = torch.zeros(s.length, dtype=DTYPE)
     w = torch.ones(s.length, dtype=DTYPE)
     for _ in range(s.alg2_rounds):
-        m = _density(influence_energy(s, gains, w))
+        m = density(influence_energy(s, gains, w))
         w = w * m.reciprocal() ** s.alg2_eta
         w = w / w.mean()
     return w
@@ -143,11 +139,11 @@ def evaluate(s: AlgebraicSettings, method: str, gains: torch.Tensor, weights=Non
     with torch.no_grad():
         energy = influence_energy(s, gains, weights).numpy()
         gram = gramians(s, gains)
-        traces = torch.diagonal(gram, dim1=-2, dim2=-1).sum(-1).numpy()
+        traces = traces_of(gram).numpy()
         cond = condition_numbers(gram).numpy()
     m = normalize(energy)
     tau = normalize(traces)
-    inf = regional_metrics(m, s.delta)
+    inf = influence_metrics(energy, s.delta)
     obs = regional_metrics(tau, s.delta)
     row = {
         "method": method,
@@ -158,11 +154,11 @@ def evaluate(s: AlgebraicSettings, method: str, gains: torch.Tensor, weights=Non
         "SC": inf["SC"],
         "LIM": inf["LIM"],
         "E_inf": inf["E_inf"],
-        "Z": float(energy.sum()),
+        "Z": inf["Z"],
         "trace_left": obs["m_left"],
         "trace_middle": obs["m_middle"],
         "trace_right": obs["m_right"],
-        "obs_imbalance": influence_imbalance(tau),
+        "obs_imbalance": obs["E_inf"],
         "cond_min": float(cond.min()),
         "cond_max": float(cond.max()),
     }

@@ -6,7 +6,7 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
-from lostmid.analysis.metrics import positions
+from lostmid.analysis.metrics import check_deltas
 from lostmid.errors import ConfigError
 
 
@@ -97,10 +97,7 @@ class AlgebraicSettings:
         for key, ok in checks.items():
             if not ok:
                 raise ConfigError(f"algebraic.{key} = {getattr(self, key)!r} is out of range: {why.get(key, 'see the schema')}")
-        # Regions must be non-empty at this L (metrics raises a ValueError; we want a ConfigError).
-        p = positions(self.length)
-        if not ((p < self.delta).any() and (p >= 1 - self.delta).any() and ((p >= self.delta) & (p < 1 - self.delta)).any()):
-            raise ConfigError(f"algebraic.delta = {self.delta} leaves a region empty at algebraic.length = {self.length}")
+        check_deltas(self.length, [self.delta], "algebraic.delta")  # every region non-empty at this L
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)

@@ -30,9 +30,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from lostmid.analysis import metrics
 from lostmid.core import task
-from lostmid.core.adjoint import density, seed_input_energies
+from lostmid.core.adjoint import seed_input_energies
+from lostmid.core.density import density, imbalance, positions
 from lostmid.analysis.bias_settings import FitSettings  # noqa: F401  (re-exported: the fit's settings)
 from lostmid.errors import ConfigError
 from lostmid.core.model import FlagTransformer, ModelConfig
@@ -66,9 +66,10 @@ def fitted_positions(L: int, positions: str) -> slice:
     return slice(0, L - 1) if positions == "context" else slice(0, L)
 
 
-def imbalance(energies: torch.Tensor, part: slice) -> torch.Tensor:
-    """E_inf (uniform target) of the density renormalized over the positions ``part``."""
-    return (density(energies[..., part]) - 1).square().mean(-1)
+def fitted_imbalance(energies: torch.Tensor, part: slice) -> torch.Tensor:
+    """The fit's objective per initialization: E_inf (uniform target) of the density renormalized
+    over the positions ``part`` (``lostmid.core.density``); energies (inits, L) -> (inits,)."""
+    return imbalance(density(energies[..., part]))
 
 
 def gauge_fix(theta: torch.Tensor) -> torch.Tensor:
@@ -127,8 +128,8 @@ def fit_bias(config: ModelConfig, settings: FitSettings = FitSettings()) -> FitR
     for iteration in range(settings.max_iter + 1):
         bias = bias_matrix(theta, L, settings.param)
         energies = problems.energies(bias)
-        objective = imbalance(energies, part).mean()
-        full = imbalance(energies.detach(), slice(0, L)).mean()
+        objective = fitted_imbalance(energies, part).mean()
+        full = fitted_imbalance(energies.detach(), slice(0, L)).mean()
         rows.append((iteration, objective.item(), full.item()))
         best = min(best, objective.item())
         history.append(best)
@@ -157,7 +158,7 @@ def held_out_profiles(config: ModelConfig, settings: FitSettings, bias: torch.Te
     frames, scores = [], {}
     for stage, b in (("before", torch.zeros(L, L)), ("after", bias)):
         energies = problems.energies(b).detach()
-        scores[stage] = imbalance(energies, part).mean().item()
+        scores[stage] = fitted_imbalance(energies, part).mean().item()
         mean_density = density(energies).mean(0).numpy()
         fit_density = np.full(L, np.nan)
         fit_density[part] = density(energies[:, part]).mean(0).numpy()
@@ -166,11 +167,11 @@ def held_out_profiles(config: ModelConfig, settings: FitSettings, bias: torch.Te
                 {
                     "stage": stage,
                     "position": np.arange(1, L + 1),
-                    "p": metrics.positions(L),
+                    "p": positions(L),
                     "density": mean_density,
                     "density_fit": fit_density,
                     "E_inf_fit": scores[stage],
-                    "E_inf": imbalance(energies, slice(0, L)).mean().item(),
+                    "E_inf": fitted_imbalance(energies, slice(0, L)).mean().item(),
                 }
             )
         )

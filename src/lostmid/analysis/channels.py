@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import torch
 
 from lostmid.analysis.channel_names import CHANNELS, PAIRS, pair_name  # noqa: F401 (re-exported)
-from lostmid.core.adjoint import zero_state
+from lostmid.core.adjoint import energy, zero_state
 from lostmid.core.model import AttentionStep, CausalSelfAttention, FlagTransformer
 
 
@@ -188,8 +188,8 @@ class Profiles:
     def from_channels(cls, p0, channels: dict, gronwall: float = float("nan")) -> "Profiles":
         """Profiles of explicit channel tensors (batch, L, d), e.g. for hand-built counterexamples."""
         return cls(
-            energy=p0.square().sum(-1).mean(0),
-            channel={a: channels[a].square().sum(-1).mean(0) for a in CHANNELS},
+            energy=energy(p0),
+            channel={a: energy(channels[a]) for a in CHANNELS},
             cross={pair: (channels[pair[0]] * channels[pair[1]]).sum(-1).mean(0) for pair in PAIRS},
             gronwall=gronwall,
         )

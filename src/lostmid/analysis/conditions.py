@@ -33,6 +33,7 @@ import pandas as pd
 
 from lostmid.analysis import metrics
 from lostmid.analysis.channel_names import CHANNELS, PAIRS, pair_name
+from lostmid.core.density import positions
 
 if TYPE_CHECKING:  # lostmid.analysis.channels imports torch, which the tables and figures of this module do not need
     from lostmid.analysis.channels import Profiles
@@ -64,11 +65,11 @@ class Regional:
             raise ValueError("influence energy is zero everywhere: the channel energies are undefined")
         self.delta = delta
         self.tolerance = tolerance
-        self.p = metrics.positions(self.L)
+        self.p = positions(self.L)
         self.masks = metrics.region_masks(self.L, delta)
         self.density = metrics.normalize(energy)
-        self.m = {b: float(self.density[mask].mean()) for b, mask in self.masks.items()}
-        self.delta_gap = metrics.regional_metrics(self.density, delta)["Delta"]
+        self.m = metrics.regional_means(self.density, delta)
+        self.delta_gap = metrics.metrics_from_regions(self.m["left"], self.m["middle"], self.m["right"])["Delta"]
         self.q = {a: _numpy(profiles.channel[a]) / self.zbar for a in CHANNELS}  # E||P_a(i)||^2 / Zbar
         cross = {pair: _numpy(profiles.cross[pair]) / self.zbar for pair in PAIRS}  # E<P_a, P_b>(i) / Zbar
         self.J = {b: {a: float(self.q[a][mask].mean()) for a in CHANNELS} for b, mask in self.masks.items()}

@@ -26,7 +26,7 @@ import torch
 from torch.func import grad, jvp
 
 from lostmid.core.adjoint import functional_input_energy, functional_logits
-from lostmid.analysis.metrics import positions
+from lostmid.core.density import density, positions
 
 FLOW_COLUMNS = ["position", "p", "eta", "predicted", "finite_difference", "rel_error"]
 
@@ -66,10 +66,10 @@ def predicted_flow(model, tokens, targets) -> dict:
     g = grad(energy_of.risk)(params)
     energy, directional = jvp(energy_of, (params,), (g,))
     zbar = energy.mean()
-    density = energy / zbar
-    predicted = -directional / zbar + density * directional.mean() / zbar
+    m = density(energy)
+    predicted = -directional / zbar + m * directional.mean() / zbar
     return {"model": model, "energy_of": energy_of, "params": params, "g": g, "energy": energy,
-            "density": density, "directional": directional, "predicted": predicted}
+            "density": m, "directional": directional, "predicted": predicted}
 
 
 def finite_difference(flow: dict, eta: float) -> torch.Tensor:
@@ -77,7 +77,7 @@ def finite_difference(flow: dict, eta: float) -> torch.Tensor:
     stepped = {name: p - eta * flow["g"][name] for name, p in flow["params"].items()}
     with torch.no_grad():
         energy = flow["energy_of"](stepped)
-    return (energy / energy.mean() - flow["density"]) / eta
+    return (density(energy) - flow["density"]) / eta
 
 
 def relative_error(finite_diff, predicted) -> float:

@@ -24,6 +24,7 @@ import pandas as pd
 import torch
 
 from lostmid.core import adjoint
+from lostmid.core.density import relative_position
 from lostmid.analysis import metrics
 from lostmid.core import task
 from lostmid.config import settings_from_block
@@ -112,7 +113,7 @@ def profile_table(energy: torch.Tensor) -> pd.DataFrame:
         {
             "layer": layer,
             "position": position,
-            "p": metrics.positions(L)[position - 1],
+            "p": relative_position(position, L),
             "energy": energy.reshape(-1),
             "density": metrics.normalize(energy).reshape(-1),
         }
@@ -120,10 +121,9 @@ def profile_table(energy: torch.Tensor) -> pd.DataFrame:
 
 
 def metrics_table(input_energy, deltas, target=None) -> pd.DataFrame:
-    """One row per delta: regional averages, Delta, SC, LIM, E_inf of the density of P_0, and raw Z."""
-    input_energy = np.asarray(input_energy, dtype=np.float64)
-    density = metrics.normalize(input_energy)
-    rows = [{"delta": float(delta), **metrics.regional_metrics(density, delta, target), "Z": float(input_energy.sum())} for delta in deltas]
+    """One row per delta: regional averages, Delta, SC, LIM, E_inf of the density of P_0, and raw Z
+    (``lostmid.analysis.metrics.influence_metrics``)."""
+    rows = [{"delta": float(delta), **metrics.influence_metrics(input_energy, delta, target)} for delta in deltas]
     return pd.DataFrame(rows, columns=METRIC_COLUMNS)
 
 

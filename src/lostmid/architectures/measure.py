@@ -3,7 +3,7 @@
 Measured profile. For a batch of S sequences of n tokens, x_j in R^d the input embedding at
 position j and f a scalar target of the sequence, the profile at power p is
 
-    I_p(j) = mean over sequences of ||d f / d x_j||^p,      normalized to sum 1 over j = 1..n.
+    I_p(j) = mean over sequences of ||d f / d x_j||^p,      normalized to sum 1 over j = 1..n (``theory.mass``).
 
 Every sequence's target depends on its own embeddings only, so the gradient of the batch sum
 of targets with respect to the (S, n, d) embedding tensor holds every sequence's gradient at
@@ -160,12 +160,6 @@ def accumulate(grads: torch.Tensor, powers, sums: dict) -> None:
     for p in powers:
         part = norms.pow(p).sum(0).cpu()
         sums[p] = part if p not in sums else sums[p] + part
-
-
-def normalize(profile) -> np.ndarray:
-    """``profile`` / its sum (a distribution over positions)."""
-    profile = np.asarray(profile, dtype=np.float64)
-    return profile / profile.sum()
 
 
 def measure_hf(arch, ids: torch.Tensor, target: str, powers=(1,), chunk: int = 8, probe_seed: int = 0, stats_pairs=None):

@@ -166,7 +166,7 @@ def tables(keys: dict, measured: dict, stats: measure.LayerStats) -> tuple[pd.Da
     position = np.arange(1, n + 1)
     profiles, comparison = [], []
     for (target, power), raw in measured.items():
-        mass = measure.normalize(raw)
+        mass = theory.mass(raw)
         profiles.append(pd.DataFrame({"target": target, "power": power, "profile": "measured", "position": position, "mass": mass, "raw": raw}))
         for name, profile in theories.items():
             profiles.append(pd.DataFrame({"target": target, "power": power, "profile": name, "position": position, "mass": profile, "raw": np.nan}))

@@ -37,6 +37,13 @@ from scipy import stats as scipy_stats
 THEORIES = ("cesaro", "rollout_uniform", "rollout_attention")
 
 
+def mass(profile) -> np.ndarray:
+    """``profile`` / its sum, in float64: a distribution over positions (the measured and the theory
+    profiles, and the inputs of every comparison metric)."""
+    profile = np.asarray(profile, dtype=np.float64)
+    return profile / profile.sum()
+
+
 def rollout(lambdas, attention=None, n: int | None = None) -> np.ndarray:
     """Last row of M_H ... M_1 with M_t = (1 - lambda_t) I + lambda_t A_t; shape (n,).
 
@@ -69,7 +76,7 @@ def theory_profiles(lambdas, attention) -> dict[str, np.ndarray]:
         "rollout_uniform": rollout(lambdas, n=n),
         "rollout_attention": rollout(lambdas, attention),
     }
-    return {name: p / p.sum() for name, p in profiles.items()}
+    return {name: mass(p) for name, p in profiles.items()}
 
 
 def spearman(a, b) -> float:
@@ -82,8 +89,7 @@ def spearman(a, b) -> float:
 
 def w1(p, q) -> float:
     """Wasserstein-1 distance over positions 1..n between distributions p and q, divided by n - 1."""
-    p, q = np.asarray(p, dtype=np.float64), np.asarray(q, dtype=np.float64)
-    p, q = p / p.sum(), q / q.sum()
+    p, q = mass(p), mass(q)
     return float(np.abs(np.cumsum(p) - np.cumsum(q))[:-1].sum() / (len(p) - 1))
 
 
@@ -94,8 +100,7 @@ def middle(n: int) -> slice:
 
 def shape_metrics(profile) -> dict[str, float]:
     """first and last mass and middle_depth of a profile normalized to sum 1."""
-    p = np.asarray(profile, dtype=np.float64)
-    p = p / p.sum()
+    p = mass(profile)
     ends = (p[0] + p[-1]) / 2
     return {"first": float(p[0]), "last": float(p[-1]), "middle_depth": float(p[middle(len(p))].mean() / ends)}
 

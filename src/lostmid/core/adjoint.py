@@ -102,8 +102,3 @@ def seed_input_energies(models, tokens, targets, bias=None) -> torch.Tensor:
         return functional_input_energy(base, model_weights, buffers, x, y)
 
     return torch.func.vmap(input_energy, in_dims=(0, per_model_data, per_model_data))(weights, tokens, targets)
-
-
-def density(energy_profile: torch.Tensor) -> torch.Tensor:
-    """Normalized density m_i = I(i) / mean_j I(j) (mean 1); differentiable."""
-    return energy_profile / energy_profile.mean(-1, keepdim=True)

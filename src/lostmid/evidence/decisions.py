@@ -14,7 +14,8 @@ from typing import NamedTuple
 
 from scipy import stats
 
-from lostmid.evidence.statistics import Interval, as_values, t_half_width
+from lostmid.evidence.statistics import Interval, as_values
+from lostmid.tables.summaries import t_half_width
 
 SUPPORTED = "supported"
 CONTRADICTED = "contradicted"

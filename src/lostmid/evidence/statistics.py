@@ -32,6 +32,8 @@ import statsmodels.api as sm
 from scipy import integrate, stats
 from statsmodels.tools.sm_exceptions import PerfectSeparationWarning
 
+from lostmid.tables.summaries import t_half_width
+
 
 # Haldane-Anscombe correction: added to the failure and to the success count of every row
 # of every logistic fit (see logistic_slope).
@@ -270,7 +272,7 @@ def t_interval(values, level: float = 0.95) -> Interval:
     if degenerate:
         return degenerate
     mean = float(values.mean())
-    half = half_width(float(values.std(ddof=1)), n, level)
+    half = t_half_width(float(values.std(ddof=1)), n, level)
     return Interval(mean, mean - half, mean + half, n, method)
 
 
@@ -353,17 +355,3 @@ def log_mean_interval(values, level: float = 0.95) -> Interval:
     result = t_interval(np.log(values), level)
     return Interval(math.exp(result.estimate), math.exp(result.low), math.exp(result.high), result.n,
                     f"geometric mean; {result.method} on the log scale, mapped back by exp")
-
-
-def half_width(sd: float, n: int, level: float = 0.95) -> float:
-    """Half-width of the Student t interval of a mean over n seeds: t_{1-a/2, n-1} * sd / sqrt(n)."""
-    return t_half_width(sd, n, level)
-
-
-def t_half_width(sd: float, n: int, level: float) -> float:
-    # Module-level name for half_width, which seeds_for_half_width's argument shadows.
-    if n < 2:
-        raise ValueError("a t interval needs n >= 2")
-    if sd < 0:
-        raise ValueError("sd must be >= 0")
-    return float(stats.t.ppf(0.5 + level / 2, n - 1) * sd / math.sqrt(n))

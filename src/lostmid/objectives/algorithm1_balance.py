@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import torch
 
-from lostmid.core.adjoint import adjoints, density, energy, functional_input_adjoint, functional_logits
+from lostmid.core.adjoint import adjoints, energy, functional_input_adjoint, functional_logits
+from lostmid.core.density import density, imbalance, positions
 from lostmid.errors import ConfigError
 from lostmid.objectives.settings import TARGETS, remedy_settings
 from lostmid.objectives.task_loss import TaskObjective
@@ -23,7 +24,7 @@ def target_density(L: int, name: str = "uniform", dtype=torch.float32, device=No
     ``uniform``: nu = 1. ``late``: nu_i = 2 p_i (linear ramp toward the end, recency).
     ``early``: nu_i = 2 (1 - p_i) (primacy). p_i = (i - 1/2) / L, so both ramps have mean 1.
     """
-    p = (torch.arange(1, L + 1, dtype=torch.float64) - 0.5) / L
+    p = torch.from_numpy(positions(L))
     if name == "uniform":
         nu = torch.ones(L, dtype=torch.float64)
     elif name == "late":
@@ -33,15 +34,6 @@ def target_density(L: int, name: str = "uniform", dtype=torch.float32, device=No
     else:
         raise ConfigError(f"config key remedy.target: unknown target density {name!r}; known: {list(TARGETS)}")
     return nu.to(dtype=dtype, device=device)
-
-
-def influence_imbalance(adjoint: torch.Tensor, nu: torch.Tensor) -> torch.Tensor:
-    """E_inf(nu) = mean_i (m_i - nu_i)^2 of the batch's input adjoint (batch, L, d); differentiable.
-
-    m is a ratio of batch means, I(i) / mean_j I(j): a consistent but (for small batches)
-    biased estimate of the population density (ratio-of-expectations bias, docs/theory.md §6).
-    """
-    return (density(energy(adjoint)) - nu).square().mean()
 
 
 def input_adjoint_with_logits(model, tokens, targets):
@@ -67,6 +59,11 @@ class BalanceObjective(TaskObjective):
     def penalized(self, model, tokens, targets, logits_of=None, adjoint_of=input_adjoint_with_logits):
         """(total loss, task loss, E_inf, logits) of one batch.
 
+        E_inf(nu) is that of the density of the batch's input adjoint P_0 (``lostmid.core.density``,
+        differentiable). That density is a ratio of batch means, I(i) / mean_j I(j): a consistent
+        but (for small batches) biased estimate of the population density (ratio-of-expectations
+        bias, docs/theory.md §6.2).
+
         ``logits_of(tokens)`` and ``adjoint_of(tokens, targets)`` -> (loss, logits, P_0) are the
         model's own forward and ``input_adjoint_with_logits`` unless the functional form passes
         its pure-function counterparts.
@@ -78,7 +75,7 @@ class BalanceObjective(TaskObjective):
             logits = (logits_of or model)(tokens)
             loss = model.loss(logits, targets)
             _, _, p0 = adjoint_of(model, tokens[:n], targets[:n])
-        e_inf = influence_imbalance(p0, self.nu.to(p0))
+        e_inf = imbalance(density(energy(p0)), self.nu.to(p0))
         return loss + 0.5 * beta * e_inf, loss, e_inf, logits
 
     def __call__(self, model, tokens, targets, flags, step: int):

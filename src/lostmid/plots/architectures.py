@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from lostmid.core.density import relative_position
 from lostmid.plots.common import save
 
 ORDER = ["measured", "cesaro", "rollout_uniform", "rollout_attention"]
@@ -22,7 +23,7 @@ def _first_target(profiles: pd.DataFrame) -> tuple[pd.DataFrame, str]:
 
 
 def _density(profiles: pd.DataFrame) -> pd.DataFrame:
-    out = profiles.assign(p=(profiles.position - 0.5) / profiles.n, density=profiles.mass * profiles.n)
+    out = profiles.assign(p=relative_position(profiles.position, profiles.n), density=profiles.mass * profiles.n)
     return out.assign(density=out.density.where(out.density > 0))
 
 

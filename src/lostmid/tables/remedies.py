@@ -11,7 +11,7 @@ import pandas as pd
 
 from lostmid.errors import ConfigError
 from lostmid.objectives.settings import STRENGTH, remedy_settings
-from lostmid.tables.summaries import t_half_width
+from lostmid.tables.summaries import seed_half_width
 
 REMEDY_COLUMNS = ("remedy", "strength", "target", "every", "probe_per_position", "probes", "monitored")
 
@@ -126,6 +126,6 @@ def seed_summary(table: pd.DataFrame, values=("accuracy", "final_accuracy", "ste
     rows = []
     for key, group in long.groupby(["variant", "L", "depth", "step", "quantity"]):
         x = group["value"].to_numpy(dtype=float)
-        mean, half = float(x.mean()), t_half_width(x)
+        mean, half = float(x.mean()), seed_half_width(x)
         rows.append((*key, len(x), mean, mean - half, mean + half))
     return pd.DataFrame(rows, columns=["variant", "L", "depth", "step", "quantity", "n_seeds", "mean", "ci_low", "ci_high"])

@@ -6,6 +6,8 @@ as a standalone page that the Snakemake report shows inline.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 
@@ -13,13 +15,24 @@ import pandas as pd
 THIRDS = {"early": (0.0, 1 / 3), "middle": (1 / 3, 2 / 3), "late": (2 / 3, 1.0 + 1e-9)}
 
 
-def t_half_width(x: np.ndarray) -> float:
-    """Half-width of the 95% t-interval of the mean of ``x`` (NaN for fewer than two values)."""
+def t_half_width(sd: float, n: int, level: float = 0.95) -> float:
+    """Half-width of the Student t interval of a mean over n seeds: t_{1-a/2, n-1} * sd / sqrt(n).
+
+    The one t half-width of the package: these summaries and the remedies table use it, and so do
+    the evidence stage's ``t_interval`` and its seed planning (``lostmid.evidence.statistics``).
+    """
     from scipy import stats
 
-    if x.size < 2:
-        return float("nan")
-    return float(stats.t.ppf(0.975, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size))
+    if n < 2:
+        raise ValueError("a t interval needs n >= 2")
+    if sd < 0:
+        raise ValueError("sd must be >= 0")
+    return float(stats.t.ppf(0.5 + level / 2, n - 1) * sd / math.sqrt(n))
+
+
+def seed_half_width(x: np.ndarray) -> float:
+    """``t_half_width`` (95%) of the values ``x`` over seeds; NaN for fewer than two values."""
+    return t_half_width(float(x.std(ddof=1)), x.size) if x.size >= 2 else float("nan")
 
 
 def _mean_and_interval(values: pd.Series) -> str:
@@ -29,7 +42,7 @@ def _mean_and_interval(values: pd.Series) -> str:
         return "–"
     if x.size == 1:
         return f"{x[0]:.3g}"
-    return f"{x.mean():.3g} ± {t_half_width(x):.2g}"
+    return f"{x.mean():.3g} ± {seed_half_width(x):.2g}"
 
 
 def failure_by_third(failure: pd.DataFrame) -> pd.DataFrame:
