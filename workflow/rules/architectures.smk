@@ -4,7 +4,7 @@
 # random-init sweep and one for the flag-recall comparison, each drawing its own figure; each
 # receives only its part of the config's `architectures` block.
 
-ARCHITECTURES = config.get("architectures") or {}
+ARCHITECTURES = config.get("architectures", {})
 ARCHITECTURE_FLAG_RUNS = wf.architecture_flag_runs(config)
 
 
@@ -49,7 +49,7 @@ rule architectures_flag:
         comparison="results/architectures_comparison/flag.parquet",
         figure=report("results/figures/architectures_flag.png", caption="../report/architectures_flag.rst", category="Architectures"),
     params:
-        settings=canonical_json({"flag": ARCHITECTURES.get("flag") or {}}),
+        settings=canonical_json({"flag": ARCHITECTURES.get("flag", {})}),
         runs=canonical_json(ARCHITECTURE_FLAG_RUNS),
     log:
         "results/logs/architectures/flag.log",

@@ -10,7 +10,7 @@ BLOCKS = wf.blocks(config)
 # one, unless the config runs on the CPU (`device: cpu`), where a GPU would sit idle. Rules that
 # only read tables declare gpu=0. Declared in the rules, not in the profiles' set-resources,
 # which would override them whatever the device.
-GPU = 0 if config.get("device", "auto") == "cpu" else 1
+GPU = 0 if config["device"] == "cpu" else 1
 
 # Rule logs with retries (--retries; the Slurm profile sets 2): Snakemake deletes a job's log
 # before each attempt, so every attempt writes {log}.attempt<N> (under a header line) and the
@@ -35,15 +35,12 @@ LOG_KEEP = (
 # The conda environment of every job (used with --software-deployment-method conda).
 LOSTMID_ENV = "../../envs/lostmid.yaml"
 
-# Jobs that run models ask the scheduler for one GPU, unless the config pins the CPU.
-GPU = 0 if config["device"] == "cpu" else 1
-
 
 def config_json(block, keys=None):
-    """The config's ``block`` (or only its ``keys``) as canonical JSON."""
-    values = config.get(block, {})
+    """The config's ``block`` (or only its ``keys``) as canonical JSON; validation filled in the defaults."""
+    values = config[block]
     if keys is not None:
-        values = {key: values[key] for key in keys if key in values}
+        values = {key: values[key] for key in keys}
     return canonical_json(values)
 
 

@@ -46,7 +46,7 @@ rule remedies_table:
         summary="results/remedies_summary/summary.parquet",
     params:
         variants=wf.remedy_blocks(config),
-        settings=canonical_json({k: v for k, v in config.get("remedies", {}).items() if k != "plot_steps"}),
+        settings=canonical_json({k: v for k, v in config["remedies"].items() if k != "plot_steps"}),
     log:
         "results/logs/remedies/table.log",
     benchmark:

@@ -1,4 +1,4 @@
 """What is measured on a model: regional ``metrics`` (every formula once), the adjoint
 ``influence`` density, the ``structural`` baseline, the ``density_flow`` check, the
 ``channels`` split and the sufficient-condition tests (``conditions``), and the attention-bias
-fit (``bias_fit``)."""
+fit (``bias_fit``); ``settings`` (torch-free) holds the settings of their config blocks."""
