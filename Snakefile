@@ -22,7 +22,7 @@ if Path("config/config.yaml").exists():
 configfile: "config/config.yaml"
 
 
-lostmid_config.validate(config, Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml")
+lostmid_config.validate(config)  # src/lostmid/config.schema.yaml; fills in its defaults: the rules pass complete blocks
 wf.check(config)
 
 

@@ -25,6 +25,8 @@ from timing import median_seconds
 from lostmid.training import checkpoint
 from lostmid.analysis import density_flow
 from lostmid.analysis import influence
+from lostmid.analysis.settings import InfluenceSettings
+from lostmid.config import settings_from_block
 from lostmid.core import task
 from lostmid.core.model import ModelConfig
 
@@ -65,7 +67,8 @@ def bench(L: int, depth: int, args) -> dict:
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=False)
         optimizer.step()
 
-    settings = influence.InfluenceSettings(batch_per_position=args.batch_per_position, flow_batch_per_position=args.flow_batch_per_position)
+    settings = settings_from_block(InfluenceSettings, {"batch_per_position": args.batch_per_position,
+                                                       "flow_batch_per_position": args.flow_batch_per_position}, "influence")
     tokens, targets = influence.evaluation_batch(L, settings)
     flow_tokens, flow_targets = influence.evaluation_batch(L, settings, flow=True)
     model.eval()

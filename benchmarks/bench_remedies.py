@@ -79,12 +79,14 @@ def measure_one(args, remedy: dict) -> dict:
 def measure_bias_fit(args) -> dict:
     import torch
 
-    from lostmid.analysis.bias_fit import FitSettings, fit_bias
+    from lostmid.analysis.bias_fit import fit_bias
+    from lostmid.analysis.settings import FitSettings
+    from lostmid.config import settings_from_block
     from lostmid.core.model import ModelConfig
 
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
-    fit = fit_bias(ModelConfig(**spec_for(args, {})["model"]), FitSettings())
+    fit = fit_bias(ModelConfig(**spec_for(args, {})["model"]), settings_from_block(FitSettings, {}, "bias_fit"))
     return {"seconds": time.perf_counter() - start, "iterations": len(fit.iterations), "E_inf_before": fit.before, "E_inf_after": fit.after}
 
 

@@ -22,6 +22,7 @@ import pandas as pd
 from lostmid.evidence import blog_claims as claims
 from lostmid.evidence import decisions as dec
 from lostmid.evidence import statistics as st
+from lostmid.config import settings_from_block
 from lostmid.evidence.settings import EvidenceSettings
 
 
@@ -56,7 +57,7 @@ def main() -> None:
     parser.add_argument("--debiased", default=None)
     parser.add_argument("--settings", default="{}", help="the config's evidence block (JSON)")
     args = parser.parse_args()
-    ev = EvidenceSettings.from_dict(json.loads(args.settings))
+    ev = settings_from_block(EvidenceSettings, json.loads(args.settings), "evidence")
     failure = pd.read_parquet(args.failure)
     accuracy = claims.accuracy_per_seed(failure)
     for (variant, L, depth), part in accuracy.groupby(["variant", "L", "depth"]):

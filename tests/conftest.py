@@ -12,7 +12,7 @@ import torch
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
+SCHEMA = REPO / "src" / "lostmid" / "config.schema.yaml"  # shipped with the package: lostmid.schema.SCHEMA
 
 
 @pytest.fixture(autouse=True)

@@ -9,13 +9,24 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+import yaml
 
 from lostmid.algebraic import linear_model, remedies, settings
 from lostmid.algebraic import probes as probe_study_module
+from lostmid.config import settings_from_block
 from lostmid.errors import ConfigError
 
+from conftest import REPO
+
 torch.set_num_threads(1)
-S = settings.AlgebraicSettings()  # the defaults, which are also config/config.yaml's algebraic block
+
+
+def algebraic(**values) -> settings.AlgebraicSettings:
+    """The settings of an ``algebraic`` block that sets ``values``; the other keys take the schema's defaults."""
+    return settings_from_block(settings.AlgebraicSettings, values, "algebraic")
+
+
+S = algebraic()  # the defaults, which are also config/config.yaml's algebraic block
 
 
 @pytest.fixture(scope="module")
@@ -37,14 +48,14 @@ def test_cesaro_matrix_averages_the_prefix():
 
 
 def test_propagator_mixes_identity_and_cesaro():
-    s = settings.AlgebraicSettings(length=6, step=0.25, mixing=2.0)  # eps * kappa = 0.5
+    s = algebraic(length=6, step=0.25, mixing=2.0)  # eps * kappa = 0.5
     b = linear_model.propagator(s).numpy()
     np.testing.assert_allclose(b, 0.5 * np.eye(6) + 0.5 * linear_model.cesaro_matrix(6).numpy())
     np.testing.assert_allclose(b.sum(1), 1)  # still a causal average
 
 
 def test_input_adjoint_is_backward_recursion():
-    s = settings.AlgebraicSettings(length=8, depth=3, features=2)
+    s = algebraic(length=8, depth=3, features=2)
     u = torch.linspace(-0.5, 0.5, 8, dtype=linear_model.DTYPE)
     b = linear_model.propagator(s)
     p_t = linear_model.terminal_covector(s)
@@ -57,7 +68,7 @@ def test_input_adjoint_is_backward_recursion():
 
 def test_gramian_matches_direct_kronecker_formula():
     """G_i(u) = e^{2u_i} sum_k eps E_i^T (B^k)^T C_out^T C_out B^k E_i with explicit (Ld x Ld) matrices."""
-    s = settings.AlgebraicSettings(length=6, depth=4, step=0.2, mixing=1.5, features=3, obs_decay=0.7)
+    s = algebraic(length=6, depth=4, step=0.2, mixing=1.5, features=3, obs_decay=0.7)
     L, d = s.length, s.features
     u = torch.tensor([0.3, -0.2, 0.0, 0.5, -0.4, 0.1], dtype=linear_model.DTYPE)
     big_b = torch.kron(linear_model.propagator(s), torch.eye(d, dtype=linear_model.DTYPE))  # acts on vec(X), X row-major (L, d)
@@ -104,7 +115,7 @@ def test_alg1_flattens_influence_while_Z_grows(table):
 
 def test_alg1_without_stabilizer_cannot_grow_Z():
     """With eps_inf = 0, E_inf is scale invariant: mean(u) = 0 at the optimum and Z = Z_0 * geomean(m) < Z_0."""
-    s = settings.AlgebraicSettings(eps_inf=0.0)
+    s = algebraic(eps_inf=0.0)
     res = remedies.algorithm1(s)
     assert abs(float(res.gains.mean())) < 1e-6
     z0 = linear_model.influence_energy(s, torch.zeros(s.length, dtype=linear_model.DTYPE))
@@ -148,7 +159,7 @@ def test_probe_estimate_is_unbiased_for_each_trace():
 
 
 def test_probe_bias_falls_like_1_over_n_and_std_like_1_over_sqrt_n():
-    s = settings.AlgebraicSettings(repetitions=20000, seed=3)
+    s = algebraic(repetitions=20000, seed=3)
     pr = probe_study_module.probe_study(s)
     assert list(pr.columns[:4]) == probe_study_module.PROBE_COLUMNS
     assert (pr.rel_bias > 0).all()  # upward bias: the penalty is quadratic in the estimates
@@ -183,16 +194,17 @@ def test_loglog_slope_rejects_nonpositive_values():
         ({"probe_counts": "1,2"}, "probe_counts"),
         ({"gamma1": "big"}, "gamma1"),
         ({"delta": 0.6}, "delta"),
+        ({"length": 5, "delta": 0.05}, "delta"),  # no position with p < 0.05 when L = 5
         ({"repetitions": True}, "repetitions"),
     ],
 )
 def test_bad_settings_raise_config_error_naming_the_key(raw, key):
-    with pytest.raises(ConfigError, match=key):
-        settings.AlgebraicSettings.from_dict(raw)
+    with pytest.raises(ConfigError, match=rf"^config key algebraic\.{key}"):
+        algebraic(**raw)
 
 
-def test_settings_roundtrip_and_cli_rejects_bad_settings(tmp_path):
-    assert settings.AlgebraicSettings.from_dict(S.to_dict()) == S
+def test_the_defaults_are_the_default_config_and_the_cli_rejects_bad_settings(tmp_path):
+    assert algebraic(**yaml.safe_load((REPO / "config" / "config.yaml").read_text())["algebraic"]) == S
     from lostmid.cli.main import main
 
     outputs = ["--table", str(tmp_path / "t.parquet"), "--profiles", str(tmp_path / "p.parquet"), "--probes", str(tmp_path / "q.parquet")]

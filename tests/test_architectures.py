@@ -20,6 +20,8 @@ from scipy import stats as scipy_stats  # noqa: E402
 from conftest import REPO, run_snakemake, tiny_spec  # noqa: E402
 from lostmid.analysis.metrics import cesaro_matrix  # noqa: E402
 from lostmid.architectures import measure, models, sweep, theory  # noqa: E402
+from lostmid.architectures.settings import ArchSettings  # noqa: E402
+from lostmid.config import settings_from_block  # noqa: E402
 from lostmid.errors import ConfigError  # noqa: E402
 
 TINY = dict(depth=2, d_model=16, heads=2, vocab=32, max_length=16)
@@ -186,32 +188,38 @@ def test_no_positions_make_attention_over_repeated_tokens_uniform(family, native
 
 
 def test_a_bad_family_or_encoding_is_one_config_error(capsys):
-    with pytest.raises(ConfigError, match=r"architectures.families: unknown family 'gpt3'"):
-        sweep.ArchSettings.from_dict({"families": {"gpt3": ["learned"]}})
-    with pytest.raises(ConfigError, match=r"architectures.families.gpt2: encoding 'rope' is not available for gpt2"):
-        sweep.ArchSettings.from_dict({"families": {"gpt2": ["rope"]}})
-    with pytest.raises(ConfigError, match=r"architectures.targets: unknown target 'nll'"):
-        sweep.ArchSettings.from_dict({"targets": ["nll"]})
-    with pytest.raises(ConfigError, match=r"architectures has unknown keys \['depth'\]"):
-        sweep.ArchSettings.from_dict({"depth": [2]})
+    def arch(**values):
+        return settings_from_block(ArchSettings, values, "architectures")
+
+    with pytest.raises(ConfigError, match=r"^config key architectures.families.gpt3 is unknown$"):
+        arch(families={"gpt3": ["learned"]})
+    with pytest.raises(ConfigError, match=r"architectures.families.gpt2\[0\]: 'rope' is not one of \['learned', 'none'\]"):
+        arch(families={"gpt2": ["rope"]})
+    with pytest.raises(ConfigError, match=r"architectures.targets\[0\]: 'nll' is not one of"):
+        arch(targets=["nll"])
+    with pytest.raises(ConfigError, match=r"^config key architectures.depth is unknown$"):
+        arch(depth=[2])
+    with pytest.raises(ConfigError, match=r"architectures.d_model=6 is not divisible by architectures.heads=4"):
+        arch(d_model=6)  # the block's own rule (ArchSettings.check)
     from lostmid import config as lostmid_config
 
     config = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
-    for families, message in (({"gpt3": ["learned"]}, "Additional properties"), ({"llama": ["learned"]}, "'learned' is not one of")):
+    for families, message in (({"gpt3": ["learned"]}, r"\.gpt3 is unknown"), ({"llama": ["learned"]}, "'learned' is not one of")):
         config["architectures"]["families"] = families
         with pytest.raises(ConfigError, match=rf"config key architectures.families.*{message}"):  # before any job
-            lostmid_config.validate(config, REPO / "workflow" / "schemas" / "config.schema.yaml")
+            lostmid_config.validate(config)
     from lostmid.cli import main as cli
 
     code = cli.main(["architectures", "--settings", '{"families": {"llama": ["alibi"]}}', "--profiles", "p", "--layers", "l", "--comparison", "c"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2
-    assert err[-1] == "lostmid architectures: error: config key architectures.families.llama: encoding 'alibi' is not available for llama (allowed: rope, none)"
+    assert err[-1] == "lostmid architectures: error: config key architectures.families.llama[0]: 'alibi' is not one of ['rope', 'none']"
 
 
 def test_the_sweep_tables_have_every_configuration():
-    settings = sweep.ArchSettings.from_dict({"families": {"qwen2": ["rope", "none"]}, "depths": [1, 2], "lengths": [6, 10], "d_model": 16,
-                                             "heads": 2, "vocab": 16, "sequences": 2, "targets": ["top1", "loss"], "powers": [1, 2]})
+    settings = settings_from_block(ArchSettings, {"families": {"qwen2": ["rope", "none"]}, "depths": [1, 2], "lengths": [6, 10], "d_model": 16,
+                                                  "heads": 2, "vocab": 16, "sequences": 2, "targets": ["top1", "loss"], "powers": [1, 2]},
+                                   "architectures")
     profiles, layers, comparison = sweep.random_sweep(settings, "cpu")
     assert len(comparison) == 2 * 2 * 2 * 2 * 2 * 3  # encodings x depths x lengths x targets x powers x theories
     assert set(profiles.profile) == {"measured", *theory.THEORIES}

@@ -4,6 +4,8 @@ import pytest
 import torch
 
 from lostmid.analysis import bias_fit
+from lostmid.analysis.settings import FitSettings
+from lostmid.config import settings_from_block
 from lostmid.training.checkpoint import TrainingState
 from lostmid.errors import ConfigError
 from lostmid.core.model import ModelConfig
@@ -12,7 +14,7 @@ from conftest import tiny_spec
 
 # A no-residual model (the blog's setting): at init its influence piles up on early tokens.
 TINY = ModelConfig(seq_len=8, depth=2, d_model=8, heads=2, mlp_ratio=2, residual=False)
-FAST = bias_fit.FitSettings(inits=2, batch=16, max_iter=40, lr=0.1, positions="all")
+FAST = settings_from_block(FitSettings, {"inits": 2, "batch": 16, "max_iter": 40, "lr": 0.1, "positions": "all"}, "bias_fit")
 
 
 @pytest.fixture(scope="module")
@@ -53,14 +55,14 @@ def test_the_fit_never_touches_the_global_rng():
     torch.manual_seed(5)
     expected = torch.rand(3)
     torch.manual_seed(5)
-    bias_fit.fit_bias(TINY, bias_fit.FitSettings(inits=1, batch=4, max_iter=1))
+    bias_fit.fit_bias(TINY, settings_from_block(FitSettings, {"inits": 1, "batch": 4, "max_iter": 1}, "bias_fit"))
     assert torch.equal(torch.rand(3), expected)
 
 
 def test_bad_fit_settings_are_config_errors():
-    with pytest.raises(ConfigError, match=r"bias_fit\.positions"):
-        bias_fit.FitSettings.from_dict({"positions": "middle"})
-    with pytest.raises(ConfigError, match=r"bias_fit\.inits"):
-        bias_fit.FitSettings.from_dict({"inits": 0})
-    with pytest.raises(ConfigError, match=r"bias_fit\.itres"):
-        bias_fit.FitSettings.from_dict({"itres": 3})
+    with pytest.raises(ConfigError, match=r"bias_fit\.positions: 'middle' is not one of"):
+        settings_from_block(FitSettings, {"positions": "middle"}, "bias_fit")
+    with pytest.raises(ConfigError, match=r"bias_fit\.inits: 0 is less than the minimum of 1"):
+        settings_from_block(FitSettings, {"inits": 0}, "bias_fit")
+    with pytest.raises(ConfigError, match=r"^config key bias_fit\.itres is unknown$"):
+        settings_from_block(FitSettings, {"itres": 3}, "bias_fit")

@@ -18,11 +18,14 @@ from lostmid.analysis import metrics
 from lostmid.analysis.channels import CHANNELS, PAIRS, Profiles, channel_profiles
 from lostmid.training.checkpoint import TrainingState
 from lostmid.analysis.conditions import Regional, SoundnessError
+from lostmid.analysis.settings import ChannelSettings
+from lostmid.config import settings_from_block
 from lostmid.errors import ConfigError
 from lostmid.core.model import FlagTransformer, ModelConfig
 from lostmid.training.train import train_steps
 
 SETTINGS = {"batch_per_position": 2, "seed": 5, "deltas": [0.1, 0.2, 0.3], "power_iterations": 30, "batch_size": 64, "float64": True}
+CHANNEL_SETTINGS = settings_from_block(ChannelSettings, SETTINGS, "channels")
 
 
 def random_model(block, seed, scale=None, **overrides):
@@ -96,7 +99,7 @@ def test_no_condition_is_unsound_on_random_models(block):
     tables = []
     for seed, scale in [(0, None), (1, 0.05), (2, 0.3), (3, 1.0)]:
         model = random_model(block, seed, scale)
-        *_, rows, diagnostics = conditions.checkpoint_tables(model, SETTINGS, "cpu")
+        *_, rows, diagnostics = conditions.checkpoint_tables(model, CHANNEL_SETTINGS, "cpu")
         assert diagnostics["split_error"] < 1e-12 and diagnostics["gronwall_ratio"] <= 1
         conditions.check_soundness(rows)
         held |= set(rows.loc[rows["holds"], "test"])
@@ -112,7 +115,7 @@ def test_residual_persistence_holds_for_a_near_identity_model_and_is_then_right(
     """Without LayerNorm and with tiny weights the steps barely move the adjoint: c is small, and
     Prop. 3.5 certifies that the last position keeps its lead over the middle."""
     model = random_model("sequential", 0, scale=0.02, layernorm=False)
-    *_, rows, diagnostics = conditions.checkpoint_tables(model, SETTINGS, "cpu")
+    *_, rows, diagnostics = conditions.checkpoint_tables(model, CHANNEL_SETTINGS, "cpu")
     assert diagnostics["c_max"] < 0.5
     persistence = rows[rows["test"] == "residual_persistence"]
     assert persistence["holds"].all() and persistence["conclusion_holds"].all()
@@ -150,13 +153,13 @@ def test_a_condition_that_holds_while_its_conclusion_fails_is_named():
 
 
 def test_settings_fill_defaults_and_errors_name_the_key():
-    assert conditions.settings_from_dict({})["power_iterations"] == conditions.DEFAULTS["power_iterations"]
-    with pytest.raises(ConfigError, match="channels.power_iteration"):
-        conditions.settings_from_dict({"power_iteration": 3})
+    assert settings_from_block(ChannelSettings, {}, "channels").power_iterations == 30  # the schema's default
+    with pytest.raises(ConfigError, match="channels.power_iteration is unknown"):
+        settings_from_block(ChannelSettings, {"power_iteration": 3}, "channels")
     with pytest.raises(ConfigError, match="channels.batch_size"):
-        conditions.settings_from_dict({"batch_size": 0})
-    with pytest.raises(ConfigError, match="channels.deltas"):
-        conditions.settings_from_dict({"deltas": [0.6]})
+        settings_from_block(ChannelSettings, {"batch_size": 0}, "channels")
+    with pytest.raises(ConfigError, match=r"channels.deltas\[0\]"):
+        settings_from_block(ChannelSettings, {"deltas": [0.6]}, "channels")
     with pytest.raises(ConfigError, match="channels.deltas"):
         metrics.check_deltas(8, [0.05], "channels.deltas")  # no position with p < 0.05 when L = 8
 

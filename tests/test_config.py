@@ -1,14 +1,25 @@
-"""Config validation: bad keys and values are errors that name the key."""
+"""Config validation: bad keys and values are errors that name the key; the schema holds every
+default, validation fills them in (never in a run's spec), and every block becomes its settings
+dataclass one way, lostmid.config.settings_from_block."""
 
 import copy
+import json
+from dataclasses import fields
 
 import pytest
 import yaml
 
 from lostmid import config as cfg
+from lostmid import schema, workflow
 from lostmid.errors import ConfigError
+from lostmid.objectives.settings import Balance, NoParameters, Observability, Reweight, remedy_settings
+from lostmid.tables.remedies import RemedyTableSettings
+from lostmid.training.evaluate import EvaluationSettings
 
-from conftest import REPO, SCHEMA
+from conftest import REPO, SCHEMA, tiny_spec
+
+SHIPPED = [("config.yaml",), ("smoke.yaml",), ("config.yaml", "ablations.yaml"), ("config.yaml", "cluster.yaml"),
+           ("config.yaml", "pilot.yaml"), ("config.yaml", "pilot.yaml", "pilot_nores.yaml")]
 
 
 def shipped(*names) -> dict:
@@ -19,11 +30,8 @@ def shipped(*names) -> dict:
     return merged
 
 
-@pytest.mark.parametrize("names", [("config.yaml",), ("smoke.yaml",), ("config.yaml", "ablations.yaml"), ("config.yaml", "cluster.yaml"),
-                                   ("config.yaml", "pilot.yaml"), ("config.yaml", "pilot.yaml", "pilot_nores.yaml")])
+@pytest.mark.parametrize("names", SHIPPED)
 def test_the_shipped_configs_are_valid(names):
-    from lostmid import workflow
-
     config = cfg.validate(shipped(*names), SCHEMA)
     workflow.check(config)
     assert cfg.runs(config)
@@ -44,15 +52,16 @@ def broken(config, edit):
 @pytest.mark.parametrize(
     "edit, message",
     [
-        (lambda c: c.update(learning_rate=0.1), r"<top level>: Additional properties are not allowed \('learning_rate'"),
-        (lambda c: c["model"].update(dmodel=8), r"model: Additional properties are not allowed \('dmodel'"),
+        (lambda c: c.update(learning_rate=0.1), r"^config key learning_rate is unknown$"),
+        (lambda c: c["model"].update(dmodel=8), r"^config key model\.dmodel is unknown$"),
+        (lambda c: c.pop("evaluation"), r"^config key evaluation is required$"),
         (lambda c: c["train"].update(steps="many"), r"train\.steps: 'many' is not of type 'integer'"),
         (lambda c: c["train"].update(steps=0), r"train\.steps: 0 is less than the minimum of 1"),
         (lambda c: c["grid"][0].update(L=[8, 1]), r"grid\[0\]\.L\[1\]: 1 is less than the minimum of 2"),
         (lambda c: c["grid"][0].update(depth=[0]), r"grid\[0\]\.depth\[0\]: 0 is less than the minimum of 1"),
         (lambda c: c["train"].update(every=7), r"train\.every=7 does not divide train\.steps=20"),
         (lambda c: c["grid"][0].update(variants=["nope"]), r"grid\[0\]\.variants names 'nope'"),
-        (lambda c: c["variants"].update({"bad/name": {}}), r"variants: 'bad/name' does not match"),
+        (lambda c: c["variants"].update({"bad/name": {}}), r"variants\.bad/name is not allowed here: 'bad/name' does not match"),
         (lambda c: c["model"].update(block="diagonal"), r"model\.block: 'diagonal' is not one of"),
         (lambda c: c["variants"]["baseline"].update(train={"steps": 5}), r"variants\.baseline\.train: every=10 does not divide steps=5"),
         (lambda c: c.update(remedies={"baseline": "nope"}), r"remedies\.baseline names 'nope'"),
@@ -71,8 +80,6 @@ def broken(config, edit):
     ],
 )
 def test_bad_config_is_an_error_naming_the_key(smoke_config, edit, message):
-    from lostmid import workflow
-
     with pytest.raises(ConfigError, match=message):  # the checks the Snakefile runs before any job
         workflow.check(cfg.validate(broken(smoke_config, edit), SCHEMA))
 
@@ -112,22 +119,18 @@ def test_seed_batches_are_aligned_blocks_of_seeds_so_new_seeds_never_regroup_old
 
 
 def test_jobs_are_blocks_of_the_seeds_of_one_variant_L_and_depth(smoke_config):
-    from lostmid import workflow
-
-    blocks = workflow.blocks(smoke_config)
+    blocks = workflow.blocks(cfg.validate(smoke_config, SCHEMA))
     assert [(b.variant, b.seeds) for b in blocks if b.variant == "baseline"] == [("baseline", (0, 1))]
     assert len(blocks) == len({(run.variant, run.L, run.depth) for run in cfg.runs(smoke_config)})
     smoke_config["seeds_per_job"] = 2
     smoke_config["grid"][0]["seeds"] = [0, 1, 2, 5]
-    assert [b.seeds for b in workflow.blocks(smoke_config) if b.variant == "baseline"] == [(0, 1), (2,), (5,)]
+    assert [b.seeds for b in workflow.blocks(cfg.validate(smoke_config, SCHEMA)) if b.variant == "baseline"] == [(0, 1), (2,), (5,)]
     baseline = next(b for b in workflow.blocks(smoke_config) if b.variant == "baseline")
     assert baseline.paths(workflow.CHECKPOINT, step="{step}") == [
         "results/checkpoints/baseline/L8_M1_seed0/step{step}.pt", "results/checkpoints/baseline/L8_M1_seed1/step{step}.pt"]
 
 
 def test_a_variant_may_train_on_its_own_schedule(smoke_config):
-    from lostmid import workflow
-
     smoke_config["variants"]["baseline"] = {"train": {"steps": 40, "every": 20}}
     cfg.validate(smoke_config, SCHEMA)
     assert cfg.checkpoint_steps(smoke_config, "baseline") == [0, 20, 40]
@@ -156,3 +159,113 @@ def test_keys_at_their_neutral_value_leave_the_run_spec_and_its_fingerprint_unch
     assert {k: v for k, v in spec["neutral"].items() if k != "variant"} == {k: v for k, v in spec["baseline"].items() if k != "variant"}
     assert spec["warm"]["train"]["warmup"] == 100 and spec["nopos"]["model"]["positions"] == "none"
     assert len({fingerprint({**s, "variant": "x"}) for s in spec.values()}) == 3
+
+
+# --- One settings pattern ------------------------------------------------------------------------
+
+# Every settings dataclass: its config block and the least that block must set (the rest has defaults).
+SETTINGS = {
+    **{key: (cls, {}) for key, cls in workflow.SETTINGS.items()},
+    "evaluation": (EvaluationSettings, {"per_position": 4, "seed": 1000}),
+    "remedies": (RemedyTableSettings, {}),
+    "variants.baseline.remedy": (NoParameters, {"kind": "none"}),
+    "variants.balance.remedy": (Balance, {"kind": "balance", "beta": 0.1}),
+    "variants.reweight.remedy": (Reweight, {"kind": "reweight", "eta": 1.0}),
+    "variants.observability.remedy": (Observability, {"kind": "observability", "lam": 0.1}),
+}
+
+
+@pytest.mark.parametrize("key", sorted(SETTINGS))
+def test_an_unknown_key_of_any_block_is_one_line_naming_it(key, smoke_config):
+    cls, least = SETTINGS[key]
+    with pytest.raises(ConfigError) as err:  # library use and the commands, which get their block as JSON
+        cfg.settings_from_block(cls, {**least, "colour": 1}, key)
+    assert str(err.value) == f"config key {key}.colour is unknown"
+    block = smoke_config  # the Snakefile, before any job
+    for part in key.split("."):
+        block = block.setdefault(part, {})
+    block.update(least, colour=1)
+    with pytest.raises(ConfigError, match=rf"^config key {key}.colour is unknown$"):
+        cfg.validate(smoke_config, SCHEMA)
+
+
+def test_a_command_refuses_an_unknown_key_in_one_line(capsys, tmp_path):
+    from lostmid.cli import main as cli
+
+    code = cli.main(["density-flow", "--spec", json.dumps(tiny_spec()), "--checkpoints", str(tmp_path / "step0.pt"),
+                     "--settings", '{"flw_step": 0.001}', "--out", str(tmp_path / "flow.parquet")])
+    assert code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == "lostmid density-flow: error: config key influence.flw_step is unknown"
+
+
+@pytest.mark.parametrize("key", sorted(SETTINGS))
+def test_every_field_has_a_valid_default_in_the_schema_or_is_required(key):
+    cls, least = SETTINGS[key]
+    root = schema.load()
+    block = schema.block_schema(key, root)
+    filled = schema.fill_defaults(copy.deepcopy(least), block, root)
+    values = {field.name: filled[field.name] for field in fields(cls)}  # a KeyError: a field with neither
+    schema.check(values, block, root, key)
+    assert cfg.settings_from_block(cls, least, key) == cfg.settings_from_block(cls, values, key)
+
+
+def test_validation_fills_in_the_schema_defaults_and_the_settings_hold_them(smoke_config):
+    root = schema.load()
+
+    def default(*path):
+        node = root
+        for part in path:
+            node = node["properties"][part]
+        return node["default"]
+
+    assert "lr" not in smoke_config["bias_fit"] and "chunk" not in smoke_config["architectures"]["flag"]
+    del smoke_config["channels"]  # a block left out takes every default
+    config = cfg.validate(smoke_config, SCHEMA)
+    assert config["bias_fit"]["lr"] == default("bias_fit", "lr") and config["seeds_per_job"] == default("seeds_per_job")
+    settings = workflow.settings(config)
+    assert settings["bias_fit"].lr == default("bias_fit", "lr")
+    assert settings["architectures.flag"].chunk == default("architectures", "flag", "chunk")
+    assert settings["channels"].deltas == tuple(default("channels", "deltas"))
+    assert settings["channels"] == cfg.settings_from_block(workflow.SETTINGS["channels"], {}, "channels")
+    assert settings["bias_fit"].inits == smoke_config["bias_fit"]["inits"] == 1  # what the config sets wins
+
+
+# Checkpoints written before validation filled in the schema's defaults carry these fingerprints.
+SMOKE_FINGERPRINTS = {
+    "balance/L8_M1_seed0": "d5b0155a4c192dc3",
+    "baseline/L8_M1_seed0": "71fb760e7d49fed2",
+    "baseline/L8_M1_seed1": "124764f803dccfd0",
+    "debiased/L8_M1_seed0": "f89495780c3c233f",
+    "observability/L8_M1_seed0": "b420be552815370e",
+    "reweight/L8_M1_seed0": "571afc63007876cd",
+}
+
+
+@pytest.mark.parametrize("names", SHIPPED)
+def test_filling_in_defaults_never_changes_a_run_spec(names):
+    written = shipped(*names)
+    validated = cfg.validate(copy.deepcopy(written), SCHEMA)
+    runs = cfg.runs(written)
+    assert runs and [cfg.run_spec(validated, run) for run in runs] == [cfg.run_spec(written, run) for run in runs]
+    if names == ("smoke.yaml",):
+        assert {run.name: cfg.fingerprint(cfg.run_spec(validated, run)) for run in runs} == SMOKE_FINGERPRINTS
+
+
+def test_a_remedy_takes_its_defaults_when_its_settings_are_built_never_in_the_spec(smoke_config):
+    config = cfg.validate(smoke_config, SCHEMA)
+    remedy = cfg.run_spec(config, cfg.Run("balance", 8, 1, 0))["remedy"]
+    assert remedy == {"kind": "balance", "beta": 0.1, "target": "uniform"}  # as config/smoke.yaml writes it
+    assert remedy_settings(remedy, "balance") == Balance(kind="balance", beta=0.1, target="uniform", sequences=0)
+
+
+def test_the_density_flow_step_is_one_number_or_a_list_and_a_count_or_fraction_stays_as_written():
+    from lostmid.analysis.settings import InfluenceSettings
+    from lostmid.objectives.settings import Observability
+
+    assert cfg.settings_from_block(InfluenceSettings, {"flow_step": 1e-3}, "influence").flow_step == 1e-3
+    assert cfg.settings_from_block(InfluenceSettings, {"flow_step": [1e-2, 1e-4]}, "influence").flow_step == (1e-2, 1e-4)
+    with pytest.raises(ConfigError, match=r"^config key influence\.flow_step"):
+        cfg.settings_from_block(InfluenceSettings, {"flow_step": []}, "influence")
+    remedy = {"kind": "observability", "lam": 0.1}
+    assert cfg.settings_from_block(Observability, {**remedy, "monitored": 0.5}, "variants.o.remedy").monitored == 0.5
+    assert cfg.settings_from_block(Observability, {**remedy, "monitored": 3}, "variants.o.remedy").monitored == 3

@@ -12,12 +12,13 @@ import pytest
 import torch
 
 from lostmid.cli.main import main
+from lostmid.config import settings_from_block
 from lostmid.core import task
 from lostmid.evidence import claims
 from lostmid.evidence.settings import EvidenceSettings
 from lostmid.errors import ConfigError
 
-EV = EvidenceSettings()
+EV = settings_from_block(EvidenceSettings, {}, "evidence")  # the schema's defaults
 VARIANTS = {"baseline": {}, "debiased": {"remedy": {"kind": "bias"}}}
 MODEL = {"d_model": 16, "residual": True}
 
@@ -184,10 +185,10 @@ def test_malformed_tables_are_one_clear_error():
         claims.Inputs(variants=VARIANTS, model=MODEL, failure=table.drop(columns="failures"))
     with pytest.raises(claims.EvidenceError, match="variants \\['other'\\] that --variants does not define"):
         claims.Inputs(variants=VARIANTS, model=MODEL, failure=table.assign(variant="other"))
-    with pytest.raises(ConfigError, match="evidence.slope_margin"):
-        EvidenceSettings.from_dict({"slope_margin": -1})
+    with pytest.raises(ConfigError, match="evidence.slope_margin: -1 is less than or equal to the minimum of 0"):
+        settings_from_block(EvidenceSettings, {"slope_margin": -1}, "evidence")
     with pytest.raises(ConfigError, match="evidence.margin is unknown"):
-        EvidenceSettings.from_dict({"margin": 1})
+        settings_from_block(EvidenceSettings, {"margin": 1}, "evidence")
 
 
 def test_the_command_reports_bad_input_in_one_line(tmp_path, capsys):
@@ -448,7 +449,7 @@ def test_runs_that_differ_only_in_rounding_get_the_same_verdict_for_every_claim(
     # The two trainings differ at float rounding, and that moves some failure counts.
     assert not alone.failures.equals(batched.failures)
     # Margins of this test (not the config's): wide enough that four tiny seeds decide something.
-    ev = EvidenceSettings(mid_accuracy=0.6, slope_margin=2.0, speed_margin=0.1)
+    ev = settings_from_block(EvidenceSettings, {"mid_accuracy": 0.6, "slope_margin": 2.0, "speed_margin": 0.1}, "evidence")
     verdicts = []
     for failure in (alone, batched):
         inputs = claims.Inputs(variants=VARIANTS, model=MODEL, failure=failure)

@@ -15,7 +15,7 @@ import import_graph  # noqa: E402
 
 # Bottom to top: a module may import its own layer and the layers below it, never one above.
 LAYERS = [
-    {"lostmid", "lostmid.errors", "lostmid.io", "lostmid.config"},
+    {"lostmid", "lostmid.errors", "lostmid.io", "lostmid.schema", "lostmid.config"},
     {"lostmid.core"},
     {"lostmid.objectives"},
     {"lostmid.tables"},

@@ -180,26 +180,26 @@ def test_chained_segments_equal_one_run_for_stateful_remedies(remedy, tmp_path):
 
 
 @pytest.mark.parametrize(
-    "remedy, message",
+    "remedy, key",
     [
-        ({"kind": "balance", "beta": -0.1}, r"remedy\.beta"),
-        ({"kind": "reweight", "eta": -1.0}, r"remedy\.eta"),
-        ({"kind": "observability", "lam": -2.0}, r"remedy\.lam"),
-        ({"kind": "observability", "lam": 1.0, "probes": 0}, r"remedy\.probes"),
-        ({"kind": "observability", "lam": 1.0, "monitored": 0}, r"remedy\.monitored"),
-        ({"kind": "observability", "lam": 1.0, "monitored": 0.0}, r"remedy\.monitored"),
-        ({"kind": "balance", "beta": 1.0, "target": "middle"}, r"remedy\.target"),
-        ({"kind": "balance", "beta": 1.0, "eta": 1.0}, r"remedy\.eta"),
-        ({"kind": "reweight", "eta": 1.0, "every": 0}, r"remedy\.every"),
-        ({"kind": "balance"}, r"remedy\.beta"),
+        ({"kind": "balance", "beta": -0.1}, "beta"),
+        ({"kind": "reweight", "eta": -1.0}, "eta"),
+        ({"kind": "observability", "lam": -2.0}, "lam"),
+        ({"kind": "observability", "lam": 1.0, "probes": 0}, "probes"),
+        ({"kind": "observability", "lam": 1.0, "monitored": 0}, "monitored"),
+        ({"kind": "observability", "lam": 1.0, "monitored": 0.0}, "monitored"),
+        ({"kind": "balance", "beta": 1.0, "target": "middle"}, "target"),
+        ({"kind": "balance", "beta": 1.0, "eta": 1.0}, "eta"),  # a parameter of another kind
+        ({"kind": "reweight", "eta": 1.0, "every": 0}, "every"),
+        ({"kind": "balance"}, "beta"),  # the strength has no default
     ],
 )
-def test_bad_remedy_parameters_are_config_errors_naming_the_key(smoke_config, remedy, message):
-    with pytest.raises(ConfigError, match=message):
-        make_objective(with_remedy(tiny_spec(), **remedy))
+def test_bad_remedy_parameters_are_config_errors_naming_the_key(smoke_config, remedy, key):
+    with pytest.raises(ConfigError, match=rf"^config key variants\.baseline\.remedy\.{key}\b"):
+        make_objective(with_remedy(tiny_spec(), **remedy))  # library use: the objective builds the settings
     smoke_config["variants"]["bad"] = {"remedy": remedy}
-    with pytest.raises(ConfigError, match=r"variants\.bad\.remedy" + message.replace(r"remedy\.", r"(\.|: .*)")):
-        cfg.validate(smoke_config, SCHEMA)
+    with pytest.raises(ConfigError, match=rf"^config key variants\.bad\.remedy\.{key}\b"):
+        cfg.validate(smoke_config, SCHEMA)  # the Snakefile, before any job
 
 
 def test_the_shipped_remedy_variants_are_valid_and_build_objectives(smoke_config):
@@ -236,8 +236,9 @@ def test_remedy_table_joins_metrics_accuracy_and_overhead_against_the_baseline()
          for v in ("baseline", "balance") for s in range(1, 11)]
     )
     variants = {"baseline": {}, "balance": {"remedy": {"kind": "balance", "beta": 0.5}}}
+    settings = cfg.settings_from_block(remedy_tables.RemedyTableSettings, {"window": 2}, "remedies")
     table = remedy_tables.remedy_table(metrics, failure, train, pd.DataFrame(),
-                                  {k: (v or {}).get("remedy") for k, v in variants.items()}, window=2)
+                                       {k: (v or {}).get("remedy") for k, v in variants.items()}, settings)
     assert len(table) == 4 and list(table.columns[:5]) == ["variant", "L", "depth", "seed", "step"]
     balance = table[table.variant == "balance"].set_index("step")
     assert balance.loc[10, "accuracy"] == 1.0 and balance.loc[0, "accuracy"] == 0.5

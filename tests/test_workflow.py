@@ -18,7 +18,7 @@ import yaml
 from lostmid import config as lostmid_config
 from lostmid import workflow
 
-from conftest import REPO, run_snakemake
+from conftest import REPO, SCHEMA, run_snakemake
 
 pytestmark = pytest.mark.slow
 
@@ -105,7 +105,7 @@ def test_more_steps_train_only_the_new_segments(smoke_run, tmp_path):
     longer = tmp_path / "longer.yaml"
     longer.write_text(yaml.safe_dump(config))
     jobs = by_stage(planned_jobs(workdir, configfile=longer))
-    assert jobs["train"] == len(workflow.blocks(config))  # one new segment per block
+    assert jobs["train"] == len(workflow.blocks(lostmid_config.validate(config)))  # one new segment per block
     assert "init" not in jobs
 
 
@@ -257,12 +257,12 @@ def test_a_yaml_error_in_a_configfile_is_located_by_lostmid_check_config(tmp_pat
     result = run_snakemake(tmp_path, "--dry-run", configfile=bad, check=False)
     assert result.returncode != 0 and "not valid JSON or YAML" in result.stdout + result.stderr
     assert cli.main(["check-config", "--base", str(REPO / "config" / "config.yaml"),
-                     "--schema", str(REPO / "workflow/schemas/config.schema.yaml"), str(bad)]) == 2
+                     "--schema", str(SCHEMA), str(bad)]) == 2
     assert capsys.readouterr().err.splitlines()[-1] == (
         f"lostmid check-config: error: config file {bad}, line 4, column 6: not valid YAML:"
         " while parsing a flow sequence started at line 3, column 10: expected ',' or ']', but got ':'")
     assert cli.main(["check-config", "--base", str(REPO / "config" / "config.yaml"),
-                     "--schema", str(REPO / "workflow/schemas/config.schema.yaml"), str(REPO / "config" / "smoke.yaml")]) == 0
+                     "--schema", str(SCHEMA), str(REPO / "config" / "smoke.yaml")]) == 0
 
 
 def test_every_table_folder_holds_one_table(smoke_run):

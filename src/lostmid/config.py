@@ -1,9 +1,13 @@
-"""The workflow config: validation, the run grid and the spec that defines one run.
+"""The workflow config: validation, the run grid, the spec that defines one run, and the
+settings of a block.
 
 A *run* is one point of the grid: (variant, L, depth, seed). Its *spec* is everything that
 determines its trained weights: the merged model, training and remedy settings. The spec,
 and nothing else, is fingerprinted into every checkpoint, so that changing the total step
-count, the checkpoint interval, the device or an analysis parameter never retrains.
+count, the checkpoint interval, the device or an analysis parameter never retrains. Validation
+fills in the schema's defaults (lostmid.schema), but never in the spec's blocks.
+
+Every other block is read through its settings dataclass, built by ``settings_from_block``.
 """
 
 from __future__ import annotations
@@ -11,11 +15,14 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from dataclasses import dataclass
+import types
+import typing
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import yaml
 
+from lostmid import schema
 from lostmid.errors import ConfigError
 
 # Keys of the grid that every results table carries as columns.
@@ -38,34 +45,23 @@ class Run:
         return {"variant": self.variant, "L": self.L, "depth": self.depth, "seed": self.seed}
 
 
-def _key_path(path) -> str:
-    """``['grid', 0, 'L']`` -> ``grid[0].L``: how error messages name a config key."""
-    out = ""
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "<top level>"
-
-
-def validate(config: dict, schema_path) -> dict:
-    """Check ``config`` against the JSON schema and the cross-key rules; return it unchanged.
+def validate(config: dict, schema_path=schema.SCHEMA) -> dict:
+    """Check ``config`` against the JSON schema, fill in the schema's defaults (in place, never in the
+    run spec's blocks: lostmid.schema) and check the cross-key rules; return it.
 
     Raises ConfigError naming the offending key.
     """
-    import jsonschema
-
-    schema = yaml.safe_load(Path(schema_path).read_text())
-    validator = jsonschema.Draft202012Validator(schema)
-    errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.path), list(map(str, e.path))))
-    if errors:
-        err = errors[0]
-        raise ConfigError(f"config key {_key_path(err.path)}: {err.message}")
+    root = schema.load(Path(schema_path))
+    schema.check(config, root, root)
+    schema.fill_defaults(config, root, root)
     check_cross_keys(config)
     return config
 
 
 def check_cross_keys(config: dict) -> None:
-    """Rules a JSON schema cannot express."""
-    variants = config.get("variants", {})
+    """Rules a JSON schema cannot express: across blocks, and inside the run spec's blocks (a
+    settings block's own rules are its class's ``check``). ``config`` has its defaults filled."""
+    variants = config["variants"]
     train = config["train"]
     if train["steps"] % train["every"]:
         raise ConfigError(f"config key train.every={train['every']} does not divide train.steps={train['steps']}")
@@ -75,8 +71,8 @@ def check_cross_keys(config: dict) -> None:
             steps, every = schedule(config, name)
             if steps % every:
                 raise ConfigError(f"config key variants.{name}.train: every={every} does not divide steps={steps}")
-        seed_batch = merge(train, own).get("seed_batch", 1)
-        per_job = config.get("seeds_per_job", 0)
+        seed_batch = merge(train, own).get("seed_batch", 1)  # a run spec key: no schema default (run_spec)
+        per_job = config["seeds_per_job"]
         if per_job and seed_batch > 1 and per_job % seed_batch:
             raise ConfigError(f"config key seeds_per_job={per_job} is not a multiple of the train.seed_batch={seed_batch} of "
                               f"variant {name}: a job must hold whole seed batches")
@@ -85,10 +81,6 @@ def check_cross_keys(config: dict) -> None:
             if name not in variants:
                 raise ConfigError(f"config key grid[{i}].variants names {name!r}, which is not defined under variants")
     check_variant_names(config)
-    architectures = config.get("architectures") or {}
-    if architectures.get("d_model", 32) % architectures.get("heads", 4):
-        raise ConfigError(f"config key architectures.d_model={architectures.get('d_model', 32)} is not divisible by "
-                          f"architectures.heads={architectures.get('heads', 4)}")
     for name in architecture_flag_variants(config):
         if name not in variants:
             raise ConfigError(f"config key architectures.flag.variants names {name!r}, which is not defined under variants")
@@ -107,23 +99,21 @@ def check_cross_keys(config: dict) -> None:
 
 def architecture_flag_variants(config: dict) -> list[str]:
     """The variants whose runs the architectures stage compares with the rollout theories (none
-    without an ``architectures`` block; ``baseline`` by default)."""
-    architectures = config.get("architectures") or {}
-    return (architectures.get("flag") or {}).get("variants", ["baseline"]) if architectures else []
+    without an ``architectures`` block)."""
+    return config["architectures"]["flag"]["variants"] if "architectures" in config else []
 
 
 def check_variant_names(config: dict) -> None:
     """Every key that names a variant names one that is defined (and, for the remedies'
     baseline, one that runs in the grid: the time and memory ratios are taken against it)."""
-    variants = config.get("variants", {})
-    baseline = (config.get("remedies") or {}).get("baseline", "baseline")
+    variants = config["variants"]
+    baseline = config["remedies"]["baseline"]
     if baseline not in variants:
         raise ConfigError(f"config key remedies.baseline names {baseline!r}, which is not defined under variants")
     in_grid = {name for block in config["grid"] for name in block["variants"]}
     if baseline not in in_grid:
         raise ConfigError(f"config key remedies.baseline names {baseline!r}, which no grid block runs (grid[*].variants)")
-    flow = (config.get("influence") or {}).get("flow_variants") or []
-    unknown = sorted(set(flow) - set(variants))
+    unknown = sorted(set(config["influence"]["flow_variants"] or []) - set(variants))
     if unknown:
         raise ConfigError(f"config key influence.flow_variants names {unknown}, which are not defined under variants")
 
@@ -150,7 +140,7 @@ def read_yaml(path) -> dict:
     return config
 
 
-def load(path, schema_path) -> dict:
+def load(path, schema_path=schema.SCHEMA) -> dict:
     """Read and validate a config file (for library use outside Snakemake)."""
     return validate(read_yaml(path), schema_path)
 
@@ -239,13 +229,41 @@ def spec_differences(expected: dict, found: dict, prefix: str = "") -> list[str]
     return diffs
 
 
-def settings_from_block(cls, raw, key: str, tuple_keys=()):
-    """A settings dataclass from a config block: unknown keys are errors, lists become tuples."""
-    values = dict(raw or {})
-    unknown = set(values) - set(cls.__dataclass_fields__)
-    if unknown:
-        raise ConfigError(f"config key {key} has unknown keys {sorted(unknown)}")
-    for name in tuple_keys:
-        if name in values:
-            values[name] = tuple(int(v) for v in values[name])
-    return cls(**values)
+def settings_from_block(cls, raw, key: str):
+    """The settings dataclass ``cls`` of the config block ``key`` (dotted: ``influence``,
+    ``influence.init_sweep``, ``variants.<name>.remedy``), from ``raw``, the block as the config
+    or a command's JSON gives it (None: an empty block). The one way settings are built:
+
+    * the block is checked against its schema: an unknown key, a missing one or a bad value is a
+      one-line ConfigError naming the key (``config key influence.flw_step is unknown``);
+    * keys left out take the schema's defaults (the dataclasses have none of their own);
+    * a key of the block that ``cls`` does not hold is left out (a sub-block with settings of its
+      own, or a key another stage reads); lists become tuples, numbers the type of their field;
+    * ``cls.check()``, where the class has one, runs the block's cross-key rules.
+    """
+    root = schema.load()
+    block = schema.block_schema(key, root)
+    values = copy.deepcopy({} if raw is None else raw)
+    schema.check(values, block, root, key)  # a block that is not a mapping too
+    schema.fill_defaults(values, block, root)
+    types = typing.get_type_hints(cls)
+    settings = cls(**{field.name: _typed(values[field.name], types[field.name]) for field in fields(cls)})
+    if hasattr(settings, "check"):
+        settings.check()
+    return settings
+
+
+def _typed(value, kind):
+    """``value`` as a field of type ``kind`` holds it: a list as a tuple (of the item type), an
+    integer in a float field as a float, an integral float in an int field as an int; a field
+    that takes a number or a list (``float | tuple[float, ...]``) the one the value is."""
+    if isinstance(kind, types.UnionType):  # e.g. int | float: the value as it is; float | tuple: the one it is
+        if not isinstance(value, (list, tuple)):
+            return value
+        kind = next(k for k in typing.get_args(kind) if k is tuple or typing.get_origin(k) is tuple)
+    if kind is tuple or typing.get_origin(kind) is tuple:
+        items = typing.get_args(kind)
+        return tuple(_typed(item, items[0]) for item in value) if items else tuple(value)
+    if kind in (float, int):
+        return kind(value)
+    return value

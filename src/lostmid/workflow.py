@@ -18,6 +18,12 @@ import re
 from dataclasses import dataclass
 
 from lostmid import config as cfg
+from lostmid.algebraic.settings import AlgebraicSettings
+from lostmid.analysis.metrics import check_deltas
+from lostmid.analysis.settings import (ChannelSettings, FitSettings, InfluenceSettings, InitSweepSettings, StructuralSettings,
+                                       check_disjoint_from_training)
+from lostmid.architectures.settings import ArchSettings, FlagSettings
+from lostmid.evidence.settings import EvidenceSettings
 
 # One run's id in paths, and the per-run files of every stage (a table per folder).
 RUN = "{variant}/L{L}_M{depth}_seed{seed}"
@@ -88,8 +94,8 @@ class Block:
 
 def blocks(config: dict) -> list[Block]:
     """The jobs of the grid, one per block of seeds (see the module doc)."""
-    per_job = config.get("seeds_per_job", 0)
-    flow_variants = set(config["influence"].get("flow_variants") or config["variants"])
+    per_job = config["seeds_per_job"]
+    flow_variants = set(config["influence"]["flow_variants"] or config["variants"])
     grouped: dict[tuple, list[cfg.Run]] = {}
     for run in cfg.runs(config):
         group = run.seed // per_job if per_job else 0
@@ -212,32 +218,40 @@ def default_targets(all_blocks: list[Block]) -> list[str]:
     return found
 
 
+# The settings of the analysis blocks, built when the workflow starts so that a block's own rules (the
+# check of its class) fail before any job; the classes are free of torch. The evaluation, remedies and
+# remedy blocks have no rules beyond the schema's, which validation checks.
+SETTINGS = {
+    "influence": InfluenceSettings,
+    "influence.init_sweep": InitSweepSettings,
+    "influence.structural": StructuralSettings,
+    "channels": ChannelSettings,
+    "bias_fit": FitSettings,
+    "algebraic": AlgebraicSettings,
+    "evidence": EvidenceSettings,
+    "architectures": ArchSettings,
+    "architectures.flag": FlagSettings,
+}
+
+
+def settings(config: dict) -> dict:
+    """Block key -> its settings (lostmid.config.settings_from_block), for every block of ``SETTINGS``
+    that a validated config has: all but ``architectures``, whose absence turns the stage off."""
+    found = {}
+    for key, cls in SETTINGS.items():
+        outer, _, inner = key.partition(".")
+        if outer in config:
+            found[key] = cfg.settings_from_block(cls, config[outer][inner] if inner else config[outer], key)
+    return found
+
+
 def check(config: dict) -> None:
-    """Cross-key rules that need the analysis modules: the bias fit must draw its initializations
-    and batches from seeds no training run uses (checked here, at parse time, rather than passed
-    to the fit, so that a new training seed never refits B), and the region scales must leave no
-    region empty at any L of the grid."""
-    from lostmid.analysis.bias_settings import FitSettings, check_disjoint_from_training
-
-    check_disjoint_from_training(FitSettings.from_dict(config.get("bias_fit", {})), {run.seed for run in cfg.runs(config)})
-    check_region_scales(config)
-
-
-def check_region_scales(config: dict) -> None:
-    """The region scales of influence and channels leave no region empty at the L of any run
-    (else the job would fail only at run time)."""
-    from lostmid.analysis.metrics import check_deltas
-
+    """The rules of a validated config that need the analysis modules: every block's own cross-key
+    rules (its settings are built), the bias fit's seeds disjoint from the training seeds (checked
+    here, at parse time, rather than passed to the fit, so that a new training seed never refits B),
+    and region scales that leave no region empty at any L of the grid."""
+    parsed = settings(config)
+    check_disjoint_from_training(parsed["bias_fit"], {run.seed for run in cfg.runs(config)})
     for block in ("influence", "channels"):
-        deltas = (config.get(block) or {}).get("deltas")
-        if deltas is None:  # the library default (imported only then: it loads torch)
-            if block == "influence":
-                from lostmid.analysis.influence import InfluenceSettings
-
-                deltas = InfluenceSettings().deltas
-            else:
-                from lostmid.analysis.conditions import DEFAULTS
-
-                deltas = DEFAULTS["deltas"]
         for L in sorted({run.L for run in cfg.runs(config)}):
-            check_deltas(L, deltas, f"{block}.deltas")
+            check_deltas(L, parsed[block].deltas, f"{block}.deltas")

@@ -13,7 +13,7 @@ ARCHITECTURE_FLAG_RUNS = wf.architecture_flag_runs(config)
 # one, unless the config runs on the CPU (`device: cpu`), where a GPU would sit idle. Rules that
 # only read tables declare gpu=0. Declared in the rules, not in the profiles' set-resources,
 # which would override them whatever the device.
-GPU = 0 if config.get("device", "auto") == "cpu" else 1
+GPU = 0 if config["device"] == "cpu" else 1
 
 # Rule logs with retries (--retries; the Slurm profile sets 2): Snakemake deletes a job's log
 # before each attempt, so every attempt writes {log}.attempt<N> (under a header line) and the
@@ -47,7 +47,7 @@ LOSTMID_ENV = "../../envs/lostmid.yaml"
 
 def config_json(block, keys=None, exclude=()):
     """The config's ``block`` (or only its ``keys``, and never the keys in ``exclude``: those of
-    other rules) as canonical JSON."""
+    other rules) as canonical JSON; validation filled in the defaults."""
     values = config.get(block) or {}
     if keys is not None:
         values = {key: values[key] for key in keys if key in values}

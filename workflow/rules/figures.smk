@@ -17,8 +17,8 @@ rule figures:
     params:
         figures=" ".join(wf.figures(summary_tables())),
         pages=" ".join(wf.pages(summary_tables())),
-        baseline=config.get("remedies", {}).get("baseline", "baseline"),
-        steps=" ".join(str(s) for s in config.get("remedies", {}).get("plot_steps", [])),
+        baseline=config["remedies"]["baseline"],
+        steps=" ".join(str(s) for s in config["remedies"].get("plot_steps", [])),  # none: the middle and last
     log:
         "results/logs/figures/figures.log",
     benchmark:

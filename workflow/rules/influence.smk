@@ -42,8 +42,8 @@ rule influence_baselines:
         structural="results/structural_baseline/baseline.parquet",
     params:
         model=config_json("model"),
-        init_sweep=canonical_json(config["influence"].get("init_sweep", {})),
-        structural=canonical_json(config["influence"].get("structural", {})),
+        init_sweep=canonical_json(config["influence"]["init_sweep"]),
+        structural=canonical_json(config["influence"]["structural"]),
     log:
         "results/logs/influence/baselines.log",
     benchmark:

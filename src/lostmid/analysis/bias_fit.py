@@ -33,7 +33,7 @@ import torch
 from lostmid.core import task
 from lostmid.core.adjoint import seed_input_energies
 from lostmid.core.density import density, imbalance, positions
-from lostmid.analysis.bias_settings import FitSettings  # noqa: F401  (re-exported: the fit's settings)
+from lostmid.analysis.settings import FitSettings
 from lostmid.errors import ConfigError
 from lostmid.core.model import FlagTransformer, ModelConfig
 
@@ -114,7 +114,7 @@ class Problems:
         return seed_input_energies(self.models, self.tokens, self.targets, bias)
 
 
-def fit_bias(config: ModelConfig, settings: FitSettings = FitSettings()) -> FitResult:
+def fit_bias(config: ModelConfig, settings: FitSettings) -> FitResult:
     """Fit B by Adam on mean_j E_inf(model_j, batch_j; B), stopping on the relative tolerance."""
     if config.attention == "uniform":
         raise ConfigError("config key model.attention: a logit bias has no effect on uniform attention")

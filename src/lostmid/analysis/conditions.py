@@ -34,6 +34,7 @@ import pandas as pd
 from lostmid.analysis import metrics
 from lostmid.analysis.channel_names import CHANNELS, PAIRS, pair_name
 from lostmid.core.density import positions
+from lostmid.analysis.settings import ChannelSettings
 
 if TYPE_CHECKING:  # lostmid.analysis.channels imports torch, which the tables and figures of this module do not need
     from lostmid.analysis.channels import Profiles
@@ -212,43 +213,9 @@ def check_soundness(conditions: pd.DataFrame, tolerance: float = TOLERANCE["floa
         raise SoundnessError(f"{len(bad)} soundness violation(s) in the condition tests:\n" + bad.to_string(index=False))
 
 
-# The stage: settings and one checkpoint's three tables ------------------------------------
+# The stage: one checkpoint's three tables --------------------------------------------------
 
-DEFAULTS = {
-    "batch_per_position": 8,  # sequences per flag position of the stratified analysis set
-    "seed": 3000,  # seed of that set and of the power-iteration start vectors
-    "deltas": [0.1, 0.2, 0.3],  # region scales
-    "power_iterations": 30,  # JVP/VJP pairs per operator norm (0: skip residual persistence)
-    "batch_size": 512,  # sequences per forward/backward pass
-    "float64": True,  # analyse in double precision (tolerance 1e-9 instead of 1e-4)
-}
-
-
-def settings_from_dict(raw: dict) -> dict:
-    """The config's ``channels`` block with defaults filled; ConfigError names a bad key."""
-    from lostmid.errors import ConfigError
-
-    if not isinstance(raw, dict):
-        raise ConfigError(f"config key channels must be a mapping, got {type(raw).__name__}")
-    unknown = sorted(set(raw) - set(DEFAULTS))
-    if unknown:
-        raise ConfigError(f"config key channels.{unknown[0]} is not a known key; known: {sorted(DEFAULTS)}")
-    settings = {**DEFAULTS, **raw}
-    for key in ("batch_per_position", "batch_size"):
-        if not isinstance(settings[key], int) or isinstance(settings[key], bool) or settings[key] < 1:
-            raise ConfigError(f"config key channels.{key} must be a positive integer, got {settings[key]!r}")
-    for key in ("seed", "power_iterations"):
-        if not isinstance(settings[key], int) or isinstance(settings[key], bool) or settings[key] < 0:
-            raise ConfigError(f"config key channels.{key} must be a non-negative integer, got {settings[key]!r}")
-    if not isinstance(settings["float64"], bool):
-        raise ConfigError(f"config key channels.float64 must be true or false, got {settings['float64']!r}")
-    deltas = settings["deltas"]
-    if not isinstance(deltas, list) or not deltas or not all(isinstance(d, (int, float)) and 0 < d < 0.5 for d in deltas):
-        raise ConfigError(f"config key channels.deltas must be a non-empty list of numbers in (0, 0.5), got {deltas!r}")
-    return settings
-
-
-def checkpoint_tables(model, settings: dict, device):
+def checkpoint_tables(model, settings: ChannelSettings, device):
     """Channels, cross_terms and conditions rows of one model (no grid keys), and diagnostics.
 
     The analysis set is the stratified set with ``batch_per_position`` sequences at every
@@ -260,15 +227,15 @@ def checkpoint_tables(model, settings: dict, device):
     from lostmid.analysis.channels import channel_profiles
 
     L = model.config.seq_len
-    metrics.check_deltas(L, settings["deltas"], "channels.deltas")
-    if settings["float64"]:
+    metrics.check_deltas(L, settings.deltas, "channels.deltas")
+    if settings.float64:
         model = model.double()
-    tokens, targets, _ = task.stratified_eval_set(L, settings["batch_per_position"], settings["seed"])
+    tokens, targets, _ = task.stratified_eval_set(L, settings.batch_per_position, settings.seed)
     profiles, diagnostics = channel_profiles(
-        model, tokens.to(device), targets.to(device), settings["batch_size"], settings["power_iterations"], settings["seed"]
+        model, tokens.to(device), targets.to(device), settings.batch_size, settings.power_iterations, settings.seed
     )
     tolerance = TOLERANCE["float64" if model.token_embedding.weight.dtype == torch.float64 else "float32"]
     if diagnostics["split_error"] > tolerance:
         raise SoundnessError(f"P_res + P_cone + P_loc differs from P_0 by {diagnostics['split_error']:.3g} (relative) > {tolerance}")
-    channel_rows, cross_rows, test_rows = regional_tables(profiles, settings["deltas"], tolerance)
+    channel_rows, cross_rows, test_rows = regional_tables(profiles, settings.deltas, tolerance)
     return channel_rows, cross_rows, test_rows, {**diagnostics, "tolerance": tolerance}

@@ -17,8 +17,6 @@ The regional metrics of the density (Delta, SC, LIM, E_inf) are ``lostmid.analys
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pandas as pd
 import torch
@@ -27,54 +25,11 @@ from lostmid.core import adjoint
 from lostmid.core.density import relative_position
 from lostmid.analysis import metrics
 from lostmid.core import task
-from lostmid.config import settings_from_block
-from lostmid.errors import ConfigError
+from lostmid.analysis.settings import InfluenceSettings, InitSweepSettings
 from lostmid.tables.keys import with_keys
 
 INFLUENCE_COLUMNS = ["layer", "position", "p", "energy", "density"]
 METRIC_COLUMNS = ["delta", "m_left", "m_middle", "m_right", "Delta", "SC", "LIM", "E_inf", "Z"]
-
-
-@dataclass(frozen=True)
-class InfluenceSettings:
-    """The per-run part of the config's ``influence`` block."""
-
-    batch_per_position: int = 8  # evaluation sequences at every flag position 2..L
-    seed: int = 2000  # seed of the evaluation batch; distinct from evaluation.seed
-    deltas: tuple[float, ...] = (0.1, 0.2)  # region scales of the metrics table
-    flow_step: float | tuple[float, ...] = 1e-4  # eta(s) of the density-flow finite difference
-    flow_batch_per_position: int = 2  # the density-flow batch (forward-over-reverse in float64 costs ~10 backward passes)
-    chunk: int = 1024  # sequences per forward/backward pass (memory bound only; results do not depend on it)
-
-    @classmethod
-    def from_dict(cls, raw: dict) -> "InfluenceSettings":
-        """Settings from the config block; sub-blocks of other rules (init_sweep, structural) are ignored.
-
-        Raises ConfigError naming the key (``influence.<key>``).
-        """
-        if not isinstance(raw, dict):
-            raise ConfigError(f"config key influence must be a mapping, got {type(raw).__name__}")
-        values = {key: raw[key] for key in cls.__dataclass_fields__ if key in raw}
-        if "deltas" in values:
-            values["deltas"] = tuple(float(d) for d in values["deltas"])
-        if isinstance(values.get("flow_step"), (list, tuple)):
-            values["flow_step"] = tuple(float(eta) for eta in values["flow_step"])
-        settings = cls(**values)
-        settings.check()
-        return settings
-
-    def check(self) -> None:
-        for key in ("batch_per_position", "flow_batch_per_position", "chunk"):
-            if getattr(self, key) < 1:
-                raise ConfigError(f"config key influence.{key} must be >= 1, got {getattr(self, key)}")
-        if not self.deltas:
-            raise ConfigError("config key influence.deltas must list at least one delta")
-        for delta in self.deltas:
-            if not 0 < delta < 0.5:
-                raise ConfigError(f"config key influence.deltas: delta must lie in (0, 0.5), got {delta}")
-        etas = self.flow_step if isinstance(self.flow_step, tuple) else (self.flow_step,)
-        if not etas or not all(eta > 0 for eta in etas):
-            raise ConfigError(f"config key influence.flow_step must be > 0 (or a list of such steps), got {self.flow_step}")
 
 
 def evaluation_batch(L: int, settings: InfluenceSettings, device=None, flow: bool = False):
@@ -134,24 +89,6 @@ def analyze(model, tokens, targets, deltas, chunk: int = 1024) -> tuple[pd.DataF
 
 
 # --- The initialization sweep of the blog post --------------------------------------------------
-
-
-@dataclass(frozen=True)
-class InitSweepSettings:
-    """Influence at step 0 versus depth, with and without the residual path (config ``influence.init_sweep``)."""
-
-    L: int = 32
-    depths: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7, 8)
-    seeds: tuple[int, ...] = (0, 1, 2)
-    batch_per_position: int = 2
-    seed: int = 2001  # evaluation batch seed
-
-    @classmethod
-    def from_dict(cls, raw: dict) -> "InitSweepSettings":
-        settings = settings_from_block(cls, raw, "influence.init_sweep", tuple_keys=("depths", "seeds"))
-        if settings.L < 2 or min(settings.depths) < 1 or settings.batch_per_position < 1:
-            raise ConfigError(f"config key influence.init_sweep: need L >= 2, depths >= 1, batch_per_position >= 1, got {raw}")
-        return settings
 
 
 def output_jacobian_norms(model, tokens: torch.Tensor, chunk: int = 1024) -> torch.Tensor:

@@ -10,39 +10,15 @@ through the real model) must match it to float rounding.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pandas as pd
 import torch
 
 from lostmid.analysis import metrics
 from lostmid.analysis.influence import energies, profile_table
-from lostmid.config import settings_from_block
+from lostmid.analysis.settings import StructuralSettings
 from lostmid.core import task
-from lostmid.errors import ConfigError
 from lostmid.tables.keys import with_keys
-
-
-@dataclass(frozen=True)
-class StructuralSettings:
-    """Closed form against measurement (config ``influence.structural``)."""
-
-    L: tuple[int, ...] = (8, 16, 32)
-    depths: tuple[int, ...] = (1, 2, 4, 8)
-    epsilon: float = 1.0  # h in N = I + h C
-    d_model: int = 4
-    heads: int = 2
-    batch_per_position: int = 1
-    seed: int = 2002
-
-    @classmethod
-    def from_dict(cls, raw: dict) -> "StructuralSettings":
-        settings = settings_from_block(cls, raw, "influence.structural", tuple_keys=("L", "depths"))
-        if min(settings.L) < 2 or min(settings.depths) < 1 or settings.d_model % settings.heads:
-            raise ConfigError(f"config key influence.structural: need L >= 2, depths >= 1 and heads dividing d_model, got {raw}")
-        return settings
-
 
 
 def structural_density(L: int, depth: int, residual: bool, epsilon: float = 1.0, layer: int = 0) -> np.ndarray:

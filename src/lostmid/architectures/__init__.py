@@ -6,6 +6,7 @@
     measure   the measured influence profile (one backward pass per batch) and the per-layer
               lambda_t and head-averaged attention A_t recorded by forward hooks
     theory    Cesaro N^H, the rollouts with measured lambda_t, and the comparison metrics
+    settings  the ``architectures`` block and its ``flag`` sub-block (torch-free)
     sweep     the configured random-init sweep, pretrained folders, and the flag-recall checkpoints
     plots     the stage's figures
 """

@@ -40,16 +40,6 @@ from lostmid.core.adjoint import tapped_logits
 from lostmid.errors import ConfigError, LostmidError
 
 TARGETS = ("loss", "top1", "jacobian")
-POWERS = (1, 2)
-
-
-def check_target(target: str, powers, key: str) -> None:
-    """ConfigError naming ``key`` for an unknown target or norm power."""
-    if target not in TARGETS:
-        raise ConfigError(f"config key {key}: unknown target {target!r} (known: {', '.join(TARGETS)})")
-    for p in powers:
-        if p not in POWERS:
-            raise ConfigError(f"config key {key}: norm power must be 1 or 2, got {p!r}")
 
 
 @dataclass

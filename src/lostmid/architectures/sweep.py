@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -27,126 +26,13 @@ import pandas as pd
 import torch
 
 from lostmid.architectures import measure, models, theory
+from lostmid.architectures.settings import ArchSettings, FlagSettings
 from lostmid.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
 KEYS = ("family", "encoding", "variant", "depth", "n", "seed", "step")
 INT_KEYS = ("depth", "n", "seed", "step")
-
-
-def _ints(values, key: str, minimum: int = 1) -> tuple[int, ...]:
-    values = tuple(values)
-    if not values or any(not isinstance(v, int) or isinstance(v, bool) or v < minimum for v in values):
-        raise ConfigError(f"config key {key} must be a non-empty list of integers >= {minimum}, got {list(values)}")
-    return values
-
-
-def _unknown(raw: dict, cls, key: str) -> None:
-    unknown = sorted(set(raw) - {f.name for f in fields(cls)})
-    if unknown:
-        raise ConfigError(f"config key {key} has unknown keys {unknown}")
-
-
-@dataclass(frozen=True)
-class FlagSettings:
-    """The ``architectures.flag`` block: which flag-recall runs, on which evaluation set."""
-
-    variants: tuple[str, ...] = ("baseline",)
-    per_position: int = 4  # sequences at every flag position 2..L
-    seed: int = 5100
-    targets: tuple[str, ...] = ("loss",)
-    powers: tuple[int, ...] = (1,)
-    chunk: int = 1024  # sequences per forward/backward pass (memory only)
-
-    @classmethod
-    def from_dict(cls, raw) -> "FlagSettings":
-        raw = dict(raw or {})
-        _unknown(raw, cls, "architectures.flag")
-        values = {k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()}
-        settings = cls(**values)
-        for target in settings.targets:
-            measure.check_target(target, settings.powers, "architectures.flag.targets")
-        _ints(settings.powers, "architectures.flag.powers")
-        for key in ("per_position", "chunk"):
-            if getattr(settings, key) < 1:
-                raise ConfigError(f"config key architectures.flag.{key} must be >= 1, got {getattr(settings, key)}")
-        return settings
-
-
-@dataclass(frozen=True)
-class ArchSettings:
-    """The config's ``architectures`` block (docs/architectures.md lists every key)."""
-
-    families: dict = field(default_factory=lambda: {family: list(enc) for family, enc in models.ENCODINGS.items()})
-    depths: tuple[int, ...] = (2, 4, 8, 12)
-    lengths: tuple[int, ...] = (64, 256, 1024)
-    d_model: int = 32
-    heads: int = 4
-    vocab: int = 256
-    seeds: tuple[int, ...] = (0,)
-    sequences: int = 8  # sequences per configuration, at most
-    token_budget: int = 2048  # ... and at most max(1, token_budget // n) of them at length n
-    tokens_per_pass: int = 8192  # chunk of max(1, tokens_per_pass // n) sequences per forward/backward pass
-    targets: tuple[str, ...] = ("top1",)
-    powers: tuple[int, ...] = (1,)
-    seed: int = 5000  # token ids at length n: seed + n; Hutchinson probes: seed + n + 1
-    pretrained: tuple = ()  # of {path, name (default: the folder's name), encoding: native|none}
-    flag: FlagSettings = FlagSettings()
-
-    @classmethod
-    def from_dict(cls, raw) -> "ArchSettings":
-        """Settings from the config block; ConfigError naming the key for anything wrong."""
-        if raw is None:
-            raw = {}
-        if not isinstance(raw, dict):
-            raise ConfigError(f"config key architectures must be a mapping, got {type(raw).__name__}")
-        raw = dict(raw)
-        _unknown(raw, cls, "architectures")
-        values = {}
-        for key, value in raw.items():
-            if key == "flag":
-                values[key] = FlagSettings.from_dict(value)
-            elif key == "families":
-                if not isinstance(value, dict) or not value:
-                    raise ConfigError("config key architectures.families must map a family to a list of encodings")
-                values[key] = {str(f): list(e) for f, e in value.items()}
-            elif key == "pretrained":
-                values[key] = tuple(dict(entry) for entry in value or [])
-            elif isinstance(value, list):
-                values[key] = tuple(value)
-            else:
-                values[key] = value
-        settings = cls(**values)
-        settings.check()
-        return settings
-
-    def check(self) -> None:
-        for family, encodings in self.families.items():
-            if not encodings:
-                raise ConfigError(f"config key architectures.families.{family} lists no encoding")
-            for encoding in encodings:
-                models.check_family(family, encoding)
-        for key in ("depths", "lengths", "seeds", "powers"):
-            _ints(getattr(self, key), f"architectures.{key}", minimum=2 if key == "lengths" else 0 if key == "seeds" else 1)
-        for key in ("d_model", "heads", "vocab", "sequences", "token_budget", "tokens_per_pass"):
-            if not isinstance(getattr(self, key), int) or getattr(self, key) < 1:
-                raise ConfigError(f"config key architectures.{key} must be an integer >= 1, got {getattr(self, key)!r}")
-        if self.d_model % self.heads:
-            raise ConfigError(f"config key architectures.d_model={self.d_model} is not divisible by architectures.heads={self.heads}")
-        for target in self.targets:
-            measure.check_target(target, self.powers, "architectures.targets")
-        for i, entry in enumerate(self.pretrained):
-            unknown = sorted(set(entry) - {"path", "name", "encoding"})
-            if "path" not in entry or unknown:
-                raise ConfigError(f"config key architectures.pretrained[{i}] needs a path and allows only path, name, encoding (got {sorted(entry)})")
-
-    def sequences_at(self, n: int) -> int:
-        """Sequences measured at length n: min(sequences, max(1, token_budget // n))."""
-        return min(self.sequences, max(1, self.token_budget // n))
-
-    def chunk_at(self, n: int) -> int:
-        return max(1, self.tokens_per_pass // n)
 
 
 def token_ids(vocab: int, sequences: int, n: int, seed: int, device=None) -> torch.Tensor:
@@ -236,7 +122,7 @@ def random_sweep(settings: ArchSettings, device) -> tuple[pd.DataFrame, ...]:
 
 def pretrained_tables(entry: dict, settings: ArchSettings, device, key: str) -> list[tuple]:
     """The tables of one pretrained folder at every configured length it supports (longer ones are skipped)."""
-    arch = models.load_pretrained(entry["path"], entry.get("encoding", "native"), key)
+    arch = models.load_pretrained(entry["path"], entry["encoding"], key)
     arch.model.to(device)
     name = entry.get("name") or Path(entry["path"]).name
     parts = []

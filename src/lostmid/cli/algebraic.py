@@ -7,7 +7,6 @@ import logging
 
 from lostmid import io
 from lostmid.cli.registry import command, json_arg
-from lostmid.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -26,10 +25,9 @@ def algebraic(args):
     from lostmid.algebraic.probes import loglog_slope, probe_study
     from lostmid.algebraic.remedies import remedy_table
     from lostmid.algebraic.settings import AlgebraicSettings
+    from lostmid.config import settings_from_block
 
-    if not isinstance(args.settings, dict):
-        raise ConfigError(f"algebraic: --settings must be a JSON object, got {type(args.settings).__name__}")
-    settings = AlgebraicSettings.from_dict(args.settings)
+    settings = settings_from_block(AlgebraicSettings, args.settings, "algebraic")
     torch.set_num_threads(args.threads or 1)
     table, profiles = remedy_table(settings)
     for row in table.itertuples():

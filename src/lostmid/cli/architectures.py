@@ -28,10 +28,12 @@ def _write(args, tables, draw) -> None:
 
 @command("architectures", "influence profiles of random-init (and pretrained) Hugging Face causal LMs against the rollout theories", _tables)
 def architectures(args):
-    from lostmid.core import devices
     from lostmid.architectures import sweep
+    from lostmid.architectures.settings import ArchSettings
+    from lostmid.config import settings_from_block
+    from lostmid.core import devices
 
-    settings = sweep.ArchSettings.from_dict(args.settings)
+    settings = settings_from_block(ArchSettings, args.settings, "architectures")
     device = devices.resolve(args.device)
     log.info("sweep: %s, depths %s, lengths %s, seeds %s, targets %s, powers %s", settings.families, settings.depths,
              settings.lengths, settings.seeds, settings.targets, settings.powers)
@@ -47,10 +49,12 @@ def _flag_args(parser):
 
 @command("architectures-flag", "influence profiles of flag-recall checkpoints against the rollout theories", _flag_args)
 def architectures_flag(args):
-    from lostmid.core import devices
     from lostmid.architectures import sweep
+    from lostmid.architectures.settings import FlagSettings
+    from lostmid.config import settings_from_block
+    from lostmid.core import devices
 
-    settings = sweep.ArchSettings.from_dict(args.settings).flag
+    settings = settings_from_block(FlagSettings, args.settings.get("flag"), "architectures.flag")
     device = devices.resolve(args.device)
     checkpoints = [(path, spec) for spec, paths in args.runs for path in paths]
     log.info("flag-recall comparison: %d checkpoints, targets %s", len(checkpoints), settings.targets)

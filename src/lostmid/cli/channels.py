@@ -12,7 +12,7 @@ log = logging.getLogger(__name__)
 
 def _channels_args(parser):
     block_analysis_args(parser)
-    parser.add_argument("--settings", type=json_arg, required=True, help="the config's channels block (JSON; defaults fill missing keys)")
+    parser.add_argument("--settings", type=json_arg, required=True, help="the config's channels block (JSON; the schema's defaults fill missing keys)")
     parser.add_argument("--channels", nargs="+", required=True, help="one per seed, Parquet: step, delta, region, channel, J")
     parser.add_argument("--cross-terms", nargs="+", required=True, help="one per seed, Parquet: step, delta, region, pair, xi, rho")
     parser.add_argument("--conditions", nargs="+", required=True, help="one per seed, Parquet: step, delta, test, holds, conclusion_holds, lhs, rhs")
@@ -22,10 +22,12 @@ def _channels_args(parser):
 def channels(args):
     from lostmid.training import checkpoint
     from lostmid.analysis import conditions
+    from lostmid.analysis.settings import ChannelSettings
+    from lostmid.config import settings_from_block
     from lostmid.core import devices
     from lostmid.errors import ConfigError
 
-    settings = conditions.settings_from_dict(args.settings)
+    settings = settings_from_block(ChannelSettings, args.settings, "channels")
     if not args.spec["model"].get("residual", True):
         raise ConfigError(f"run {args.spec['variant']} L{args.spec['L']} has model.residual: false; the channel split needs a residual model")
     device = devices.resolve(args.device)
@@ -39,7 +41,7 @@ def channels(args):
         log.info(
             "step %d: split error %.2g, max Lambda %.3g, max c %.3g, Gronwall ratio %.3f; tests holding over %d deltas: %s",
             step, diagnostics["split_error"], diagnostics["lambda_max"], diagnostics["c_max"], diagnostics["gronwall_ratio"],
-            len(settings["deltas"]), held,
+            len(settings.deltas), held,
         )
         if diagnostics["gronwall_ratio"] > 1:
             log.warning("step %d: ||P_0 - P_M|| exceeds c ||P_M|| by a factor %.6f: power iteration underestimated an operator norm", step, diagnostics["gronwall_ratio"])

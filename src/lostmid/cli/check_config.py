@@ -1,4 +1,5 @@
-"""Command that checks config files: the line of a YAML error, and the schema and cross-key rules."""
+"""Command that checks config files: the line of a YAML error, then the schema and every cross-key
+rule, as the Snakefile checks them."""
 
 from __future__ import annotations
 
@@ -6,28 +7,28 @@ import logging
 from pathlib import Path
 
 from lostmid.cli.registry import command
+from lostmid.schema import SCHEMA
 
 log = logging.getLogger(__name__)
-
-SCHEMA = Path("workflow") / "schemas" / "config.schema.yaml"
 
 
 def _args(parser):
     parser.add_argument("files", nargs="+", help="config files, merged in this order as --configfile merges them")
-    parser.add_argument("--schema", default=str(SCHEMA), help="JSON schema of the config (default: %(default)s, from the repository root)")
+    parser.add_argument("--schema", default=str(SCHEMA), help="JSON schema of the config (default: the one the package ships, %(default)s)")
     parser.add_argument("--base", default="config/config.yaml", help="the workflow's own config file, merged first if present (default: %(default)s)")
 
 
 @command("check-config", "check config files: YAML syntax (file and line), then the schema and cross-key rules", _args)
 def check_config(args):
     from lostmid import config as cfg
+    from lostmid import workflow
 
     files = ([args.base] if args.base and Path(args.base).is_file() else []) + list(args.files)
     merged: dict = {}
     for path in files:
         merged = cfg.merge(merged, cfg.read_yaml(path))
     if Path(args.schema).is_file():
-        cfg.validate(merged, args.schema)
+        workflow.check(cfg.validate(merged, args.schema))
         log.info("%s: valid (%d runs)", " + ".join(files), len(cfg.runs(merged)))
     else:
         log.info("%s: valid YAML (schema %s not found: not validated)", " + ".join(files), args.schema)

@@ -69,6 +69,7 @@ def config_blocks(paths) -> dict:
 
 @command("evidence", "evidence table: every claim of the blog and the paper with its interval over seeds and verdict", _args)
 def evidence(args):
+    from lostmid.config import settings_from_block
     from lostmid.evidence import claims
     from lostmid.evidence.settings import EvidenceSettings
 
@@ -78,7 +79,7 @@ def evidence(args):
         print(claims.markdown(pd.read_parquet(args.table)))
         return
     blocks = config_blocks(args.config)
-    settings = EvidenceSettings.from_dict(args.settings if args.settings is not None else blocks.get("evidence", {}))
+    settings = settings_from_block(EvidenceSettings, args.settings if args.settings is not None else blocks.get("evidence"), "evidence")
     variants = args.variants if args.variants is not None else blocks.get("variants")
     if variants is None:
         raise ConfigError("lostmid evidence needs the variants: --variants JSON or --config with a variants block")

@@ -23,10 +23,12 @@ def _flow_args(parser):
 def density_flow(args):
     from lostmid.analysis import density_flow as flow
     from lostmid.analysis import influence
+    from lostmid.analysis.settings import InfluenceSettings
+    from lostmid.config import settings_from_block
     from lostmid.core import devices
     from lostmid.training import checkpoint
 
-    settings = influence.InfluenceSettings.from_dict(args.settings)
+    settings = settings_from_block(InfluenceSettings, args.settings, "influence")
     device = devices.resolve(args.device)
     tokens, targets = influence.evaluation_batch(args.spec["L"], settings, device, flow=True)
 
@@ -53,10 +55,12 @@ def _baselines_args(parser):
          "structural baseline (uniform attention, identity maps) against its closed form", _baselines_args)
 def influence_baselines(args):
     from lostmid.analysis import influence, structural
+    from lostmid.analysis.settings import InitSweepSettings, StructuralSettings
+    from lostmid.config import settings_from_block
     from lostmid.core import devices
 
-    sweep_settings = influence.InitSweepSettings.from_dict(args.init_sweep)
-    structural_settings = structural.StructuralSettings.from_dict(args.structural)
+    sweep_settings = settings_from_block(InitSweepSettings, args.init_sweep, "influence.init_sweep")
+    structural_settings = settings_from_block(StructuralSettings, args.structural, "influence.structural")
     model_block = {k: v for k, v in args.model.items() if k not in ("seq_len", "depth", "residual")}
     try:
         sweep = influence.init_sweep(model_block, sweep_settings, devices.resolve(args.device))

@@ -25,11 +25,12 @@ def _bias_fit_args(parser):
 @command("bias-fit", "fit the attention-logit bias that flattens the influence profile at init", _bias_fit_args)
 def bias_fit(args):
     from lostmid.tables import keys as tables
-    from lostmid.analysis.bias_fit import FitSettings, bias_long, fit_bias
-    from lostmid.analysis.bias_settings import check_disjoint_from_training
+    from lostmid.analysis.bias_fit import bias_long, fit_bias
+    from lostmid.analysis.settings import FitSettings, check_disjoint_from_training
+    from lostmid.config import settings_from_block
     from lostmid.core.model import ModelConfig
 
-    settings = FitSettings.from_dict(args.settings)
+    settings = settings_from_block(FitSettings, args.settings, "bias_fit")
     check_disjoint_from_training(settings, args.training_seeds)
     try:
         config = ModelConfig(**args.model)
@@ -59,18 +60,17 @@ def _table_args(parser):
 
 @command("remedies-table", "remedies table: accuracy, influence metrics and overhead of every run", _table_args)
 def remedies_table(args):
+    from lostmid.config import settings_from_block
     from lostmid.tables import remedies as remedy_tables
     from lostmid.tables import keys as tables
 
-    # The block's table keys; those left out take remedy_table's defaults (the figures read plot_steps).
-    settings = {key: value for key, value in args.settings.items() if key in ("baseline", "delta", "threshold", "window")}
     table = remedy_tables.remedy_table(
         tables.read(args.metrics),
         tables.read(args.failure),
         tables.read(args.train),
         remedy_tables.read_benchmarks(args.benchmarks),
         args.variants,
-        **settings,
+        settings_from_block(remedy_tables.RemedyTableSettings, args.settings, "remedies"),
     )
     summary = remedy_tables.seed_summary(table)
     io.write_parquet(table, args.out)

@@ -80,12 +80,14 @@ def _evaluate_args(parser):
 @command("evaluate", "failure by flag position, influence profiles and metrics at every checkpoint of a block of runs", _evaluate_args)
 def evaluate(args):
     from lostmid.analysis import influence, metrics
+    from lostmid.analysis.settings import InfluenceSettings
+    from lostmid.config import settings_from_block
     from lostmid.core import devices
     from lostmid.training import checkpoint
-    from lostmid.training.evaluate import failure_by_position
+    from lostmid.training.evaluate import EvaluationSettings, failure_by_position
 
-    settings = influence.InfluenceSettings.from_dict(args.influence)
-    per_position, eval_seed = args.evaluation["per_position"], args.evaluation["seed"]
+    settings = settings_from_block(InfluenceSettings, args.influence, "influence")
+    evaluation = settings_from_block(EvaluationSettings, args.evaluation, "evaluation")
     device = devices.resolve(args.device)
     L = args.spec["L"]
     metrics.check_deltas(L, settings.deltas, "influence.deltas")  # an empty region is a config error
@@ -94,7 +96,7 @@ def evaluate(args):
     def analyze_seed(run_seed):
         def analyze(model, step):
             # Each run is evaluated on its own draw of the balanced set (evaluation.seed mixed with the run's seed).
-            failure = failure_by_position(model, L, per_position, eval_seed, run_seed, device)
+            failure = failure_by_position(model, L, evaluation.per_position, evaluation.seed, run_seed, device)
             profile, metric = influence.analyze(model, tokens, targets, settings.deltas, settings.chunk)
             last = metric.iloc[-1]
             log.info("seed %d step %d: mean failure rate %.3f; delta %.2f Delta %.4f LIM %.4f E_inf %.4g Z %.4g",

@@ -53,8 +53,8 @@ class BalanceObjective(TaskObjective):
 
     def __init__(self, spec: dict):
         super().__init__(spec)
-        self.settings = remedy_settings(spec["remedy"])
-        self.nu = target_density(spec["model"]["seq_len"], self.settings["target"], dtype=torch.float64)
+        self.settings = remedy_settings(spec["remedy"], spec["variant"])
+        self.nu = target_density(spec["model"]["seq_len"], self.settings.target, dtype=torch.float64)
 
     def penalized(self, model, tokens, targets, logits_of=None, adjoint_of=input_adjoint_with_logits):
         """(total loss, task loss, E_inf, logits) of one batch.
@@ -68,7 +68,7 @@ class BalanceObjective(TaskObjective):
         model's own forward and ``input_adjoint_with_logits`` unless the functional form passes
         its pure-function counterparts.
         """
-        beta, n = self.settings["beta"], self.settings["sequences"]
+        beta, n = self.settings.beta, self.settings.sequences
         if n == 0 or n >= tokens.shape[0]:
             loss, logits, p0 = adjoint_of(model, tokens, targets)
         else:

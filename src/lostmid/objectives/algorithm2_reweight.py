@@ -43,7 +43,7 @@ class ReweightObjective(TaskObjective):
 
     def __init__(self, spec: dict):
         super().__init__(spec)
-        self.settings = remedy_settings(spec["remedy"])
+        self.settings = remedy_settings(spec["remedy"], spec["variant"])
         L = spec["model"]["seq_len"]
         self.law = task.flag_law(L, spec["train"]["flag_law"])
         self.weights = torch.ones(L - 1, dtype=torch.float64)
@@ -53,7 +53,7 @@ class ReweightObjective(TaskObjective):
     def position_risk(self, model, device) -> torch.Tensor:
         """Mean cross-entropy per flag position 2..L on a fresh stratified probe set."""
         L = self.spec["model"]["seq_len"]
-        n = self.settings["probe_per_position"]
+        n = self.settings.probe_per_position
         flags = task.flag_positions(L).repeat_interleave(n)
         tokens, targets = task.sequences_with_flags(flags, L, self.generator)
         logits = model(tokens.to(device))
@@ -64,12 +64,12 @@ class ReweightObjective(TaskObjective):
 
     def update(self, model, device) -> None:
         risk = self.position_risk(model, device)
-        self.weights = reweighting_weights(risk, self.law, self.settings["eta"])
+        self.weights = reweighting_weights(risk, self.law, self.settings.eta)
         log.debug("reweight: risk %.3g..%.3g, weights %.3g..%.3g", risk.min(), risk.max(), self.weights.min(), self.weights.max())
 
     def sequence_weights(self, model, tokens, flags, step: int) -> torch.Tensor:
         """w(f) of each sequence's flag position, the law refreshed at steps 1, K+1, 2K+1, ..."""
-        if (step - 1) % self.settings["every"] == 0:
+        if (step - 1) % self.settings.every == 0:
             self.update(model, tokens.device)
         return self.weights.to(device=tokens.device, dtype=model.token_embedding.weight.dtype)[flags - 2]
 

@@ -105,14 +105,14 @@ class ObservabilityObjective(TaskObjective):
 
     def __init__(self, spec: dict):
         super().__init__(spec)
-        self.settings = remedy_settings(spec["remedy"])
+        self.settings = remedy_settings(spec["remedy"], spec["variant"])
         self.L = spec["model"]["seq_len"]
-        self.size = monitored_count(self.L, self.settings["monitored"])
+        self.size = monitored_count(self.L, self.settings.monitored)
         self.generator = torch.Generator().manual_seed(sequence_seed(spec["seed"], 31))
 
     def penalty(self, model, tokens) -> torch.Tensor:
         """(1/2-less) penalty E_obs of this batch: |S| x R slots, one JVP tangent each."""
-        R = self.settings["probes"]
+        R = self.settings.probes
         positions, q = sample_monitored(self.L, self.size, self.generator)
         probes = torch.randn(self.size * R, model.config.d_model, generator=self.generator)
         # Slot (i, r) reads its own sequence of the batch (cycling if the batch is smaller),
@@ -126,9 +126,9 @@ class ObservabilityObjective(TaskObjective):
     def __call__(self, model, tokens, targets, flags, step: int):
         logits = model(tokens)
         loss = model.loss(logits, targets)
-        if self.settings["lam"] == 0:
+        if self.settings.lam == 0:
             return loss, logits
-        return loss + 0.5 * self.settings["lam"] * self.penalty(model, tokens), logits
+        return loss + 0.5 * self.settings.lam * self.penalty(model, tokens), logits
 
     def state_dict(self) -> dict:
         return {"generator": self.generator.get_state()}

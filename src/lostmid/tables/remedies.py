@@ -5,6 +5,7 @@ Pure table work: no torch."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -16,29 +17,39 @@ from lostmid.tables.summaries import seed_half_width
 REMEDY_COLUMNS = ("remedy", "strength", "target", "every", "probe_per_position", "probes", "monitored")
 
 
+@dataclass(frozen=True)
+class RemedyTableSettings:
+    """The config's ``remedies`` block as the table reads it (``plot_steps`` is the figures')."""
+
+    baseline: str  # the variant the overhead ratios are taken against (same L, depth, seed)
+    delta: float  # region scale of the influence metrics reported
+    threshold: float  # accuracy of steps_to_99 ...
+    window: int  # ... reached by the rolling mean of the training accuracy over this many steps
+
+
 def remedy_columns(variants: dict) -> pd.DataFrame:
     """One row per variant: its remedy kind and parameters (NaN / None where not applicable)."""
 
     rows = []
     for name, remedy in variants.items():
-        settings = remedy_settings(remedy or {"kind": "none"})
-        kind = settings["kind"]
+        settings = remedy_settings(remedy or {"kind": "none"}, name)
+        kind = settings.kind
         rows.append(
             {
                 "variant": name,
                 "remedy": kind,
-                "strength": float(settings[STRENGTH[kind]]) if kind in STRENGTH else float("nan"),
-                "target": settings.get("target"),
-                "every": settings.get("every"),
-                "probe_per_position": settings.get("probe_per_position"),
-                "probes": settings.get("probes"),
-                "monitored": None if "monitored" not in settings else str(settings["monitored"]),
+                "strength": float(getattr(settings, STRENGTH[kind])) if kind in STRENGTH else float("nan"),
+                "target": getattr(settings, "target", None),
+                "every": getattr(settings, "every", None),
+                "probe_per_position": getattr(settings, "probe_per_position", None),
+                "probes": getattr(settings, "probes", None),
+                "monitored": str(settings.monitored) if hasattr(settings, "monitored") else None,
             }
         )
     return pd.DataFrame(rows, columns=["variant", *REMEDY_COLUMNS]).astype({"every": "Int64", "probe_per_position": "Int64", "probes": "Int64"})
 
 
-def steps_to_threshold(train: pd.DataFrame, threshold: float = 0.99, window: int = 20) -> pd.DataFrame:
+def steps_to_threshold(train: pd.DataFrame, threshold: float, window: int) -> pd.DataFrame:
     """First step at which the rolling mean (``window`` steps) of the batch accuracy reaches
     ``threshold``, per run; NaN if it never does."""
 
@@ -75,8 +86,7 @@ def read_benchmarks(paths) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def remedy_table(metrics, failure, train, benchmarks, variants: dict, baseline: str = "baseline",
-                 delta: float = 0.2, threshold: float = 0.99, window: int = 20) -> pd.DataFrame:
+def remedy_table(metrics, failure, train, benchmarks, variants: dict, settings: RemedyTableSettings) -> pd.DataFrame:
     """The results/remedies table: one row per run and checkpoint.
 
     Columns: grid keys; remedy parameters; accuracy (stratified evaluation set) and
@@ -86,6 +96,7 @@ def remedy_table(metrics, failure, train, benchmarks, variants: dict, baseline: 
     has it, else NaN), max_rss_mb (Snakemake benchmark, max over segments); and the overhead
     ratios against the ``baseline`` variant of the same (L, depth, seed).
     """
+    baseline, delta, threshold, window = settings.baseline, settings.delta, settings.threshold, settings.window
     keys = ["variant", "L", "depth", "seed"]
     at_delta = metrics[np.isclose(metrics["delta"], delta)]
     if at_delta.empty:

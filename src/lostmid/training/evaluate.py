@@ -9,11 +9,21 @@ over seeds includes the evaluation set's own sampling error (docs/evidence.md).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 import torch
 
 from lostmid.core import task
+
+
+@dataclass(frozen=True)
+class EvaluationSettings:
+    """The config's ``evaluation`` block (both keys required: no defaults)."""
+
+    per_position: int  # sequences at every flag position, even: half with target 0, half with target 1
+    seed: int  # base seed; run seed s draws its set with eval_seed_for_run(seed, s)
 
 
 @torch.inference_mode()

@@ -1,0 +1,99 @@
+"""The config schema: every key the workflow reads, its type, range and default, in one file.
+
+``config.schema.yaml`` sits beside this module and ships with the package, so the Snakefile, the
+``lostmid`` commands and library callers read the same file. Its ``default:`` entries are the
+only defaults of the config: ``fill_defaults`` writes them into a config (what Snakemake's
+``validate(config, schema, set_default=True)`` does) and ``lostmid.config.settings_from_block``
+into a block it turns into settings.
+
+Defaults are filled along a block's own ``properties`` (and the ``items`` of its lists), never
+through a ``$ref``: ``model``, ``train`` and the ``variants`` make up the run spec that is
+fingerprinted into every checkpoint (lostmid.config), and the spec holds only what the config
+says. A remedy block takes its defaults when its settings are built (lostmid.objectives.settings).
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from pathlib import Path
+
+import yaml
+
+from lostmid.errors import ConfigError
+
+SCHEMA = Path(__file__).with_name("config.schema.yaml")
+
+
+@functools.cache
+def load(path: Path = SCHEMA) -> dict:
+    """The schema at ``path`` (read once per process; callers must not change it)."""
+    return yaml.safe_load(Path(path).read_text())
+
+
+def resolve(schema: dict, root: dict) -> dict:
+    """``schema`` with its ``$ref`` to ``#/$defs/<name>`` followed."""
+    while "$ref" in schema:
+        schema = root["$defs"][schema["$ref"].removeprefix("#/$defs/")]
+    return schema
+
+
+def block_schema(key: str, root: dict) -> dict:
+    """The schema of the config block ``key``, dotted (``influence.init_sweep``); a part that is
+    not a property takes the ``additionalProperties`` schema (``variants.<name>.remedy``)."""
+    schema = root
+    for part in key.split("."):
+        properties = resolve(schema, root).get("properties", {})
+        schema = properties[part] if part in properties else resolve(schema, root)["additionalProperties"]
+    return schema
+
+
+def key_path(path) -> str:
+    """``['grid', 0, 'L']`` -> ``grid[0].L``: how error messages name a config key."""
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "<top level>"
+
+
+def check(instance, schema: dict, root: dict, key: str = "") -> None:
+    """Raise a one-line ConfigError naming the key of the first (shallowest) violation of ``schema``
+    by ``instance``, the config block ``key`` (empty: the whole config)."""
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator({**schema, "$defs": root["$defs"]})
+    errors = sorted(validator.iter_errors(instance), key=lambda e: (len(e.path), list(map(str, e.path))))
+    if errors:
+        raise ConfigError(message(errors[0], [key] if key else []))
+
+
+def message(err, prefix: list) -> str:
+    """The line of a jsonschema error: an unknown, missing or misnamed key is named itself."""
+    path = [*prefix, *err.path]
+    if err.validator == "additionalProperties" and err.validator_value is False:
+        unknown = sorted(set(err.instance) - set(err.schema.get("properties", {})))
+        return f"config key {key_path([*path, unknown[0]])} is unknown"
+    if err.validator == "required":
+        missing = [name for name in err.validator_value if name not in err.instance]
+        return f"config key {key_path([*path, missing[0]])} is required"
+    if "propertyNames" in err.relative_schema_path:
+        return f"config key {key_path([*path, err.instance])} is not allowed here: {err.message}"
+    return f"config key {key_path(path)}: {err.message}"
+
+
+def fill_defaults(instance: dict, schema: dict, root: dict) -> dict:
+    """Set every key of ``instance`` that ``schema`` (resolved) gives a default and ``instance`` leaves
+    out, in place, then the same in its sub-blocks and in the mappings of its lists; returns it.
+    ``instance`` must be valid: defaults are valid by construction (tests/test_config.py)."""
+    for name, sub in resolve(schema, root).get("properties", {}).items():
+        if name not in instance and "default" in sub:
+            instance[name] = copy.deepcopy(sub["default"])
+        if "$ref" in sub:  # the run spec's blocks, and names
+            continue
+        value = instance.get(name)
+        if isinstance(value, dict) and "properties" in sub:
+            fill_defaults(value, sub, root)
+        elif isinstance(value, list) and "properties" in sub.get("items", {}):
+            for item in value:
+                fill_defaults(item, sub["items"], root)
+    return instance
