@@ -55,8 +55,7 @@ def tables(results: Path, aliases: dict[str, str]) -> dict[tuple[str, tuple[str,
     return {key: canonical(pd.concat(parts, ignore_index=True)) for key, parts in groups.items()}
 
 
-def differences(reference: Path, new: Path, aliases: dict[str, str]) -> list[str]:
-    old_tables, new_tables = tables(reference, {}), tables(new, aliases)
+def differences(old_tables: dict, new_tables: dict) -> list[str]:
     found = []
     for key in sorted(set(old_tables) | set(new_tables)):
         name = f"{key[0]} ({len(key[1])} columns)"
@@ -85,8 +84,9 @@ def main(argv=None) -> int:
     for folder in (args.reference, args.new):
         if not folder.is_dir():
             parser.error(f"{folder} is not a folder")
-    found = differences(args.reference, args.new, aliases)
-    checked = len(tables(args.reference, {}))
+    old_tables = tables(args.reference, {})
+    found = differences(old_tables, tables(args.new, aliases))
+    checked = len(old_tables)
     for line in found:
         print(line)
     print(f"{checked} tables compared, {len(found)} differ")

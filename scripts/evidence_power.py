@@ -1,15 +1,17 @@
 """Power (precision) plan of the evidence stage from a pilot's failure tables (docs/evidence.md, "Power").
 
     python scripts/evidence_power.py --failure /tmp/pilot/results/failure --baseline baseline --debiased debiased \
-        [--settings '{"slope_margin": 0.5}'] [--label residual]
+        [--settings '{"slope_margin": 0.5}']
 
 Prints, for the baseline (and the bias-corrected variant, if named): the mean evaluation accuracy
 over seeds at every checkpoint, the mid-training checkpoint by the config's rule, the per-seed
-logistic slopes at every checkpoint and, for claims (a), (e) (slope; late-flag failure against the
-baseline at its mid-training) and (d) (paired area under the failure curve), the seeds needed for the interval's half-width to fall below the distance from the
-pilot's estimate to the threshold that decides the claim the way the pilot leans
-(``planning_distance``; ``lostmid.evidence.statistics.pilot_seed_plan``, with the pilot sd and with
-its upper 80% confidence bound). Plan with the larger, conservative number.
+logistic slopes at every checkpoint and, for claims (a), (e) (slope; late-flag failure against
+the baseline at its mid-training) and (d) (paired area under the failure curve), the seeds needed
+for the interval's half-width to fall below the distance from the pilot's estimate to the
+threshold that decides the claim the way the pilot leans (``planning_distance``;
+``lostmid.evidence.decisions.pilot_seed_plan``, with the pilot sd and with its upper 80%
+confidence bound). Plan with the larger, conservative number. The per-seed effects are the
+claims' own (``lostmid.evidence.blog_claims``).
 """
 
 from __future__ import annotations
@@ -19,11 +21,13 @@ import json
 
 import pandas as pd
 
+from lostmid.config import settings_from_block
 from lostmid.evidence import blog_claims as claims
 from lostmid.evidence import decisions as dec
 from lostmid.evidence import statistics as st
-from lostmid.config import settings_from_block
+from lostmid.evidence.inputs import Setting, rows_of, runs_of
 from lostmid.evidence.settings import EvidenceSettings
+from lostmid.tables.summaries import accuracy_per_checkpoint
 
 
 def planning_distance(estimate: float, kind: str, margin: float) -> float:
@@ -59,15 +63,15 @@ def main() -> None:
     args = parser.parse_args()
     ev = settings_from_block(EvidenceSettings, json.loads(args.settings), "evidence")
     failure = pd.read_parquet(args.failure)
-    accuracy = claims.accuracy_per_seed(failure)
+    accuracy = accuracy_per_checkpoint(failure)
     for (variant, L, depth), part in accuracy.groupby(["variant", "L", "depth"]):
         curve = part.groupby("step").accuracy.agg(["mean", "min", "max", "count"])
         print(f"\n{variant} L {L} depth {depth}: evaluation accuracy over seeds by step\n{curve.round(3).to_string()}")
-    for (L, depth), _ in accuracy[accuracy.variant == args.baseline].groupby(["L", "depth"]):
+    for L, depth in runs_of(failure, args.baseline):
         step, best = claims.mid_training_step(failure, args.baseline, L, depth, ev.mid_accuracy)
         print(f"\nL {L} depth {depth}: mid-training (mean accuracy >= {ev.mid_accuracy}) = step {step} (best {best:.3f})")
-        steps = [step] if step is not None else []
-        steps += sorted(set(accuracy[(accuracy.variant == args.baseline) & (accuracy.step > 0)].step) - set(steps))
+        later = rows_of(accuracy, "failure", args.baseline, L, depth).step
+        steps = ([step] if step is not None else []) + sorted(set(later[later > 0]) - {step})
         for s in steps:
             for variant in [args.baseline] + ([args.debiased] if args.debiased else []):
                 slopes = claims.slopes_at(failure, variant, L, depth, s)
@@ -75,23 +79,23 @@ def main() -> None:
                 kind = "greater_than_zero" if variant == args.baseline else "equivalent_to_zero"
                 print(f"  step {s}{tag} {variant}: slopes {slopes.round(2).tolist()}\n    {kind}: "
                       f"{plan(slopes.to_numpy(), kind, ev.slope_margin, ev)}")
-        if args.debiased:
-            own, best = claims.mid_training_step(failure, args.debiased, L, depth, ev.mid_accuracy)
-            print(f"  {args.debiased}'s own mid-training (claim (e)): step {own} (best {best:.3f})")
-            if own is not None:
-                slopes = claims.slopes_at(failure, args.debiased, L, depth, own)
-                print(f"    equivalent_to_zero: {plan(slopes.to_numpy(), 'equivalent_to_zero', ev.slope_margin, ev)}")
-            if step is not None:
-                late = (claims.late_failure_per_seed(failure, args.debiased, L, depth, step)
-                        - claims.late_failure_per_seed(failure, args.baseline, L, depth, step)).dropna()
-                print(f"  late-flag failure (p > 1/2) debiased - baseline at step {step} (claim (e), recall): "
-                      f"{late.round(3).tolist()}\n    less_than_zero: {plan(late.to_numpy(), 'less_than_zero', ev.recall_margin, ev)}")
-            horizon = int(accuracy[(accuracy.variant == args.baseline) & (accuracy.L == L) & (accuracy.depth == depth)].step.max())
-            a = claims.area_under_failure_per_seed(failure, args.debiased, L, depth, horizon)
-            b = claims.area_under_failure_per_seed(failure, args.baseline, L, depth, horizon)
-            diff = (a - b).dropna()
-            print(f"  AUFC debiased - baseline, steps 0-{horizon}: {diff.round(3).tolist()}\n    less_than_zero: "
-                  f"{plan(diff.to_numpy(), 'less_than_zero', ev.speed_margin, ev)}")
+        if not args.debiased:
+            continue
+        pair = Setting(args.debiased, L, depth, reference=args.baseline)
+        own, best = claims.mid_training_step(failure, args.debiased, L, depth, ev.mid_accuracy)
+        print(f"  {args.debiased}'s own mid-training (claim (e)): step {own} (best {best:.3f})")
+        if own is not None:
+            slopes = claims.slopes_at(failure, args.debiased, L, depth, own)
+            print(f"    equivalent_to_zero: {plan(slopes.to_numpy(), 'equivalent_to_zero', ev.slope_margin, ev)}")
+        if step is not None:
+            late = (claims.late_failure_per_seed(failure, args.debiased, L, depth, step)
+                    - claims.late_failure_per_seed(failure, args.baseline, L, depth, step)).dropna()
+            print(f"  late-flag failure (p > 1/2) debiased - baseline at step {step} (claim (e), recall): "
+                  f"{late.round(3).tolist()}\n    less_than_zero: {plan(late.to_numpy(), 'less_than_zero', ev.recall_margin, ev)}")
+        debiased, baseline, horizon = claims.training_speed_per_seed(failure, pair)
+        diff = (debiased - baseline).dropna()
+        print(f"  AUFC debiased - baseline, steps 0-{horizon}: {diff.round(3).tolist()}\n    less_than_zero: "
+              f"{plan(diff.to_numpy(), 'less_than_zero', ev.speed_margin, ev)}")
 
 
 if __name__ == "__main__":

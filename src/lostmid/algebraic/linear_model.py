@@ -18,7 +18,8 @@ The model (all sizes and constants in :class:`AlgebraicSettings`):
 - input adjoint P_0(i) = e^{u_i} ((B^M)^T p_T)(i); influence energy I(i) = ||P_0(i)||^2; Z = sum_i I(i);
 - observability Gramian G_i(u) = e^{2 u_i} sum_{k=0}^{M-1} eps E_i^T (B^k)^T C_out^T C_out B^k E_i.
 
-This module is the model; ``remedies`` runs the three algorithms on it and ``probes`` the probe\nstudy. Everything is a pure function of the settings; nothing writes files (the commands do).
+This module is the model; ``remedies`` runs the three algorithms on it and ``probes`` the probe
+study. Everything is a pure function of the settings; nothing writes files (the commands do).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from lostmid.algebraic.linear_model import DTYPE, gramians
+from lostmid.algebraic.linear_model import DTYPE, gramians, traces_of
 from lostmid.algebraic.remedies import squared_trace_penalty
 from lostmid.algebraic.settings import AlgebraicSettings
 
@@ -35,7 +35,7 @@ def probe_study(s: AlgebraicSettings) -> pd.DataFrame:
     """
     with torch.no_grad():
         gram = gramians(s, torch.zeros(s.length, dtype=DTYPE))
-        exact = float(squared_trace_penalty(torch.diagonal(gram, dim1=-2, dim2=-1).sum(-1)))
+        exact = float(squared_trace_penalty(traces_of(gram)))
         centered = gram - gram.mean(0, keepdim=True)
         one_probe_bias = float(2 * (centered @ centered).diagonal(dim1=-2, dim2=-1).sum() / s.length)
         gen = torch.Generator().manual_seed(s.seed)

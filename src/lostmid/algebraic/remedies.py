@@ -18,7 +18,6 @@ from lostmid.algebraic.settings import AlgebraicSettings
 from lostmid.analysis.metrics import influence_metrics, normalize, regional_metrics
 from lostmid.core.density import density, imbalance, positions
 
-METHODS = ("baseline", "alg1", "alg2", "alg3")
 TABLE_COLUMNS = ["method", "left", "middle", "right", "Delta", "SC", "LIM", "E_inf", "Z"]
 
 

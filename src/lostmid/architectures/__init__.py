@@ -8,5 +8,6 @@
     theory    Cesaro N^H, the rollouts with measured lambda_t, and the comparison metrics
     settings  the ``architectures`` block and its ``flag`` sub-block (torch-free)
     sweep     the configured random-init sweep, pretrained folders, and the flag-recall checkpoints
-    plots     the stage's figures
+
+The stage's figures are drawn by ``lostmid.plots.architectures``.
 """

@@ -4,20 +4,17 @@ initialization, the fitted bias, and the bias-corrected model's speed and positi
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 
 from lostmid.evidence import decisions as dec
 from lostmid.evidence import statistics as st
-from lostmid.evidence.inputs import EvidenceError, Inputs, NotRun, Result, Setting, pair_settings, runs_of
+from lostmid.evidence.inputs import (EvidenceError, Inputs, NotRun, Result, Setting, last_common_step, pair_settings, rows_of,
+                                     runs_of)
 from lostmid.evidence.settings import EvidenceSettings
-
-
-def accuracy_per_seed(failure: pd.DataFrame) -> pd.DataFrame:
-    """Evaluation accuracy per (variant, L, depth, seed, step): 1 - failures / n over all flag positions."""
-    grouped = failure.groupby(["variant", "L", "depth", "seed", "step"], as_index=False)[["failures", "n"]].sum()
-    return grouped.assign(accuracy=1 - grouped.failures / grouped.n, failure=grouped.failures / grouped.n)
+from lostmid.tables.summaries import accuracy_per_checkpoint
 
 
 def mid_training_step(failure: pd.DataFrame, variant: str, L: int, depth: int, level: float) -> tuple[int | None, float]:
@@ -28,10 +25,7 @@ def mid_training_step(failure: pd.DataFrame, variant: str, L: int, depth: int, l
     (``evidence.mid_accuracy``). Returns (step or None when no checkpoint reaches it, the best
     mean accuracy seen).
     """
-    acc = accuracy_per_seed(failure)
-    part = acc[(acc.variant == variant) & (acc.L == L) & (acc.depth == depth)]
-    if part.empty:
-        raise NotRun(f"no failure rows for {variant} at L {L}, depth {depth}")
+    part = rows_of(accuracy_per_checkpoint(failure), "failure", variant, L, depth)
     seeds = part.seed.nunique()
     per_step = part.groupby("step").agg(mean=("accuracy", "mean"), seeds=("seed", "nunique"))
     per_step = per_step[(per_step.index > 0) & (per_step.seeds == seeds)]
@@ -42,10 +36,7 @@ def mid_training_step(failure: pd.DataFrame, variant: str, L: int, depth: int, l
 
 
 def slopes_at(failure: pd.DataFrame, variant: str, L: int, depth: int, step: int) -> pd.Series:
-    part = failure[(failure.variant == variant) & (failure.L == L) & (failure.depth == depth) & (failure.step == step)]
-    if part.empty:
-        raise NotRun(f"{variant} at L {L}, depth {depth} has no failure rows at step {step}")
-    return st.per_seed_slopes(part).set_index("seed")["slope"]
+    return st.per_seed_slopes(rows_of(failure, "failure", variant, L, depth, step)).set_index("seed")["slope"]
 
 
 def _slope_rule(ev: EvidenceSettings, kind: str, quantity: str) -> dec.DecisionRule:
@@ -203,12 +194,23 @@ def fitted_bias_weights_recent_keys(inputs: Inputs, ev: EvidenceSettings, s: Set
 # =========================================================================== blog (d), (e): the bias-corrected model
 
 
-def area_under_failure_per_seed(failure: pd.DataFrame, variant: str, L: int, depth: int, horizon: int) -> pd.Series:
-    acc = accuracy_per_seed(failure)
-    part = acc[(acc.variant == variant) & (acc.L == L) & (acc.depth == depth) & (acc.step <= horizon)]
+def area_under_failure_per_seed(accuracy: pd.DataFrame, variant: str, L: int, depth: int, horizon: int) -> pd.Series:
+    """Per seed: the area under the failure curve of ``accuracy_per_checkpoint`` rows, steps 0 to ``horizon``, over the span."""
+    part = rows_of(accuracy, "failure", variant, L, depth)
+    part = part[part.step <= horizon]
     areas = {int(seed): st.area_under_failure(g.step.to_numpy(), g.failure.to_numpy(), horizon)
              for seed, g in part.sort_values("step").groupby("seed")}
     return pd.Series(areas, dtype=np.float64)
+
+
+def training_speed_per_seed(failure: pd.DataFrame, s: Setting) -> tuple[pd.Series, pd.Series, int]:
+    """Claim (d)'s per-seed effect: the mean failure over training (area under the failure curve
+    over the span) of the variant and of its reference, from step 0 to the last checkpoint both
+    have; returns (variant's, reference's, that step)."""
+    acc = accuracy_per_checkpoint(failure)
+    horizon = last_common_step(acc, s)
+    return (area_under_failure_per_seed(acc, s.variant, s.L, s.depth, horizon),
+            area_under_failure_per_seed(acc, s.reference, s.L, s.depth, horizon), horizon)
 
 
 def debiased_trains_faster(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
@@ -219,11 +221,7 @@ def debiased_trains_faster(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> 
     divided by the span: the mean failure over training). Paired by seed (debiased -
     baseline), Student t. Rule: less than zero, margin ``speed_margin``.
     """
-    acc = accuracy_per_seed(inputs.failure)
-    steps = [set(acc[(acc.variant == v) & (acc.L == s.L) & (acc.depth == s.depth)].step) for v in (s.variant, s.reference)]
-    horizon = max(steps[0] & steps[1])
-    debiased = area_under_failure_per_seed(inputs.failure, s.variant, s.L, s.depth, horizon)
-    baseline = area_under_failure_per_seed(inputs.failure, s.reference, s.L, s.depth, horizon)
+    debiased, baseline, horizon = training_speed_per_seed(inputs.failure, s)
     interval = st.paired_difference(debiased, baseline, st.t_interval, level=ev.level)
     rule = dec.DecisionRule("less_than_zero", ev.speed_margin, ev.level,
                            "the difference (debiased - baseline) of the mean failure rate over training")
@@ -251,17 +249,14 @@ def debiased_mid_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]
     for s in pair_settings("bias", "failure", "")(inputs, ev):
         step, _ = mid_training_step(inputs.failure, s.variant, s.L, s.depth, ev.mid_accuracy)
         checkpoint = f"step {step} (its own mid-training)" if step is not None else "mid-training not reached"
-        found.append(Setting(s.variant, s.L, s.depth, s.residual, checkpoint))  # judged on its own: no reference needed
+        found.append(replace(s, checkpoint=checkpoint, reference=None, missing=None))  # judged on its own: no reference needed
     return found
 
 
 def late_failure_per_seed(failure: pd.DataFrame, variant: str, L: int, depth: int, step: int) -> pd.Series:
     """Per seed: the failure rate at ``step`` pooled over the flags in the later half of the context (p > 1/2)."""
-    part = failure[(failure.variant == variant) & (failure.L == L) & (failure.depth == depth) & (failure.step == step)
-                   & (failure.p > 0.5)]
-    if part.empty:
-        raise NotRun(f"{variant} at L {L}, depth {depth} has no failure rows at step {step}")
-    pooled = part.groupby("seed")[["failures", "n"]].sum()
+    part = rows_of(failure, "failure", variant, L, depth, step)
+    pooled = part[part.p > 0.5].groupby("seed")[["failures", "n"]].sum()
     return (pooled.failures / pooled.n).astype(np.float64)
 
 
@@ -272,7 +267,7 @@ def debiased_late_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting
         if s.missing is None:
             step, _ = mid_training_step(inputs.failure, s.reference, s.L, s.depth, ev.mid_accuracy)
             checkpoint = f"step {step} ({s.reference}'s mid-training)" if step is not None else f"{s.reference}'s mid-training not reached"
-        found.append(Setting(s.variant, s.L, s.depth, s.residual, checkpoint, s.reference, s.missing))
+        found.append(replace(s, checkpoint=checkpoint))
     return found
 
 
@@ -292,8 +287,7 @@ def debiased_recalls_late_flags(inputs: Inputs, ev: EvidenceSettings, s: Setting
     step, best = mid_training_step(inputs.failure, s.reference, s.L, s.depth, ev.mid_accuracy)
     if step is None:
         return Result(_not_reached(s.reference, best, ev), rule)
-    debiased = late_failure_per_seed(inputs.failure, s.variant, s.L, s.depth, step)
-    baseline = late_failure_per_seed(inputs.failure, s.reference, s.L, s.depth, step)
+    debiased, baseline = (late_failure_per_seed(inputs.failure, v, s.L, s.depth, step) for v in (s.variant, s.reference))
     interval = st.paired_difference(debiased, baseline, st.t_interval, level=ev.level)
     return Result(interval._replace(method=f"per-seed failure rate on flags with p > 1/2 at step {step}; {interval.method}"), rule,
                   f"failure on late flags at step {step}: debiased {debiased.mean():.3f}, baseline {baseline.mean():.3f}")

@@ -6,7 +6,7 @@ the settings it is evaluated in (``settings``: e.g. every baseline variant, L an
 run) and the function named after it that returns, for one setting, an ``Interval`` and the
 ``DecisionRule`` fixed in advance (``lostmid.evidence.settings.EvidenceSettings``).
 ``evidence_table`` evaluates them all and returns one row per (claim, setting), built with
-``lostmid.evidence.statistics.claim_row``.
+``lostmid.evidence.decisions.claim_row``.
 
 Trained claims follow the recipe of ``lostmid.evidence.statistics``: an effect per seed, then a
 Student t interval over seeds (paired by seed when two variants share seeds); deterministic

@@ -93,8 +93,8 @@ class Inputs:
             return {k: v for k, v in (b.get("train") or {}).items() if k != "seed_batch"}
 
         block = self.variants[name]
-        same = sorted(other for other, b in self.variants.items() if (b.get("remedy") or {}).get("kind", "none") == "none"
-                      and (b.get("model") or {}) == (block.get("model") or {}) and train(b) == train(block))
+        same = [other for other in self.of_kind("none") if (self.variants[other].get("model") or {}) == (block.get("model") or {})
+                and train(self.variants[other]) == train(block)]
         if not same:
             return None
         return "baseline" if "baseline" in same else same[0]
@@ -165,6 +165,23 @@ def deterministic(value: float, units: int, what: str) -> st.Interval:
 def runs_of(table: pd.DataFrame, variant: str) -> list[tuple[int, int]]:
     part = table[table.variant == variant]
     return sorted({(int(L), int(depth)) for L, depth in zip(part.L, part.depth)})
+
+
+def rows_of(table: pd.DataFrame, what: str, variant: str, L: int, depth: int, step: int | None = None) -> pd.DataFrame:
+    """The rows of ``variant`` at (L, depth) (and ``step``) of the ``what`` table; NotRun when there are none."""
+    mask = (table.variant == variant) & (table.L == L) & (table.depth == depth)
+    if step is not None:
+        mask &= table.step == step
+    part = table[mask]
+    if part.empty:
+        raise NotRun(f"{variant} at L {L}, depth {depth} has no {what} rows" + (f" at step {step}" if step is not None else ""))
+    return part
+
+
+def last_common_step(table: pd.DataFrame, s: "Setting") -> int:
+    """The last step at which both the setting's variant and its reference have rows of ``table``."""
+    steps = [set(table[(table.variant == v) & (table.L == s.L) & (table.depth == s.depth)].step) for v in (s.variant, s.reference)]
+    return max(steps[0] & steps[1])
 
 
 def pair_settings(kind: str, table: str, checkpoint: str):

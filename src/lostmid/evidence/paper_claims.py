@@ -10,8 +10,8 @@ import pandas as pd
 
 from lostmid.evidence import decisions as dec
 from lostmid.evidence import statistics as st
-from lostmid.evidence.blog_claims import accuracy_per_seed
-from lostmid.evidence.inputs import EvidenceError, Inputs, NotRun, Result, Setting, deterministic
+from lostmid.evidence.inputs import EvidenceError, Inputs, NotRun, Result, Setting, deterministic, last_common_step, rows_of
+from lostmid.tables.summaries import accuracy_per_checkpoint
 from lostmid.evidence.settings import EvidenceSettings
 
 
@@ -46,8 +46,7 @@ def density_flow_matches_finite_difference(inputs: Inputs, ev: EvidenceSettings,
     eta in the table). Over seeds: geometric mean with a t interval on the log scale. Rule: at
     most ``flow_tolerance``.
     """
-    t = inputs.density_flow
-    part = t[(t.variant == s.variant) & (t.L == s.L) & (t.depth == s.depth)]
+    part = rows_of(inputs.density_flow, "density-flow", s.variant, s.L, s.depth)
     part = part[part.eta == part.eta.min()]
     per_seed = part.groupby("seed").rel_error.median()
     if (per_seed <= 0).any():
@@ -65,8 +64,7 @@ def density_flow_error_falls_with_step(inputs: Inputs, ev: EvidenceSettings, s: 
     Student t over seeds. Rule: greater than zero (error falls as eta falls), margin 0.5 (half
     an order per order of eta; a first-order difference has slope 1).
     """
-    t = inputs.density_flow
-    part = t[(t.variant == s.variant) & (t.L == s.L) & (t.depth == s.depth)]
+    part = rows_of(inputs.density_flow, "density-flow", s.variant, s.L, s.depth)
     etas = sorted(part.eta.unique())
     rule = dec.DecisionRule("greater_than_zero", 0.5, ev.level, "the slope of log relative error on log eta")
     if len(etas) < 2:
@@ -101,11 +99,6 @@ def conditions_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
 # =========================================================================== paper: Algorithms 1-3 in training
 
 
-def _last_common_step(inputs: Inputs, table: pd.DataFrame, s: Setting) -> int:
-    steps = [set(table[(table.variant == v) & (table.L == s.L) & (table.depth == s.depth)].step) for v in (s.variant, s.reference)]
-    return max(steps[0] & steps[1])
-
-
 def _log_einf(inputs: Inputs, ev: EvidenceSettings, variant: str, s: Setting, step: int) -> pd.Series:
     m = inputs.metrics
     part = m[(m.variant == variant) & (m.L == s.L) & (m.depth == s.depth) & (m.step == step) & np.isclose(m.delta, ev.delta)]
@@ -117,7 +110,7 @@ def _log_einf(inputs: Inputs, ev: EvidenceSettings, variant: str, s: Setting, st
 
 
 def _einf_ratio(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> tuple[st.Interval, int]:
-    step = _last_common_step(inputs, inputs.metrics, s)
+    step = last_common_step(inputs.metrics, s)
     interval = st.paired_difference(_log_einf(inputs, ev, s.variant, s, step), _log_einf(inputs, ev, s.reference, s, step),
                                     st.t_interval, level=ev.level)
     return interval._replace(method=f"per-seed log(E_inf remedy / E_inf baseline) at step {step}, delta {ev.delta:g}; "
@@ -134,10 +127,9 @@ def balance_lowers_e_inf(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Re
 def balance_keeps_accuracy(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
     """Paper (Algorithm 1): ... at comparable task accuracy: the paired difference of the evaluation
     accuracy at the last common checkpoint is equivalent to zero within ``accuracy_margin``."""
-    acc = accuracy_per_seed(inputs.failure)
-    step = _last_common_step(inputs, acc, s)
-    per = {v: acc[(acc.variant == v) & (acc.L == s.L) & (acc.depth == s.depth) & (acc.step == step)].set_index("seed").accuracy
-           for v in (s.variant, s.reference)}
+    acc = accuracy_per_checkpoint(inputs.failure)
+    step = last_common_step(acc, s)
+    per = {v: rows_of(acc, "failure", v, s.L, s.depth, step).set_index("seed").accuracy for v in (s.variant, s.reference)}
     interval = st.paired_difference(per[s.variant], per[s.reference], st.t_interval, level=ev.level)
     rule = dec.DecisionRule("equivalent_to_zero", ev.accuracy_margin, ev.level, "the accuracy difference (Alg. 1 - baseline)")
     return Result(interval._replace(method=f"per-seed evaluation accuracy at step {step}; {interval.method}"), rule)

@@ -12,7 +12,7 @@ import pandas as pd
 
 from lostmid.errors import ConfigError
 from lostmid.objectives.settings import STRENGTH, remedy_settings
-from lostmid.tables.summaries import seed_half_width
+from lostmid.tables.summaries import accuracy_per_checkpoint, seed_half_width
 
 REMEDY_COLUMNS = ("remedy", "strength", "target", "every", "probe_per_position", "probes", "monitored")
 
@@ -102,8 +102,7 @@ def remedy_table(metrics, failure, train, benchmarks, variants: dict, settings: 
     if at_delta.empty:
         raise ConfigError(f"config key remedies.delta: the influence metrics have no rows at delta={delta} (found {sorted(metrics['delta'].unique())})")
     table = at_delta[[*keys, "step", "Delta", "SC", "LIM", "E_inf", "Z"]]
-    accuracy = failure.groupby([*keys, "step"], as_index=False).agg(failures=("failures", "sum"), n=("n", "sum"))
-    accuracy["accuracy"] = 1 - accuracy.failures / accuracy.n
+    accuracy = accuracy_per_checkpoint(failure)
     table = table.merge(accuracy[[*keys, "step", "accuracy"]], on=[*keys, "step"], how="outer")
     last = table.groupby(keys)["step"].transform("max")
     final = table[table.step == last][[*keys, "accuracy"]].rename(columns={"accuracy": "final_accuracy"})

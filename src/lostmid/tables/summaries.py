@@ -35,6 +35,13 @@ def seed_half_width(x: np.ndarray) -> float:
     return t_half_width(float(x.std(ddof=1)), x.size) if x.size >= 2 else float("nan")
 
 
+def accuracy_per_checkpoint(failure: pd.DataFrame) -> pd.DataFrame:
+    """Evaluation accuracy per (variant, L, depth, seed, step), all flag positions pooled:
+    failures and n summed, ``failure`` = failures / n and ``accuracy`` = 1 - failures / n."""
+    pooled = failure.groupby(["variant", "L", "depth", "seed", "step"], as_index=False)[["failures", "n"]].sum()
+    return pooled.assign(accuracy=1 - pooled.failures / pooled.n, failure=pooled.failures / pooled.n)
+
+
 def _mean_and_interval(values: pd.Series) -> str:
     """'mean ± half-width' of a 95% t-interval over seeds ('mean' alone for one seed)."""
     x = values.dropna().to_numpy(dtype=float)
