@@ -26,9 +26,8 @@ from timing import median_seconds
 
 from lostmid.core import adjoint
 from lostmid.core import task
-from lostmid.analysis.bias_fit import model_at_init
 from lostmid.training.checkpoint import TrainingState
-from lostmid.core.model import ModelConfig
+from lostmid.core.model import ModelConfig, model_at_init
 from lostmid.training.seed_batch import train_seed_batch
 from lostmid.training.train import train_steps
 

@@ -194,6 +194,26 @@ def test_init_sweep_first_token_dominates_without_residual_and_a_u_shape_forms_w
     assert deep.loc[1] > 3 * deep.loc[6:11].mean()  # early tokens rise above the middle: a U
 
 
+def _baselines_argv(tmp_path, model: dict) -> list[str]:
+    return ["influence-baselines", "--device", "cpu", "--model", json.dumps(model),
+            "--init-sweep", json.dumps({"L": 4, "depths": [1], "seeds": [0], "batch_per_position": 1}),
+            "--structural", json.dumps({"L": [4], "depths": [1]}),
+            "--sweep-out", str(tmp_path / "sweep.parquet"), "--structural-out", str(tmp_path / "structural.parquet")]
+
+
+def test_influence_baselines_calls_a_bad_model_block_a_config_error_and_nothing_else(tmp_path, capsys, monkeypatch):
+    assert cli.main(_baselines_argv(tmp_path, {"d_model": 8, "heads": 3})) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == \
+        "lostmid influence-baselines: error: config key model: model.d_model=8 is not divisible by model.heads=3"
+
+    def failing_sweep(*args, **kwargs):
+        raise ValueError("a failure of the computation")
+
+    monkeypatch.setattr(influence, "init_sweep", failing_sweep)
+    with pytest.raises(ValueError, match="a failure of the computation"):  # not relabelled as a config error
+        cli.main(_baselines_argv(tmp_path, {"d_model": 8, "heads": 2}))
+
+
 # --- the command and its tables ------------------------------------------------------------------
 
 

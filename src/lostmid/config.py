@@ -13,6 +13,7 @@ Every other block is read through its settings dataclass, built by ``settings_fr
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import json
 import types
@@ -71,7 +72,7 @@ def check_cross_keys(config: dict) -> None:
             steps, every = schedule(config, name)
             if steps % every:
                 raise ConfigError(f"config key variants.{name}.train: every={every} does not divide steps={steps}")
-        seed_batch = merge(train, own).get("seed_batch", 1)  # a run spec key: no schema default (run_spec)
+        seed_batch = train_value(merge(train, own), "seed_batch")  # a run spec key: validation never fills it in
         per_job = config["seeds_per_job"]
         if per_job and seed_batch > 1 and per_job % seed_batch:
             raise ConfigError(f"config key seeds_per_job={per_job} is not a multiple of the train.seed_batch={seed_batch} of "
@@ -182,8 +183,22 @@ def merge(base: dict, override: dict) -> dict:
 
 # train keys that say how far and how often to checkpoint, not what the weights become.
 _SCHEDULE_KEYS = ("steps", "every")
-# (block, key, neutral value) of the keys ``run_spec`` leaves out at their neutral value.
-_NEUTRAL_KEYS = (("train", "seed_batch", 1), ("train", "warmup", 0), ("model", "positions", "learned"))
+
+
+@functools.cache
+def neutral_values() -> dict[tuple[str, str], object]:
+    """(block, key) -> neutral value of the run spec's keys that ``run_spec`` leaves out at that
+    value: the ``default:`` of a property of the schema's ``$defs`` model or train (never filled
+    into a config: lostmid.schema.fill_defaults stops at a ``$ref``)."""
+    defs = schema.load()["$defs"]
+    return {(block, key): sub["default"] for block in ("model", "train")
+            for key, sub in defs[block]["properties"].items() if "default" in sub}
+
+
+def train_value(train: dict, key: str):
+    """Key ``key`` of a run spec's (or a config's) ``train`` block: as written, else its neutral
+    value (``neutral_values``), which the spec leaves out. How every reader of such a key reads it."""
+    return train[key] if key in train else neutral_values()[("train", key)]
 
 
 def run_spec(config: dict, run: Run) -> dict:
@@ -196,7 +211,7 @@ def run_spec(config: dict, run: Run) -> dict:
         train.pop(key, None)
     # Keys added after the first checkpoints were written: at their neutral value they stay out of
     # the spec, so that the fingerprints of every run that does not use them are as before the key.
-    for block, key, neutral in _NEUTRAL_KEYS:
+    for (block, key), neutral in neutral_values().items():
         part = model if block == "model" else train
         if part.get(key) == neutral:
             del part[key]

@@ -35,7 +35,7 @@ from lostmid.core.adjoint import seed_input_energies
 from lostmid.core.density import density, imbalance, positions
 from lostmid.analysis.settings import FitSettings
 from lostmid.errors import ConfigError
-from lostmid.core.model import FlagTransformer, ModelConfig
+from lostmid.core.model import FlagTransformer, ModelConfig, model_at_init
 
 log = logging.getLogger(__name__)
 
@@ -48,18 +48,6 @@ class FitResult:
     before: float  # held-out E_inf of the fitted positions at B = 0
     after: float  # ... at the fitted B
     converged: bool
-
-
-def model_at_init(config: ModelConfig, seed: int) -> FlagTransformer:
-    """A frozen model initialized exactly as a training run with this seed would be.
-
-    The global RNG is forked, so fitting never shifts anyone else's random numbers.
-    """
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = FlagTransformer(config)
-    model.requires_grad_(False)
-    return model.eval()
 
 
 def fitted_positions(L: int, positions: str) -> slice:

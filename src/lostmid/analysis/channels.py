@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import torch
 
-from lostmid.analysis.channel_names import CHANNELS, PAIRS, pair_name  # noqa: F401 (re-exported)
+from lostmid.analysis.channel_names import CHANNELS, PAIRS
 from lostmid.core.adjoint import energy, zero_state
 from lostmid.core.model import AttentionStep, CausalSelfAttention, FlagTransformer
 

@@ -126,7 +126,7 @@ def init_sweep(model_block: dict, settings: InitSweepSettings, device=None) -> p
     density (the squared loss-gradient measure of docs/influence.md) and output_jacobian (the
     blog's measure, ``output_jacobian_norms``: E ||d logits_L / d x_j||, power 1).
     """
-    from lostmid.core.model import FlagTransformer, ModelConfig
+    from lostmid.core.model import ModelConfig, model_at_init
 
     tokens, targets, _ = task.stratified_eval_set(settings.L, settings.batch_per_position, settings.seed)
     tokens, targets = tokens.to(device), targets.to(device)
@@ -134,9 +134,8 @@ def init_sweep(model_block: dict, settings: InitSweepSettings, device=None) -> p
     for residual in (True, False):
         for depth in settings.depths:
             for seed in settings.seeds:
-                torch.manual_seed(seed)  # the same init as step 0 of a run with this seed
                 config = ModelConfig(**{**model_block, "seq_len": settings.L, "depth": depth, "residual": residual})
-                model = FlagTransformer(config).to(device)
+                model = model_at_init(config, seed).to(device)  # the same init as step 0 of a run with this seed
                 table = profile_table(energies(model, tokens, targets, all_steps=False)).drop(columns="layer")
                 table["output_jacobian"] = output_jacobian_norms(model, tokens).numpy()
                 parts.append(with_keys(table, residual=residual, depth=depth, seed=seed))

@@ -40,14 +40,13 @@ def structural_model(L: int, depth: int, residual: bool, epsilon: float = 1.0, d
     no LayerNorm, no MLP. Embeddings and the readout head keep their random init; they do not
     change the density (see ``structural_density``).
     """
-    from lostmid.core.model import FlagTransformer, ModelConfig
+    from lostmid.core.model import ModelConfig, model_at_init
 
     config = ModelConfig(
         seq_len=L, depth=depth, d_model=d_model, heads=heads, block="sequential", residual=residual,
         epsilon=epsilon, attention="uniform", layernorm=False, mlp=False,
     )
-    torch.manual_seed(seed)
-    model = FlagTransformer(config)
+    model = model_at_init(config, seed)
     eye = torch.eye(d_model)
     with torch.no_grad():
         for step in model.steps:

@@ -58,14 +58,16 @@ def influence_baselines(args):
     from lostmid.analysis.settings import InitSweepSettings, StructuralSettings
     from lostmid.config import settings_from_block
     from lostmid.core import devices
+    from lostmid.core.model import ModelConfig
 
     sweep_settings = settings_from_block(InitSweepSettings, args.init_sweep, "influence.init_sweep")
     structural_settings = settings_from_block(StructuralSettings, args.structural, "influence.structural")
     model_block = {k: v for k, v in args.model.items() if k not in ("seq_len", "depth", "residual")}
-    try:
-        sweep = influence.init_sweep(model_block, sweep_settings, devices.resolve(args.device))
+    try:  # the sweep's models differ only in depth (>= 1) and residual, which no check of ModelConfig involves
+        ModelConfig(**{**model_block, "seq_len": sweep_settings.L, "depth": sweep_settings.depths[0]})
     except (TypeError, ValueError) as err:  # a model block the ModelConfig rejects
         raise ConfigError(f"config key model: {err}") from err
+    sweep = influence.init_sweep(model_block, sweep_settings, devices.resolve(args.device))
     io.write_parquet(sweep, args.sweep_out)
     table = structural.structural_baseline(structural_settings)
     error = ((table.measured - table.closed_form).abs() / table.closed_form.abs().max()).max()

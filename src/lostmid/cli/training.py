@@ -40,6 +40,7 @@ def _train_args(parser):
 
 @command("train", "continue a block of runs from their checkpoints for one segment of steps", _train_args)
 def train(args):
+    from lostmid.config import train_value
     from lostmid.core import devices
     from lostmid.tables import keys as tables
     from lostmid.training import checkpoint
@@ -50,7 +51,7 @@ def train(args):
         raise ConfigError(f"--steps must be positive, got {args.steps}")
     runs = block_runs(args, "checkpoint", "out", "table")
     device = devices.resolve(args.device)
-    seed_batch = args.spec["train"].get("seed_batch", 1)
+    seed_batch = train_value(args.spec["train"], "seed_batch")
     states = {spec["seed"]: checkpoint.TrainingState.load(path, spec, device) for spec, path, _, _ in runs}
     logs = {}
     # One after another, each seed's arithmetic is that of a job of its own (bitwise); with

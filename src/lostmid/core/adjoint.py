@@ -28,23 +28,22 @@ def tapped_logits(model, tokens, n_taps: int = 1, explicit: bool = False):
     return model(tokens, taps=taps, explicit=explicit), taps
 
 
-def adjoints(model, tokens, targets, create_graph: bool = False, weights=None, all_steps: bool = True, explicit: bool = False):
+def adjoints(model, tokens, targets, create_graph: bool = False, all_steps: bool = True, explicit: bool = False):
     """(mean loss, logits, [P_0, ..., P_M]) of one forward and one backward pass; each P_k (batch, L, d).
 
     ``all_steps=False`` returns only [P_0]. ``create_graph`` keeps the graph so that functions
     of the adjoints can be differentiated again (influence balancing, with ``explicit``
-    attention, which supports a double backward); ``weights`` scales each sequence's loss
-    (positional reweighting).
+    attention, which supports a double backward).
     """
     logits, taps = tapped_logits(model, tokens, len(model.steps) + 1 if all_steps else 1, explicit)
-    loss = model.loss(logits, targets, weights)
+    loss = model.loss(logits, targets)
     total = loss * tokens.shape[0]  # the sum over sequences: each sequence's gradient is its own adjoint
     return loss, logits, list(torch.autograd.grad(total, taps, create_graph=create_graph))
 
 
-def input_adjoint(model, tokens, targets, create_graph: bool = False, weights=None, explicit: bool = False) -> torch.Tensor:
+def input_adjoint(model, tokens, targets, create_graph: bool = False, explicit: bool = False) -> torch.Tensor:
     """P_0 = d loss / d X_0, the gradient with respect to the input embeddings, (batch, L, d)."""
-    return adjoints(model, tokens, targets, create_graph, weights, all_steps=False, explicit=explicit)[2][0]
+    return adjoints(model, tokens, targets, create_graph, all_steps=False, explicit=explicit)[2][0]
 
 
 def energy(adjoint: torch.Tensor) -> torch.Tensor:

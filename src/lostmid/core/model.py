@@ -288,3 +288,16 @@ class FlagTransformer(nn.Module):
     def predictions(logits: torch.Tensor) -> torch.Tensor:
         """The answer read at the last position, whatever the readout."""
         return (logits[:, -1] if logits.dim() == 3 else logits).argmax(-1)
+
+
+def model_at_init(config: ModelConfig, seed: int) -> FlagTransformer:
+    """A frozen model (eval mode, no parameter requires grad) initialized exactly as a training
+    run with this seed would be (lostmid.training.checkpoint.TrainingState.initial).
+
+    The global RNG is forked, so building it never shifts anyone else's random numbers.
+    """
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = FlagTransformer(config)
+    model.requires_grad_(False)
+    return model.eval()

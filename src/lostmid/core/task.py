@@ -81,9 +81,7 @@ def balanced_eval_set(L: int, per_position: int, seed: int):
     """
     if per_position <= 0 or per_position % 2:
         raise ValueError(f"per_position must be a positive even number (half target 0, half 1), got {per_position}")
-    generator = torch.Generator().manual_seed(seed)
-    flags = flag_positions(L).repeat_interleave(per_position)
-    tokens, _ = sequences_with_flags(flags, L, generator)
+    tokens, _, flags = stratified_eval_set(L, per_position, seed)
     targets = (torch.arange(flags.numel()) % 2).to(tokens.dtype)
     tokens[torch.arange(flags.numel()), flags - 2] = targets
     return tokens, targets, flags

@@ -136,6 +136,28 @@ def load_error_cause(err: Exception, limit: int = 200) -> str:
     return f"{type(err).__name__}: {cause}" if cause else type(err).__name__
 
 
+def _safe_load(path, error: type, name: str, unloadable):
+    """``torch.load`` of ``path`` onto the CPU with the safe loader (``weights_only=True``), torch's
+    loader warnings (pickle protocol, ...) silenced: the error says enough. A file that cannot be
+    read is ``error("<name> cannot be read: ...")``; any other failure (torch raises many types for
+    truncated or foreign files, or a pickle of anything but tensors) ``error(unloadable(err))``."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return torch.load(path, map_location="cpu", weights_only=True)
+    except OSError as err:
+        raise error(f"{name} cannot be read: {err.strerror or err}") from err
+    except Exception as err:
+        raise error(unloadable(err)) from err
+
+
+def _unloadable_checkpoint(path, err: Exception) -> str:
+    if is_refused_pickle(err):
+        return (f"{path} is not a lostmid checkpoint: it holds Python objects other than tensors, "
+                f"which are never loaded ({load_error_cause(err)})")
+    return f"checkpoint {path} is corrupt or truncated ({load_error_cause(err)})"
+
+
 def read(path, spec: dict | None = None) -> dict:
     """Load a checkpoint file safely and check its format, its step and, if given, its run spec.
 
@@ -145,17 +167,7 @@ def read(path, spec: dict | None = None) -> dict:
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist")
-    try:
-        with warnings.catch_warnings():  # torch's loader warnings (pickle protocol, ...): the error below says enough
-            warnings.simplefilter("ignore")
-            raw = torch.load(path, map_location="cpu", weights_only=True)
-    except OSError as err:
-        raise CheckpointError(f"checkpoint {path} cannot be read: {err.strerror or err}") from err
-    except Exception as err:  # torch raises many types for truncated or foreign files
-        if is_refused_pickle(err):
-            raise CheckpointError(f"{path} is not a lostmid checkpoint: it holds Python objects other than tensors, "
-                                  f"which are never loaded ({load_error_cause(err)})") from err
-        raise CheckpointError(f"checkpoint {path} is corrupt or truncated ({load_error_cause(err)})") from err
+    raw = _safe_load(path, CheckpointError, f"checkpoint {path}", lambda err: _unloadable_checkpoint(path, err))
     if not isinstance(raw, dict) or raw.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not a lostmid checkpoint (expected format {FORMAT})")
     missing = [key for key in REQUIRED if key not in raw]
@@ -172,12 +184,8 @@ def read(path, spec: dict | None = None) -> dict:
 
 def read_attention_bias(path, L: int) -> torch.Tensor:
     """A fitted attention-logit bias file: an L x L float tensor, loaded safely (weights_only)."""
-    try:
-        bias = torch.load(path, map_location="cpu", weights_only=True)
-    except OSError as err:
-        raise ConfigError(f"attention bias file {path} cannot be read: {err.strerror or err}") from err
-    except Exception as err:  # a corrupt file, or a pickle of anything but tensors
-        raise ConfigError(f"attention bias file {path} is not a tensor file ({load_error_cause(err)})") from err
+    bias = _safe_load(path, ConfigError, f"attention bias file {path}",
+                      lambda err: f"attention bias file {path} is not a tensor file ({load_error_cause(err)})")
     if not isinstance(bias, torch.Tensor) or tuple(bias.shape) != (L, L) or not bias.is_floating_point():
         found = f"a {tuple(bias.shape)} {bias.dtype} tensor" if isinstance(bias, torch.Tensor) else f"a {type(bias).__name__}"
         raise ConfigError(f"attention bias file {path} holds {found}, expected a {L}x{L} floating-point tensor")

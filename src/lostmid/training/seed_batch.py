@@ -24,6 +24,7 @@ import time
 import pandas as pd
 import torch
 
+from lostmid.config import train_value
 from lostmid.core import task
 from lostmid.core.optim import warmup_lr
 from lostmid.training.checkpoint import TrainingState, build_optimizer
@@ -100,6 +101,7 @@ class StackedSeeds:
         spec = self.states[0].spec
         train, L = spec["train"], spec["model"]["seq_len"]
         law = task.flag_law(L, train["flag_law"])
+        warmup = train_value(train, "warmup")
         seeds = [state.spec["seed"] for state in self.states]
         logs = [StepLog(n_steps, progress, label=f"seed {seed}: ") for seed in seeds]
         first = self.states[0].step + 1
@@ -120,7 +122,7 @@ class StackedSeeds:
             self.clip(grads, train["grad_clip"])
             for name, p in self.params.items():
                 p.grad = grads[name]
-            self.optimizer.lr = warmup_lr(train["lr"], step, train.get("warmup", 0))
+            self.optimizer.lr = warmup_lr(train["lr"], step, warmup)
             self.optimizer.step()
             losses = loss.tolist()  # synchronizes with the device, so the timing is honest
             seconds = (time.perf_counter() - start) / len(seeds)

@@ -15,6 +15,7 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
+from lostmid.config import train_value
 from lostmid.core import task
 from lostmid.core.optim import warmup_lr
 from lostmid.training.checkpoint import TrainingState
@@ -62,6 +63,7 @@ def train_steps(state: TrainingState, n_steps: int, device, progress: bool | Non
     train = spec["train"]
     L = spec["model"]["seq_len"]
     law = task.flag_law(L, train["flag_law"])
+    warmup = train_value(train, "warmup")
     model = state.model.train()
     optimizer = state.optimizer
     step_log = StepLog(n_steps, progress)
@@ -75,7 +77,7 @@ def train_steps(state: TrainingState, n_steps: int, device, progress: bool | Non
         loss.backward()
         if train["grad_clip"] > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), train["grad_clip"], foreach=False)
-        optimizer.lr = warmup_lr(train["lr"], step, train.get("warmup", 0))
+        optimizer.lr = warmup_lr(train["lr"], step, warmup)
         optimizer.step()
         loss_value = loss.item()  # synchronizes with the device, so the timing is honest
         seconds = time.perf_counter() - start
