@@ -276,3 +276,35 @@ def test_the_density_flow_step_is_one_number_or_a_list_and_a_count_or_fraction_s
     remedy = {"kind": "observability", "lam": 0.1}
     assert cfg.settings_from_block(Observability, {**remedy, "monitored": 0.5}, "variants.o.remedy").monitored == 0.5
     assert cfg.settings_from_block(Observability, {**remedy, "monitored": 3}, "variants.o.remedy").monitored == 3
+
+
+def test_config_files_are_merged_in_order_and_a_yaml_error_names_the_file_and_line(tmp_path):
+    names = ("config.yaml", "pilot.yaml", "pilot_nores.yaml")
+    paths = [REPO / "config" / name for name in names]
+    assert cfg.read_merged(paths) == shipped(*names)
+    assert cfg.read_merged([]) == {}
+    loaded = cfg.load(*paths)
+    assert loaded == cfg.validate(shipped(*names), SCHEMA) and cfg.runs(loaded) == cfg.runs(shipped(*names))
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("grid:\n  - variants: [baseline\n    L: [8]\n")
+    with pytest.raises(ConfigError, match=rf"^config file {bad}, line \d+, column \d+: not valid YAML"):
+        cfg.read_merged([paths[0], bad])
+
+
+def test_check_config_with_a_missing_schema_is_one_error_line(tmp_path, capsys):
+    from lostmid.cli import main as cli
+
+    missing = tmp_path / "nonexistent.yaml"
+    assert cli.main(["check-config", "--base", "", "--schema", str(missing), str(REPO / "config" / "smoke.yaml")]) == 2
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("lostmid")]
+    assert lines == [f"lostmid check-config: error: cannot access {missing}: No such file or directory"]
+
+
+def test_the_summary_pages_are_those_whose_tables_the_run_has():
+    tables = {"failure": ["f"], "metrics": ["m"], "conditions": ["c"], "algebraic_table": ["a"]}
+    assert workflow.pages(tables) == list(workflow.PAGES) == ["failure", "metrics", "conditions", "algebraic"]
+    assert workflow.pages({**tables, "conditions": []}) == ["failure", "metrics", "algebraic"]  # no residual run
+    # `lostmid figures` takes every table a figure or a page is drawn from, once.
+    needed = {table for _, needs in workflow.FIGURES.values() for table in needs}
+    needed |= {table for needs, _, _ in workflow.PAGES.values() for table in needs}
+    assert sorted(workflow.FIGURE_TABLES) == sorted(needed)

@@ -226,6 +226,23 @@ def test_the_command_writes_the_table_the_forest_plot_and_markdown(tmp_path, cap
     assert capsys.readouterr().err.strip().splitlines()[-1].endswith("--variants JSON or --config with a variants block")
 
 
+
+def test_the_command_takes_one_option_per_table_of_the_inputs():
+    from lostmid.cli import evidence as cli_evidence
+    from lostmid.evidence.inputs import TABLES
+    from lostmid.workflow import EVIDENCE_TABLES
+
+    assert EVIDENCE_TABLES == TABLES and list(cli_evidence.TABLE_HELP) == list(EVIDENCE_TABLES)
+
+
+def test_a_config_file_that_is_not_valid_yaml_is_one_line_naming_the_file_and_line(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("variants:\n  baseline: {model: [1\n")
+    assert main(["evidence", "--config", str(bad), "--out", str(tmp_path / "e.parquet")]) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith(f"lostmid evidence: error: config file {bad}, line ") and "not valid YAML" in last
+
+
 # --------------------------------------------------------------------------- blog (b), (c): initialization and the bias
 
 

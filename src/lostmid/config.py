@@ -141,9 +141,18 @@ def read_yaml(path) -> dict:
     return config
 
 
-def load(path, schema_path=schema.SCHEMA) -> dict:
-    """Read and validate a config file (for library use outside Snakemake)."""
-    return validate(read_yaml(path), schema_path)
+def read_merged(paths) -> dict:
+    """The config files ``paths`` (read_yaml), merged in this order as Snakemake merges
+    ``--configfile`` (``merge``); no files: an empty config."""
+    merged: dict = {}
+    for path in paths:
+        merged = merge(merged, read_yaml(path))
+    return merged
+
+
+def load(*paths, schema_path=schema.SCHEMA) -> dict:
+    """Read, merge (read_merged) and validate config files, as the workflow sees them."""
+    return validate(read_merged(paths), schema_path)
 
 
 def runs(config: dict) -> list[Run]:

@@ -20,6 +20,3 @@ class OutputError(LostmidError, OSError):
         reason = cause.strerror or str(cause) or type(cause).__name__
         super().__init__(f"cannot write {path}: {reason}")
         self.path, self.cause = path, cause
-
-    def __str__(self) -> str:
-        return self.args[0]

@@ -184,17 +184,35 @@ FIGURES = {
     "algebraic_table": ("Algebraic simulations", ("algebraic_table", "algebraic_profiles")),
     "algebraic_probes": ("Algebraic simulations", ("algebraic_probes",)),
 }
-REPORT_TABLES = ("failure", "metrics", "conditions", "algebraic")
+# The HTML summary pages of the report: name -> (the tables it is drawn from, title, note);
+# lostmid.cli.figures writes them (lostmid.tables.summaries), workflow/report/table_<name>.rst is the caption.
+PAGES = {
+    "failure": (("failure",), "Failure by flag-position third", "Mean failure rate over seeds (± 95% t-interval) in the early, middle and late third of flag positions, at every checkpoint. Source: results/failure."),
+    "metrics": (("metrics",), "Influence metrics (δ = 0.2)", "Regional metrics of the adjoint influence density at every checkpoint, mean over seeds (± 95% t-interval). Source: results/metrics."),
+    "conditions": (("conditions",), "Sufficient-condition tests", "Share of rows (runs × checkpoints × δ) where each test holds, where its conclusion holds, where it is conservative; violations must be 0. Source: results/conditions."),
+    "algebraic": (("algebraic_table",), "Algebraic simulations (paper §4, Table 1)", "Regional densities and metrics of each method on the linear causal model. Source: results/algebraic_table."),
+}
+# Every table `lostmid figures` takes (an option each): those of the figures and the pages, in order of first use.
+FIGURE_TABLES = tuple(dict.fromkeys([table for _, needs in FIGURES.values() for table in needs]
+                                    + [table for needs, _, _ in PAGES.values() for table in needs]))
+# The tables the evidence stage reads (lostmid.evidence.inputs.TABLES), in the order of its options
+# (`lostmid evidence --failure ... --algebraic-probes ...`).
+EVIDENCE_TABLES = ("failure", "metrics", "density_flow", "conditions", "structural", "init_sweep", "bias_matrix",
+                   "algebraic_table", "algebraic_probes")
+
+
+def _drawable(needs, tables: dict[str, list[str]]) -> bool:
+    return all(tables.get(table) for table in needs)
 
 
 def figures(tables: dict[str, list[str]]) -> list[str]:
     """The figures whose tables the run has (``tables``: table name -> its files)."""
-    return [name for name, (_, needs) in FIGURES.items() if all(tables.get(table) for table in needs)]
+    return [name for name, (_, needs) in FIGURES.items() if _drawable(needs, tables)]
 
 
 def pages(tables: dict[str, list[str]]) -> list[str]:
-    """The HTML summary pages of the report a run has (the conditions page needs a residual run)."""
-    return [page for page in REPORT_TABLES if page != "conditions" or tables.get("conditions")]
+    """The HTML summary pages whose tables the run has (the conditions page needs a residual run)."""
+    return [name for name, (needs, _, _) in PAGES.items() if _drawable(needs, tables)]
 
 
 def input_options(tables: dict[str, list[str]]) -> str:
@@ -251,7 +269,8 @@ def check(config: dict) -> None:
     here, at parse time, rather than passed to the fit, so that a new training seed never refits B),
     and region scales that leave no region empty at any L of the grid."""
     parsed = settings(config)
-    check_disjoint_from_training(parsed["bias_fit"], {run.seed for run in cfg.runs(config)})
+    grid = cfg.runs(config)
+    check_disjoint_from_training(parsed["bias_fit"], {run.seed for run in grid})
     for block in ("influence", "channels"):
-        for L in sorted({run.L for run in cfg.runs(config)}):
+        for L in sorted({run.L for run in grid}):
             check_deltas(L, parsed[block].deltas, f"{block}.deltas")

@@ -46,7 +46,7 @@ rule architectures_flag:
         comparison="results/architectures_comparison/flag.parquet",
         figure=report("results/figures/architectures_flag.png", caption="../report/architectures_flag.rst", category="Architectures"),
     params:
-        settings=canonical_json({"flag": ARCHITECTURES.get("flag", {})}),
+        settings=config_json("architectures", ("flag",)),
         runs=canonical_json(ARCHITECTURE_FLAG_RUNS),
     log:
         "results/logs/architectures/flag.log",

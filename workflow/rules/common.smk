@@ -2,6 +2,8 @@
 # environment, the GPU request, the logged shell command, the config blocks passed to the library
 # as JSON params (a changed value reruns exactly the rules that read it, never training) and the
 # tables of the summary rules. The stage files only declare rules.
+import functools
+
 import lostmid.workflow as wf
 from lostmid.config import canonical_json
 
@@ -58,9 +60,10 @@ def run_tables(name):
     return wf.run_tables(BLOCKS, name)
 
 
+@functools.cache
 def summary_tables():
-    """Every table the figures and summary pages are drawn from: name -> its files (the stage
-    rules are declared by the time this is called)."""
+    """Every table the figures and summary pages are drawn from: name -> its files. Built once per
+    parse, on the first call (by the summary stage files, included after every other stage's rules)."""
     return {
         **{name: run_tables(name) for name in ("failure", "train", "influence", "metrics", "density_flow", "channels", "cross_terms", "conditions")},
         "init_sweep": [rules.influence_baselines.output.sweep],
@@ -72,12 +75,6 @@ def summary_tables():
 
 
 def evidence_tables():
-    """The tables the evidence stage reads: name -> its files (called once the stage rules are declared)."""
-    return {
-        **{name: run_tables(name) for name in ("failure", "metrics", "density_flow", "conditions")},
-        "structural": [rules.influence_baselines.output.structural],
-        "init_sweep": [rules.influence_baselines.output.sweep],
-        "bias_matrix": wf.bias_tables(BLOCKS, "matrix"),
-        "algebraic_table": [rules.algebraic.output.table],
-        "algebraic_probes": [rules.algebraic.output.probes],
-    }
+    """The tables the evidence stage reads (lostmid.workflow.EVIDENCE_TABLES, in the order of its
+    options): name -> its files."""
+    return {name: summary_tables()[name] for name in wf.EVIDENCE_TABLES}

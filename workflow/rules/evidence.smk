@@ -3,10 +3,12 @@
 # verdict, decision rule in words) and the forest plot that opens the report. Its logic lives in
 # lostmid.evidence; the decision rules are the config's `evidence` block.
 
+EVIDENCE_TABLES = evidence_tables()
+
 
 rule evidence:
     input:
-        **evidence_tables(),
+        **EVIDENCE_TABLES,
     output:
         table="results/evidence/evidence.parquet",
         # "0." sorts the category before every other one: the forest plot opens the report.
@@ -32,6 +34,6 @@ rule evidence:
     shell:
         logged(
             "lostmid evidence --threads {threads} --settings {params.settings:q} --variants {params.variants:q} --model {params.model:q} "
-            + wf.input_options(evidence_tables())
+            + wf.input_options(EVIDENCE_TABLES)
             + " --out {output.table} --forest {output.forest}"
         )

@@ -1,22 +1,26 @@
 # Every figure of the report and the HTML summary tables, drawn by one job (a figure is mostly
 # interpreter and seaborn start-up). Included last: its inputs are the other stages' outputs.
 
+SUMMARY_TABLES = summary_tables()
+FIGURE_NAMES = wf.figures(SUMMARY_TABLES)  # those whose tables the run has
+PAGE_NAMES = wf.pages(SUMMARY_TABLES)
+
 
 rule figures:
     input:
-        **summary_tables(),
+        **SUMMARY_TABLES,
     output:
         figures=[
             report(f"results/figures/{name}.png", caption=f"../report/{name}.rst", category=wf.FIGURES[name][0])
-            for name in wf.figures(summary_tables())
+            for name in FIGURE_NAMES
         ],
         pages=[
             report(f"results/report_tables/{name}.html", caption=f"../report/table_{name}.rst", category="Summary tables")
-            for name in wf.pages(summary_tables())
+            for name in PAGE_NAMES
         ],
     params:
-        figures=" ".join(wf.figures(summary_tables())),
-        pages=" ".join(wf.pages(summary_tables())),
+        figures=" ".join(FIGURE_NAMES),
+        pages=" ".join(PAGE_NAMES),
         baseline=config["remedies"]["baseline"],
         steps=" ".join(str(s) for s in config["remedies"].get("plot_steps", [])),  # none: the middle and last
     log:
@@ -36,7 +40,7 @@ rule figures:
     shell:
         logged(
             "lostmid figures --threads {threads} "
-            + wf.input_options(summary_tables())
+            + wf.input_options(SUMMARY_TABLES)
             + " --figures {params.figures} --out-dir results/figures --pages {params.pages} --pages-dir results/report_tables"
             " --baseline {params.baseline} --steps {params.steps}"
         )

@@ -24,11 +24,6 @@ def check_config(args):
     from lostmid import workflow
 
     files = ([args.base] if args.base and Path(args.base).is_file() else []) + list(args.files)
-    merged: dict = {}
-    for path in files:
-        merged = cfg.merge(merged, cfg.read_yaml(path))
-    if Path(args.schema).is_file():
-        workflow.check(cfg.validate(merged, args.schema))
-        log.info("%s: valid (%d runs)", " + ".join(files), len(cfg.runs(merged)))
-    else:
-        log.info("%s: valid YAML (schema %s not found: not validated)", " + ".join(files), args.schema)
+    config = cfg.load(*files, schema_path=args.schema)  # a missing schema: one error line (exit 2)
+    workflow.check(config)
+    log.info("%s: valid (%d runs)", " + ".join(files), len(cfg.runs(config)))

@@ -7,11 +7,13 @@ import logging
 from lostmid import io
 from lostmid.cli.registry import command, json_arg
 from lostmid.errors import ConfigError
+from lostmid.workflow import EVIDENCE_TABLES
 
 log = logging.getLogger(__name__)
 
-# Table name in lostmid.evidence.claims.Inputs -> command-line option (each takes Parquet files).
-TABLE_OPTIONS = {
+# The help of each table option (lostmid.workflow.EVIDENCE_TABLES: the tables of
+# lostmid.evidence.claims.Inputs, in the order of the options; each takes Parquet files).
+TABLE_HELP = {
     "failure": "results/failure files (one per run)",
     "metrics": "results/metrics files",
     "density_flow": "results/density_flow files",
@@ -31,9 +33,9 @@ def _args(parser):
     parser.add_argument("--settings", type=json_arg, default=None, help="the config's evidence block (JSON)")
     parser.add_argument("--variants", type=json_arg, default=None, help="the config's variants block (JSON): name -> overrides")
     parser.add_argument("--model", type=json_arg, default=None, help="the config's model block (JSON): defaults of the variants")
-    for name, text in TABLE_OPTIONS.items():
+    for name in EVIDENCE_TABLES:
         parser.add_argument("--" + name.replace("_", "-"), nargs="*", default=None,
-                            help=f"{text}; left out: the claims that need it get a 'not run' row")
+                            help=f"{TABLE_HELP[name]}; left out: the claims that need it get a 'not run' row")
     parser.add_argument("--out", help="Parquet: one row per claim and setting")
     parser.add_argument("--forest", help="PNG: the forest plot")
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown (for the README)")
@@ -45,31 +47,15 @@ def load_tables(args) -> dict:
     from lostmid.tables import keys as tables
 
     loaded = {}
-    for name in TABLE_OPTIONS:
+    for name in EVIDENCE_TABLES:
         paths = getattr(args, name)
         loaded[name] = tables.read(paths) if paths else None
     return loaded
 
 
-def config_blocks(paths) -> dict:
-    """The merged config files (``None``: no files, an empty config)."""
-    import yaml
-
-    from lostmid.config import merge
-
-    merged: dict = {}
-    for path in paths or []:
-        try:
-            with open(path) as handle:
-                merged = merge(merged, yaml.safe_load(handle) or {})
-        except (OSError, yaml.YAMLError) as err:
-            raise ConfigError(f"cannot read config file {path}: {err}") from err
-    return merged
-
-
 @command("evidence", "evidence table: every claim of the blog and the paper with its interval over seeds and verdict", _args)
 def evidence(args):
-    from lostmid.config import settings_from_block
+    from lostmid.config import read_merged, settings_from_block
     from lostmid.evidence import claims
     from lostmid.evidence.settings import EvidenceSettings
 
@@ -78,7 +64,7 @@ def evidence(args):
 
         print(claims.markdown(pd.read_parquet(args.table)))
         return
-    blocks = config_blocks(args.config)
+    blocks = read_merged(args.config or [])  # no files: an empty config
     settings = settings_from_block(EvidenceSettings, args.settings if args.settings is not None else blocks.get("evidence"), "evidence")
     variants = args.variants if args.variants is not None else blocks.get("variants")
     if variants is None:

@@ -3,7 +3,7 @@
 A figure job is mostly interpreter and seaborn start-up, so one ``lostmid figures`` draws all of
 them: ``--figures`` names the figures to draw (lostmid.workflow.FIGURES lists each figure's
 tables), the table options give the files, and ``--pages`` writes the HTML summary tables of
-the report (lostmid.tables.summaries).
+the report (lostmid.workflow.PAGES, lostmid.tables.summaries).
 """
 
 from __future__ import annotations
@@ -13,27 +13,17 @@ from pathlib import Path
 
 from lostmid.cli.registry import command
 from lostmid.errors import ConfigError
+from lostmid.workflow import FIGURE_TABLES, FIGURES, PAGES
 
 log = logging.getLogger(__name__)
 
-TABLES = ("failure", "train", "influence", "metrics", "density_flow", "init_sweep", "structural", "channels", "cross_terms",
-          "conditions", "remedies", "bias_matrix", "bias_profiles", "bias_iterations", "algebraic_table",
-          "algebraic_profiles", "algebraic_probes")
-
-PAGES = {
-    "failure": ("Failure by flag-position third", "Mean failure rate over seeds (± 95% t-interval) in the early, middle and late third of flag positions, at every checkpoint. Source: results/failure."),
-    "metrics": ("Influence metrics (δ = 0.2)", "Regional metrics of the adjoint influence density at every checkpoint, mean over seeds (± 95% t-interval). Source: results/metrics."),
-    "conditions": ("Sufficient-condition tests", "Share of rows (runs × checkpoints × δ) where each test holds, where its conclusion holds, where it is conservative; violations must be 0. Source: results/conditions."),
-    "algebraic": ("Algebraic simulations (paper §4, Table 1)", "Regional densities and metrics of each method on the linear causal model. Source: results/algebraic_table."),
-}
-
 
 def _args(parser):
-    for name in TABLES:
+    for name in FIGURE_TABLES:
         parser.add_argument(f"--{name.replace('_', '-')}", nargs="*", default=[], help=f"Parquet files of the {name} table")
     parser.add_argument("--figures", nargs="*", default=[], help="names of the figures to draw (lostmid.workflow.FIGURES)")
     parser.add_argument("--out-dir", required=True, help="folder of the figures (<name>.png)")
-    parser.add_argument("--pages", nargs="*", default=[], help="HTML summary pages to write: failure, metrics, conditions, algebraic")
+    parser.add_argument("--pages", nargs="*", default=[], help="HTML summary pages to write: " + ", ".join(PAGES))
     parser.add_argument("--pages-dir", default=None, help="folder of the summary pages (<name>.html)")
     parser.add_argument("--baseline", default="baseline", help="the variant the remedy figures compare against")
     parser.add_argument("--steps", type=int, nargs="*", default=None, help="checkpoints the remedy figures compare (default: middle and last)")
@@ -42,8 +32,6 @@ def _args(parser):
 
 @command("figures", "every figure of the report and the HTML summary tables, in one process", _args)
 def figures(args):
-    from lostmid.workflow import FIGURES
-
     unknown = sorted(set(args.figures) - set(FIGURES))
     if unknown:
         raise ConfigError(f"figures: unknown figure(s) {unknown}; known: {sorted(FIGURES)}")
@@ -119,5 +107,5 @@ def write_pages(pages, tables: _Tables, folder: Path) -> None:
         "algebraic": lambda: tables["algebraic_table"],
     }
     for name in pages:
-        title, note = PAGES[name]
+        _, title, note = PAGES[name]
         io.write_text(summaries.to_html(make[name](), title, note), folder / f"{name}.html")

@@ -8,26 +8,20 @@ import pandas as pd
 import seaborn as sns
 
 from lostmid.analysis.conditions import REGIONS, TESTS, violations
-from lostmid.plots.common import save
+from lostmid.plots.common import nearest_delta, save
 
 CHANNEL_LABELS = {"res": "residual $J_{res}$", "cone": "causal cone $J_{cone}$", "loc": "local $J_{loc}$"}
 RUN_GROUP = ["variant", "L", "depth"]
 
 
-def _delta(table: pd.DataFrame, preferred: float = 0.2) -> float:
-    """The delta closest to ``preferred`` among those in the table."""
-    deltas = np.sort(table["delta"].unique())
-    return float(deltas[np.argmin(np.abs(deltas - preferred))])
-
-
 def channel_energies(channels: pd.DataFrame, cross_terms: pd.DataFrame, path, delta: float = 0.2) -> None:
     """Stacked channel energies J_res, J_cone, J_loc per region (columns) over training steps,
-    one row of panels per (variant, L, depth), means over seeds, at the delta closest to 0.2.
+    one row of panels per (variant, L, depth), means over seeds, at the delta closest to ``delta``.
 
     The cross term Xi(B) is a hatched bar (below zero when negative) and the black line is
     m_B = sum J + Xi, the regional mean density.
     """
-    delta = _delta(channels)
+    delta = nearest_delta(channels, delta)
     J = channels[np.isclose(channels["delta"], delta)]
     J = J.groupby(RUN_GROUP + ["step", "region", "channel"], as_index=False)["J"].mean()
     xi = cross_terms[np.isclose(cross_terms["delta"], delta)]

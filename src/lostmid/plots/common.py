@@ -1,8 +1,11 @@
-"""What every figure shares: one seaborn theme, the interval over seeds and one atomic ``save``."""
+"""What every figure shares: one seaborn theme, the interval over seeds, the region scale shown
+and one atomic ``save``."""
 
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 import seaborn as sns
 
 from lostmid import io
@@ -12,6 +15,12 @@ sns.set_theme(style="whitegrid", context="paper")
 # Intervals over seeds: mean +- 1.96 standard errors. Seaborn's default bootstrap costs a
 # minute per figure on long training logs and means little with three seeds.
 SEED_INTERVAL = ("se", 1.96)
+
+
+def nearest_delta(table: pd.DataFrame, preferred: float = 0.2) -> float:
+    """The region scale (``delta`` column) closest to ``preferred`` among those in the table."""
+    deltas = np.sort(table["delta"].unique())
+    return float(deltas[np.argmin(np.abs(deltas - preferred))])
 
 
 def save(grid, path) -> None:

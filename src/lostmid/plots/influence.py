@@ -11,13 +11,13 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from lostmid.plots.common import SEED_INTERVAL, save
+from lostmid.plots.common import SEED_INTERVAL, nearest_delta, save
 
 
 P_LABEL = "relative position p = (i - 1/2) / L"
 
 
-def _log_density(grid, column: str = "density") -> None:
+def _log_density(grid) -> None:
     for ax in np.ravel(grid.axes):
         ax.set_yscale("log")
         ax.axhline(1.0, color="0.4", lw=0.8, ls="--")
@@ -43,8 +43,7 @@ def profiles_over_training(influence: pd.DataFrame, path) -> None:
 
 def metrics_over_training(metrics: pd.DataFrame, path, delta: float = 0.2) -> None:
     """Delta, LIM (at region scale ``delta``), E_inf and raw Z against the training step."""
-    available = np.sort(metrics.delta.unique())
-    shown = available[np.argmin(np.abs(available - delta))]
+    shown = nearest_delta(metrics, delta)
     data = metrics[np.isclose(metrics.delta, shown)]
     long = data.melt(id_vars=["variant", "L", "depth", "seed", "step"], value_vars=["Delta", "LIM", "E_inf", "Z"], var_name="metric")
     grid = sns.relplot(
