@@ -25,7 +25,7 @@ from timing import median_seconds
 from lostmid.training import checkpoint
 from lostmid.analysis import density_flow
 from lostmid.analysis import influence
-from lostmid.analysis.settings import InfluenceSettings
+from lostmid.analysis.settings import FlowSettings, InfluenceSettings
 from lostmid.config import settings_from_block
 from lostmid.core import task
 from lostmid.core.model import ModelConfig
@@ -67,10 +67,10 @@ def bench(L: int, depth: int, args) -> dict:
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=False)
         optimizer.step()
 
-    settings = settings_from_block(InfluenceSettings, {"batch_per_position": args.batch_per_position,
-                                                       "flow_batch_per_position": args.flow_batch_per_position}, "influence")
+    settings = settings_from_block(InfluenceSettings, {"batch_per_position": args.batch_per_position}, "influence")
+    flow = settings_from_block(FlowSettings, {"flow_batch_per_position": args.flow_batch_per_position}, "influence")
     tokens, targets = influence.evaluation_batch(L, settings)
-    flow_tokens, flow_targets = influence.evaluation_batch(L, settings, flow=True)
+    flow_tokens, flow_targets = influence.evaluation_batch(L, flow)
     model.eval()
     one_pass = influence.energies(model, tokens, targets)[0].float()
     looped = per_position_loop(model, tokens, targets)

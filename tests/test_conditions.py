@@ -226,7 +226,7 @@ def test_the_command_writes_three_tidy_tables_for_every_checkpoint_without_viola
 def test_the_figures_are_drawn_from_the_tables(written, tmp_path):
     assert cli.main(["figures", "--channels", str(written / "channels.parquet"), "--cross-terms", str(written / "cross.parquet"),
                      "--conditions", str(written / "conditions.parquet"), "--figures", "channel_energies", "conditions",
-                     "--out-dir", str(tmp_path)]) == 0
+                     "--delta", "0.2", "--out-dir", str(tmp_path)]) == 0
     assert (tmp_path / "channel_energies.png").stat().st_size > 10_000 and (tmp_path / "conditions.png").stat().st_size > 10_000
 
 

@@ -11,6 +11,8 @@ import yaml
 
 from lostmid import config as cfg
 from lostmid import schema, workflow
+from lostmid.analysis.settings import ChannelSettings, FitSettings
+from lostmid.architectures.settings import FlagSettings
 from lostmid.errors import ConfigError
 from lostmid.objectives.settings import Balance, NoParameters, Observability, Reweight, remedy_settings
 from lostmid.tables.remedies import RemedyTableSettings
@@ -172,19 +174,22 @@ def test_the_neutral_values_are_the_schema_defaults_of_the_run_spec_blocks_and_n
 
 # Every settings dataclass: its config block and the least that block must set (the rest has defaults).
 SETTINGS = {
-    **{key: (cls, {}) for key, cls in workflow.SETTINGS.items()},
-    "evaluation": (EvaluationSettings, {"per_position": 4, "seed": 1000}),
-    "remedies": (RemedyTableSettings, {}),
-    "variants.baseline.remedy": (NoParameters, {"kind": "none"}),
-    "variants.balance.remedy": (Balance, {"kind": "balance", "beta": 0.1}),
-    "variants.reweight.remedy": (Reweight, {"kind": "reweight", "eta": 1.0}),
-    "variants.observability.remedy": (Observability, {"kind": "observability", "lam": 0.1}),
+    cls.__name__: (key, cls, least)
+    for key, cls, least in [
+        *((key, cls, {}) for cls, key in workflow.SETTINGS.items()),
+        ("evaluation", EvaluationSettings, {"per_position": 4, "seed": 1000}),
+        ("remedies", RemedyTableSettings, {}),
+        ("variants.baseline.remedy", NoParameters, {"kind": "none"}),
+        ("variants.balance.remedy", Balance, {"kind": "balance", "beta": 0.1}),
+        ("variants.reweight.remedy", Reweight, {"kind": "reweight", "eta": 1.0}),
+        ("variants.observability.remedy", Observability, {"kind": "observability", "lam": 0.1}),
+    ]
 }
 
 
-@pytest.mark.parametrize("key", sorted(SETTINGS))
-def test_an_unknown_key_of_any_block_is_one_line_naming_it(key, smoke_config):
-    cls, least = SETTINGS[key]
+@pytest.mark.parametrize("name", sorted(SETTINGS))
+def test_an_unknown_key_of_any_block_is_one_line_naming_it(name, smoke_config):
+    key, cls, least = SETTINGS[name]
     with pytest.raises(ConfigError) as err:  # library use and the commands, which get their block as JSON
         cfg.settings_from_block(cls, {**least, "colour": 1}, key)
     assert str(err.value) == f"config key {key}.colour is unknown"
@@ -205,9 +210,9 @@ def test_a_command_refuses_an_unknown_key_in_one_line(capsys, tmp_path):
     assert capsys.readouterr().err.strip().splitlines()[-1] == "lostmid density-flow: error: config key influence.flw_step is unknown"
 
 
-@pytest.mark.parametrize("key", sorted(SETTINGS))
-def test_every_field_has_a_valid_default_in_the_schema_or_is_required(key):
-    cls, least = SETTINGS[key]
+@pytest.mark.parametrize("name", sorted(SETTINGS))
+def test_every_field_has_a_valid_default_in_the_schema_or_is_required(name):
+    key, cls, least = SETTINGS[name]
     root = schema.load()
     block = schema.block_schema(key, root)
     filled = schema.fill_defaults(copy.deepcopy(least), block, root)
@@ -230,11 +235,11 @@ def test_validation_fills_in_the_schema_defaults_and_the_settings_hold_them(smok
     config = cfg.validate(smoke_config, SCHEMA)
     assert config["bias_fit"]["lr"] == default("bias_fit", "lr") and config["seeds_per_job"] == default("seeds_per_job")
     settings = workflow.settings(config)
-    assert settings["bias_fit"].lr == default("bias_fit", "lr")
-    assert settings["architectures.flag"].chunk == default("architectures", "flag", "chunk")
-    assert settings["channels"].deltas == tuple(default("channels", "deltas"))
-    assert settings["channels"] == cfg.settings_from_block(workflow.SETTINGS["channels"], {}, "channels")
-    assert settings["bias_fit"].inits == smoke_config["bias_fit"]["inits"] == 1  # what the config sets wins
+    assert settings[FitSettings].lr == default("bias_fit", "lr")
+    assert settings[FlagSettings].chunk == default("architectures", "flag", "chunk")
+    assert settings[ChannelSettings].deltas == tuple(default("channels", "deltas"))
+    assert settings[ChannelSettings] == cfg.settings_from_block(ChannelSettings, {}, "channels")
+    assert settings[FitSettings].inits == smoke_config["bias_fit"]["inits"] == 1  # what the config sets wins
 
 
 # Checkpoints written before validation filled in the schema's defaults carry these fingerprints.
@@ -266,13 +271,13 @@ def test_a_remedy_takes_its_defaults_when_its_settings_are_built_never_in_the_sp
 
 
 def test_the_density_flow_step_is_one_number_or_a_list_and_a_count_or_fraction_stays_as_written():
-    from lostmid.analysis.settings import InfluenceSettings
+    from lostmid.analysis.settings import FlowSettings
     from lostmid.objectives.settings import Observability
 
-    assert cfg.settings_from_block(InfluenceSettings, {"flow_step": 1e-3}, "influence").flow_step == 1e-3
-    assert cfg.settings_from_block(InfluenceSettings, {"flow_step": [1e-2, 1e-4]}, "influence").flow_step == (1e-2, 1e-4)
+    assert cfg.settings_from_block(FlowSettings, {"flow_step": 1e-3}, "influence").flow_step == 1e-3
+    assert cfg.settings_from_block(FlowSettings, {"flow_step": [1e-2, 1e-4]}, "influence").flow_step == (1e-2, 1e-4)
     with pytest.raises(ConfigError, match=r"^config key influence\.flow_step"):
-        cfg.settings_from_block(InfluenceSettings, {"flow_step": []}, "influence")
+        cfg.settings_from_block(FlowSettings, {"flow_step": []}, "influence")
     remedy = {"kind": "observability", "lam": 0.1}
     assert cfg.settings_from_block(Observability, {**remedy, "monitored": 0.5}, "variants.o.remedy").monitored == 0.5
     assert cfg.settings_from_block(Observability, {**remedy, "monitored": 3}, "variants.o.remedy").monitored == 3
@@ -305,6 +310,21 @@ def test_the_summary_pages_are_those_whose_tables_the_run_has():
     assert workflow.pages(tables) == list(workflow.PAGES) == ["failure", "metrics", "conditions", "algebraic"]
     assert workflow.pages({**tables, "conditions": []}) == ["failure", "metrics", "algebraic"]  # no residual run
     # `lostmid figures` takes every table a figure or a page is drawn from, once.
-    needed = {table for _, needs in workflow.FIGURES.values() for table in needs}
-    needed |= {table for needs, _, _ in workflow.PAGES.values() for table in needs}
+    needed = {table for entry in [*workflow.FIGURES.values(), *workflow.PAGES.values()] for table in entry.tables}
     assert sorted(workflow.FIGURE_TABLES) == sorted(needed)
+
+
+def test_every_figure_and_page_names_a_function_taking_its_tables_the_path_and_its_options():
+    import importlib
+    import inspect
+
+    from lostmid.tables import summaries
+
+    for name, figure in workflow.FIGURES.items():
+        module, function = figure.plot.split(".")
+        parameters = list(inspect.signature(getattr(importlib.import_module(f"lostmid.plots.{module}"), function)).parameters)
+        assert len(parameters) >= len(figure.tables) + 1 and set(figure.options) <= set(parameters), name
+    for name, page in workflow.PAGES.items():
+        if page.summary:
+            parameters = list(inspect.signature(getattr(summaries, page.summary)).parameters)
+            assert len(parameters) == len(page.tables) + len(page.options) and set(page.options) <= set(parameters), name

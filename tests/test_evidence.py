@@ -14,9 +14,9 @@ import torch
 from lostmid.cli.main import main
 from lostmid.config import settings_from_block
 from lostmid.core import task
+from lostmid.errors import ConfigError
 from lostmid.evidence import claims
 from lostmid.evidence.settings import EvidenceSettings
-from lostmid.errors import ConfigError
 
 EV = settings_from_block(EvidenceSettings, {}, "evidence")  # the schema's defaults
 VARIANTS = {"baseline": {}, "debiased": {"remedy": {"kind": "bias"}}}
@@ -227,12 +227,18 @@ def test_the_command_writes_the_table_the_forest_plot_and_markdown(tmp_path, cap
 
 
 
-def test_the_command_takes_one_option_per_table_of_the_inputs():
-    from lostmid.cli import evidence as cli_evidence
-    from lostmid.evidence.inputs import TABLES
+def test_the_command_the_rule_and_the_inputs_take_the_one_list_of_evidence_tables():
+    from dataclasses import fields
+
+    from lostmid.cli.main import build_parser
+    from lostmid.evidence.tables import TABLES
     from lostmid.workflow import EVIDENCE_TABLES
 
-    assert EVIDENCE_TABLES == TABLES and list(cli_evidence.TABLE_HELP) == list(EVIDENCE_TABLES)
+    options = build_parser().parse_args(["evidence"])
+    assert [f.name for f in fields(claims.Inputs)] == ["variants", "model", *TABLES]
+    assert EVIDENCE_TABLES == tuple(TABLES) and all(getattr(options, name) is None for name in TABLES)
+    needed = {table for claim in claims.CLAIMS for table in claim.needs}
+    assert needed == set(TABLES)  # every declared table is read by a claim, every table a claim reads is declared
 
 
 def test_a_config_file_that_is_not_valid_yaml_is_one_line_naming_the_file_and_line(tmp_path, capsys):

@@ -308,7 +308,7 @@ def test_slurm_gave_a_gpu_to_exactly_the_submissions_with_gpu_rules(slurm_and_lo
     log = (runs["slurm"] / "results/logs/evaluate/baseline/L8_M1_seeds0-1.log").read_text()
     if "device: cuda" not in log:
         assert "asked for a GPU and was given one" in log and "running on the CPU" in log, log
-    assert re.match(r"== rule evaluate_baseline_L8_M1_seeds_0_1, attempt 1, .* ==$", log.splitlines()[0]), log
+    assert re.match(r"== rule evaluate_baseline_L8_M1_seeds0-1, attempt 1, .* ==$", log.splitlines()[0]), log
 
 
 @pytest.mark.slow

@@ -14,23 +14,47 @@ The rule files call these functions and declare rules; this module never imports
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, fields
 
 from lostmid import config as cfg
 from lostmid.algebraic.settings import AlgebraicSettings
 from lostmid.analysis.metrics import check_deltas
-from lostmid.analysis.settings import (ChannelSettings, FitSettings, InfluenceSettings, InitSweepSettings, StructuralSettings,
-                                       check_disjoint_from_training)
+from lostmid.analysis.settings import (
+    ChannelSettings,
+    FitSettings,
+    FlowSettings,
+    InfluenceSettings,
+    InitSweepSettings,
+    StructuralSettings,
+    check_disjoint_from_training,
+)
 from lostmid.architectures.settings import ArchSettings, FlagSettings
 from lostmid.evidence.settings import EvidenceSettings
+from lostmid.evidence.tables import TABLES as EVIDENCE_INPUTS
 
 # One run's id in paths, and the per-run files of every stage (a table per folder).
 RUN = "{variant}/L{L}_M{depth}_seed{seed}"
 CHECKPOINT = "results/checkpoints/" + RUN + "/step{step}.pt"
 TRAIN_TABLE = "results/train/" + RUN + "_step{step}.parquet"
-RUN_TABLES = {name: f"results/{name}/" + RUN + ".parquet"
-              for name in ("failure", "influence", "metrics", "density_flow", "channels", "cross_terms", "conditions")}
+
+
+@dataclass(frozen=True)
+class BlockStage:
+    """An analysis stage that runs one job per block of seeds (a rule ``<stage>_<block>`` each)."""
+
+    tables: tuple[str, ...]  # the per-run tables its job writes, in the order of the command's outputs
+    has: Callable[[Block], bool]  # the blocks that get the stage
+
+
+# The per-block analysis stages: the one place that says which blocks have which stage. The rule
+# files loop over ``stage_blocks``, the default targets and the summaries' inputs follow ``run_tables``.
+BLOCK_STAGES = {
+    "evaluate": BlockStage(("failure", "influence", "metrics"), lambda block: True),
+    "density_flow": BlockStage(("density_flow",), lambda block: block.flow),  # influence.flow_variants
+    "channels": BlockStage(("channels", "cross_terms", "conditions"), lambda block: block.residual),  # a residual channel
+}
+RUN_TABLES = {name: f"results/{name}/" + RUN + ".parquet" for stage in BLOCK_STAGES.values() for name in stage.tables}
 # A fitted attention-logit bias, one per (bias variant, L, depth): the fit uses the variant's own model.
 FIT = "{variant}_L{L}_M{depth}"
 BIAS_TENSOR = "results/bias_tensors/" + FIT + ".pt"
@@ -54,13 +78,17 @@ class Block:
 
     @property
     def id(self) -> str:
-        """The block in log and benchmark paths: ``{variant}/L{L}_M{depth}_seeds0-1-2``."""
-        return f"{self.variant}/L{self.L}_M{self.depth}_seeds" + "-".join(map(str, self.seeds))
+        """The block in log and benchmark paths: ``{variant}/L{L}_M{depth}_seeds0-23``."""
+        return f"{self.variant}/L{self.L}_M{self.depth}_seeds{seed_ranges(self.seeds)}"
 
     @property
     def rule(self) -> str:
-        """The block in rule names (word characters only)."""
-        return re.sub(r"\W", "_", f"{self.variant}_L{self.L}_M{self.depth}_seeds_" + "_".join(map(str, self.seeds)))
+        """The block in rule names: ``{variant}_L{L}_M{depth}_seeds0-23``."""
+        return self.id.replace("/", "_")
+
+    def has(self, stage: str) -> bool:
+        """Whether the block gets the per-block analysis ``stage`` (BLOCK_STAGES)."""
+        return BLOCK_STAGES[stage].has(self)
 
     @property
     def checkpoint_steps(self) -> list[int]:
@@ -90,6 +118,18 @@ class Block:
 
     def bias_tensor(self) -> str:
         return BIAS_TENSOR.format(variant=self.variant, L=self.L, depth=self.depth)
+
+
+def seed_ranges(seeds) -> str:
+    """Sorted seeds as runs of consecutive ones, ``-`` inside a run and ``_`` between runs:
+    (0, 1, ..., 23) -> ``0-23``, (0, 99) -> ``0_99``, (0, 1, 2, 7) -> ``0-2_7``."""
+    runs: list[list[int]] = []
+    for seed in sorted(seeds):
+        if runs and seed == runs[-1][-1] + 1:
+            runs[-1].append(seed)
+        else:
+            runs.append([seed])
+    return "_".join(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}" for run in runs)
 
 
 def blocks(config: dict) -> list[Block]:
@@ -144,13 +184,19 @@ def training_benchmarks(all_blocks: list[Block]) -> list[str]:
     return [training_benchmark(block, step) for block in all_blocks for step in block.checkpoint_steps[1:]]
 
 
+def stage_blocks(all_blocks: list[Block], stage: str) -> list[Block]:
+    """The blocks that get the per-block analysis ``stage`` (BLOCK_STAGES)."""
+    return [block for block in all_blocks if block.has(stage)]
+
+
 def run_tables(all_blocks: list[Block], name: str) -> list[str]:
     """Every per-run file of one table over the blocks that have it."""
     if name == "train":
-        return [path for block in all_blocks for step in block.checkpoint_steps[1:] for path in block.paths(TRAIN_TABLE, step=step)]
-    has = {"density_flow": lambda b: b.flow, "channels": lambda b: b.residual, "cross_terms": lambda b: b.residual,
-           "conditions": lambda b: b.residual}.get(name, lambda b: True)
-    return [path for block in all_blocks if has(block) for path in block.paths(RUN_TABLES[name])]
+        return [
+            path for block in all_blocks for step in block.checkpoint_steps[1:] for path in block.paths(TRAIN_TABLE, step=step)
+        ]
+    stage = next(stage for stage, declared in BLOCK_STAGES.items() if name in declared.tables)
+    return [path for block in stage_blocks(all_blocks, stage) for path in block.paths(RUN_TABLES[name])]
 
 
 def bias_fits(all_blocks: list[Block]) -> list[dict]:
@@ -162,43 +208,90 @@ def bias_tables(all_blocks: list[Block], name: str) -> list[str]:
     return [BIAS_TABLES[name].format(**fit) for fit in bias_fits(all_blocks)]
 
 
-# The figures of the report: name -> (report category, the tables it is drawn from); lostmid.cli.figures
-# draws them, workflow/report/<name>.rst is the caption.
+@dataclass(frozen=True)
+class Figure:
+    """A figure of the report, ``results/figures/<name>.png``; workflow/report/<name>.rst is its caption."""
+
+    category: str  # its category in the report
+    tables: tuple[str, ...]  # the tables it is drawn from
+    plot: str  # ``module.function`` of lostmid.plots: called with the tables (in this order), the path and ``options``
+    options: tuple[str, ...] = ()  # the `lostmid figures` options it also takes, by keyword (baseline, steps, delta)
+
+
+# The figures of the report, declared once: `lostmid figures` draws them, the figures rule asks for
+# those whose tables the run has.
 FIGURES = {
-    "failure_by_position": ("Training", ("failure",)),
-    "training_curves": ("Training", ("train",)),
-    "influence_profiles": ("Influence", ("influence",)),
-    "influence_depth": ("Influence", ("influence",)),
-    "influence_metrics": ("Influence", ("metrics",)),
-    "density_flow": ("Influence", ("density_flow",)),
-    "influence_init_sweep": ("Influence", ("init_sweep",)),
-    "structural_baseline": ("Influence", ("structural",)),
-    "channel_energies": ("Channels", ("channels", "cross_terms")),
-    "conditions": ("Channels", ("conditions",)),
-    "remedy_failure": ("Remedies", ("remedies", "failure")),
-    "remedy_influence": ("Remedies", ("remedies", "influence")),
-    "remedy_ablation": ("Remedies", ("remedies",)),
-    "remedy_overhead": ("Remedies", ("remedies",)),
-    "bias_heatmap": ("Remedies", ("bias_matrix",)),
-    "bias_profile": ("Remedies", ("bias_profiles", "bias_iterations")),
-    "algebraic_table": ("Algebraic simulations", ("algebraic_table", "algebraic_profiles")),
-    "algebraic_probes": ("Algebraic simulations", ("algebraic_probes",)),
+    "failure_by_position": Figure("Training", ("failure",), "training.failure_by_position"),
+    "training_curves": Figure("Training", ("train",), "training.training_curves"),
+    "influence_profiles": Figure("Influence", ("influence",), "influence.profiles_over_training"),
+    "influence_depth": Figure("Influence", ("influence",), "influence.depth_profiles"),
+    "influence_metrics": Figure("Influence", ("metrics",), "influence.metrics_over_training", ("delta",)),
+    "density_flow": Figure("Influence", ("density_flow",), "influence.density_flow"),
+    "influence_init_sweep": Figure("Influence", ("init_sweep",), "influence.init_sweep"),
+    "structural_baseline": Figure("Influence", ("structural",), "influence.structural_baseline"),
+    "channel_energies": Figure("Channels", ("channels", "cross_terms"), "channels.channel_energies", ("delta",)),
+    "conditions": Figure("Channels", ("conditions",), "channels.conditions_table"),
+    "remedy_failure": Figure("Remedies", ("remedies", "failure"), "remedies.failure_by_remedy", ("baseline", "steps")),
+    "remedy_influence": Figure(
+        "Remedies", ("remedies", "influence"), "remedies.influence_by_remedy", ("baseline", "steps")
+    ),
+    "remedy_ablation": Figure("Remedies", ("remedies",), "remedies.ablations"),
+    "remedy_overhead": Figure("Remedies", ("remedies",), "remedies.overhead", ("baseline",)),
+    "bias_heatmap": Figure("Remedies", ("bias_matrix",), "remedies.bias_heatmap"),
+    "bias_profile": Figure("Remedies", ("bias_profiles", "bias_iterations"), "remedies.bias_profiles"),
+    "algebraic_table": Figure("Algebraic simulations", ("algebraic_table", "algebraic_profiles"), "algebraic.table_figure"),
+    "algebraic_probes": Figure("Algebraic simulations", ("algebraic_probes",), "algebraic.probe_figure"),
 }
-# The HTML summary pages of the report: name -> (the tables it is drawn from, title, note);
-# lostmid.cli.figures writes them (lostmid.tables.summaries), workflow/report/table_<name>.rst is the caption.
+
+
+@dataclass(frozen=True)
+class Page:
+    """An HTML summary page of the report, ``results/report_tables/<name>.html``; workflow/report/table_<name>.rst
+    is its caption."""
+
+    tables: tuple[str, ...]  # the tables it is drawn from
+    title: str  # may name the ``delta`` option: ``{delta}``
+    note: str
+    summary: str | None  # function of lostmid.tables.summaries called with the tables (and ``options``); None: the table
+    options: tuple[str, ...] = ()
+
+
+# The HTML summary pages of the report, declared once (`lostmid figures --pages` writes them).
 PAGES = {
-    "failure": (("failure",), "Failure by flag-position third", "Mean failure rate over seeds (± 95% t-interval) in the early, middle and late third of flag positions, at every checkpoint. Source: results/failure."),
-    "metrics": (("metrics",), "Influence metrics (δ = 0.2)", "Regional metrics of the adjoint influence density at every checkpoint, mean over seeds (± 95% t-interval). Source: results/metrics."),
-    "conditions": (("conditions",), "Sufficient-condition tests", "Share of rows (runs × checkpoints × δ) where each test holds, where its conclusion holds, where it is conservative; violations must be 0. Source: results/conditions."),
-    "algebraic": (("algebraic_table",), "Algebraic simulations (paper §4, Table 1)", "Regional densities and metrics of each method on the linear causal model. Source: results/algebraic_table."),
+    "failure": Page(
+        ("failure",),
+        "Failure by flag-position third",
+        "Mean failure rate over seeds (± 95% t-interval) in the early, middle and late third of flag positions, "
+        "at every checkpoint. Source: results/failure.",
+        "failure_by_third",
+    ),
+    "metrics": Page(
+        ("metrics",),
+        "Influence metrics (δ = {delta})",
+        "Regional metrics of the adjoint influence density at every checkpoint, mean over seeds (± 95% t-interval). "
+        "Source: results/metrics.",
+        "regional_metrics_over_seeds",
+        ("delta",),
+    ),
+    "conditions": Page(
+        ("conditions",),
+        "Sufficient-condition tests",
+        "Share of rows (runs × checkpoints × δ) where each test holds, where its conclusion holds, where it is "
+        "conservative; violations must be 0. Source: results/conditions.",
+        "condition_rates",
+    ),
+    "algebraic": Page(
+        ("algebraic_table",),
+        "Algebraic simulations (paper §4, Table 1)",
+        "Regional densities and metrics of each method on the linear causal model. Source: results/algebraic_table.",
+        None,
+    ),
 }
 # Every table `lostmid figures` takes (an option each): those of the figures and the pages, in order of first use.
-FIGURE_TABLES = tuple(dict.fromkeys([table for _, needs in FIGURES.values() for table in needs]
-                                    + [table for needs, _, _ in PAGES.values() for table in needs]))
-# The tables the evidence stage reads (lostmid.evidence.inputs.TABLES), in the order of its options
-# (`lostmid evidence --failure ... --algebraic-probes ...`).
-EVIDENCE_TABLES = ("failure", "metrics", "density_flow", "conditions", "structural", "init_sweep", "bias_matrix",
-                   "algebraic_table", "algebraic_probes")
+FIGURE_TABLES = tuple(dict.fromkeys(table for entry in [*FIGURES.values(), *PAGES.values()] for table in entry.tables))
+# The tables the evidence stage reads (lostmid.evidence.tables.TABLES, the one declaration), in the
+# order of its options (`lostmid evidence --failure ... --algebraic-probes ...`).
+EVIDENCE_TABLES = tuple(EVIDENCE_INPUTS)
 
 
 def _drawable(needs, tables: dict[str, list[str]]) -> bool:
@@ -207,12 +300,12 @@ def _drawable(needs, tables: dict[str, list[str]]) -> bool:
 
 def figures(tables: dict[str, list[str]]) -> list[str]:
     """The figures whose tables the run has (``tables``: table name -> its files)."""
-    return [name for name, (_, needs) in FIGURES.items() if _drawable(needs, tables)]
+    return [name for name, figure in FIGURES.items() if _drawable(figure.tables, tables)]
 
 
 def pages(tables: dict[str, list[str]]) -> list[str]:
     """The HTML summary pages whose tables the run has (the conditions page needs a residual run)."""
-    return [name for name, (needs, _, _) in PAGES.items() if _drawable(needs, tables)]
+    return [name for name, page in PAGES.items() if _drawable(page.tables, tables)]
 
 
 def input_options(tables: dict[str, list[str]]) -> str:
@@ -236,31 +329,46 @@ def default_targets(all_blocks: list[Block]) -> list[str]:
     return found
 
 
-# The settings of the analysis blocks, built when the workflow starts so that a block's own rules (the
-# check of its class) fail before any job; the classes are free of torch. The evaluation, remedies and
-# remedy blocks have no rules beyond the schema's, which validation checks.
+# The settings classes of the analysis blocks and the config block each is read from (the influence
+# block has two readers: the evaluation and the density flow). They are built when the workflow starts,
+# so that a block's own rules (the check of its class) fail before any job; the classes are free of
+# torch. The evaluation, remedies and remedy blocks have no rules beyond the schema's, which validation checks.
 SETTINGS = {
-    "influence": InfluenceSettings,
-    "influence.init_sweep": InitSweepSettings,
-    "influence.structural": StructuralSettings,
-    "channels": ChannelSettings,
-    "bias_fit": FitSettings,
-    "algebraic": AlgebraicSettings,
-    "evidence": EvidenceSettings,
-    "architectures": ArchSettings,
-    "architectures.flag": FlagSettings,
+    InfluenceSettings: "influence",
+    FlowSettings: "influence",
+    InitSweepSettings: "influence.init_sweep",
+    StructuralSettings: "influence.structural",
+    ChannelSettings: "channels",
+    FitSettings: "bias_fit",
+    AlgebraicSettings: "algebraic",
+    EvidenceSettings: "evidence",
+    ArchSettings: "architectures",
+    FlagSettings: "architectures.flag",
 }
 
 
+def _block(config: dict, key: str):
+    """The config's block ``key`` (dotted for a sub-block: ``influence.init_sweep``); None if absent."""
+    block = config
+    for part in key.split("."):
+        block = (block or {}).get(part)
+    return block
+
+
 def settings(config: dict) -> dict:
-    """Block key -> its settings (lostmid.config.settings_from_block), for every block of ``SETTINGS``
-    that a validated config has: all but ``architectures``, whose absence turns the stage off."""
-    found = {}
-    for key, cls in SETTINGS.items():
-        outer, _, inner = key.partition(".")
-        if outer in config:
-            found[key] = cfg.settings_from_block(cls, config[outer][inner] if inner else config[outer], key)
-    return found
+    """Settings class -> its settings (lostmid.config.settings_from_block), for every class of ``SETTINGS``
+    whose block a validated config has: all but ``architectures``, whose absence turns the stage off."""
+    return {cls: cfg.settings_from_block(cls, _block(config, key), key) for cls, key in SETTINGS.items()
+            if key.partition(".")[0] in config}
+
+
+def settings_json(config: dict, cls) -> str:
+    """Exactly the keys of its block that the settings class ``cls`` holds, as canonical JSON: what a
+    rule passes to the command that builds ``cls`` from it. A key the class holds is always passed
+    (validation filled in the defaults), so no command reads a default in place of a configured
+    value; a key it does not hold is never passed, so changing it reruns no job of that rule."""
+    block = _block(config, SETTINGS[cls])
+    return cfg.canonical_json({field.name: block[field.name] for field in fields(cls)})
 
 
 def check(config: dict) -> None:
@@ -270,7 +378,7 @@ def check(config: dict) -> None:
     and region scales that leave no region empty at any L of the grid."""
     parsed = settings(config)
     grid = cfg.runs(config)
-    check_disjoint_from_training(parsed["bias_fit"], {run.seed for run in grid})
-    for block in ("influence", "channels"):
+    check_disjoint_from_training(parsed[FitSettings], {run.seed for run in grid})
+    for cls, key in ((InfluenceSettings, "influence"), (ChannelSettings, "channels")):
         for L in sorted({run.L for run in grid}):
-            check_deltas(L, parsed[block].deltas, f"{block}.deltas")
+            check_deltas(L, parsed[cls].deltas, f"{key}.deltas")

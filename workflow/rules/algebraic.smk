@@ -8,7 +8,7 @@ rule algebraic:
         profiles="results/algebraic_profiles/profiles.parquet",
         probes="results/algebraic_probes/probes.parquet",
     params:
-        settings=config_json("algebraic"),
+        settings=wf.settings_json(config, AlgebraicSettings),
     log:
         "results/logs/algebraic/algebraic.log",
     benchmark:

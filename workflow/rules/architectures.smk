@@ -14,6 +14,7 @@ rule architectures_sweep:
         comparison="results/architectures_comparison/sweep.parquet",
         figure=report("results/figures/architectures_sweep.png", caption="../report/architectures_sweep.rst", category="Architectures"),
     params:
+        device=config["device"],
         settings=config_json("architectures", exclude=("flag",)),
     log:
         "results/logs/architectures/sweep.log",
@@ -31,7 +32,7 @@ rule architectures_sweep:
         gpu=GPU,
     shell:
         logged(
-            "lostmid architectures --device {config[device]} --threads {threads} --settings {params.settings:q}"
+            "lostmid architectures --device {params.device} --threads {threads} --settings {params.settings:q}"
             " --profiles {output.profiles} --layers {output.layers} --comparison {output.comparison}"
             " --figure {output.figure}"
         )
@@ -46,6 +47,7 @@ rule architectures_flag:
         comparison="results/architectures_comparison/flag.parquet",
         figure=report("results/figures/architectures_flag.png", caption="../report/architectures_flag.rst", category="Architectures"),
     params:
+        device=config["device"],
         settings=config_json("architectures", ("flag",)),
         runs=canonical_json(ARCHITECTURE_FLAG_RUNS),
     log:
@@ -64,7 +66,7 @@ rule architectures_flag:
         gpu=GPU,
     shell:
         logged(
-            "lostmid architectures-flag --device {config[device]} --threads {threads} --settings {params.settings:q}"
+            "lostmid architectures-flag --device {params.device} --threads {threads} --settings {params.settings:q}"
             " --runs {params.runs:q} --profiles {output.profiles} --layers {output.layers} --comparison {output.comparison}"
             " --figure {output.figure}"
         )

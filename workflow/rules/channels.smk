@@ -2,7 +2,7 @@
 # one job per block of residual runs; runs with `model.residual: false` have no residual channel
 # and get no job (`lostmid channels` refuses them).
 
-for block in (b for b in BLOCKS if b.residual):
+for block in wf.stage_blocks(BLOCKS, "channels"):
 
     rule:
         name:
@@ -16,7 +16,8 @@ for block in (b for b in BLOCKS if b.residual):
         params:
             spec=block.spec,
             seeds=block.seed_list,
-            settings=config_json("channels"),
+            device=config["device"],
+            settings=wf.settings_json(config, ChannelSettings),
         log:
             f"results/logs/channels/{block.id}.log",
         benchmark:
@@ -33,7 +34,7 @@ for block in (b for b in BLOCKS if b.residual):
             gpu=GPU,
         shell:
             logged(
-                "lostmid channels --spec {params.spec:q} --seeds {params.seeds} --device {config[device]} --threads {threads}"
+                "lostmid channels --spec {params.spec:q} --seeds {params.seeds} --device {params.device} --threads {threads}"
                 " --settings {params.settings:q} --checkpoints {input}"
                 " --channels {output.channels} --cross-terms {output.cross_terms} --conditions {output.conditions}"
             )

@@ -1,11 +1,14 @@
 # Shared helpers of the stage files: the jobs of the grid (lostmid.workflow), the conda
-# environment, the GPU request, the logged shell command, the config blocks passed to the library
+# environment, the GPU request, the logged shell command, the config sections passed to the library
 # as JSON params (a changed value reruns exactly the rules that read it, never training) and the
 # tables of the summary rules. The stage files only declare rules.
 import functools
 
 import lostmid.workflow as wf
+from lostmid.algebraic.settings import AlgebraicSettings
+from lostmid.analysis.settings import ChannelSettings, FlowSettings, InfluenceSettings, InitSweepSettings, StructuralSettings
 from lostmid.config import canonical_json
+from lostmid.evidence.settings import EvidenceSettings
 
 BLOCKS = wf.blocks(config)
 ARCHITECTURES = config.get("architectures") or {}
@@ -47,10 +50,11 @@ def logged(command):
 LOSTMID_ENV = "../../envs/lostmid.yaml"
 
 
-def config_json(block, keys=None, exclude=()):
-    """The config's ``block`` (or only its ``keys``, and never the keys in ``exclude``: those of
-    other rules) as canonical JSON; validation filled in the defaults."""
-    values = config.get(block) or {}
+def config_json(section, keys=None, exclude=()):
+    """The config's ``section`` (or only its ``keys``, and never the keys in ``exclude``: those of
+    other rules) as canonical JSON; validation filled in the defaults. A section read through a
+    settings class is passed with wf.settings_json instead: exactly the class's keys."""
+    values = config.get(section) or {}
     if keys is not None:
         values = {key: values[key] for key in keys if key in values}
     return canonical_json({key: value for key, value in values.items() if key not in exclude})
@@ -65,7 +69,7 @@ def summary_tables():
     """Every table the figures and summary pages are drawn from: name -> its files. Built once per
     parse, on the first call (by the summary stage files, included after every other stage's rules)."""
     return {
-        **{name: run_tables(name) for name in ("failure", "train", "influence", "metrics", "density_flow", "channels", "cross_terms", "conditions")},
+        **{name: run_tables(name) for name in ("train", *wf.RUN_TABLES)},
         "init_sweep": [rules.influence_baselines.output.sweep],
         "structural": [rules.influence_baselines.output.structural],
         "remedies": [rules.remedies_table.output.table],

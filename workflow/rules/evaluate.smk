@@ -1,9 +1,9 @@
 # Evaluation at every checkpoint, one job per block of seeds: the failure rate by flag position on
 # the fixed evaluation set, and the adjoint influence profiles (every residual step) with their
-# regional metrics. Only the influence keys read here are params, so changing the density-flow
-# keys never reruns it.
+# regional metrics. The influence keys passed are exactly those of InfluenceSettings, so changing
+# the density-flow keys never reruns it (lostmid.workflow.settings_json).
 
-for block in BLOCKS:
+for block in wf.stage_blocks(BLOCKS, "evaluate"):
 
     rule:
         name:
@@ -17,8 +17,9 @@ for block in BLOCKS:
         params:
             spec=block.spec,
             seeds=block.seed_list,
+            device=config["device"],
             evaluation=config_json("evaluation"),
-            influence=config_json("influence", ("batch_per_position", "seed", "deltas", "chunk")),
+            influence=wf.settings_json(config, InfluenceSettings),
         log:
             f"results/logs/evaluate/{block.id}.log",
         benchmark:
@@ -35,7 +36,7 @@ for block in BLOCKS:
             gpu=GPU,
         shell:
             logged(
-                "lostmid evaluate --spec {params.spec:q} --seeds {params.seeds} --device {config[device]} --threads {threads}"
+                "lostmid evaluate --spec {params.spec:q} --seeds {params.seeds} --device {params.device} --threads {threads}"
                 " --checkpoints {input} --evaluation {params.evaluation:q} --influence {params.influence:q}"
                 " --failure {output.failure} --profiles {output.profiles} --metrics {output.metrics}"
             )

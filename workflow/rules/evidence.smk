@@ -14,7 +14,7 @@ rule evidence:
         # "0." sorts the category before every other one: the forest plot opens the report.
         forest=report("results/figures/evidence_forest.png", caption="../report/evidence_forest.rst", category="0. Evidence"),
     params:
-        settings=config_json("evidence"),
+        settings=wf.settings_json(config, EvidenceSettings),
         variants=canonical_json(config["variants"]),
         model=config_json("model"),
     log:

@@ -11,7 +11,7 @@ rule figures:
         **SUMMARY_TABLES,
     output:
         figures=[
-            report(f"results/figures/{name}.png", caption=f"../report/{name}.rst", category=wf.FIGURES[name][0])
+            report(f"results/figures/{name}.png", caption=f"../report/{name}.rst", category=wf.FIGURES[name].category)
             for name in FIGURE_NAMES
         ],
         pages=[
@@ -22,6 +22,7 @@ rule figures:
         figures=" ".join(FIGURE_NAMES),
         pages=" ".join(PAGE_NAMES),
         baseline=config["remedies"]["baseline"],
+        delta=config["remedies"]["delta"],
         steps=" ".join(str(s) for s in config["remedies"].get("plot_steps", [])),  # none: the middle and last
     log:
         "results/logs/figures/figures.log",
@@ -42,5 +43,5 @@ rule figures:
             "lostmid figures --threads {threads} "
             + wf.input_options(SUMMARY_TABLES)
             + " --figures {params.figures} --out-dir results/figures --pages {params.pages} --pages-dir results/report_tables"
-            " --baseline {params.baseline} --steps {params.steps}"
+            " --baseline {params.baseline} --delta {params.delta} --steps {params.steps}"
         )

@@ -2,7 +2,7 @@
 # block; and, independent of training, the influence at initialization versus depth and the
 # structural baseline against its closed form, in one job.
 
-for block in (b for b in BLOCKS if b.flow):
+for block in wf.stage_blocks(BLOCKS, "density_flow"):
 
     rule:
         name:
@@ -14,7 +14,8 @@ for block in (b for b in BLOCKS if b.flow):
         params:
             spec=block.spec,
             seeds=block.seed_list,
-            settings=config_json("influence", ("seed", "flow_step", "flow_batch_per_position")),
+            device=config["device"],
+            settings=wf.settings_json(config, FlowSettings),
         log:
             f"results/logs/density_flow/{block.id}.log",
         benchmark:
@@ -31,7 +32,7 @@ for block in (b for b in BLOCKS if b.flow):
             gpu=GPU,
         shell:
             logged(
-                "lostmid density-flow --spec {params.spec:q} --seeds {params.seeds} --device {config[device]} --threads {threads}"
+                "lostmid density-flow --spec {params.spec:q} --seeds {params.seeds} --device {params.device} --threads {threads}"
                 " --checkpoints {input} --settings {params.settings:q} --out {output}"
             )
 
@@ -41,9 +42,10 @@ rule influence_baselines:
         sweep="results/influence_init_sweep/sweep.parquet",
         structural="results/structural_baseline/baseline.parquet",
     params:
+        device=config["device"],
         model=config_json("model"),
-        init_sweep=canonical_json(config["influence"]["init_sweep"]),
-        structural=canonical_json(config["influence"]["structural"]),
+        init_sweep=wf.settings_json(config, InitSweepSettings),
+        structural=wf.settings_json(config, StructuralSettings),
     log:
         "results/logs/influence/baselines.log",
     benchmark:
@@ -60,7 +62,7 @@ rule influence_baselines:
         gpu=GPU,
     shell:
         logged(
-            "lostmid influence-baselines --device {config[device]} --threads {threads} --model {params.model:q}"
+            "lostmid influence-baselines --device {params.device} --threads {threads} --model {params.model:q}"
             " --init-sweep {params.init_sweep:q} --structural {params.structural:q}"
             " --sweep-out {output.sweep} --structural-out {output.structural}"
         )

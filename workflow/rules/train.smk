@@ -14,6 +14,7 @@ for block in BLOCKS:
         params:
             spec=block.spec,
             seeds=block.seed_list,
+            device=config["device"],
             bias=f"--attention-bias {block.bias_tensor()}" if block.bias else "",
         log:
             f"results/logs/init/{block.id}.log",
@@ -31,7 +32,7 @@ for block in BLOCKS:
             gpu=GPU,
         shell:
             logged(
-                "lostmid init --spec {params.spec:q} --seeds {params.seeds} {params.bias} --device {config[device]}"
+                "lostmid init --spec {params.spec:q} --seeds {params.seeds} {params.bias} --device {params.device}"
                 " --threads {threads} --out {output}"
             )
 
@@ -48,6 +49,7 @@ for block in BLOCKS:
         params:
             spec=block.spec,
             seeds=block.seed_list,
+            device=config["device"],
             steps=block.every,
         log:
             f"results/logs/train/{block.id}_step{{step}}.log",
@@ -65,6 +67,6 @@ for block in BLOCKS:
             gpu=GPU,
         shell:
             logged(
-                "lostmid train --spec {params.spec:q} --seeds {params.seeds} --device {config[device]} --threads {threads}"
+                "lostmid train --spec {params.spec:q} --seeds {params.seeds} --device {params.device} --threads {threads}"
                 " --checkpoint {input} --steps {params.steps} --out {output.checkpoints} --table {output.tables}"
             )

@@ -21,23 +21,20 @@ import numpy as np
 import pandas as pd
 import torch
 
-from lostmid.core import adjoint
-from lostmid.core.density import relative_position
 from lostmid.analysis import metrics
-from lostmid.core import task
-from lostmid.analysis.settings import InfluenceSettings, InitSweepSettings
+from lostmid.analysis.settings import FlowSettings, InfluenceSettings, InitSweepSettings
+from lostmid.core import adjoint, task
+from lostmid.core.density import relative_position
 from lostmid.tables.keys import with_keys
 
 INFLUENCE_COLUMNS = ["layer", "position", "p", "energy", "density"]
 METRIC_COLUMNS = ["delta", "m_left", "m_middle", "m_right", "Delta", "SC", "LIM", "E_inf", "Z"]
 
 
-def evaluation_batch(L: int, settings: InfluenceSettings, device=None, flow: bool = False):
-    """The fixed, seeded influence batch: ``batch_per_position`` sequences at every flag position 2..L.
-
-    ``flow=True``: the smaller density-flow batch (``flow_batch_per_position``, same seed).
-    """
-    per_position = settings.flow_batch_per_position if flow else settings.batch_per_position
+def evaluation_batch(L: int, settings: InfluenceSettings | FlowSettings, device=None):
+    """The fixed, seeded influence batch: ``batch_per_position`` sequences at every flag position 2..L;
+    for the density flow (FlowSettings) the smaller ``flow_batch_per_position``, same seed."""
+    per_position = settings.flow_batch_per_position if isinstance(settings, FlowSettings) else settings.batch_per_position
     tokens, targets, _ = task.stratified_eval_set(L, per_position, settings.seed)
     return tokens.to(device), targets.to(device)
 

@@ -1,5 +1,5 @@
-"""Settings of the analysis blocks: ``influence`` (with its ``init_sweep`` and ``structural``
-sub-blocks), ``channels`` and ``bias_fit``. Each is built by ``lostmid.config.settings_from_block``
+"""Settings of the analysis blocks: ``influence`` (its evaluation and density-flow keys, its
+``init_sweep`` and ``structural`` sub-blocks), ``channels`` and ``bias_fit``. Each is built by ``lostmid.config.settings_from_block``
 (defaults and value checks: the config schema; cross-key rules: the class's ``check``), and the
 module is free of torch, so that the workflow builds them all when it parses the config."""
 
@@ -12,14 +12,21 @@ from lostmid.errors import ConfigError
 
 @dataclass(frozen=True)
 class InfluenceSettings:
-    """The per-run keys of the config's ``influence`` block (evaluation and density flow)."""
+    """The keys of the config's ``influence`` block that the evaluation reads (``lostmid evaluate``)."""
 
     batch_per_position: int  # evaluation sequences at every flag position 2..L
     seed: int  # seed of the evaluation batch; distinct from evaluation.seed
     deltas: tuple[float, ...]  # region scales of the metrics table
+    chunk: int  # sequences per forward/backward pass (memory bound only; results do not depend on it)
+
+
+@dataclass(frozen=True)
+class FlowSettings:
+    """The keys of the config's ``influence`` block that the density-flow check reads (``lostmid density-flow``)."""
+
+    seed: int  # seed of its batch: the evaluation batch's seed, so that both draw the same sequences
     flow_step: float | tuple[float, ...]  # eta(s) of the density-flow finite difference
     flow_batch_per_position: int  # the density-flow batch (forward-over-reverse in float64 costs ~10 backward passes)
-    chunk: int  # sequences per forward/backward pass (memory bound only; results do not depend on it)
 
 
 @dataclass(frozen=True)

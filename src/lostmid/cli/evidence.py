@@ -7,24 +7,9 @@ import logging
 from lostmid import io
 from lostmid.cli.registry import command, json_arg
 from lostmid.errors import ConfigError
-from lostmid.workflow import EVIDENCE_TABLES
+from lostmid.evidence.tables import TABLES
 
 log = logging.getLogger(__name__)
-
-# The help of each table option (lostmid.workflow.EVIDENCE_TABLES: the tables of
-# lostmid.evidence.claims.Inputs, in the order of the options; each takes Parquet files).
-TABLE_HELP = {
-    "failure": "results/failure files (one per run)",
-    "metrics": "results/metrics files",
-    "density_flow": "results/density_flow files",
-    "conditions": "results/conditions files",
-    "structural": "the structural baseline table",
-    "init_sweep": "the initialization sweep table (with output_jacobian)",
-    "bias_matrix": "results/bias_fit/matrix files (the fitted B, long format)",
-    "algebraic_table": "the algebraic simulations' Table 1 (table.parquet)",
-    "algebraic_probes": "the algebraic probe study (probes.parquet)",
-}
-
 
 def _args(parser):
     parser.add_argument("--config", nargs="+", default=None,
@@ -33,9 +18,9 @@ def _args(parser):
     parser.add_argument("--settings", type=json_arg, default=None, help="the config's evidence block (JSON)")
     parser.add_argument("--variants", type=json_arg, default=None, help="the config's variants block (JSON): name -> overrides")
     parser.add_argument("--model", type=json_arg, default=None, help="the config's model block (JSON): defaults of the variants")
-    for name in EVIDENCE_TABLES:
+    for name, table in TABLES.items():
         parser.add_argument("--" + name.replace("_", "-"), nargs="*", default=None,
-                            help=f"{TABLE_HELP[name]}; left out: the claims that need it get a 'not run' row")
+                            help=f"{table.help}; left out: the claims that need it get a 'not run' row")
     parser.add_argument("--out", help="Parquet: one row per claim and setting")
     parser.add_argument("--forest", help="PNG: the forest plot")
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown (for the README)")
@@ -47,7 +32,7 @@ def load_tables(args) -> dict:
     from lostmid.tables import keys as tables
 
     loaded = {}
-    for name in EVIDENCE_TABLES:
+    for name in TABLES:
         paths = getattr(args, name)
         loaded[name] = tables.read(paths) if paths else None
     return loaded

@@ -15,7 +15,7 @@ log = logging.getLogger(__name__)
 
 def _flow_args(parser):
     block_analysis_args(parser)
-    parser.add_argument("--settings", type=json_arg, required=True, help="the config's influence keys of the flow check (JSON)")
+    parser.add_argument("--settings", type=json_arg, required=True, help="the config's influence keys of the flow check (JSON; lostmid.analysis.settings.FlowSettings)")
     parser.add_argument("--out", nargs="+", required=True, help="Parquet: predicted d_s m, finite difference and relative error per position, one per seed")
 
 
@@ -23,14 +23,14 @@ def _flow_args(parser):
 def density_flow(args):
     from lostmid.analysis import density_flow as flow
     from lostmid.analysis import influence
-    from lostmid.analysis.settings import InfluenceSettings
+    from lostmid.analysis.settings import FlowSettings
     from lostmid.config import settings_from_block
     from lostmid.core import devices
     from lostmid.training import checkpoint
 
-    settings = settings_from_block(InfluenceSettings, args.settings, "influence")
+    settings = settings_from_block(FlowSettings, args.settings, "influence")
     device = devices.resolve(args.device)
-    tokens, targets = influence.evaluation_batch(args.spec["L"], settings, device, flow=True)
+    tokens, targets = influence.evaluation_batch(args.spec["L"], settings, device)
 
     def analyze(model, step):
         table = flow.flow_table(model, tokens, targets, settings.flow_step)

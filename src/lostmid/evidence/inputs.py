@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, make_dataclass
 
 import pandas as pd
 
@@ -14,27 +14,13 @@ from lostmid.errors import LostmidError
 from lostmid.evidence import decisions as dec
 from lostmid.evidence import statistics as st
 from lostmid.evidence.settings import EvidenceSettings
+from lostmid.evidence.tables import TABLES
 
 BLOG = "blog"
 PAPER = "paper"
 
 COLUMNS = ["claim", "source", "setting", "variant", "L", "depth", "residual", "checkpoint", "statistic", "unit",
            "estimate", "ci_low", "ci_high", "n_seeds", "method", "verdict", "rule", "rule_kind", "margin", "note"]
-
-TABLES = ("failure", "metrics", "density_flow", "conditions", "structural", "init_sweep", "bias_matrix",
-          "algebraic_table", "algebraic_probes")
-
-REQUIRED_COLUMNS = {
-    "failure": ["variant", "L", "depth", "seed", "step", "p", "n", "failures"],
-    "metrics": ["variant", "L", "depth", "seed", "step", "delta", "E_inf"],
-    "density_flow": ["variant", "L", "depth", "seed", "step", "eta", "rel_error"],
-    "conditions": ["variant", "L", "depth", "seed", "step", "delta", "test", "holds", "conclusion_holds"],
-    "structural": ["residual", "L", "depth", "layer", "position", "measured", "closed_form"],
-    "init_sweep": ["residual", "depth", "seed", "position", "density", "output_jacobian"],
-    "bias_matrix": ["L", "depth", "query", "key", "bias"],
-    "algebraic_table": ["method", "left", "middle", "right", "LIM", "E_inf", "Z", "obs_imbalance"],
-    "algebraic_probes": ["n_probe", "rel_bias", "rel_std"],
-}
 
 
 class EvidenceError(LostmidError):
@@ -46,20 +32,11 @@ class NotRun(Exception):
 
 
 @dataclass
-class Inputs:
-    """The loaded tables (None: not given) and the config's variant definitions."""
+class _Config:
+    """The config's variant definitions, which every claim reads beside its tables."""
 
     variants: dict  # name -> the variant's overrides (model, train, remedy), as in the config
     model: dict  # the config's model block (defaults of every variant)
-    failure: pd.DataFrame | None = None
-    metrics: pd.DataFrame | None = None
-    density_flow: pd.DataFrame | None = None
-    conditions: pd.DataFrame | None = None
-    structural: pd.DataFrame | None = None
-    init_sweep: pd.DataFrame | None = None
-    bias_matrix: pd.DataFrame | None = None
-    algebraic_table: pd.DataFrame | None = None
-    algebraic_probes: pd.DataFrame | None = None
 
     def __post_init__(self):
         if not isinstance(self.variants, dict) or not self.variants:
@@ -69,7 +46,7 @@ class Inputs:
             table = getattr(self, name)
             if table is None:
                 continue
-            missing = sorted(set(REQUIRED_COLUMNS[name]) - set(table.columns))
+            missing = sorted(set(TABLES[name].columns) - set(table.columns))
             if missing:
                 raise EvidenceError(f"the {name} table lacks the columns {missing}")
             if table.empty:
@@ -101,6 +78,14 @@ class Inputs:
 
     def of_kind(self, kind: str) -> list[str]:
         return sorted(name for name in self.variants if self.remedy(name) == kind)
+
+
+# ``Inputs(variants=..., model=..., failure=..., ...)``: one field per table of lostmid.evidence.tables.
+Inputs = make_dataclass(
+    "Inputs", [(name, "pd.DataFrame | None", field(default=None)) for name in TABLES], bases=(_Config,)
+)
+Inputs.__module__ = __name__
+Inputs.__doc__ = "The loaded tables (None: not given) and the config's variant definitions."
 
 
 @dataclass(frozen=True)
@@ -178,7 +163,7 @@ def rows_of(table: pd.DataFrame, what: str, variant: str, L: int, depth: int, st
     return part
 
 
-def last_common_step(table: pd.DataFrame, s: "Setting") -> int:
+def last_common_step(table: pd.DataFrame, s: Setting) -> int:
     """The last step at which both the setting's variant and its reference have rows of ``table``."""
     steps = [set(table[(table.variant == v) & (table.L == s.L) & (table.depth == s.depth)].step) for v in (s.variant, s.reference)]
     return max(steps[0] & steps[1])

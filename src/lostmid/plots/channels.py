@@ -14,7 +14,7 @@ CHANNEL_LABELS = {"res": "residual $J_{res}$", "cone": "causal cone $J_{cone}$",
 RUN_GROUP = ["variant", "L", "depth"]
 
 
-def channel_energies(channels: pd.DataFrame, cross_terms: pd.DataFrame, path, delta: float = 0.2) -> None:
+def channel_energies(channels: pd.DataFrame, cross_terms: pd.DataFrame, path, delta: float) -> None:
     """Stacked channel energies J_res, J_cone, J_loc per region (columns) over training steps,
     one row of panels per (variant, L, depth), means over seeds, at the delta closest to ``delta``.
 

@@ -17,7 +17,7 @@ sns.set_theme(style="whitegrid", context="paper")
 SEED_INTERVAL = ("se", 1.96)
 
 
-def nearest_delta(table: pd.DataFrame, preferred: float = 0.2) -> float:
+def nearest_delta(table: pd.DataFrame, preferred: float) -> float:
     """The region scale (``delta`` column) closest to ``preferred`` among those in the table."""
     deltas = np.sort(table["delta"].unique())
     return float(deltas[np.argmin(np.abs(deltas - preferred))])

@@ -41,7 +41,7 @@ def profiles_over_training(influence: pd.DataFrame, path) -> None:
     save(grid, path)
 
 
-def metrics_over_training(metrics: pd.DataFrame, path, delta: float = 0.2) -> None:
+def metrics_over_training(metrics: pd.DataFrame, path, delta: float) -> None:
     """Delta, LIM (at region scale ``delta``), E_inf and raw Z against the training step."""
     shown = nearest_delta(metrics, delta)
     data = metrics[np.isclose(metrics.delta, shown)]

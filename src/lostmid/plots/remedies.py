@@ -38,9 +38,10 @@ def _order(variants, baseline):
     return ([baseline] if baseline in variants else []) + rest
 
 
-def failure_by_remedy(failure: pd.DataFrame, steps, baseline: str, path) -> None:
-    """Failure rate by flag position, baseline against each remedy at the same checkpoints."""
-    data = failure[failure.step.isin(steps)]
+def failure_by_remedy(remedies: pd.DataFrame, failure: pd.DataFrame, path, baseline: str, steps=None) -> None:
+    """Failure rate by flag position, baseline against each remedy at the same checkpoints
+    (``steps``, else the middle and last of the remedies table's)."""
+    data = failure[failure.step.isin(matched_steps(remedies.step.unique(), steps))]
     grid = sns.relplot(
         data=data, x="p", y="failure_rate", hue="variant", hue_order=_order(data.variant.unique(), baseline),
         row="step", col="L", kind="line", errorbar=SEED_INTERVAL, height=2.4, aspect=1.5,
@@ -50,12 +51,12 @@ def failure_by_remedy(failure: pd.DataFrame, steps, baseline: str, path) -> None
     save(grid, path)
 
 
-def influence_by_remedy(influence, steps, baseline: str, path) -> None:
-    """Input-adjoint density m(p) (layer 0) per remedy at the same checkpoints; log scale."""
+def influence_by_remedy(remedies: pd.DataFrame, influence, path, baseline: str, steps=None) -> None:
+    """Input-adjoint density m(p) (layer 0) per remedy at the same checkpoints (as failure_by_remedy); log scale."""
     if influence is None or influence.empty:
         _empty(path, "no influence profiles (results/influence) were given")
         return
-    data = influence[influence.step.isin(steps)]
+    data = influence[influence.step.isin(matched_steps(remedies.step.unique(), steps))]
     if "layer" in data:
         data = data[data.layer == data.layer.min()]
     grid = sns.relplot(
@@ -98,7 +99,7 @@ def ablations(table: pd.DataFrame, path) -> None:
     save(grid, path)
 
 
-def overhead(table: pd.DataFrame, baseline: str, path) -> None:
+def overhead(table: pd.DataFrame, path, baseline: str) -> None:
     """Wall-clock per step and peak memory relative to the baseline (same L, depth, seed)."""
     per_run = table.drop_duplicates(["variant", "L", "depth", "seed"])
     columns = [c for c in ("time_ratio", "peak_mem_ratio", "max_rss_ratio") if per_run[c].notna().any()]

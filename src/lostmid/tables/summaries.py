@@ -63,7 +63,7 @@ def failure_by_third(failure: pd.DataFrame) -> pd.DataFrame:
     return table.groupby(keys).agg({name: _mean_and_interval for name in THIRDS}).reset_index()
 
 
-def regional_metrics_over_seeds(metrics: pd.DataFrame, delta: float = 0.2) -> pd.DataFrame:
+def regional_metrics_over_seeds(metrics: pd.DataFrame, delta: float) -> pd.DataFrame:
     """Delta, LIM, E_inf and Z of the influence density at each checkpoint (one delta), per
     variant, L and depth: mean over seeds with a 95% interval."""
     chosen = metrics[np.isclose(metrics["delta"], delta)]

@@ -1,0 +1,40 @@
+"""The tables the evidence stage reads, declared once: name -> the columns each must have and
+what its ``lostmid evidence`` option takes. The fields of ``lostmid.evidence.inputs.Inputs``, the
+command's options (``lostmid.cli.evidence``) and the evidence rule's inputs
+(``lostmid.workflow.EVIDENCE_TABLES``) are built from it, in this order. Free of pandas and torch:
+the workflow reads it when it parses the config."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class EvidenceTable:
+    columns: tuple[str, ...]  # required: a table without one of them is refused
+    help: str  # what the command's option takes (Parquet files)
+
+
+_RUN_KEYS = ("variant", "L", "depth", "seed", "step")
+
+TABLES = {
+    "failure": EvidenceTable((*_RUN_KEYS, "p", "n", "failures"), "results/failure files (one per run)"),
+    "metrics": EvidenceTable((*_RUN_KEYS, "delta", "E_inf"), "results/metrics files"),
+    "density_flow": EvidenceTable((*_RUN_KEYS, "eta", "rel_error"), "results/density_flow files"),
+    "conditions": EvidenceTable((*_RUN_KEYS, "delta", "test", "holds", "conclusion_holds"), "results/conditions files"),
+    "structural": EvidenceTable(
+        ("residual", "L", "depth", "layer", "position", "measured", "closed_form"), "the structural baseline table"
+    ),
+    "init_sweep": EvidenceTable(
+        ("residual", "depth", "seed", "position", "density", "output_jacobian"),
+        "the initialization sweep table (with output_jacobian)",
+    ),
+    "bias_matrix": EvidenceTable(
+        ("L", "depth", "query", "key", "bias"), "results/bias_fit_matrix files (the fitted B, long format)"
+    ),
+    "algebraic_table": EvidenceTable(
+        ("method", "left", "middle", "right", "LIM", "E_inf", "Z", "obs_imbalance"),
+        "the algebraic simulations' Table 1 (table.parquet)",
+    ),
+    "algebraic_probes": EvidenceTable(("n_probe", "rel_bias", "rel_std"), "the algebraic probe study (probes.parquet)"),
+}
