@@ -80,8 +80,8 @@ def dry_run_jobs(workdir: Path, *args) -> list[dict]:
     result = snakemake(workdir, "--dry-run", *args, timeout=120)
     assert result.returncode == 0, result.stdout[-3000:]
     jobs = []
-    for block in re.split(r"^(?=[ \t]*(?:local)?rule \w+:$)", result.stdout, flags=re.M)[1:]:
-        rule = re.match(r"\s*(?:local)?rule (\w+):", block).group(1)
+    for block in re.split(r"^(?=[ \t]*(?:local)?rule \S+:$)", result.stdout, flags=re.M)[1:]:
+        rule = re.match(r"\s*(?:local)?rule (\S+):", block).group(1)
         output = re.search(r"^\s+output: (.*)$", block, re.M)
         resources = re.search(r"^\s+resources: (.*)$", block, re.M)
         shell = re.search(r"^Shell command: (.*)$", block, re.M)

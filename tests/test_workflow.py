@@ -109,6 +109,17 @@ def test_more_steps_train_only_the_new_segments(smoke_run, tmp_path):
     assert "init" not in jobs
 
 
+def test_a_density_flow_key_reruns_the_flow_check_and_what_reads_it_only(smoke_run, tmp_path):
+    """Snakemake's own dry run agrees with tests/test_rule_params.py: the evaluation, which reads
+    other keys of the influence block, is not rerun."""
+    workdir, config = smoke_run
+    config = copy.deepcopy(config)
+    config["influence"]["flow_step"] = [0.001, 0.0001]
+    changed = tmp_path / "flow.yaml"
+    changed.write_text(yaml.safe_dump(config))
+    assert set(by_stage(planned_jobs(workdir, configfile=changed))) == {"density_flow", "evidence", "figures"}
+
+
 def test_a_new_seed_retrains_its_block_only(smoke_run, tmp_path):
     workdir, config = smoke_run
     config = copy.deepcopy(config)
