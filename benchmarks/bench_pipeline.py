@@ -19,7 +19,6 @@ more (the no-op rerun). For a finished run the orchestration figures are:
 from __future__ import annotations
 
 import argparse
-import re
 import resource
 import subprocess
 import sys
@@ -27,6 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from lostmid.tables.run_cost import job_costs
 
 REPO = Path(__file__).resolve().parents[1]
 EMPTY_PROCESS = "import torch, pandas, lostmid.cli.main"
@@ -54,11 +54,10 @@ def empty_process_cpu(repeats: int = 3) -> float:
 
 def orchestration(results: Path, empty: float) -> dict:
     """Jobs, their CPU and the start-up share of a finished run's ``results`` folder."""
-    records = sorted((results / "benchmarks").rglob("*.tsv"))
-    cpu = sum(float(match) for path in (results / "logs").rglob("*.log")
-              for match in re.findall(r"job cpu ([0-9.]+) s", path.read_text()))
-    return {"jobs": len(records), "job_cpu_s": round(cpu, 1), "empty_process_cpu_s": round(empty, 2),
-            "startup_share": round(empty * len(records) / cpu, 3)}
+    jobs = job_costs(results)
+    cpu = float(jobs.cpu_s.sum())
+    return {"jobs": len(jobs), "job_cpu_s": round(cpu, 1), "empty_process_cpu_s": round(empty, 2),
+            "startup_share": round(empty * len(jobs) / cpu, 3)}
 
 
 def measure(configs=("smoke", "config")) -> list[dict]:

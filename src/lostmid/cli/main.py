@@ -13,7 +13,18 @@ import logging
 import os
 import sys
 
-from lostmid.cli import algebraic, architectures, channels, check_config, evidence, figures, influence, remedies, training  # noqa: F401  (they register commands)
+from lostmid.cli import (  # noqa: F401  (they register commands)
+    algebraic,
+    architectures,
+    channels,
+    check_config,
+    evidence,
+    figures,
+    influence,
+    remedies,
+    results,
+    training,
+)
 from lostmid.cli.registry import COMMANDS
 from lostmid.errors import LostmidError
 

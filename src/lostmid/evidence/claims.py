@@ -38,6 +38,7 @@ from lostmid.evidence import statistics as st
 from lostmid.evidence.blog_claims import (baseline_settings, bias_settings, debiased_has_no_position_preference, debiased_late_settings, debiased_mid_settings, debiased_recalls_late_flags, debiased_trains_faster, failure_rises_with_position, first_token_density_grows_with_depth, first_token_jacobian_grows_with_depth, fitted_bias_weights_recent_keys, init_settings, mid_training_step, recent_minus_early_bias)
 from lostmid.evidence.inputs import COLUMNS, Claim, EvidenceError, Inputs, NotRun, Result, Setting, pair_settings
 from lostmid.evidence.paper_claims import (algebraic_balance_e_inf_near_zero, algebraic_balance_z_grows, algebraic_baseline_left_right_middle, algebraic_observability_right_below_middle, algebraic_reweight_moves_little, balance_keeps_accuracy, balance_lowers_e_inf, conditions_settings, density_flow_error_falls_with_step, density_flow_matches_finite_difference, flow_settings, observability_lowers_trace_imbalance, probe_bias_falls, probe_spread_falls, reweight_changes_profile_little, single_setting, structural_baseline_matches_closed_form, sufficient_conditions_sound)
+from lostmid.evidence.report import estimate_words
 from lostmid.evidence.settings import EvidenceSettings
 
 
@@ -161,12 +162,7 @@ def markdown(table: pd.DataFrame) -> str:
         return str(text).replace("|", "\\|")
 
     for i, row in enumerate(table.itertuples(index=False), 1):
-        if math.isnan(row.estimate):
-            value = "–"
-        elif math.isnan(row.ci_low):
-            value = f"{row.estimate:.3g}"
-        else:
-            value = f"{row.estimate:.3g} [{row.ci_low:.3g}, {row.ci_high:.3g}]"
+        value = estimate_words(row)
         lines.append(f"| {i} | {row.claim} | {cell(row.source)} | {cell(row.setting)} | {cell(row.statistic)} ({row.unit}) | {value} | "
                      f"{row.n_seeds or '–'} | **{row.verdict}** |")
         rules.append(f"{i}. {row.method}. {row.rule}" + (f" Note: {row.note}." if row.note else ""))

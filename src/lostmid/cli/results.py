@@ -1,0 +1,194 @@
+"""Command of the results page: docs/results.md, written in one go from a finished run's tables.
+
+    lostmid results-page --results results --out docs/results.md     # the whole page
+    lostmid results-page --results results --headline                 # the headline block the README quotes
+    lostmid results-page --results results --out docs/results.md --readme README.md   # both, in place
+
+The page is stamped with the commit of the checkout it was written from (``git rev-parse``, where
+git and a repository are there) and the config files the run came from, with their digests.
+Every section comes from a table of the run; a table the run does not have is one line saying so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from datetime import datetime, timezone
+from pathlib import Path
+
+from lostmid import io
+from lostmid.cli.registry import command
+from lostmid.errors import ConfigError
+
+PAGE_COMMAND = "lostmid results-page --results results --out docs/results.md"
+HEADLINE_START = "<!-- headline: lostmid results-page --results results --headline -->"
+HEADLINE_END = "<!-- /headline -->"
+
+
+def _args(parser):
+    parser.add_argument("--results", type=Path, default=Path("results"), help="a finished run's results folder")
+    parser.add_argument("--config", nargs="*", type=Path, default=None,
+                        help="the config files the run came from (default: config/config.yaml)")
+    parser.add_argument("--out", type=Path, default=None, help="write the page here (default: print it)")
+    parser.add_argument("--headline", action="store_true", help="print only the headline verdicts (for the README)")
+    parser.add_argument("--readme", type=Path, default=None,
+                        help="also put the headline verdicts into this file, between its lines "
+                             f"'{HEADLINE_START}' and '{HEADLINE_END}'")
+
+
+def commit() -> str:
+    """The checkout's commit (``+ uncommitted changes`` where tracked files differ), or why there is none."""
+    def git(*words):
+        return subprocess.run(["git", *words], capture_output=True, text=True, timeout=30)
+
+    try:
+        head = git("rev-parse", "--short=12", "HEAD")
+        if head.returncode:
+            return "unknown (not a git checkout)"
+        dirty = git("status", "--porcelain", "--untracked-files=no").stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown (git is not available)"
+    return head.stdout.strip() + (" + uncommitted changes" if dirty else "")
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the working directory where it lies below it, else its last two parts."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(Path(*path.parts[-2:]))
+
+
+def stamp(results: Path, configs: list[Path]) -> str:
+    evidence = results / "evidence" / "evidence.parquet"
+    written = datetime.fromtimestamp(evidence.stat().st_mtime, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    files = ", ".join(f"`{_shown(path)}` (sha256 {hashlib.sha256(path.read_bytes()).hexdigest()[:12]})" for path in configs)
+    return (f"Written by `{PAGE_COMMAND}` from the tables of `{_shown(results)}` (evidence table written {written}); "
+            f"commit {commit()}; config {files or 'not given'}.")
+
+
+def _table(results: Path, name: str):
+    import pandas as pd
+
+    folder = results / name
+    return pd.read_parquet(folder) if folder.exists() and any(folder.rglob("*.parquet")) else None
+
+
+def _missing(name: str) -> str:
+    return f"Not in this run (`results/{name}` has no table).\n"
+
+
+def architectures_section(results: Path) -> str:
+    from lostmid.architectures import summary
+
+    comparison = _table(results, "architectures_comparison")
+    if comparison is None:
+        return _missing("architectures_comparison")
+    parts = []
+    for title, query in (("Random-initialization sweep", "family != 'flag'"),
+                         ("Flag-recall checkpoints, untrained", "family == 'flag' and step == 0"),
+                         ("Flag-recall checkpoints, trained", "family == 'flag' and step > 0")):
+        rows = comparison.query(query)
+        if not rows.empty:
+            command = f'lostmid architectures-summary --markdown results/architectures_comparison --query "{query}"'
+            parts.append(f"### {title}\n\n`{command}`:\n\n{summary.markdown(rows)}")
+    return "\n".join(parts) or "The comparison table has no rows.\n"
+
+
+def remedies_section(results: Path) -> str:
+    from lostmid.architectures.summary import to_markdown
+
+    table = _table(results, "remedies_summary")
+    if table is None:
+        return _missing("remedies_summary")
+    keys = ["variant", "L", "depth"]
+    last = table[table.step == table.groupby(keys).step.transform("max")]
+    cells = last.assign(value=[f"{m:.3g}" if n < 2 else f"{m:.3g} [{lo:.3g}, {hi:.3g}]"
+                               for m, lo, hi, n in zip(last["mean"], last.ci_low, last.ci_high, last.n_seeds)])
+    wide = cells.pivot_table(index=[*keys, "step", "n_seeds"], columns="quantity", values="value", aggfunc="first")
+    return ("Each variant at its last checkpoint: mean over seeds [95% t-interval] "
+            "(`results/remedies_summary`; docs/remedies.md):\n\n" + to_markdown(wide.reset_index()) + "\n")
+
+
+def algebraic_section(results: Path) -> str:
+    from lostmid.architectures.summary import to_markdown
+
+    table = _table(results, "algebraic_table")
+    if table is None:
+        return _missing("algebraic_table")
+    columns = ["method", "left", "middle", "right", "Delta", "LIM", "E_inf", "Z", "obs_imbalance"]
+    return "`results/algebraic_table` (docs/algebraic.md):\n\n" + to_markdown(table[columns]) + "\n"
+
+
+def cost_section(results: Path) -> str:
+    from lostmid.architectures.summary import to_markdown
+    from lostmid.tables.run_cost import cost_by_stage, job_costs
+
+    jobs = job_costs(results)
+    if jobs.empty:
+        return _missing("logs")
+    return ("Per stage, from each job's own log line `job cpu X s ..., peak memory Y MB` and Snakemake's benchmark "
+            "record (`results/benchmarks`); job CPU and wall-clock seconds summed over the stage's jobs, peak "
+            "memory the largest (docs/performance.md):\n\n" + to_markdown(cost_by_stage(jobs).round(1), digits=6) + "\n")
+
+
+def with_headline(text: str, headline_block: str, name: str) -> str:
+    """``text`` with the lines between its headline markers replaced by ``headline_block``."""
+    lines = text.splitlines(keepends=True)
+    marks = [i for i, line in enumerate(lines) if line.strip() in (HEADLINE_START, HEADLINE_END)]
+    if len(marks) != 2 or lines[marks[0]].strip() != HEADLINE_START:
+        raise ConfigError(f"{name} needs one line '{HEADLINE_START}' followed by one line '{HEADLINE_END}'")
+    return "".join(lines[: marks[0] + 1]) + headline_block + "".join(lines[marks[1] :])
+
+
+def _evidence(results: Path):
+    evidence = _table(results, "evidence")
+    if evidence is None:
+        raise ConfigError(f"{results}/evidence has no evidence table; is {results} a finished run?")
+    return evidence
+
+
+def page(results: Path, configs: list[Path]) -> str:
+    from lostmid.evidence import claims
+    from lostmid.evidence.report import headline
+
+    evidence = _evidence(results)
+    sections = [
+        "# Results of a run\n",
+        stamp(results, configs) + " Regenerate it after a run; every number below is a table of that run.\n",
+        "## Headline verdicts\n",
+        "`lostmid results-page --results results --headline` (the README quotes it):\n",
+        headline(evidence),
+        "## Evidence: every claim of the blog and the paper\n",
+        "`lostmid evidence --markdown --table results/evidence` (the table: `results/evidence`; how each statistic, "
+        "interval and decision rule is defined: docs/evidence.md):\n",
+        claims.markdown(evidence),
+        "## Remedies\n",
+        remedies_section(results),
+        "## Algebraic simulations (paper §4, Table 1)\n",
+        algebraic_section(results),
+        "## Real architectures against the rollout theories\n",
+        architectures_section(results),
+        "## What the run cost\n",
+        cost_section(results),
+    ]
+    return "\n".join(sections)
+
+
+@command("results-page", "docs/results.md from a finished run's tables (or only its headline verdicts)", _args)
+def results_page(args):
+    configs = args.config if args.config is not None else [p for p in [Path("config/config.yaml")] if p.exists()]
+    for path in configs:
+        if not path.is_file():
+            raise ConfigError(f"config file {path} does not exist")
+    from lostmid.evidence.report import headline
+
+    block = headline(_evidence(args.results))
+    if args.readme:
+        io.write_text(with_headline(args.readme.read_text(), block, str(args.readme)), args.readme)
+    if args.headline:
+        print(block, end="")
+    elif args.out:
+        io.write_text(page(args.results, configs), args.out)
+    elif not args.readme:
+        print(page(args.results, configs), end="")

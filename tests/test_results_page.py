@@ -1,0 +1,92 @@
+"""docs/results.md is written by one command from a run's tables (`lostmid results-page`), and the
+README's headline verdicts are that command's `--headline` block; job names stay short."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from lostmid import workflow
+from lostmid.cli.main import main
+from lostmid.evidence.report import headline
+from lostmid.tables.run_cost import cost_by_stage, job_costs
+
+from conftest import REPO
+
+
+def test_a_block_is_named_by_its_runs_of_consecutive_seeds():
+    assert workflow.seed_ranges(range(24)) == "0-23"
+    assert workflow.seed_ranges((0, 1)) == "0-1"
+    assert workflow.seed_ranges((99, 0)) == "0_99"
+    assert workflow.seed_ranges((0, 1, 2, 7, 9, 10)) == "0-2_7_9-10"
+
+
+def row(claim, source, setting, estimate, verdict, n_seeds=0):
+    return {"claim": claim, "source": source, "setting": setting, "estimate": estimate, "ci_low": estimate - 1,
+            "ci_high": estimate + 1, "n_seeds": n_seeds, "verdict": verdict}
+
+
+def test_the_headline_gives_each_claim_of_the_blog_in_its_first_setting_and_counts_the_paper():
+    table = pd.DataFrame([
+        row("failure_rises_with_position", "blog (a)", "baseline, L 16", 1.79, "supported", 24),
+        row("failure_rises_with_position", "blog (a)", "baseline_short, L 24", 1.62, "inconclusive", 3),
+        row("debiased_trains_faster", "blog (d)", "debiased vs baseline", math.nan, "inconclusive"),
+        row("sufficient_conditions_sound", "paper: sufficient conditions", "-", 0.0, "supported"),
+    ])
+    assert headline(table).splitlines() == [
+        "- blog (a) `failure_rises_with_position` — baseline, L 16: 1.79 [0.79, 2.79], 24 seeds → **supported** "
+        "(and 1 other setting)",
+        "- blog (d) `debiased_trains_faster` — debiased vs baseline: – → **inconclusive**",
+        "- the paper's 1 claims, 1 rows: 1 supported",
+        "- every row: 2 inconclusive, 2 supported of 4",
+    ]
+
+
+def test_the_cost_of_a_run_is_read_from_its_job_logs_and_benchmark_records(tmp_path):
+    for job, cpu, wall in (("train/baseline/L8_M1_seeds0-1_step10", 4.5, 7.0), ("figures/figures", 2.0, 3.0)):
+        log = tmp_path / "logs" / f"{job}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text(f"== rule x ==\nINFO lostmid: job cpu {cpu:.2f} s (user 1 s, system 1 s), peak memory 300 MB\n")
+        record = tmp_path / "benchmarks" / f"{job}.tsv"
+        record.parent.mkdir(parents=True, exist_ok=True)
+        record.write_text(f"s\th:m:s\tmax_rss\n{wall}\t0:00:07\t300\n")
+    table = cost_by_stage(job_costs(tmp_path)).set_index("stage")
+    assert table.loc["train", ["jobs", "cpu_s", "wall_s", "peak_mb"]].tolist() == [1, 4.5, 7.0, 300.0]
+    assert table.loc["all", ["jobs", "cpu_s", "wall_s"]].tolist() == [2, 6.5, 10.0]
+
+
+def test_a_folder_without_an_evidence_table_is_one_line(tmp_path, capsys):
+    assert main(["results-page", "--results", str(tmp_path), "--config"]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith("has no evidence table; is " + str(tmp_path) + " a finished run?")
+
+
+@pytest.mark.slow
+def test_the_page_holds_every_section_of_the_run_stamped_with_its_config(smoke_run, tmp_path, capsys):
+    workdir, _ = smoke_run
+    out = tmp_path / "results.md"
+    config = REPO / "config" / "smoke.yaml"
+    assert main(["results-page", "--results", str(workdir / "results"), "--config", str(config), "--out", str(out)]) == 0
+    page = out.read_text()
+    for section in ("## Headline verdicts", "## Evidence", "## Remedies", "## Algebraic simulations",
+                    "## Real architectures", "## What the run cost"):
+        assert section in page
+    assert "smoke.yaml` (sha256 " in page and "commit " in page and "Not in this run" not in page
+    evidence = pd.read_parquet(workdir / "results" / "evidence")
+    assert headline(evidence) in page and page.count("| **") >= len(evidence)
+    assert main(["results-page", "--results", str(workdir / "results"), "--config", str(config), "--headline"]) == 0
+    assert capsys.readouterr().out == headline(evidence)
+
+
+def test_the_readme_quotes_the_headline_between_its_markers_and_nothing_else_changes():
+    from lostmid.cli.results import HEADLINE_END, HEADLINE_START, with_headline
+    from lostmid.errors import ConfigError
+
+    readme = (REPO / "README.md").read_text()
+    filled = with_headline(readme, "- blog (a): supported\n", "README.md")
+    before, _, after = readme.partition(HEADLINE_START)
+    assert filled == before + HEADLINE_START + "\n- blog (a): supported\n" + HEADLINE_END + after.partition(HEADLINE_END)[2]
+    assert with_headline(filled, "- again\n", "README.md").count("- again\n") == 1
+    with pytest.raises(ConfigError, match="needs one line"):
+        with_headline("no markers\n", "x\n", "README.md")
