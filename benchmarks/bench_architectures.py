@@ -71,7 +71,8 @@ def main() -> None:
     args.encoding = args.encoding or models.ENCODINGS[args.family][0]
     torch.set_num_threads(1)
     rows = bench(args)
-    print(f"{args.family}/{args.encoding}, H = {args.depth}, d = {args.d_model}, heads = {args.heads}, target {args.target}, {args.device}\n")
+    print(f"{args.family}/{args.encoding}, H = {args.depth}, d = {args.d_model}, heads = {args.heads}, "
+          f"target {args.target}, {args.device}\n")
     print("| " + " | ".join(rows[0]) + " |")
     print("|" + "---|" * len(rows[0]))
     for row in rows:

@@ -48,7 +48,8 @@ def measure(args):
     device = torch.device(args.device)
 
     torch.manual_seed(0)
-    config = ModelConfig(seq_len=args.L, depth=args.depth, d_model=args.d_model, heads=args.heads, block=args.block)
+    config = ModelConfig(seq_len=args.L, depth=args.depth, d_model=args.d_model, heads=args.heads, mlp_ratio=4,
+                         block=args.block, residual=True, epsilon=1.0, readout="last")
     model = FlagTransformer(config).to(device)
     train = {"lr": 3e-3, "beta1": 0.9, "beta2": 0.99, "weight_decay": 0.0}
     optimizer = checkpoint.build_optimizer(model.parameters(), train)

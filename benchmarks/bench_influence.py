@@ -50,7 +50,8 @@ def per_position_loop(model, tokens, targets):
 
 def bench(L: int, depth: int, args) -> dict:
     torch.manual_seed(0)
-    model_config = ModelConfig(seq_len=L, depth=depth, d_model=args.d_model, heads=args.heads, mlp_ratio=args.mlp_ratio)
+    model_config = ModelConfig(seq_len=L, depth=depth, d_model=args.d_model, heads=args.heads, mlp_ratio=args.mlp_ratio,
+                               block="sequential", residual=True, epsilon=1.0, readout="last")
     train = {"batch_size": args.batch_size, "lr": 3e-3, "beta1": 0.9, "beta2": 0.99, "weight_decay": 0.0, "grad_clip": 1.0, "flag_law": "uniform"}
     spec = {"variant": "bench", "L": L, "depth": depth, "seed": 0, "model": model_config.to_dict(), "train": train, "remedy": {"kind": "none"}}
     state = checkpoint.TrainingState.initial(spec, "cpu")

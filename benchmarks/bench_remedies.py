@@ -120,7 +120,8 @@ def main() -> None:
         out = subprocess.run([sys.executable, __file__, *forwarded, "--child", json.dumps(remedy)], capture_output=True, text=True, check=True)
         results[name] = json.loads(out.stdout.strip().splitlines()[-1])
     base = results["baseline"]
-    print(f"L={args.L} depth={args.depth} d={args.d_model} batch={args.batch} threads={args.threads} device={base['device']}")
+    print(f"L={args.L} depth={args.depth} d={args.d_model} batch={args.batch} threads={args.threads} "
+          f"device={base['device']}")
     print(f"{'remedy':<16}{'ms/step':>10}{'ratio':>8}{'peak MB':>10}{'ratio':>8}")
     for name, r in results.items():
         print(f"{name:<16}{1e3 * r['seconds_per_step']:>10.1f}{r['seconds_per_step'] / base['seconds_per_step']:>8.2f}"
@@ -128,7 +129,8 @@ def main() -> None:
     if not args.no_bias_fit:
         out = subprocess.run([sys.executable, __file__, *forwarded, "--child", "bias_fit"], capture_output=True, text=True, check=True)
         fit = json.loads(out.stdout.strip().splitlines()[-1])
-        print(f"bias fit: {fit['seconds']:.1f} s, {fit['iterations']} iterations, E_inf {fit['E_inf_before']:.4g} -> {fit['E_inf_after']:.4g}")
+        print(f"bias fit: {fit['seconds']:.1f} s, {fit['iterations']} iterations, "
+              f"E_inf {fit['E_inf_before']:.4g} -> {fit['E_inf_after']:.4g}")
 
 
 if __name__ == "__main__":

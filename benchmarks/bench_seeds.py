@@ -37,7 +37,8 @@ def measure(seeds=(1, 3, 8), d_models=(16, 64), L: int = 24, batch: int = 32, re
     law = task.flag_law(L, "uniform")
     rows = []
     for d_model in d_models:
-        config = ModelConfig(seq_len=L, depth=2, d_model=d_model, heads=4, mlp_ratio=4)
+        config = ModelConfig(seq_len=L, depth=2, d_model=d_model, heads=4, mlp_ratio=4, block="sequential",
+                             residual=True, epsilon=1.0, readout="last")
         for n in seeds:
             models = [model_at_init(config, seed).to(device) for seed in range(n)]
             batches = [task.sample_batch(batch, L, law, torch.Generator().manual_seed(seed))[:2] for seed in range(n)]
@@ -103,10 +104,13 @@ def main(argv=None):
     torch.set_num_threads(1)
     print("| inits S | d_model | L | batch | looped ms | vmapped ms | looped / vmapped |\n|---|---|---|---|---|---|---|")
     for r in measure(args.seeds, args.d_model, args.L, repeats=args.repeats, device=args.device):
-        print(f"| {r['seeds']} | {r['d_model']} | {r['L']} | {r['batch']} | {1e3 * r['looped_s']:.1f} | {1e3 * r['vmapped_s']:.1f} | {r['speedup']:.2f} |")
-    print("\n| runs S | d_model | L | batch | looped ms/step/run | seed batch ms/step/run | looped / seed batch |\n|---|---|---|---|---|---|---|")
+        print(f"| {r['seeds']} | {r['d_model']} | {r['L']} | {r['batch']} | {1e3 * r['looped_s']:.1f} "
+              f"| {1e3 * r['vmapped_s']:.1f} | {r['speedup']:.2f} |")
+    print("\n| runs S | d_model | L | batch | looped ms/step/run | seed batch ms/step/run | looped / seed batch |"
+          "\n|---|---|---|---|---|---|---|")
     for r in measure_training(args.seeds, args.d_model, args.L, device=args.device):
-        print(f"| {r['seeds']} | {r['d_model']} | {r['L']} | {r['batch']} | {1e3 * r['looped_s']:.2f} | {1e3 * r['vmapped_s']:.2f} | {r['speedup']:.2f} |")
+        print(f"| {r['seeds']} | {r['d_model']} | {r['L']} | {r['batch']} | {1e3 * r['looped_s']:.2f} "
+              f"| {1e3 * r['vmapped_s']:.2f} | {r['speedup']:.2f} |")
 
 
 if __name__ == "__main__":

@@ -96,7 +96,8 @@ def measure(lengths=(64, 256, 1024), depth: int = 2, d_model: int = 32, heads: i
     peak = matmul_peak(device)
     rows = []
     for L in lengths:
-        config = ModelConfig(seq_len=L, depth=depth, d_model=d_model, heads=heads)
+        config = ModelConfig(seq_len=L, depth=depth, d_model=d_model, heads=heads, mlp_ratio=4,
+                             block="sequential", residual=True, epsilon=1.0, readout="last")
         torch.manual_seed(0)
         ours = FlagTransformer(config).to(device)
         torch.manual_seed(0)

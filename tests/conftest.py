@@ -59,6 +59,14 @@ def tiny_spec(**model_overrides) -> dict:
     }
 
 
+def model_config(**keys):
+    """A ModelConfig from ``keys``; the model keys every config sets but ``keys`` leaves out are
+    those of the tiny spec (sequential, residual, epsilon 1, readout last, mlp_ratio 2)."""
+    from lostmid.core.model import ModelConfig
+
+    return ModelConfig(**{**tiny_spec()["model"], **keys})
+
+
 @pytest.fixture
 def spec() -> dict:
     return tiny_spec()

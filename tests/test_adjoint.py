@@ -5,13 +5,15 @@ import torch
 from torch.func import jacrev
 
 from lostmid.core import adjoint
-from lostmid.core.model import FlagTransformer, ModelConfig
+from lostmid.core.model import FlagTransformer
+
+from conftest import model_config
 
 
 @pytest.mark.parametrize("block", ["sequential", "parallel"])
 def test_input_adjoint_equals_the_jacobian_of_each_sequence_loss(block):
     torch.manual_seed(0)
-    model = FlagTransformer(ModelConfig(seq_len=6, depth=2, d_model=8, heads=2, mlp_ratio=2, block=block)).double()
+    model = FlagTransformer(model_config(seq_len=6, depth=2, d_model=8, heads=2, mlp_ratio=2, block=block)).double()
     tokens = torch.randint(0, 3, (3, 6))
     targets = torch.tensor([0, 1, 1])
     p0 = adjoint.input_adjoint(model, tokens, targets)
@@ -30,7 +32,7 @@ def test_input_adjoint_equals_the_jacobian_of_each_sequence_loss(block):
 
 def test_adjoints_at_every_step_from_one_pass_and_the_terminal_one_lives_at_the_last_position():
     torch.manual_seed(1)
-    model = FlagTransformer(ModelConfig(seq_len=6, depth=2, d_model=8, heads=2, mlp_ratio=2)).double()
+    model = FlagTransformer(model_config(seq_len=6, depth=2, d_model=8, heads=2, mlp_ratio=2)).double()
     tokens = torch.randint(0, 3, (4, 6))
     _, _, states = adjoint.adjoints(model, tokens, torch.zeros(4, dtype=torch.long))
     assert len(states) == len(model.steps) + 1
@@ -43,7 +45,7 @@ def seed_models(n_seeds, dtype=torch.float64, **config):
     models = []
     for seed in range(n_seeds):
         torch.manual_seed(seed)
-        models.append(FlagTransformer(ModelConfig(seq_len=6, depth=2, d_model=8, heads=2, mlp_ratio=2, **config)).to(dtype))
+        models.append(FlagTransformer(model_config(seq_len=6, depth=2, d_model=8, heads=2, mlp_ratio=2, **config)).to(dtype))
     return models
 
 

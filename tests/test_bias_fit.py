@@ -8,12 +8,11 @@ from lostmid.analysis.settings import FitSettings
 from lostmid.config import settings_from_block
 from lostmid.training.checkpoint import TrainingState
 from lostmid.errors import ConfigError
-from lostmid.core.model import ModelConfig
 
-from conftest import tiny_spec
+from conftest import model_config, tiny_spec
 
 # A no-residual model (the blog's setting): at init its influence piles up on early tokens.
-TINY = ModelConfig(seq_len=8, depth=2, d_model=8, heads=2, mlp_ratio=2, residual=False)
+TINY = model_config(seq_len=8, depth=2, d_model=8, heads=2, mlp_ratio=2, residual=False)
 FAST = settings_from_block(FitSettings, {"inits": 2, "batch": 16, "max_iter": 40, "lr": 0.1, "positions": "all"}, "bias_fit")
 
 

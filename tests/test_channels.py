@@ -12,7 +12,9 @@ from torch.func import jacrev
 
 from lostmid.core import adjoint
 from lostmid.analysis import channels
-from lostmid.core.model import FlagTransformer, ModelConfig
+from lostmid.core.model import FlagTransformer
+
+from conftest import model_config
 
 
 def tiny_model(block="sequential", seed=0, bias=True, scale=0.3, **overrides):
@@ -20,7 +22,7 @@ def tiny_model(block="sequential", seed=0, bias=True, scale=0.3, **overrides):
     attention bias (so the split is checked where the bias enters the logits)."""
     torch.manual_seed(seed)
     config = dict(seq_len=6, depth=2, d_model=8, heads=2, mlp_ratio=2, block=block)
-    model = FlagTransformer(ModelConfig(**{**config, **overrides})).double()
+    model = FlagTransformer(model_config(**{**config, **overrides})).double()
     with torch.no_grad():
         for p in model.parameters():
             p.normal_(0.0, scale)

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import tiny_spec
+from conftest import model_config, tiny_spec
 
 from lostmid.cli import main as cli
 from lostmid.analysis import conditions
@@ -21,7 +21,7 @@ from lostmid.analysis.conditions import Regional, SoundnessError
 from lostmid.analysis.settings import ChannelSettings
 from lostmid.config import settings_from_block
 from lostmid.errors import ConfigError
-from lostmid.core.model import FlagTransformer, ModelConfig
+from lostmid.core.model import FlagTransformer
 from lostmid.training.train import train_steps
 
 SETTINGS = {"batch_per_position": 2, "seed": 5, "deltas": [0.1, 0.2, 0.3], "power_iterations": 30, "batch_size": 64, "float64": True}
@@ -30,7 +30,7 @@ CHANNEL_SETTINGS = settings_from_block(ChannelSettings, SETTINGS, "channels")
 
 def random_model(block, seed, scale=None, **overrides):
     torch.manual_seed(seed)
-    model = FlagTransformer(ModelConfig(**{**dict(seq_len=10, depth=2, d_model=8, heads=2, mlp_ratio=2, block=block), **overrides}))
+    model = FlagTransformer(model_config(**{**dict(seq_len=10, depth=2, d_model=8, heads=2, mlp_ratio=2, block=block), **overrides}))
     if scale is not None:
         with torch.no_grad():
             for p in model.parameters():

@@ -164,7 +164,8 @@ def test_keys_at_their_neutral_value_leave_the_run_spec_and_its_fingerprint_unch
 
 
 def test_the_neutral_values_are_the_schema_defaults_of_the_run_spec_blocks_and_never_filled_in(smoke_config):
-    assert cfg.neutral_values() == {("train", "seed_batch"): 1, ("train", "warmup"): 0, ("model", "positions"): "learned"}
+    assert cfg.neutral_values() == {("train", "seed_batch"): 1, ("train", "warmup"): 0, ("model", "positions"): "learned",
+                                    ("model", "attention"): "softmax", ("model", "layernorm"): True, ("model", "mlp"): True}
     config = cfg.validate(smoke_config, SCHEMA)
     assert not {"seed_batch", "warmup"} & set(config["train"]) and "positions" not in config["model"]
     assert cfg.train_value(config["train"], "warmup") == 0 and cfg.train_value({"warmup": 5}, "warmup") == 5

@@ -18,13 +18,15 @@ from lostmid.analysis import conditions
 from lostmid.analysis import metrics
 from lostmid.analysis.channels import Profiles
 from lostmid.analysis.conditions import Regional
-from lostmid.core.model import FlagTransformer, ModelConfig
+from lostmid.core.model import FlagTransformer
+
+from conftest import model_config
 
 
 def model_of(seed=0, **overrides):
     torch.manual_seed(seed)
     config = dict(seq_len=8, depth=2, d_model=8, heads=2, mlp_ratio=2)
-    model = FlagTransformer(ModelConfig(**{**config, **overrides})).double()
+    model = FlagTransformer(model_config(**{**config, **overrides})).double()
     with torch.no_grad():
         for p in model.parameters():
             p.normal_(0.0, 0.3)

@@ -5,13 +5,15 @@ import torch
 
 from lostmid.analysis import density_flow
 from lostmid.core import task
-from lostmid.core.model import FlagTransformer, ModelConfig
+from lostmid.core.model import FlagTransformer
+
+from conftest import model_config
 
 
 @pytest.fixture(scope="module")
 def flow():
     torch.manual_seed(0)
-    model = FlagTransformer(ModelConfig(seq_len=6, depth=1, d_model=8, heads=2, mlp_ratio=2))
+    model = FlagTransformer(model_config(seq_len=6, depth=1, d_model=8, heads=2, mlp_ratio=2))
     tokens, targets, _ = task.stratified_eval_set(6, 2, seed=7)
     return model, tokens, targets, density_flow.predicted_flow(model, tokens, targets)
 

@@ -18,6 +18,8 @@ from lostmid.errors import ConfigError
 from lostmid.evidence import claims
 from lostmid.evidence.settings import EvidenceSettings
 
+from conftest import model_config
+
 EV = settings_from_block(EvidenceSettings, {}, "evidence")  # the schema's defaults
 VARIANTS = {"baseline": {}, "debiased": {"remedy": {"kind": "bias"}}}
 MODEL = {"d_model": 16, "residual": True}
@@ -281,10 +283,10 @@ def test_initial_influence_growth_is_measured_in_orders_of_magnitude():
 
 def test_output_jacobian_norms_match_one_jacobian_per_sequence():
     from lostmid.analysis.influence import output_jacobian_norms
-    from lostmid.core.model import FlagTransformer, ModelConfig
+    from lostmid.core.model import FlagTransformer
 
     torch.manual_seed(0)
-    model = FlagTransformer(ModelConfig(seq_len=6, depth=2, d_model=8, heads=2, residual=False))
+    model = FlagTransformer(model_config(seq_len=6, depth=2, d_model=8, heads=2, mlp_ratio=4, residual=False))
     tokens, _, _ = task.stratified_eval_set(6, 2, seed=0)
     expected = torch.zeros(6, dtype=torch.float64)
     for sequence in tokens:

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch.func import jacrev
 
-from conftest import SCHEMA, tiny_spec
+from conftest import SCHEMA, model_config, tiny_spec
 from lostmid.training import checkpoint
 from lostmid.cli import main as cli
 from lostmid.analysis import influence, structural
@@ -36,7 +36,7 @@ def _states(model, tokens):
 def test_energy_from_one_backward_pass_equals_per_position_jacobians_at_every_step(block):
     torch.manual_seed(0)
     L = 5
-    model = FlagTransformer(ModelConfig(seq_len=L, depth=1, d_model=8, heads=2, mlp_ratio=2, block=block)).double()
+    model = FlagTransformer(model_config(seq_len=L, depth=1, d_model=8, heads=2, mlp_ratio=2, block=block)).double()
     tokens = torch.randint(0, 3, (2, L))
     targets = torch.tensor([0, 1])
 
@@ -61,7 +61,7 @@ def test_energy_from_one_backward_pass_equals_per_position_jacobians_at_every_st
 
 def test_chunking_the_batch_changes_nothing():
     torch.manual_seed(1)
-    model = FlagTransformer(ModelConfig(seq_len=6, depth=1, d_model=8, heads=2, mlp_ratio=2)).double()
+    model = FlagTransformer(model_config(seq_len=6, depth=1, d_model=8, heads=2, mlp_ratio=2)).double()
     tokens, targets, _ = task.stratified_eval_set(6, 3, seed=5)
     torch.testing.assert_close(influence.energies(model, tokens, targets, chunk=4), influence.energies(model, tokens, targets))
 

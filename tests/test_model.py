@@ -3,14 +3,16 @@
 import pytest
 import torch
 
-from lostmid.core.model import FlagTransformer, ModelConfig
+from lostmid.core.model import FlagTransformer
+
+from conftest import model_config
 
 
 def make(**kw):
     torch.manual_seed(0)
     config = dict(seq_len=8, depth=2, d_model=8, heads=2, mlp_ratio=2)
     config.update(kw)
-    return FlagTransformer(ModelConfig(**config)).double()
+    return FlagTransformer(model_config(**config)).double()
 
 
 @pytest.mark.parametrize("block", ["sequential", "parallel"])
@@ -73,7 +75,7 @@ def test_bias_of_the_wrong_shape_is_an_error():
 @pytest.mark.parametrize("bad, message", [({"block": "diagonal"}, "model.block"), ({"heads": 3}, "divisible")])
 def test_bad_model_options_name_the_option(bad, message):
     with pytest.raises(ValueError, match=message):
-        ModelConfig(seq_len=8, **{"d_model": 8, **bad})
+        model_config(seq_len=8, **{"d_model": 8, **bad})
 
 
 def test_a_loaded_bias_is_used_by_the_fused_path():

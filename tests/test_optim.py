@@ -7,17 +7,17 @@ import sys
 import pytest
 import torch
 
-from lostmid.core.model import FlagTransformer, ModelConfig
+from lostmid.core.model import FlagTransformer
 from lostmid.core.optim import AdamW
 
-from conftest import tiny_spec
+from conftest import model_config, tiny_spec
 
 HYPER = {"lr": 3e-3, "betas": (0.9, 0.99), "weight_decay": 0.01}
 
 
 def twin_models():
     torch.manual_seed(0)
-    first = FlagTransformer(ModelConfig(seq_len=8, depth=1, d_model=8, heads=2, mlp_ratio=2))
+    first = FlagTransformer(model_config(seq_len=8, depth=1, d_model=8, heads=2, mlp_ratio=2))
     second = FlagTransformer(first.config)
     second.load_state_dict(first.state_dict())
     return first, second
@@ -78,23 +78,24 @@ def test_a_state_dict_for_another_model_is_refused_with_the_shapes():
     model, _ = twin_models()
     optimizer = AdamW(model.parameters(), **HYPER)
     train(model, optimizer, 1)
-    other = FlagTransformer(ModelConfig(seq_len=8, depth=1, d_model=16, heads=2, mlp_ratio=2))
+    other = FlagTransformer(model_config(seq_len=8, depth=1, d_model=16, heads=2, mlp_ratio=2))
     with pytest.raises(ValueError, match="shape"):
         AdamW(other.parameters(), **HYPER).load_state_dict(optimizer.state_dict())
-    deeper = FlagTransformer(ModelConfig(seq_len=8, depth=2, d_model=8, heads=2, mlp_ratio=2))
+    deeper = FlagTransformer(model_config(seq_len=8, depth=2, d_model=8, heads=2, mlp_ratio=2))
     with pytest.raises(ValueError, match="parameters"):
         AdamW(deeper.parameters(), **HYPER).load_state_dict(optimizer.state_dict())
 
 
 def test_a_training_segment_never_imports_torch_dynamo_and_a_figure_never_imports_torch(tmp_path):
-    # The imports are a third of a short job's CPU (docs: README "Performance"); this guards them.
+    # The imports are a third of a short job's CPU (docs/performance.md); this guards them.
     spec = json.dumps(tiny_spec())
     script = f"""
 import sys
 from lostmid.cli.main import main
 assert main(["init", "--spec", {spec!r}, "--device", "cpu", "--out", {str(tmp_path / 's0.pt')!r}]) == 0
-assert main(["train", "--spec", {spec!r}, "--device", "cpu", "--threads", "1", "--checkpoint", {str(tmp_path / 's0.pt')!r},
-             "--steps", "3", "--out", {str(tmp_path / 's3.pt')!r}, "--table", {str(tmp_path / 'log.parquet')!r}]) == 0
+assert main(["train", "--spec", {spec!r}, "--device", "cpu", "--threads", "1",
+             "--checkpoint", {str(tmp_path / 's0.pt')!r}, "--steps", "3", "--out", {str(tmp_path / 's3.pt')!r},
+             "--table", {str(tmp_path / 'log.parquet')!r}]) == 0
 print(sorted(m for m in ("torch._dynamo", "torch._inductor") if m in sys.modules))
 """
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
@@ -104,8 +105,10 @@ print(sorted(m for m in ("torch._dynamo", "torch._inductor") if m in sys.modules
 import sys
 import pandas as pd
 from lostmid.cli.main import main
-pd.DataFrame({{"variant": ["baseline"], "L": [8], "depth": [1], "seed": [0], "step": [1], "loss": [0.7], "accuracy": [0.5]}}).to_parquet({str(tmp_path / 't.parquet')!r})
-assert main(["figures", "--threads", "1", "--train", {str(tmp_path / 't.parquet')!r}, "--figures", "training_curves", "--out-dir", {str(tmp_path)!r}]) == 0
+table = {{"variant": ["baseline"], "L": [8], "depth": [1], "seed": [0], "step": [1], "loss": [0.7], "accuracy": [0.5]}}
+pd.DataFrame(table).to_parquet({str(tmp_path / 't.parquet')!r})
+assert main(["figures", "--threads", "1", "--train", {str(tmp_path / 't.parquet')!r}, "--figures", "training_curves",
+             "--out-dir", {str(tmp_path)!r}]) == 0
 print("torch" in sys.modules)
 """
     out = subprocess.run([sys.executable, "-c", figure], capture_output=True, text=True, check=True)

@@ -18,7 +18,7 @@ from lostmid.core.model import FlagTransformer, ModelConfig
 from lostmid.objectives.registry import make_objective
 from lostmid.training.train import train_steps
 
-from conftest import SCHEMA, tiny_spec
+from conftest import SCHEMA, model_config, tiny_spec
 
 
 def with_remedy(spec, **remedy):
@@ -104,7 +104,7 @@ def test_reweight_objective_updates_every_k_steps_from_its_own_generator():
 
 def test_hutchinson_trace_estimate_is_unbiased_for_the_exact_gramian_trace():
     torch.manual_seed(0)
-    model = FlagTransformer(ModelConfig(seq_len=6, depth=1, d_model=4, heads=2, mlp_ratio=2)).double()
+    model = FlagTransformer(model_config(seq_len=6, depth=1, d_model=4, heads=2, mlp_ratio=2)).double()
     tokens = torch.randint(0, 2, (1, 6))
     x0 = model.embed(tokens).detach()
     exact = algorithm3_observability.exact_traces(model, x0)  # (L,)

@@ -70,7 +70,7 @@ def snakemake(workdir: Path, *args, env=None, timeout=300) -> subprocess.Complet
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGTERM)
         out, _ = process.communicate()
-        raise AssertionError(f"snakemake did not finish within {timeout} s:\n{out[-5000:]}")
+        raise AssertionError(f"snakemake did not finish within {timeout} s:\n{out[-5000:]}") from None
     return subprocess.CompletedProcess(command, process.returncode, out, "")
 
 
@@ -276,7 +276,8 @@ def slurm_and_local_runs(cluster, tmp_path_factory):
     slurm = snakemake(runs["slurm"], "--profile", str(PROFILE), *SLURM_ARGS, "--retries", "0", env=env, timeout=1200)
     seconds = time.monotonic() - start
     jobs = slurm_jobs(env)
-    print(f"\nsnakemake --profile profiles/slurm (whole smoke DAG): {seconds:.0f} s; squeue --states=all:\n{jobs.to_string(index=False)}")
+    print(f"\nsnakemake --profile profiles/slurm (whole smoke DAG): {seconds:.0f} s; "
+          f"squeue --states=all:\n{jobs.to_string(index=False)}")
     assert slurm.returncode == 0, slurm.stdout[-8000:]
     local = snakemake(runs["local"], "--cores", "2", timeout=900)
     assert local.returncode == 0, local.stdout[-5000:]
@@ -329,5 +330,6 @@ def test_groups_make_at_most_one_slurm_job_per_three_rule_jobs(slurm_and_local_r
     submitted = re.findall(r"has been submitted with SLURM jobid (\d+)", log)
     assert sorted(submitted) == sorted(jobs["jobid"]) == sorted(submissions)
     sizes = sorted((len(inside) for inside in submissions.values()), reverse=True)
-    print(f"\nwhole smoke DAG under Slurm: {len(planned)} rule jobs in {len(submitted)} Slurm jobs (rule jobs per Slurm job: {sizes}), {seconds:.0f} s")
+    print(f"\nwhole smoke DAG under Slurm: {len(planned)} rule jobs in {len(submitted)} Slurm jobs "
+          f"(rule jobs per Slurm job: {sizes}), {seconds:.0f} s")
     assert 3 * len(submitted) <= len(planned)

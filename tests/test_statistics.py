@@ -7,6 +7,7 @@ hundred sets at most, so the file runs in seconds).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import subprocess
 import sys
@@ -344,7 +345,7 @@ def test_rules_need_a_margin_fixed_in_advance_and_say_it_in_words():
         D.DecisionRule("greater_than_zero", 0.0)
     with pytest.raises(ValueError, match="unknown rule kind"):
         D.DecisionRule("positive", 0.1)
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         rule.margin = 1.0  # frozen: a rule cannot be moved after the fact
 
 

@@ -1,5 +1,6 @@
 """Settings of the analysis blocks: ``influence`` (its evaluation and density-flow keys, its
-``init_sweep`` and ``structural`` sub-blocks), ``channels`` and ``bias_fit``. Each is built by ``lostmid.config.settings_from_block``
+``init_sweep`` and ``structural`` sub-blocks), ``channels`` and ``bias_fit``. Each is built by
+``lostmid.config.settings_from_block``
 (defaults and value checks: the config schema; cross-key rules: the class's ``check``), and the
 module is free of torch, so that the workflow builds them all when it parses the config."""
 

@@ -43,8 +43,8 @@ def structural_model(L: int, depth: int, residual: bool, epsilon: float = 1.0, d
     from lostmid.core.model import ModelConfig, model_at_init
 
     config = ModelConfig(
-        seq_len=L, depth=depth, d_model=d_model, heads=heads, block="sequential", residual=residual,
-        epsilon=epsilon, attention="uniform", layernorm=False, mlp=False,
+        seq_len=L, depth=depth, d_model=d_model, heads=heads, mlp_ratio=4, block="sequential", residual=residual,
+        epsilon=epsilon, readout="last", attention="uniform", layernorm=False, mlp=False,
     )
     model = model_at_init(config, seed)
     eye = torch.eye(d_model)

@@ -18,7 +18,8 @@ def _channels_args(parser):
     parser.add_argument("--conditions", nargs="+", required=True, help="one per seed, Parquet: step, delta, test, holds, conclusion_holds, lhs, rhs")
 
 
-@command("channels", "channel decomposition of the input adjoint and the sufficient-condition tests, every checkpoint of a block of runs", _channels_args)
+@command("channels", "channel decomposition of the input adjoint and the sufficient-condition tests, "
+         "every checkpoint of a block of runs", _channels_args)
 def channels(args):
     from lostmid.training import checkpoint
     from lostmid.analysis import conditions
@@ -29,7 +30,8 @@ def channels(args):
 
     settings = settings_from_block(ChannelSettings, args.settings, "channels")
     if not args.spec["model"].get("residual", True):
-        raise ConfigError(f"run {args.spec['variant']} L{args.spec['L']} has model.residual: false; the channel split needs a residual model")
+        raise ConfigError(f"run {args.spec['variant']} L{args.spec['L']} has model.residual: false; "
+                          "the channel split needs a residual model")
     device = devices.resolve(args.device)
     tolerance = None
 
@@ -39,12 +41,14 @@ def channels(args):
         tolerance = diagnostics["tolerance"]
         held = test_rows.groupby("test", sort=False)["holds"].sum().to_dict()
         log.info(
-            "step %d: split error %.2g, max Lambda %.3g, max c %.3g, Gronwall ratio %.3f; tests holding over %d deltas: %s",
+            "step %d: split error %.2g, max Lambda %.3g, max c %.3g, Gronwall ratio %.3f; "
+            "tests holding over %d deltas: %s",
             step, diagnostics["split_error"], diagnostics["lambda_max"], diagnostics["c_max"], diagnostics["gronwall_ratio"],
             len(settings.deltas), held,
         )
         if diagnostics["gronwall_ratio"] > 1:
-            log.warning("step %d: ||P_0 - P_M|| exceeds c ||P_M|| by a factor %.6f: power iteration underestimated an operator norm", step, diagnostics["gronwall_ratio"])
+            log.warning("step %d: ||P_0 - P_M|| exceeds c ||P_M|| by a factor %.6f: "
+                        "power iteration underestimated an operator norm", step, diagnostics["gronwall_ratio"])
         return channel_rows, cross_rows, test_rows
 
     for spec, paths, channels_out, cross_out, conditions_out in block_runs(args, "checkpoints", "channels", "cross_terms", "conditions"):

@@ -33,6 +33,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from lostmid.config import neutral_values
 from lostmid.core.task import N_ANSWERS, VOCAB
 
 BLOCKS = ("sequential", "parallel")
@@ -41,21 +42,29 @@ ATTENTIONS = ("softmax", "uniform")
 POSITIONS = ("learned", "none")
 
 
+def _neutral(key: str):
+    """The value a run spec's model leaves out (the schema's ``$defs`` model default; lostmid.config.neutral_values)."""
+    return neutral_values()[("model", key)]
+
+
 @dataclass(frozen=True)
 class ModelConfig:
+    """A run spec's ``model`` block (with ``seq_len`` = L and ``depth``). The keys every config sets have
+    no default here; the optional ones default to their neutral values, which live in the config schema."""
+
     seq_len: int
-    depth: int = 4
-    d_model: int = 64
-    heads: int = 4
-    mlp_ratio: int = 4
-    block: str = "sequential"  # sequential (pre-LN GPT) | parallel (paper's F = Attn + FNN)
-    residual: bool = True  # False drops the identity path: X_{k+1} = F_k(X_k)
-    epsilon: float = 1.0  # Euler step h_k = epsilon
-    readout: str = "last"  # last: answer at position L only; all: every position, weight 1/L
-    attention: str = "softmax"  # uniform: all logits zero, i.e. Cesaro averaging (structural baseline)
-    layernorm: bool = True
-    mlp: bool = True
-    positions: str = "learned"  # none: no position embedding; the causal mask alone carries position
+    depth: int
+    d_model: int
+    heads: int
+    mlp_ratio: int
+    block: str  # sequential (pre-LN GPT) | parallel (paper's F = Attn + FNN)
+    residual: bool  # False drops the identity path: X_{k+1} = F_k(X_k)
+    epsilon: float  # Euler step h_k = epsilon
+    readout: str  # last: answer at position L only; all: every position, weight 1/L
+    attention: str = _neutral("attention")  # uniform: all logits zero, i.e. Cesaro averaging (structural baseline)
+    layernorm: bool = _neutral("layernorm")
+    mlp: bool = _neutral("mlp")
+    positions: str = _neutral("positions")  # none: no position embedding; the causal mask alone carries position
 
     def __post_init__(self):
         if self.block not in BLOCKS:

@@ -162,8 +162,8 @@ def markdown(table: pd.DataFrame) -> str:
         return str(text).replace("|", "\\|")
 
     for i, row in enumerate(table.itertuples(index=False), 1):
-        value = estimate_words(row)
-        lines.append(f"| {i} | {row.claim} | {cell(row.source)} | {cell(row.setting)} | {cell(row.statistic)} ({row.unit}) | {value} | "
+        statistic = f"{cell(row.statistic)} ({row.unit})"
+        lines.append(f"| {i} | {row.claim} | {cell(row.source)} | {cell(row.setting)} | {statistic} | {estimate_words(row)} | "
                      f"{row.n_seeds or '–'} | **{row.verdict}** |")
         rules.append(f"{i}. {row.method}. {row.rule}" + (f" Note: {row.note}." if row.note else ""))
     return "\n".join(lines) + "\n\nMethods and decision rules, by row:\n\n" + "\n".join(rules) + "\n"

@@ -61,7 +61,8 @@ def metrics_over_training(metrics: pd.DataFrame, path, delta: float) -> None:
 
 
 def depth_profiles(influence: pd.DataFrame, path) -> None:
-    """Per-step densities m^(k) (colour = residual-state index k, style = L) at the last checkpoint, a panel per variant.
+    """Per-step densities m^(k) (colour = residual-state index k, style = L) at the last checkpoint,
+    a panel per variant.
 
     With readout 'last' the terminal adjoint lives at position L only; the profile widens as
     the adjoint flows back through the steps towards the input (k = 0).

@@ -100,7 +100,8 @@ def remedy_table(metrics, failure, train, benchmarks, variants: dict, settings: 
     keys = ["variant", "L", "depth", "seed"]
     at_delta = metrics[np.isclose(metrics["delta"], delta)]
     if at_delta.empty:
-        raise ConfigError(f"config key remedies.delta: the influence metrics have no rows at delta={delta} (found {sorted(metrics['delta'].unique())})")
+        raise ConfigError(f"config key remedies.delta: the influence metrics have no rows at delta={delta} "
+                          f"(found {sorted(metrics['delta'].unique())})")
     table = at_delta[[*keys, "step", "Delta", "SC", "LIM", "E_inf", "Z"]]
     accuracy = accuracy_per_checkpoint(failure)
     table = table.merge(accuracy[[*keys, "step", "accuracy"]], on=[*keys, "step"], how="outer")

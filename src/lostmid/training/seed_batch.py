@@ -117,7 +117,8 @@ class StackedSeeds:
             # also make autograd record the whole vmapped pass in a graph nobody differentiates (2x the time).
             weights = {name: p.detach() for name, p in self.params.items()}
             in_dims = (0, None, 0, 0, None if sequence_weights is None else 0)
-            # functional_loss runs explicit attention: the fused CPU kernel has no vmap batching rule (nor a double backward).
+            # functional_loss runs explicit attention: the fused CPU kernel has no vmap batching rule
+            # (nor a double backward).
             grads, (loss, logits) = torch.func.vmap(self.loss_grad, in_dims=in_dims)(weights, self.buffers, tokens, targets, sequence_weights)
             self.clip(grads, train["grad_clip"])
             for name, p in self.params.items():
@@ -140,7 +141,7 @@ class StackedSeeds:
             return
         per_tensor = torch.stack([torch.linalg.vector_norm(g.flatten(1), dim=1) for g in grads.values()])
         coefficient = (max_norm / (torch.linalg.vector_norm(per_tensor, dim=0) + 1e-6)).clamp(max=1.0)
-        for name, g in grads.items():
+        for g in grads.values():
             g.mul_(coefficient.view(-1, *[1] * (g.dim() - 1)))
 
     def unstack(self) -> None:
