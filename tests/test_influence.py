@@ -195,7 +195,8 @@ def test_init_sweep_first_token_dominates_without_residual_and_a_u_shape_forms_w
 
 
 def _baselines_argv(tmp_path, model: dict) -> list[str]:
-    return ["influence-baselines", "--device", "cpu", "--model", json.dumps(model),
+    """The command on the tiny spec's model block with ``model`` changed (the rule passes the config's whole block)."""
+    return ["influence-baselines", "--device", "cpu", "--model", json.dumps({**tiny_spec()["model"], **model}),
             "--init-sweep", json.dumps({"L": 4, "depths": [1], "seeds": [0], "batch_per_position": 1}),
             "--structural", json.dumps({"L": [4], "depths": [1]}),
             "--sweep-out", str(tmp_path / "sweep.parquet"), "--structural-out", str(tmp_path / "structural.parquet")]

@@ -64,7 +64,7 @@ def influence_baselines(args):
     structural_settings = settings_from_block(StructuralSettings, args.structural, "influence.structural")
     model_block = {k: v for k, v in args.model.items() if k not in ("seq_len", "depth", "residual")}
     try:  # the sweep's models differ only in depth (>= 1) and residual, which no check of ModelConfig involves
-        ModelConfig(**{**model_block, "seq_len": sweep_settings.L, "depth": sweep_settings.depths[0]})
+        ModelConfig(**{**model_block, "seq_len": sweep_settings.L, "depth": sweep_settings.depths[0], "residual": True})
     except (TypeError, ValueError) as err:  # a model block the ModelConfig rejects
         raise ConfigError(f"config key model: {err}") from err
     sweep = influence.init_sweep(model_block, sweep_settings, devices.resolve(args.device))
