@@ -24,17 +24,27 @@ def test_a_block_is_named_by_its_runs_of_consecutive_seeds():
 
 
 def row(claim, source, setting, estimate, verdict, n_seeds=0):
-    return {"claim": claim, "source": source, "setting": setting, "estimate": estimate, "ci_low": estimate - 1,
-            "ci_high": estimate + 1, "n_seeds": n_seeds, "verdict": verdict}
+    return {
+        "claim": claim,
+        "source": source,
+        "setting": setting,
+        "estimate": estimate,
+        "ci_low": estimate - 1,
+        "ci_high": estimate + 1,
+        "n_seeds": n_seeds,
+        "verdict": verdict,
+    }
 
 
 def test_the_headline_gives_each_claim_of_the_blog_in_its_first_setting_and_counts_the_paper():
-    table = pd.DataFrame([
-        row("failure_rises_with_position", "blog (a)", "baseline, L 16", 1.79, "supported", 24),
-        row("failure_rises_with_position", "blog (a)", "baseline_short, L 24", 1.62, "inconclusive", 3),
-        row("debiased_trains_faster", "blog (d)", "debiased vs baseline", math.nan, "inconclusive"),
-        row("sufficient_conditions_sound", "paper: sufficient conditions", "-", 0.0, "supported"),
-    ])
+    table = pd.DataFrame(
+        [
+            row("failure_rises_with_position", "blog (a)", "baseline, L 16", 1.79, "supported", 24),
+            row("failure_rises_with_position", "blog (a)", "baseline_short, L 24", 1.62, "inconclusive", 3),
+            row("debiased_trains_faster", "blog (d)", "debiased vs baseline", math.nan, "inconclusive"),
+            row("sufficient_conditions_sound", "paper: sufficient conditions", "-", 0.0, "supported"),
+        ]
+    )
     assert headline(table).splitlines() == [
         "- blog (a) `failure_rises_with_position` — baseline, L 16: 1.79 [0.79, 2.79], 24 seeds → **supported** "
         "(and 1 other setting)",
@@ -59,7 +69,12 @@ def test_the_cost_of_a_run_is_read_from_its_job_logs_and_benchmark_records(tmp_p
 
 def test_a_folder_without_an_evidence_table_is_one_line(tmp_path, capsys):
     assert main(["results-page", "--results", str(tmp_path), "--config"]) == 2
-    assert capsys.readouterr().err.strip().splitlines()[-1].endswith("has no evidence table; is " + str(tmp_path) + " a finished run?")
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .splitlines()[-1]
+        .endswith("has no evidence table; is " + str(tmp_path) + " a finished run?")
+    )
 
 
 @pytest.mark.slow
@@ -67,10 +82,18 @@ def test_the_page_holds_every_section_of_the_run_stamped_with_its_config(smoke_r
     workdir, _ = smoke_run
     out = tmp_path / "results.md"
     config = REPO / "config" / "smoke.yaml"
-    assert main(["results-page", "--results", str(workdir / "results"), "--config", str(config), "--out", str(out)]) == 0
+    assert (
+        main(["results-page", "--results", str(workdir / "results"), "--config", str(config), "--out", str(out)]) == 0
+    )
     page = out.read_text()
-    for section in ("## Headline verdicts", "## Evidence", "## Remedies", "## Algebraic simulations",
-                    "## Real architectures", "## What the run cost"):
+    for section in (
+        "## Headline verdicts",
+        "## Evidence",
+        "## Remedies",
+        "## Algebraic simulations",
+        "## Real architectures",
+        "## What the run cost",
+    ):
         assert section in page
     assert "smoke.yaml` (sha256 " in page and "commit " in page and "Not in this run" not in page
     evidence = pd.read_parquet(workdir / "results" / "evidence")
@@ -86,7 +109,10 @@ def test_the_readme_quotes_the_headline_between_its_markers_and_nothing_else_cha
     readme = (REPO / "README.md").read_text()
     filled = with_headline(readme, "- blog (a): supported\n", "README.md")
     before, _, after = readme.partition(HEADLINE_START)
-    assert filled == before + HEADLINE_START + "\n- blog (a): supported\n" + HEADLINE_END + after.partition(HEADLINE_END)[2]
+    assert (
+        filled
+        == before + HEADLINE_START + "\n- blog (a): supported\n" + HEADLINE_END + after.partition(HEADLINE_END)[2]
+    )
     assert with_headline(filled, "- again\n", "README.md").count("- again\n") == 1
     with pytest.raises(ConfigError, match="needs one line"):
         with_headline("no markers\n", "x\n", "README.md")

@@ -126,7 +126,9 @@ def test_every_command_builds_from_its_params_the_settings_the_config_gives(tmp_
 
     evaluate = next(rule for rule in params if stage(rule) == "evaluate")
     flow = next(rule for rule in params if stage(rule) == "density_flow")
-    assert built(InfluenceSettings, evaluate, "influence") == cfg.settings_from_block(InfluenceSettings, block, "influence")
+    assert built(InfluenceSettings, evaluate, "influence") == cfg.settings_from_block(
+        InfluenceSettings, block, "influence"
+    )
     assert built(FlowSettings, flow, "settings") == cfg.settings_from_block(FlowSettings, block, "influence")
     for cls, sub in ((InitSweepSettings, "init_sweep"), (StructuralSettings, "structural")):
         expected = cfg.settings_from_block(cls, block[sub], f"influence.{sub}")

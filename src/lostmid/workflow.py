@@ -52,7 +52,8 @@ class BlockStage:
 BLOCK_STAGES = {
     "evaluate": BlockStage(("failure", "influence", "metrics"), lambda block: True),
     "density_flow": BlockStage(("density_flow",), lambda block: block.flow),  # influence.flow_variants
-    "channels": BlockStage(("channels", "cross_terms", "conditions"), lambda block: block.residual),  # a residual channel
+    # the channel split needs a residual path
+    "channels": BlockStage(("channels", "cross_terms", "conditions"), lambda block: block.residual),
 }
 RUN_TABLES = {name: f"results/{name}/" + RUN + ".parquet" for stage in BLOCK_STAGES.values() for name in stage.tables}
 # A fitted attention-logit bias, one per (bias variant, L, depth): the fit uses the variant's own model.
@@ -193,7 +194,10 @@ def run_tables(all_blocks: list[Block], name: str) -> list[str]:
     """Every per-run file of one table over the blocks that have it."""
     if name == "train":
         return [
-            path for block in all_blocks for step in block.checkpoint_steps[1:] for path in block.paths(TRAIN_TABLE, step=step)
+            path
+            for block in all_blocks
+            for step in block.checkpoint_steps[1:]
+            for path in block.paths(TRAIN_TABLE, step=step)
         ]
     stage = next(stage for stage, declared in BLOCK_STAGES.items() if name in declared.tables)
     return [path for block in stage_blocks(all_blocks, stage) for path in block.paths(RUN_TABLES[name])]
@@ -239,7 +243,9 @@ FIGURES = {
     "remedy_overhead": Figure("Remedies", ("remedies",), "remedies.overhead", ("baseline",)),
     "bias_heatmap": Figure("Remedies", ("bias_matrix",), "remedies.bias_heatmap"),
     "bias_profile": Figure("Remedies", ("bias_profiles", "bias_iterations"), "remedies.bias_profiles"),
-    "algebraic_table": Figure("Algebraic simulations", ("algebraic_table", "algebraic_profiles"), "algebraic.table_figure"),
+    "algebraic_table": Figure(
+        "Algebraic simulations", ("algebraic_table", "algebraic_profiles"), "algebraic.table_figure"
+    ),
     "algebraic_probes": Figure("Algebraic simulations", ("algebraic_probes",), "algebraic.probe_figure"),
 }
 
@@ -252,7 +258,7 @@ class Page:
     tables: tuple[str, ...]  # the tables it is drawn from
     title: str  # may name the ``delta`` option: ``{delta}``
     note: str
-    summary: str | None  # function of lostmid.tables.summaries called with the tables (and ``options``); None: the table
+    summary: str | None  # lostmid.tables.summaries.<summary>(*tables, **options); None: the table as it is
     options: tuple[str, ...] = ()
 
 

@@ -73,7 +73,7 @@ def summary_tables():
         "init_sweep": [rules.influence_baselines.output.sweep],
         "structural": [rules.influence_baselines.output.structural],
         "remedies": [rules.remedies_table.output.table],
-        **{f"bias_{name}": wf.bias_tables(BLOCKS, name) for name in ("matrix", "profiles", "iterations")},
+        **{f"bias_{name}": wf.bias_tables(BLOCKS, name) for name in wf.BIAS_TABLES},
         **{f"algebraic_{name}": [rules.algebraic.output[name]] for name in ("table", "profiles", "probes")},
     }
 

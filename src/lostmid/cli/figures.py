@@ -21,15 +21,28 @@ log = logging.getLogger(__name__)
 
 def _args(parser):
     for name in FIGURE_TABLES:
-        parser.add_argument(f"--{name.replace('_', '-')}", nargs="*", default=[], help=f"Parquet files of the {name} table")
-    parser.add_argument("--figures", nargs="*", default=[], help="names of the figures to draw (lostmid.workflow.FIGURES)")
+        parser.add_argument(
+            f"--{name.replace('_', '-')}", nargs="*", default=[], help=f"Parquet files of the {name} table"
+        )
+    parser.add_argument(
+        "--figures", nargs="*", default=[], help="names of the figures to draw (lostmid.workflow.FIGURES)"
+    )
     parser.add_argument("--out-dir", required=True, help="folder of the figures (<name>.png)")
     parser.add_argument("--pages", nargs="*", default=[], help="HTML summary pages to write: " + ", ".join(PAGES))
     parser.add_argument("--pages-dir", default=None, help="folder of the summary pages (<name>.html)")
-    parser.add_argument("--baseline", default=None, help="the variant the remedy figures compare against (remedies.baseline)")
-    parser.add_argument("--steps", type=int, nargs="*", default=None,
-                        help="checkpoints the remedy figures compare (remedies.plot_steps; none: the middle and last)")
-    parser.add_argument("--delta", type=float, default=None, help="region scale the metrics figures show (remedies.delta)")
+    parser.add_argument(
+        "--baseline", default=None, help="the variant the remedy figures compare against (remedies.baseline)"
+    )
+    parser.add_argument(
+        "--steps",
+        type=int,
+        nargs="*",
+        default=None,
+        help="checkpoints the remedy figures compare (remedies.plot_steps; none: the middle and last)",
+    )
+    parser.add_argument(
+        "--delta", type=float, default=None, help="region scale the metrics figures show (remedies.delta)"
+    )
 
 
 def _check(kind: str, names, declared: dict, args) -> None:
@@ -42,7 +55,9 @@ def _check(kind: str, names, declared: dict, args) -> None:
         missing = [table for table in declared[name].tables if not getattr(args, table)]
         if missing:
             raise ConfigError(f"figures: {kind} {name} needs the table(s) {missing}, which were not given")
-        missing = [f"--{option}" for option in declared[name].options if option != "steps" and getattr(args, option) is None]
+        missing = [
+            f"--{option}" for option in declared[name].options if option != "steps" and getattr(args, option) is None
+        ]
         if missing:
             raise ConfigError(f"figures: {kind} {name} needs the option(s) {missing}")
 

@@ -27,17 +27,27 @@ HEADLINE_END = "<!-- /headline -->"
 
 def _args(parser):
     parser.add_argument("--results", type=Path, default=Path("results"), help="a finished run's results folder")
-    parser.add_argument("--config", nargs="*", type=Path, default=None,
-                        help="the config files the run came from (default: config/config.yaml)")
+    parser.add_argument(
+        "--config",
+        nargs="*",
+        type=Path,
+        default=None,
+        help="the config files the run came from (default: config/config.yaml)",
+    )
     parser.add_argument("--out", type=Path, default=None, help="write the page here (default: print it)")
     parser.add_argument("--headline", action="store_true", help="print only the headline verdicts (for the README)")
-    parser.add_argument("--readme", type=Path, default=None,
-                        help="also put the headline verdicts into this file, between its lines "
-                             f"'{HEADLINE_START}' and '{HEADLINE_END}'")
+    parser.add_argument(
+        "--readme",
+        type=Path,
+        default=None,
+        help="also put the headline verdicts into this file, between its lines "
+        f"'{HEADLINE_START}' and '{HEADLINE_END}'",
+    )
 
 
 def commit() -> str:
     """The checkout's commit (``+ uncommitted changes`` where tracked files differ), or why there is none."""
+
     def git(*words):
         return subprocess.run(["git", *words], capture_output=True, text=True, timeout=30)
 
@@ -62,9 +72,13 @@ def _shown(path: Path) -> str:
 def stamp(results: Path, configs: list[Path]) -> str:
     evidence = results / "evidence" / "evidence.parquet"
     written = datetime.fromtimestamp(evidence.stat().st_mtime, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    files = ", ".join(f"`{_shown(path)}` (sha256 {hashlib.sha256(path.read_bytes()).hexdigest()[:12]})" for path in configs)
-    return (f"Written by `{PAGE_COMMAND}` from the tables of `{_shown(results)}` (evidence table written {written}); "
-            f"commit {commit()}; config {files or 'not given'}.")
+    files = ", ".join(
+        f"`{_shown(path)}` (sha256 {hashlib.sha256(path.read_bytes()).hexdigest()[:12]})" for path in configs
+    )
+    return (
+        f"Written by `{PAGE_COMMAND}` from the tables of `{_shown(results)}` (evidence table written {written}); "
+        f"commit {commit()}; config {files or 'not given'}."
+    )
 
 
 def _table(results: Path, name: str):
@@ -85,9 +99,11 @@ def architectures_section(results: Path) -> str:
     if comparison is None:
         return _missing("architectures_comparison")
     parts = []
-    for title, query in (("Random-initialization sweep", "family != 'flag'"),
-                         ("Flag-recall checkpoints, untrained", "family == 'flag' and step == 0"),
-                         ("Flag-recall checkpoints, trained", "family == 'flag' and step > 0")):
+    for title, query in (
+        ("Random-initialization sweep", "family != 'flag'"),
+        ("Flag-recall checkpoints, untrained", "family == 'flag' and step == 0"),
+        ("Flag-recall checkpoints, trained", "family == 'flag' and step > 0"),
+    ):
         rows = comparison.query(query)
         if not rows.empty:
             command = f'lostmid architectures-summary --markdown results/architectures_comparison --query "{query}"'
@@ -103,11 +119,17 @@ def remedies_section(results: Path) -> str:
         return _missing("remedies_summary")
     keys = ["variant", "L", "depth"]
     last = table[table.step == table.groupby(keys).step.transform("max")]
-    cells = last.assign(value=[f"{m:.3g}" if n < 2 else f"{m:.3g} [{lo:.3g}, {hi:.3g}]"
-                               for m, lo, hi, n in zip(last["mean"], last.ci_low, last.ci_high, last.n_seeds)])
+    cells = last.assign(
+        value=[
+            f"{m:.3g}" if n < 2 else f"{m:.3g} [{lo:.3g}, {hi:.3g}]"
+            for m, lo, hi, n in zip(last["mean"], last.ci_low, last.ci_high, last.n_seeds)
+        ]
+    )
     wide = cells.pivot_table(index=[*keys, "step", "n_seeds"], columns="quantity", values="value", aggfunc="first")
-    return ("Each variant at its last checkpoint: mean over seeds [95% t-interval] "
-            "(`results/remedies_summary`; docs/remedies.md):\n\n" + to_markdown(wide.reset_index()) + "\n")
+    return (
+        "Each variant at its last checkpoint: mean over seeds [95% t-interval] "
+        "(`results/remedies_summary`; docs/remedies.md):\n\n" + to_markdown(wide.reset_index()) + "\n"
+    )
 
 
 def algebraic_section(results: Path) -> str:
@@ -127,9 +149,11 @@ def cost_section(results: Path) -> str:
     jobs = job_costs(results)
     if jobs.empty:
         return _missing("logs")
-    return ("Per stage, from each job's own log line `job cpu X s ..., peak memory Y MB` and Snakemake's benchmark "
-            "record (`results/benchmarks`); job CPU and wall-clock seconds summed over the stage's jobs, peak "
-            "memory the largest (docs/performance.md):\n\n" + to_markdown(cost_by_stage(jobs).round(1), digits=6) + "\n")
+    return (
+        "Per stage, from each job's own log line `job cpu X s ..., peak memory Y MB` and Snakemake's benchmark "
+        "record (`results/benchmarks`); job CPU and wall-clock seconds summed over the stage's jobs, peak "
+        "memory the largest (docs/performance.md):\n\n" + to_markdown(cost_by_stage(jobs).round(1), digits=6) + "\n"
+    )
 
 
 def with_headline(text: str, headline_block: str, name: str) -> str:

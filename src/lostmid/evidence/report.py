@@ -33,7 +33,9 @@ def headline(table: pd.DataFrame) -> str:
         row = rows.iloc[0]
         seeds = f", {int(row.n_seeds)} seed{'s' if row.n_seeds > 1 else ''}" if row.n_seeds else ""
         more = f" (and {len(rows) - 1} other setting{'s' if len(rows) > 2 else ''})" if len(rows) > 1 else ""
-        lines.append(f"- {row.source} `{claim}` — {row.setting}: {estimate_words(row)}{seeds} → **{row.verdict}**{more}")
+        lines.append(
+            f"- {row.source} `{claim}` — {row.setting}: {estimate_words(row)}{seeds} → **{row.verdict}**{more}"
+        )
     if not paper.empty:
         lines.append(f"- the paper's {paper.claim.nunique()} claims, {len(paper)} rows: {verdict_counts(paper)}")
     lines.append(f"- every row: {verdict_counts(table)} of {len(table)}")

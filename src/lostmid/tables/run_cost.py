@@ -29,9 +29,16 @@ def job_costs(results: Path) -> pd.DataFrame:
 
 def cost_by_stage(jobs: pd.DataFrame) -> pd.DataFrame:
     """Per stage: jobs, their summed job CPU and wall-clock seconds, and the largest peak memory; then the total."""
-    table = jobs.groupby("stage", sort=True).agg(
-        jobs=("job", "size"), cpu_s=("cpu_s", "sum"), wall_s=("wall_s", "sum"), peak_mb=("peak_mb", "max")
-    ).reset_index()
-    total = {"stage": "all", "jobs": len(jobs), "cpu_s": jobs.cpu_s.sum(), "wall_s": jobs.wall_s.sum(),
-             "peak_mb": jobs.peak_mb.max()}
+    table = (
+        jobs.groupby("stage", sort=True)
+        .agg(jobs=("job", "size"), cpu_s=("cpu_s", "sum"), wall_s=("wall_s", "sum"), peak_mb=("peak_mb", "max"))
+        .reset_index()
+    )
+    total = {
+        "stage": "all",
+        "jobs": len(jobs),
+        "cpu_s": jobs.cpu_s.sum(),
+        "wall_s": jobs.wall_s.sum(),
+        "peak_mb": jobs.peak_mb.max(),
+    }
     return pd.concat([table, pd.DataFrame([total])], ignore_index=True)
