@@ -99,7 +99,9 @@ def test_the_page_holds_every_section_of_the_run_stamped_with_its_config(smoke_r
     evidence = pd.read_parquet(workdir / "results" / "evidence")
     assert headline(evidence) in page and page.count("| **") >= len(evidence)
     assert main(["results-page", "--results", str(workdir / "results"), "--config", str(config), "--headline"]) == 0
-    assert capsys.readouterr().out == headline(evidence)
+    printed = capsys.readouterr().out
+    assert printed.startswith("From the run of `") and "smoke.yaml` at commit " in printed
+    assert printed.endswith("\n\n" + headline(evidence))
 
 
 def test_the_readme_quotes_the_headline_between_its_markers_and_nothing_else_changes():

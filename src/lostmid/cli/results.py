@@ -207,7 +207,9 @@ def results_page(args):
             raise ConfigError(f"config file {path} does not exist")
     from lostmid.evidence.report import headline
 
-    block = headline(_evidence(args.results))
+    names = ", ".join(f"`{_shown(path)}`" for path in configs) or "a config not given"
+    block = f"From the run of {names} at commit {commit()} (every table: docs/results.md):\n\n"
+    block += headline(_evidence(args.results))
     if args.readme:
         io.write_text(with_headline(args.readme.read_text(), block, str(args.readme)), args.readme)
     if args.headline:
