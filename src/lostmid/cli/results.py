@@ -69,7 +69,7 @@ def _shown(path: Path) -> str:
         return str(Path(*path.parts[-2:]))
 
 
-def stamp(results: Path, configs: list[Path]) -> str:
+def stamp(results: Path, configs: list[Path], at: str) -> str:
     evidence = results / "evidence" / "evidence.parquet"
     written = datetime.fromtimestamp(evidence.stat().st_mtime, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     files = ", ".join(
@@ -77,7 +77,7 @@ def stamp(results: Path, configs: list[Path]) -> str:
     )
     return (
         f"Written by `{PAGE_COMMAND}` from the tables of `{_shown(results)}` (evidence table written {written}); "
-        f"commit {commit()}; config {files or 'not given'}."
+        f"commit {at}; config {files or 'not given'}."
     )
 
 
@@ -172,14 +172,14 @@ def _evidence(results: Path):
     return evidence
 
 
-def page(results: Path, configs: list[Path]) -> str:
+def page(results: Path, configs: list[Path], at: str) -> str:
     from lostmid.evidence import claims
     from lostmid.evidence.report import headline
 
     evidence = _evidence(results)
     sections = [
         "# Results of a run\n",
-        stamp(results, configs) + " Regenerate it after a run; every number below is a table of that run.\n",
+        stamp(results, configs, at) + " Regenerate it after a run; every number below is a table of that run.\n",
         "## Headline verdicts\n",
         "`lostmid results-page --results results --headline` (the README quotes it):\n",
         headline(evidence),
@@ -208,13 +208,14 @@ def results_page(args):
     from lostmid.evidence.report import headline
 
     names = ", ".join(f"`{_shown(path)}`" for path in configs) or "a config not given"
-    block = f"From the run of {names} at commit {commit()} (every table: docs/results.md):\n\n"
+    at = commit()  # before this command writes anything
+    block = f"From the run of {names} at commit {at} (every table: docs/results.md):\n\n"
     block += headline(_evidence(args.results))
     if args.readme:
         io.write_text(with_headline(args.readme.read_text(), block, str(args.readme)), args.readme)
     if args.headline:
         print(block, end="")
     elif args.out:
-        io.write_text(page(args.results, configs), args.out)
+        io.write_text(page(args.results, configs, at), args.out)
     elif not args.readme:
-        print(page(args.results, configs), end="")
+        print(page(args.results, configs, at), end="")
