@@ -150,8 +150,9 @@ def test_a_checkpoint_of_another_step_of_the_same_run_is_refused_naming_both_ste
             "--failure", str(tmp_path / "failure.parquet"), "--profiles", str(tmp_path / "p.parquet"), "--metrics", str(tmp_path / "m.parquet")]
     assert cli.main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1] == f"lostmid evaluate: error: {message}"
-    assert not (tmp_path / "failure.parquet").exists()
+    aside = tmp_path / ".step4.pt.damaged"  # moved aside, so that the workflow's next run rebuilds it
+    assert err[-1] == f"lostmid evaluate: error: {message}; moved it aside to {aside}: the next run rebuilds it"
+    assert not (tmp_path / "failure.parquet").exists() and not (tmp_path / "step4.pt").exists() and aside.is_file()
 
 
 class Foreign:

@@ -1,6 +1,7 @@
 # Training as chained checkpoints, one job per block of seeds (lostmid.workflow.Block): init
 # writes step 0 of every seed of the block, each segment continues them by the variant's
-# `every` steps. A bias variant's block starts from its fitted attention bias (remedies.smk).
+# `every` steps. A bias variant's block starts from its fitted attention bias (remedies.smk), and
+# each segment checks that its checkpoints were made from that bias (its digest is in their fingerprint).
 
 for block in BLOCKS:
 
@@ -8,13 +9,12 @@ for block in BLOCKS:
         name:
             f"init_{block.rule}"
         input:
-            [block.bias_tensor()] if block.bias else [],
+            bias=bias_inputs(block),
         output:
             block.paths(wf.CHECKPOINT, step=0),
         params:
             spec=block.spec,
             seeds=block.seed_list,
-            bias=f"--attention-bias {block.bias_tensor()}" if block.bias else "",
         log:
             f"results/logs/init/{block.id}.log",
         benchmark:
@@ -31,7 +31,7 @@ for block in BLOCKS:
             gpu=GPU,
         shell:
             logged(
-                "lostmid init --spec {params.spec:q} --seeds {params.seeds} {params.bias} --device {config[device]}"
+                "lostmid init --spec {params.spec:q} --seeds {params.seeds} " + bias_option(block) + " --device {config[device]}"
                 " --threads {threads} --out {output}"
             )
 
@@ -39,7 +39,8 @@ for block in BLOCKS:
         name:
             f"train_{block.rule}"
         input:
-            lambda wildcards, block=block: block.previous_checkpoints(wildcards.step),
+            checkpoints=lambda wildcards, block=block: block.previous_checkpoints(wildcards.step),
+            bias=bias_inputs(block),
         output:
             checkpoints=block.paths(wf.CHECKPOINT, step="{step}"),
             tables=block.paths(wf.TRAIN_TABLE, step="{step}"),
@@ -66,5 +67,6 @@ for block in BLOCKS:
         shell:
             logged(
                 "lostmid train --spec {params.spec:q} --seeds {params.seeds} --device {config[device]} --threads {threads}"
-                " --checkpoint {input} --steps {params.steps} --out {output.checkpoints} --table {output.tables}"
+                " --checkpoint {input.checkpoints} " + bias_option(block) + " --steps {params.steps} --out {output.checkpoints}"
+                " --table {output.tables}"
             )
