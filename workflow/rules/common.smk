@@ -47,13 +47,14 @@ def logged(command):
 
 
 # A bias variant's block: its fitted attention bias is an input of init and of every training
-# segment, which checks that its checkpoints were made from it (lostmid.training.checkpoint).
+# segment, which checks that its checkpoints were made from it (lostmid.training.checkpoint). The
+# option is a param: a rule's shell text is evaluated when the job runs, after the loop over blocks.
 def bias_inputs(block):
     return [block.bias_tensor()] if block.bias else []
 
 
 def bias_option(block):
-    return "--attention-bias {input.bias}" if block.bias else ""
+    return f"--attention-bias {block.bias_tensor()}" if block.bias else ""
 
 
 # The conda environment of every job (used with --software-deployment-method conda).

@@ -15,6 +15,7 @@ for block in BLOCKS:
         params:
             spec=block.spec,
             seeds=block.seed_list,
+            bias=bias_option(block),
         log:
             f"results/logs/init/{block.id}.log",
         benchmark:
@@ -31,8 +32,8 @@ for block in BLOCKS:
             gpu=GPU,
         shell:
             logged(
-                "lostmid init --spec {params.spec:q} --seeds {params.seeds} " + bias_option(block) + " --device {config[device]}"
-                " --threads {threads} --out {output}"
+                "lostmid init --spec {params.spec:q} --seeds {params.seeds} --device {config[device]}"
+                " --threads {threads} {params.bias} --out {output}"
             )
 
     rule:
@@ -50,6 +51,7 @@ for block in BLOCKS:
             spec=block.spec,
             seeds=block.seed_list,
             steps=block.every,
+            bias=bias_option(block),
         log:
             f"results/logs/train/{block.id}_step{{step}}.log",
         benchmark:
@@ -67,6 +69,6 @@ for block in BLOCKS:
         shell:
             logged(
                 "lostmid train --spec {params.spec:q} --seeds {params.seeds} --device {config[device]} --threads {threads}"
-                " --checkpoint {input.checkpoints} " + bias_option(block) + " --steps {params.steps} --out {output.checkpoints}"
+                " --checkpoint {input.checkpoints} {params.bias} --steps {params.steps} --out {output.checkpoints}"
                 " --table {output.tables}"
             )
