@@ -293,8 +293,8 @@ def test_a_retried_job_keeps_the_log_of_every_attempt(tmp_path):
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     starts = [tmp_path / f"results/checkpoints/baseline/L8_M1_seed{seed}/step0.pt" for seed in (0, 1)]
     for start in starts:
-        start.parent.mkdir(parents=True)
-        start.write_bytes(b"not a checkpoint")  # every attempt of the block's next segment fails on it
+        start.mkdir(parents=True)  # every attempt of the block's next segment fails on it ("does not exist": a
+        # damaged file would be moved aside by the first attempt, and a retry would find its input missing)
     target = "results/checkpoints/baseline/L8_M1_seed0/step10.pt"
     log = tmp_path / "results/logs/train/baseline/L8_M1_seeds0-1_step10.log"
 
@@ -313,14 +313,12 @@ def test_a_retried_job_keeps_the_log_of_every_attempt(tmp_path):
     # the failed job printed its log's error line, not only Snakemake's report of the command
     assert re.search(r"^lostmid train: error: .*\(log: results/logs/train/baseline/L8_M1_seeds0-1_step10\.log\)$",
                      result.stderr, re.M), result.stderr[-3000:]
-    # a new run of the job (not a retry) starts afresh (the first attempt moved the bad start aside: again)
-    for start in starts:
-        start.write_bytes(b"not a checkpoint")
+    # a new run of the job (not a retry) starts afresh
     assert run_snakemake(tmp_path, target, check=False).returncode != 0
     assert attempts() == {log.name: "1", log.name + ".attempt1": "1"}
     # a successful attempt leaves the log only
     for start in starts:
-        start.unlink(missing_ok=True)
+        start.rmdir()
     run_snakemake(tmp_path, target)
     assert sorted(p.name for p in log.parent.iterdir() if p.name.startswith(log.name)) == [log.name]
     assert re.findall(r"^== rule train_baseline_L8_M1_seeds_0_1, attempt (\d+)", log.read_text(), re.M) == ["1"]
