@@ -12,14 +12,18 @@ import lostmid.workflow as wf
 min_version("9.0")
 
 
-# Snakemake's own message for a config file that is not valid YAML names neither the file nor
-# the line; read it first (a --configfile is parsed by Snakemake before this file runs: for those,
-# `lostmid check-config FILE` names the line).
-if Path("config/config.yaml").exists():
-    lostmid_config.read_yaml("config/config.yaml")
+# The config is config/config.yaml, or, when --configfile is given, those files alone (merged in
+# order): a config file means what it says, whatever the working directory holds; to build on the
+# default, name it first (`--configfile config/config.yaml config/ablations.yaml`). Each file is read
+# here too, by lostmid's reader: it refuses a key written twice in one mapping (YAML keeps the last)
+# and names the file and line of a syntax error, which Snakemake's message does not. (Snakemake reads
+# a --configfile before this file runs, so a missing or unparsable one stops it first: then
+# `lostmid check-config FILE` names the problem.)
+for path in workflow.overwrite_configfiles or ["config/config.yaml"]:
+    lostmid_config.read_yaml(path)
+if not workflow.overwrite_configfiles:
 
-
-configfile: "config/config.yaml"
+    configfile: "config/config.yaml"
 
 
 lostmid_config.validate(config)  # src/lostmid/config.schema.yaml; fills in its defaults: the rules pass complete blocks

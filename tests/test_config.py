@@ -329,3 +329,107 @@ def test_every_figure_and_page_names_a_function_taking_its_tables_the_path_and_i
         if page.summary:
             parameters = list(inspect.signature(getattr(summaries, page.summary)).parameters)
             assert len(parameters) == len(page.tables) + len(page.options) and set(page.options) <= set(parameters), name
+
+
+# --- No silently wrong value (issue 25) -----------------------------------------------------------
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda c: c["train"].update(lr=float("nan")), "config key train.lr: nan is not a finite number"),
+        (lambda c: c["train"].update(lr=float("inf")), "config key train.lr: inf is not a finite number"),
+        (lambda c: c["train"].update(grad_clip=float("nan")), "config key train.grad_clip: nan is not a finite number"),
+        (lambda c: c["evidence"].update(level=float("nan")), "config key evidence.level: nan is not a finite number"),
+        (lambda c: c["variants"]["balance"]["remedy"].update(beta=float("-inf")),
+         "config key variants.balance.remedy.beta: -inf is not a finite number"),
+        (lambda c: c["grid"][0].update(seeds=[0, float("nan")]), r"config key grid[0].seeds[1]: nan is not a finite number"),
+    ],
+)
+def test_nan_and_infinity_anywhere_are_one_line_naming_the_key(smoke_config, edit, message):
+    with pytest.raises(ConfigError) as err:
+        cfg.validate(broken(smoke_config, edit), SCHEMA)
+    assert str(err.value) == message
+
+
+def test_nan_in_a_block_a_command_gets_as_json_is_refused_too():
+    from lostmid.evidence.settings import EvidenceSettings
+
+    with pytest.raises(ConfigError, match=r"^config key evidence\.level: nan is not a finite number$"):
+        cfg.settings_from_block(EvidenceSettings, {"level": float("nan")}, "evidence")
+
+
+def test_an_integral_float_where_an_integer_is_meant_is_that_integer_with_the_same_fingerprint(smoke_config):
+    run = cfg.Run("reweight", 8, 1, 0)
+    plain = cfg.fingerprint(cfg.run_spec(cfg.validate(copy.deepcopy(smoke_config), SCHEMA), run))
+    floats = broken(smoke_config, lambda c: c["train"].update(batch_size=16.0, steps=20.0, every=10.0)
+                    or c["variants"]["reweight"]["remedy"].update(every=5.0))
+    config = cfg.validate(floats, SCHEMA)
+    assert type(config["train"]["batch_size"]) is int and type(config["train"]["steps"]) is int
+    assert config["variants"]["reweight"]["remedy"]["every"] == 5 and type(config["variants"]["reweight"]["remedy"]["every"]) is int
+    assert cfg.fingerprint(cfg.run_spec(config, run)) == plain
+    assert cfg.checkpoint_steps(config, "baseline") == [0, 10, 20]
+    # a fraction stays a fraction where the schema takes one (observability.monitored: a count or a fraction)
+    fraction = cfg.validate(broken(smoke_config, lambda c: c["variants"]["observability"]["remedy"].update(monitored=1.0)), SCHEMA)
+    assert type(fraction["variants"]["observability"]["remedy"]["monitored"]) is float
+    with pytest.raises(ConfigError, match=r"^config key train\.batch_size: 16\.5 is not of type 'integer'$"):
+        cfg.validate(broken(smoke_config, lambda c: c["train"].update(batch_size=16.5)), SCHEMA)
+
+
+def test_a_key_written_twice_in_one_mapping_is_an_error_naming_the_file_and_line(tmp_path):
+    twice = tmp_path / "twice.yaml"
+    twice.write_text("train: {lr: 0.01}\nmodel: {d_model: 8}\ntrain: {batch_size: 8}\n")
+    with pytest.raises(ConfigError) as err:
+        cfg.read_yaml(twice)
+    assert str(err.value) == (f"config file {twice}, line 3, column 1: not valid YAML: key 'train' appears twice in one "
+                              "mapping (first at line 1); YAML would keep only the last")
+    nested = tmp_path / "nested.yaml"
+    nested.write_text("train:\n  lr: 0.01\n  lr: 0.02\n")
+    with pytest.raises(ConfigError, match=rf"^config file {nested}, line 3, column 3: not valid YAML: key 'lr' appears twice"):
+        cfg.read_yaml(nested)
+
+
+def test_an_L_no_device_could_train_is_refused_with_the_memory_it_would_take(smoke_config):
+    with pytest.raises(ConfigError) as err:
+        cfg.validate(broken(smoke_config, lambda c: c["grid"][0].update(L=[8, 100000])), SCHEMA)
+    # 3 float32 x batch 16 x heads 2 x depth 1 x 100000^2
+    assert str(err.value) == ("config key grid[0].L: L=100000 would need 3,576 GiB of attention maps per training step "
+                              "(variant baseline, depth 1), more than the 256 GiB a device holds")
+    assert cfg.attention_bytes(cfg.run_spec(cfg.validate(copy.deepcopy(smoke_config), SCHEMA), cfg.Run("baseline", 8, 1, 0))) \
+        == 3 * 4 * 16 * 2 * 1 * 8**2
+    cfg.validate(shipped("config.yaml", "cluster.yaml"), SCHEMA)  # L up to 512 at depth 8: fine
+
+
+def test_a_missing_pretrained_folder_is_refused_before_any_job(smoke_config, tmp_path):
+    missing = tmp_path / "gpt2"
+    with pytest.raises(ConfigError) as err:
+        cfg.validate(broken(smoke_config, lambda c: c["architectures"].update(pretrained=[{"path": str(missing)}])), SCHEMA)
+    assert str(err.value) == f"config key architectures.pretrained[0].path: {missing} does not exist"
+    missing.mkdir()
+    cfg.validate(broken(smoke_config, lambda c: c["architectures"].update(pretrained=[{"path": str(missing)}])), SCHEMA)
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ({"L": 8}, "--spec key variant is required"),
+        ([1], "--spec must be a run spec, a JSON object of variant, L, depth, seed, model, train, remedy; got a list"),
+        ({**tiny_spec(), "train": {**tiny_spec()["train"], "lr": float("nan")}}, "--spec key train.lr: nan is not a finite number"),
+        ({**tiny_spec(), "model": {**tiny_spec()["model"], "heads": "two"}}, "--spec key model.heads: 'two' is not of type 'integer'"),
+        ({**tiny_spec(), "model": {**tiny_spec()["model"], "seq_len": 9}}, "--spec key model.seq_len must be the run's L, 8"),
+        ({**tiny_spec(), "remedy": {"kind": "bais"}}, "--spec key remedy.kind: 'bais' is not one of"),
+    ],
+    ids=["no variant", "a list", "nan", "a string for a number", "seq_len is not L", "an unknown remedy"],
+)
+def test_a_bad_spec_is_one_line_naming_the_key(capsys, tmp_path, spec, message):
+    from lostmid.cli import main as cli
+
+    assert cli.main(["init", "--spec", json.dumps(spec), "--device", "cpu", "--out", str(tmp_path / "step0.pt")]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.strip().splitlines()[-1].startswith(f"lostmid init: error: {message}")
+    assert not (tmp_path / "step0.pt").exists()
+
+
+def test_a_spec_with_integral_floats_is_the_spec_with_ints():
+    spec = tiny_spec()
+    floats = {**spec, "L": 8.0, "train": {**spec["train"], "batch_size": 16.0}}
+    assert cfg.check_spec(floats) == spec and cfg.fingerprint(cfg.check_spec(floats)) == cfg.fingerprint(spec)

@@ -132,7 +132,7 @@ def test_output_error_is_an_os_error_and_a_lostmid_error():
     [
         ({"bias": torch.zeros(8, 8)}, "holds a dict"),
         (torch.zeros(4, 4), r"holds a \(4, 4\) torch.float32 tensor"),
-        (b"not a tensor file", "is not a tensor file"),
+        (b"not a tensor file", r"is not a torch file \(neither a zip archive, as torch.save writes, nor a pickle\)"),
     ],
     ids=["dict", "wrong shape", "garbage"],
 )
@@ -148,3 +148,5 @@ def test_a_bias_file_that_is_not_an_LxL_tensor_is_one_line_naming_it(tmp_path, c
     import re
 
     assert re.search(found, line), line
+    # a workflow output (results/bias_tensors): moved aside, so that the next run refits it
+    assert line.endswith(f"; moved it aside to {tmp_path / '.bias.pt.damaged'}: the next run rebuilds it") and not bias.exists()

@@ -150,8 +150,9 @@ def test_a_checkpoint_of_another_step_of_the_same_run_is_refused_naming_both_ste
             "--failure", str(tmp_path / "failure.parquet"), "--profiles", str(tmp_path / "p.parquet"), "--metrics", str(tmp_path / "m.parquet")]
     assert cli.main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1] == f"lostmid evaluate: error: {message}"
-    assert not (tmp_path / "failure.parquet").exists()
+    aside = tmp_path / ".step4.pt.damaged"  # moved aside, so that the workflow's next run rebuilds it
+    assert err[-1] == f"lostmid evaluate: error: {message}; moved it aside to {aside}: the next run rebuilds it"
+    assert not (tmp_path / "failure.parquet").exists() and not (tmp_path / "step4.pt").exists() and aside.is_file()
 
 
 class Foreign:
@@ -205,3 +206,59 @@ def test_without_positions_the_model_has_no_position_embedding_and_order_still_m
     # The last position sees every token, but through the causal mask earlier states see different
     # prefixes: the causal mask alone carries position (at depth >= 2).
     assert not torch.allclose(model(tokens), model(swapped))
+
+
+def test_a_checkpoint_made_from_another_attention_bias_is_refused_naming_both_digests(tmp_path, capsys):
+    """The fitted B is an input of a bias variant's runs: its digest is in the checkpoint's fingerprint,
+    and a segment continued with another B refuses the checkpoint (issue 25: a step-0 checkpoint
+    initialized from another fit was trained on, 10 tables differed)."""
+    import json
+
+    from conftest import tiny_spec
+    from lostmid import config as cfg
+    from lostmid.cli import main as cli
+
+    spec = {**tiny_spec(), "variant": "debiased", "remedy": {"kind": "bias"}}
+    ours, other = tmp_path / "ours.pt", tmp_path / "other.pt"
+    torch.save(torch.linspace(-1, 1, 64).reshape(8, 8), ours)
+    torch.save(torch.linspace(-1, 1, 64).reshape(8, 8).T.contiguous(), other)
+    digest = {path: checkpoint.tensor_sha256(torch.load(path)) for path in (ours, other)}
+    common = ["--spec", json.dumps(spec), "--device", "cpu"]
+    assert cli.main(["init", *common, "--attention-bias", str(other), "--out", str(tmp_path / "step0.pt")]) == 0
+    raw = checkpoint.read(tmp_path / "step0.pt", spec)
+    assert raw["inputs"] == {"attention_bias": digest[other]} and raw["fingerprint"] != cfg.fingerprint(spec)
+    train = ["train", *common, "--checkpoint", str(tmp_path / "step0.pt"), "--steps", "2", "--out", str(tmp_path / "step2.pt"),
+             "--table", str(tmp_path / "train.parquet")]
+    assert cli.main([*train, "--attention-bias", str(ours)]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"lostmid train: error: checkpoint {tmp_path / 'step0.pt'} was made with attention bias sha256 {digest[other][:12]}… "
+        f"but {ours} has {digest[ours][:12]}…; moved it aside to {tmp_path / '.step0.pt.damaged'}: the next run rebuilds it")
+    assert not (tmp_path / "step2.pt").exists()
+    # made from the right B, the segment trains, and its checkpoint keeps the record
+    assert cli.main(["init", *common, "--attention-bias", str(ours), "--out", str(tmp_path / "step0.pt")]) == 0
+    assert cli.main([*train, "--attention-bias", str(ours)]) == 0
+    assert checkpoint.read(tmp_path / "step2.pt", spec)["inputs"] == {"attention_bias": digest[ours]}
+    assert checkpoint.read(tmp_path / "step2.pt", spec, [checkpoint.attention_bias_input(ours, 8)[1]])["step"] == 2
+
+
+def test_a_run_without_input_files_keeps_the_fingerprint_of_its_spec(spec, tmp_path):
+    TrainingState.initial(spec, "cpu").save(tmp_path / "step0.pt")
+    from lostmid import config as cfg
+
+    raw = checkpoint.read(tmp_path / "step0.pt", spec)
+    assert raw["inputs"] == {} and raw["fingerprint"] == cfg.fingerprint(spec)
+
+
+def test_the_digest_of_a_tensor_covers_its_values_shape_and_dtype():
+    b = torch.arange(16.0).reshape(4, 4)
+    digests = {checkpoint.tensor_sha256(t) for t in (b, b.clone(), b.reshape(2, 8), b.double(), b + 1e-7)}
+    assert len(digests) == 4 and checkpoint.tensor_sha256(b) == checkpoint.tensor_sha256(b.clone())
+
+
+def test_random_bytes_are_not_a_torch_file(tmp_path):
+    path = tmp_path / "step0.pt"
+    path.write_bytes(bytes(range(7, 250)) * 10)
+    with pytest.raises(CheckpointError) as caught:
+        checkpoint.read(path)
+    assert str(caught.value) == f"checkpoint {path} is not a torch file (neither a zip archive, as torch.save writes, nor a pickle)"
+    assert caught.value.path == path

@@ -248,11 +248,16 @@ BROKEN_YAML = "train:\n  steps: 20\n  every: [10\nmodel:\n  d_model: 8\n"
 
 
 def test_a_yaml_error_in_the_workflow_config_names_the_file_and_line(tmp_path):
-    """The workflow's own config/config.yaml (relative to the working directory) is read by the
-    Snakefile before Snakemake's `configfile:`, whose message names neither file nor line."""
+    """The workflow's own config/config.yaml (relative to the working directory; the config when no
+    --configfile is given) is read by the Snakefile before Snakemake's `configfile:`, whose message
+    names neither file nor line."""
+    import subprocess
+    import sys
+
     (tmp_path / "config").mkdir()
     (tmp_path / "config" / "config.yaml").write_text(BROKEN_YAML)
-    result = run_snakemake(tmp_path, "--dry-run", configfile=REPO / "config" / "smoke.yaml", check=False)
+    command = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path), "--dry-run"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert result.returncode != 0
     assert ("config file config/config.yaml, line 4, column 6: not valid YAML: while parsing a flow sequence"
             " started at line 3, column 10") in result.stdout + result.stderr
@@ -299,8 +304,8 @@ def test_a_retried_job_keeps_the_log_of_every_attempt(tmp_path):
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     starts = [tmp_path / f"results/checkpoints/baseline/L8_M1_seed{seed}/step0.pt" for seed in (0, 1)]
     for start in starts:
-        start.parent.mkdir(parents=True)
-        start.write_bytes(b"not a checkpoint")  # every attempt of the block's next segment fails on it
+        start.mkdir(parents=True)  # every attempt of the block's next segment fails on it ("does not exist": a
+        # damaged file would be moved aside by the first attempt, and a retry would find its input missing)
     target = "results/checkpoints/baseline/L8_M1_seed0/step10.pt"
     log = tmp_path / "results/logs/train/baseline/L8_M1_seeds0-1_step10.log"
 
@@ -316,12 +321,93 @@ def test_a_retried_job_keeps_the_log_of_every_attempt(tmp_path):
     result = run_snakemake(tmp_path, target, "--retries", "1", check=False)
     assert result.returncode != 0
     assert attempts() == {log.name: "2", log.name + ".attempt1": "1", log.name + ".attempt2": "2"}
+    # the failed job printed its log's error line, not only Snakemake's report of the command
+    assert re.search(r"^lostmid train: error: .*\(log: results/logs/train/baseline/L8_M1_seeds0-1_step10\.log\)$",
+                     result.stderr, re.M), result.stderr[-3000:]
     # a new run of the job (not a retry) starts afresh
     assert run_snakemake(tmp_path, target, check=False).returncode != 0
     assert attempts() == {log.name: "1", log.name + ".attempt1": "1"}
     # a successful attempt leaves the log only
     for start in starts:
-        start.unlink()
+        start.rmdir()
     run_snakemake(tmp_path, target)
     assert sorted(p.name for p in log.parent.iterdir() if p.name.startswith(log.name)) == [log.name]
     assert re.findall(r"^== rule train_baseline_L8_M1_seeds0-1, attempt (\d+)", log.read_text(), re.M) == ["1"]
+
+
+# --- A damaged input is repaired, not propagated (issue 25) ----------------------------------------
+
+BALANCE_TABLES = [f"results/{name}/balance/L8_M1_seed0.parquet" for name in ("failure", "influence", "metrics", "channels", "cross_terms", "conditions")]
+
+
+def copy_of(smoke_run, tmp_path):
+    """A copy of the session's finished smoke run (outputs, times and Snakemake's metadata)."""
+    workdir, config = smoke_run
+    copy = tmp_path / "copy"
+    shutil.copytree(workdir, copy, symlinks=True, ignore=shutil.ignore_patterns("locks"))
+    (copy / "config.yaml").write_text(yaml.safe_dump(config))
+    return workdir, copy
+
+
+@pytest.mark.parametrize("damage", ["truncated checkpoint", "checkpoint of another run", "zero-byte table", "renamed columns"])
+def test_a_damaged_input_is_moved_aside_and_one_plain_rerun_rebuilds_every_table(smoke_run, tmp_path, damage):
+    """The job that reads the damaged file says so in one line, moves the file aside and fails; the next
+    plain run rebuilds it and everything after it, equal to the untouched run."""
+    reference, workdir = copy_of(smoke_run, tmp_path)
+    checkpoint = workdir / "results/checkpoints/balance/L8_M1_seed0/step10.pt"
+    if damage == "truncated checkpoint":
+        os.truncate(checkpoint, 3000)
+        damaged, line = checkpoint, "is corrupt or truncated"
+    elif damage == "checkpoint of another run":
+        shutil.copy(workdir / "results/checkpoints/reweight/L8_M1_seed0/step10.pt", checkpoint)
+        damaged, line = checkpoint, "belongs to another run"
+    elif damage == "zero-byte table":
+        damaged, line = workdir / BALANCE_TABLES[0], "is not a readable Parquet file"
+        damaged.write_bytes(b"")
+    else:
+        damaged, line = workdir / BALANCE_TABLES[2], "lacks the column(s) ['LIM', 'E_inf']"
+        pd.read_parquet(damaged).rename(columns={"E_inf": "x", "LIM": "y"}).to_parquet(damaged)
+    targets = [*BALANCE_TABLES, "results/remedies/remedies.parquet"]
+    failed = run_snakemake(workdir, *targets, check=False)
+    aside = damaged.with_name(f".{damaged.name}.damaged")
+    assert failed.returncode != 0 and not damaged.exists() and aside.is_file()
+    printed = [text for text in failed.stderr.splitlines() if f"moved it aside to {aside.relative_to(workdir)}" in text]
+    assert printed and line in printed[0] and "(log: results/logs/" in printed[0], failed.stderr[-3000:]
+    run_snakemake(workdir, *targets)  # one plain rerun
+    for table in [*BALANCE_TABLES, "results/train/balance/L8_M1_seed0_step20.parquet"]:
+        pd.testing.assert_frame_equal(pd.read_parquet(workdir / table).drop(columns=["seconds_per_step", "peak_mem_mb"], errors="ignore"),
+                                      pd.read_parquet(reference / table).drop(columns=["seconds_per_step", "peak_mem_mb"], errors="ignore"))
+    remedies = [pd.read_parquet(folder / "results/remedies/remedies.parquet") for folder in (workdir, reference)]
+    measured = [c for c in remedies[0] if re.search(r"time|mem", c)]
+    pd.testing.assert_frame_equal(*(table.drop(columns=measured) for table in remedies))
+
+
+def test_the_smoke_config_stands_alone_whatever_the_working_directory_holds(smoke_run, tmp_path):
+    """`--configfile config/smoke.yaml` run where config/config.yaml exists (the checkout) plans the
+    smoke DAG, not the smoke keys merged onto the default (1500-step baselines, 43 jobs)."""
+    workdir, config = smoke_run
+    beside_default = tmp_path / "checkout"
+    (beside_default / "config").mkdir(parents=True)
+    shutil.copy(REPO / "config" / "config.yaml", beside_default / "config" / "config.yaml")
+    alone = planned_jobs(tmp_path / "empty", REPO / "config" / "smoke.yaml", "--forceall")
+    assert planned_jobs(beside_default, REPO / "config" / "smoke.yaml", "--forceall") == alone
+    assert alone["train_baseline_L8_M1_seeds0-1"] == config["train"]["steps"] // config["train"]["every"]
+    assert sum(alone.values()) == 34  # README, Performance
+
+
+def test_a_key_written_twice_in_a_configfile_stops_snakemake_naming_the_line(tmp_path):
+    twice = tmp_path / "twice.yaml"
+    twice.write_text((REPO / "config" / "smoke.yaml").read_text() + "train: {batch_size: 8}\n")
+    result = run_snakemake(tmp_path, "--dry-run", configfile=twice, check=False)
+    assert result.returncode != 0
+    assert re.search(rf"config file {twice}, line \d+, column 1: not valid YAML: key 'train' appears twice in one mapping",
+                     result.stdout + result.stderr)
+
+
+def test_every_per_run_table_has_its_declared_columns(smoke_run):
+    from lostmid.tables import keys
+
+    workdir, _ = smoke_run
+    for name in keys.RUN_TABLE_COLUMNS:
+        files = sorted((workdir / "results" / name).rglob("*.parquet"))
+        assert files and list(keys.read(files, name).columns) == list(keys.RUN_TABLE_COLUMNS[name]), name

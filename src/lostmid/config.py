@@ -53,10 +53,46 @@ def validate(config: dict, schema_path=schema.SCHEMA) -> dict:
     Raises ConfigError naming the offending key.
     """
     root = schema.load(Path(schema_path))
-    schema.check(config, root, root)
+    schema.check(config, root, root)  # NaN and infinity refused, integral floats made ints, before any spec is built
     schema.fill_defaults(config, root, root)
     check_cross_keys(config)
+    check_sizes(config)
+    check_paths(config)
     return config
+
+
+# The most memory one training step's attention may take: more than any single accelerator holds
+# (141 GB on an H200, 192 GB on a B200), so a config beyond it is a typo (L: 100000), not a plan.
+MAX_STEP_BYTES = 256 * 2**30
+
+
+def attention_bytes(spec: dict) -> int:
+    """Bytes of the attention maps one training step of the run ``spec`` holds: batch x heads x depth x
+    L x L entries (every seed of a seed batch at once), each kept as score, probability and gradient
+    in float32. The largest activation at any L worth asking about; the rest grows like L, not L^2."""
+    model, train = spec["model"], spec["train"]
+    entries = train["batch_size"] * train_value(train, "seed_batch") * model["heads"] * spec["depth"] * spec["L"] ** 2
+    return 3 * 4 * entries
+
+
+def check_sizes(config: dict) -> None:
+    """Refuse a grid whose runs could not train on any device (attention_bytes above MAX_STEP_BYTES),
+    with the memory they would take."""
+    for i, block in enumerate(config["grid"]):
+        for run in runs({**config, "grid": [block]}):
+            need = attention_bytes(run_spec(config, run))
+            if need > MAX_STEP_BYTES:
+                raise ConfigError(f"config key grid[{i}].L: L={run.L} would need {need / 2**30:,.0f} GiB of attention maps per "
+                                  f"training step (variant {run.variant}, depth {run.depth}), more than the "
+                                  f"{MAX_STEP_BYTES / 2**30:.0f} GiB a device holds")
+
+
+def check_paths(config: dict) -> None:
+    """The files and folders the config names exist, before any job runs (the pretrained models are
+    measured after the whole random-init sweep): a missing one is a ConfigError naming its key."""
+    for i, entry in enumerate(config.get("architectures", {}).get("pretrained", [])):
+        if not Path(entry["path"]).exists():
+            raise ConfigError(f"config key architectures.pretrained[{i}].path: {entry['path']} does not exist")
 
 
 def check_cross_keys(config: dict) -> None:
@@ -119,11 +155,27 @@ def check_variant_names(config: dict) -> None:
         raise ConfigError(f"config key influence.flow_variants names {unknown}, which are not defined under variants")
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, but a key written twice in one mapping is an error: plain YAML keeps the
+    last, so a second ``train:`` block would silently drop the first."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} appears twice in one mapping (first at line {seen[key] + 1}); "
+                                "YAML would keep only the last", key_node.start_mark)
+            seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
+
+
 def read_yaml(path) -> dict:
-    """A config file's mapping; a file that is not valid YAML is a ConfigError naming the file
-    and the line (Snakemake's own message names neither)."""
+    """A config file's mapping; a file that is not valid YAML, or that writes a key twice in one
+    mapping, is a ConfigError naming the file and the line (Snakemake's own message names neither)."""
     try:
-        config = yaml.safe_load(Path(path).read_text())
+        config = yaml.load(Path(path).read_text(), Loader=_UniqueKeyLoader)
     except OSError as err:
         raise ConfigError(f"config file {path}: {err.strerror or err}") from err
     except yaml.YAMLError as err:
@@ -230,6 +282,37 @@ def run_spec(config: dict, run: Run) -> dict:
         "train": train,
         "remedy": copy.deepcopy(variant.get("remedy", {"kind": "none"})),
     }
+
+
+# The keys of a run spec (run_spec), as the commands get it (--spec).
+SPEC_KEYS = ("variant", "L", "depth", "seed", "model", "train", "remedy")
+
+
+def check_spec(spec) -> dict:
+    """A run spec a command got (``--spec`` JSON), checked against the schema as run_spec builds it:
+    the grid keys as the grid's, ``model`` and ``train`` as the config's blocks (``train`` without
+    its schedule, ``model`` with the run's ``seq_len`` and ``depth``), ``remedy`` as a variant's. A
+    violation is a ConfigError naming the key (``--spec key model is required``); returns the spec
+    (integral floats made ints: lostmid.schema.check)."""
+    if not isinstance(spec, dict):
+        raise ConfigError(f"--spec must be a run spec, a JSON object of {', '.join(SPEC_KEYS)}; got a {type(spec).__name__}")
+    root = schema.load()
+    grid = root["properties"]["grid"]["items"]["properties"]
+    train = root["properties"]["train"]
+    outline = {"type": "object", "additionalProperties": False, "required": list(SPEC_KEYS), "properties": {
+        "variant": {"$ref": "#/$defs/name"}, "L": grid["L"]["items"], "depth": grid["depth"]["items"], "seed": grid["seeds"]["items"],
+        "model": {"type": "object"}, "train": {"$ref": "#/$defs/train",
+                                                "required": [key for key in train["required"] if key not in _SCHEDULE_KEYS]},
+        "remedy": {"$ref": "#/$defs/remedy"}}}
+    spec = copy.deepcopy(spec)
+    schema.check(spec, outline, root, noun="--spec key")
+    model = spec["model"]
+    for key, value in (("seq_len", spec["L"]), ("depth", spec["depth"])):
+        if model.pop(key, None) != value:
+            raise ConfigError(f"--spec key model.{key} must be the run's {'L' if key == 'seq_len' else key}, {value}")
+    schema.check(model, root["properties"]["model"], root, "model", noun="--spec key")
+    model.update(seq_len=spec["L"], depth=spec["depth"])
+    return spec
 
 
 def canonical_json(obj) -> str:

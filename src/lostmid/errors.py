@@ -9,8 +9,23 @@ class ConfigError(LostmidError, ValueError):
     """A config key or value is wrong; the message names the key."""
 
 
-class CheckpointError(LostmidError):
+class InputError(LostmidError):
+    """An input file is damaged or is not the one the job needs (corrupt, truncated, another run's,
+    a table without its declared columns): ``path`` names it, and the command moves it aside
+    (lostmid.io.move_aside) so that the next run of the workflow rebuilds it. No ``path``: a
+    problem the file's rebuild would not cure (a file that does not exist)."""
+
+    def __init__(self, message: str, path=None):
+        super().__init__(message)
+        self.path = path
+
+
+class CheckpointError(InputError):
     """A checkpoint is missing, corrupt, truncated or belongs to another run."""
+
+
+class TableError(InputError):
+    """A result table is unreadable or lacks the columns and types declared for it (lostmid.tables.keys)."""
 
 
 class OutputError(LostmidError, OSError):

@@ -6,6 +6,7 @@ Outputs get the permissions of an ordinary new file (0666 less the umask), not t
 a temp file, so teammates sharing a results folder can read them. A job removes the temp
 files that a killed earlier attempt at its own target left behind. A write that fails for
 the operating system's reasons (read-only folder, full disk) is an OutputError naming the file.
+A damaged input is moved aside (``move_aside``), never deleted, so that the next run rebuilds it.
 """
 
 from __future__ import annotations
@@ -66,6 +67,24 @@ def atomic_path(path):
         if isinstance(err, OSError) and not isinstance(err, OutputError):
             raise OutputError(path, err) from err
         raise
+
+
+def damaged_path(path) -> Path:
+    """Where a damaged input is moved: ``.{name}.damaged`` beside it, hidden like the temp files, so that
+    ``pd.read_parquet(folder)`` never reads it and the workflow sees the file as missing."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.damaged")
+
+
+def move_aside(path) -> Path | None:
+    """Move the damaged input ``path`` to ``damaged_path`` (replacing an earlier one): kept for a look,
+    out of the way of its rebuild. None if it is gone already (another job moved it)."""
+    target = damaged_path(path)
+    try:
+        os.replace(path, target)
+    except FileNotFoundError:
+        return None
+    return target
 
 
 def write_parquet(df, path) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import math
 from pathlib import Path
 
 import yaml
@@ -56,29 +57,77 @@ def key_path(path) -> str:
     return out or "<top level>"
 
 
-def check(instance, schema: dict, root: dict, key: str = "") -> None:
+def check(instance, schema: dict, root: dict, key: str = "", noun: str = "config key") -> None:
     """Raise a one-line ConfigError naming the key of the first (shallowest) violation of ``schema``
-    by ``instance``, the config block ``key`` (empty: the whole config)."""
+    by ``instance``, the config block ``key`` (empty: the whole config; ``noun`` says what it is).
+
+    A number that is not finite (NaN, infinity) is an error wherever it is. An integral float where
+    the schema wants an integer (``16.0``) becomes that integer, in place, before anything reads it
+    (so it gives the fingerprint of ``16``); any other float there is an error."""
+    check_finite(instance, [key] if key else [], noun)
+    validator = _validator({**schema, "$defs": root["$defs"]})
+    while True:
+        errors = sorted(validator.iter_errors(instance), key=lambda e: (len(e.path), list(map(str, e.path))))
+        integral = [path for err in errors for path in _integral_floats(err)]
+        if not integral:
+            break
+        for path in integral:
+            parent = instance
+            for part in path[:-1]:
+                parent = parent[part]
+            parent[path[-1]] = int(parent[path[-1]])
+    if errors:
+        raise ConfigError(message(errors[0], [key] if key else [], noun))
+
+
+@functools.cache
+def _strict_validator_class():
+    """Draft 2020-12 whose ``integer`` is an int only (jsonschema's takes 16.0): check turns integral floats into ints."""
     import jsonschema
 
-    validator = jsonschema.Draft202012Validator({**schema, "$defs": root["$defs"]})
-    errors = sorted(validator.iter_errors(instance), key=lambda e: (len(e.path), list(map(str, e.path))))
-    if errors:
-        raise ConfigError(message(errors[0], [key] if key else []))
+    base = jsonschema.Draft202012Validator
+    strict = base.TYPE_CHECKER.redefine("integer", lambda checker, value: isinstance(value, int) and not isinstance(value, bool))
+    return jsonschema.validators.extend(base, type_checker=strict)
 
 
-def message(err, prefix: list) -> str:
+def _validator(schema: dict):
+    return _strict_validator_class()(schema)
+
+
+def _integral_floats(err) -> list[tuple]:
+    """Paths (absolute in the checked instance) of the integral floats that ``err`` or the errors
+    under it (the branches of an anyOf) refuse only for not being ints."""
+    found = []
+    types = err.validator_value if isinstance(err.validator_value, list) else [err.validator_value]
+    if err.validator == "type" and "integer" in types and isinstance(err.instance, float) and err.instance.is_integer():
+        found.append(tuple(err.absolute_path))
+    for sub in err.context or []:
+        found += _integral_floats(sub)
+    return found
+
+
+def check_finite(instance, path: list, noun: str = "config key") -> None:
+    """Refuse NaN and infinity anywhere in ``instance`` (a config or a block), naming the key: a
+    schema's minimum or maximum never catches NaN, and training on it runs to a NaN loss."""
+    if isinstance(instance, float) and not math.isfinite(instance):
+        raise ConfigError(f"{noun} {key_path(path)}: {instance} is not a finite number")
+    children = instance.items() if isinstance(instance, dict) else enumerate(instance) if isinstance(instance, list) else ()
+    for name, value in children:
+        check_finite(value, [*path, name], noun)
+
+
+def message(err, prefix: list, noun: str = "config key") -> str:
     """The line of a jsonschema error: an unknown, missing or misnamed key is named itself."""
     path = [*prefix, *err.path]
     if err.validator == "additionalProperties" and err.validator_value is False:
         unknown = sorted(set(err.instance) - set(err.schema.get("properties", {})))
-        return f"config key {key_path([*path, unknown[0]])} is unknown"
+        return f"{noun} {key_path([*path, unknown[0]])} is unknown"
     if err.validator == "required":
         missing = [name for name in err.validator_value if name not in err.instance]
-        return f"config key {key_path([*path, missing[0]])} is required"
+        return f"{noun} {key_path([*path, missing[0]])} is required"
     if "propertyNames" in err.relative_schema_path:
-        return f"config key {key_path([*path, err.instance])} is not allowed here: {err.message}"
-    return f"config key {key_path(path)}: {err.message}"
+        return f"{noun} {key_path([*path, err.instance])} is not allowed here: {err.message}"
+    return f"{noun} {key_path(path)}: {err.message}"
 
 
 def fill_defaults(instance: dict, schema: dict, root: dict) -> dict:

@@ -34,16 +34,30 @@ LOG_ATTEMPT = (
     "if [ {resources.attempt} -le 1 ]; then rm -f {log}.attempt*; fi; "
     'echo "== rule {rule}, attempt {resources.attempt}, $(date -u +%Y-%m-%dT%H:%M:%SZ), host $(uname -n) ==" > {log}.attempt{resources.attempt}; '
 )
+# A failed job prints its log's last error line (lostmid's `lostmid <command>: error: ...`, or a
+# traceback's last line) to the terminal, above Snakemake's report of the failed command.
 LOG_KEEP = (
-    " || {{ status=$?; cp {log}.attempt{resources.attempt} {log}; exit $status; }};"
+    " || {{ status=$?; cp {log}.attempt{resources.attempt} {log};"
+    " echo \"$(grep -iE 'error|exception' {log} | tail -n 1 | cut -c 1-400) (log: {log})\" >&2; exit $status; }};"
     " mv {log}.attempt{resources.attempt} {log}"
 )
 
 
 def logged(command):
     """A rule's shell: ``command`` with its output going to this attempt's log, between
-    LOG_ATTEMPT and LOG_KEEP."""
+    LOG_ATTEMPT and LOG_KEEP (which prints the log's last error line when the command fails)."""
     return LOG_ATTEMPT + command + " >> {log}.attempt{resources.attempt} 2>&1" + LOG_KEEP
+
+
+# A bias variant's block: its fitted attention bias is an input of init and of every training
+# segment, which checks that its checkpoints were made from it (lostmid.training.checkpoint). The
+# option is a param: a rule's shell text is evaluated when the job runs, after the loop over blocks.
+def bias_inputs(block):
+    return [block.bias_tensor()] if block.bias else []
+
+
+def bias_option(block):
+    return f"--attention-bias {block.bias_tensor()}" if block.bias else ""
 
 
 # The conda environment of every job (used with --software-deployment-method conda).

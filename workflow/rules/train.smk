@@ -1,6 +1,7 @@
 # Training as chained checkpoints, one job per block of seeds (lostmid.workflow.Block): init
 # writes step 0 of every seed of the block, each segment continues them by the variant's
-# `every` steps. A bias variant's block starts from its fitted attention bias (remedies.smk).
+# `every` steps. A bias variant's block starts from its fitted attention bias (remedies.smk), and
+# each segment checks that its checkpoints were made from that bias (its digest is in their fingerprint).
 
 for block in BLOCKS:
 
@@ -8,14 +9,14 @@ for block in BLOCKS:
         name:
             f"init_{block.rule}"
         input:
-            [block.bias_tensor()] if block.bias else [],
+            bias=bias_inputs(block),
         output:
             block.paths(wf.CHECKPOINT, step=0),
         params:
             spec=block.spec,
             seeds=block.seed_list,
             device=config["device"],
-            bias=f"--attention-bias {block.bias_tensor()}" if block.bias else "",
+            bias=bias_option(block),
         log:
             f"results/logs/init/{block.id}.log",
         benchmark:
@@ -32,15 +33,16 @@ for block in BLOCKS:
             gpu=GPU,
         shell:
             logged(
-                "lostmid init --spec {params.spec:q} --seeds {params.seeds} {params.bias} --device {params.device}"
-                " --threads {threads} --out {output}"
+                "lostmid init --spec {params.spec:q} --seeds {params.seeds} --device {params.device}"
+                " --threads {threads} {params.bias} --out {output}"
             )
 
     rule:
         name:
             f"train_{block.rule}"
         input:
-            lambda wildcards, block=block: block.previous_checkpoints(wildcards.step),
+            checkpoints=lambda wildcards, block=block: block.previous_checkpoints(wildcards.step),
+            bias=bias_inputs(block),
         output:
             checkpoints=block.paths(wf.CHECKPOINT, step="{step}"),
             tables=block.paths(wf.TRAIN_TABLE, step="{step}"),
@@ -51,6 +53,7 @@ for block in BLOCKS:
             seeds=block.seed_list,
             device=config["device"],
             steps=block.every,
+            bias=bias_option(block),
         log:
             f"results/logs/train/{block.id}_step{{step}}.log",
         benchmark:
@@ -68,5 +71,6 @@ for block in BLOCKS:
         shell:
             logged(
                 "lostmid train --spec {params.spec:q} --seeds {params.seeds} --device {params.device} --threads {threads}"
-                " --checkpoint {input} --steps {params.steps} --out {output.checkpoints} --table {output.tables}"
+                " --checkpoint {input.checkpoints} {params.bias} --steps {params.steps} --out {output.checkpoints}"
+                " --table {output.tables}"
             )

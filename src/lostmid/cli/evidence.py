@@ -34,7 +34,7 @@ def load_tables(args) -> dict:
     loaded = {}
     for name in TABLES:
         paths = getattr(args, name)
-        loaded[name] = tables.read(paths) if paths else None
+        loaded[name] = tables.read(paths, name) if paths else None
     return loaded
 
 

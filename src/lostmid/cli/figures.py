@@ -85,7 +85,7 @@ class _Tables:
         if name not in self.cache:
             from lostmid.tables import keys
 
-            self.cache[name] = keys.read(getattr(self.args, name))
+            self.cache[name] = keys.read(getattr(self.args, name), name)
         return self.cache[name]
 
 

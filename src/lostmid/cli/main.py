@@ -2,7 +2,9 @@
 
 Each subcommand parses paths and a JSON run spec, sets threads and logging, and calls one
 library function. Errors the user can fix (config, checkpoint, a folder that cannot be written,
-a full disk) exit with status 2 and one clear line instead of a traceback.
+a full disk) exit with status 2 and one clear line instead of a traceback. A damaged input (a
+truncated checkpoint, another run's checkpoint, a table without its columns: lostmid.errors.InputError)
+is moved aside, so that the workflow's next run rebuilds it rather than failing on it again.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from lostmid.cli import (  # noqa: F401  (they register commands)
     training,
 )
 from lostmid.cli.registry import COMMANDS
-from lostmid.errors import LostmidError
+from lostmid.errors import InputError, LostmidError
 
 log = logging.getLogger("lostmid")
 
@@ -53,10 +55,15 @@ def main(argv=None) -> int:
     if args.threads:
         limit_threads(args.threads)
     try:
+        if getattr(args, "spec", None) is not None:  # every per-run command's --spec (lostmid.cli.registry.spec_arg)
+            from lostmid.config import check_spec
+
+            args.spec = check_spec(args.spec)
         args.func(args)
     except LostmidError as err:
-        log.error("%s", err)
-        print(f"lostmid {args.command}: error: {err}", file=sys.stderr)
+        message = str(err) + (moved_aside(err.path) if isinstance(err, InputError) and err.path else "")
+        log.error("%s", message)
+        print(f"lostmid {args.command}: error: {message}", file=sys.stderr)
         return 2
     except OSError as err:  # the operating system's reasons (a file that cannot be read, ...): one line too
         message = f"cannot access {err.filename}: {err.strerror}" if err.filename and err.strerror else f"{type(err).__name__}: {err}"
@@ -64,6 +71,14 @@ def main(argv=None) -> int:
         print(f"lostmid {args.command}: error: {message}", file=sys.stderr)
         return 2
     return 0
+
+
+def moved_aside(path) -> str:
+    """Move the damaged input ``path`` aside (lostmid.io.move_aside); the end of the error line saying so."""
+    from lostmid import io
+
+    moved = io.move_aside(path)
+    return f"; moved it aside to {moved}: the next run rebuilds it" if moved else ""
 
 
 def limit_threads(n: int) -> None:

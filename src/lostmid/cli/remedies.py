@@ -65,9 +65,9 @@ def remedies_table(args):
     from lostmid.tables import keys as tables
 
     table = remedy_tables.remedy_table(
-        tables.read(args.metrics),
-        tables.read(args.failure),
-        tables.read(args.train),
+        tables.read(args.metrics, "metrics"),
+        tables.read(args.failure, "failure"),
+        tables.read(args.train, "train"),
         remedy_tables.read_benchmarks(args.benchmarks),
         args.variants,
         settings_from_block(remedy_tables.RemedyTableSettings, args.settings, "remedies"),

@@ -11,9 +11,13 @@ from lostmid.errors import ConfigError
 log = logging.getLogger(__name__)
 
 
+def _attention_bias_arg(parser, help):
+    parser.add_argument("--attention-bias", default=None, help=f"tensor file (.pt) of a fitted L x L attention-logit bias: {help}")
+
+
 def _init_args(parser):
     spec_arg(parser)
-    parser.add_argument("--attention-bias", default=None, help="tensor file (.pt) of a fitted L x L attention-logit bias")
+    _attention_bias_arg(parser, "the runs start from it")
     parser.add_argument("--out", nargs="+", required=True, help="step-0 checkpoint to write, one per seed")
 
 
@@ -23,7 +27,7 @@ def init(args):
     from lostmid.training import checkpoint
 
     device = devices.resolve(args.device)
-    bias = checkpoint.read_attention_bias(args.attention_bias, args.spec["L"]) if args.attention_bias else None
+    bias = checkpoint.attention_bias_input(args.attention_bias, args.spec["L"])[0] if args.attention_bias else None
     for spec, out in block_runs(args, "out"):
         state = checkpoint.TrainingState.initial(spec, device, attention_bias=bias)
         state.save(out)
@@ -33,6 +37,7 @@ def init(args):
 def _train_args(parser):
     spec_arg(parser)
     parser.add_argument("--checkpoint", nargs="+", required=True, help="checkpoint to continue from, one per seed")
+    _attention_bias_arg(parser, "the checkpoints must have been made from it (its digest is in their fingerprint)")
     parser.add_argument("--steps", type=int, required=True, help="optimizer steps in this segment")
     parser.add_argument("--out", nargs="+", required=True, help="checkpoint to write after the segment, one per seed")
     parser.add_argument("--table", nargs="+", required=True, help="Parquet file of the segment's per-step log, one per seed")
@@ -52,7 +57,8 @@ def train(args):
     runs = block_runs(args, "checkpoint", "out", "table")
     device = devices.resolve(args.device)
     seed_batch = train_value(args.spec["train"], "seed_batch")
-    states = {spec["seed"]: checkpoint.TrainingState.load(path, spec, device) for spec, path, _, _ in runs}
+    inputs = [checkpoint.attention_bias_input(args.attention_bias, args.spec["L"])[1]] if args.attention_bias else []
+    states = {spec["seed"]: checkpoint.TrainingState.load(path, spec, device, inputs) for spec, path, _, _ in runs}
     logs = {}
     # One after another, each seed's arithmetic is that of a job of its own (bitwise); with
     # train.seed_batch > 1, aligned groups of seeds train as vmapped batches (lostmid.training.seed_batch).

@@ -27,6 +27,61 @@ def with_run_keys(df: pd.DataFrame, spec: dict, step: int | None = None) -> pd.D
     return out
 
 
-def read(paths) -> pd.DataFrame:
-    """Concatenate Parquet files (a list of paths) into one table."""
-    return pd.concat([pd.read_parquet(p) for p in paths], ignore_index=True)
+# The columns of every per-run table (lostmid.workflow.RUN_TABLES and the training log), each with the
+# kind of its values: declared once, checked whenever a table is read (``read``).
+_RUN = {"variant": "string", "L": "integer", "depth": "integer", "seed": "integer", "step": "integer"}
+RUN_TABLE_COLUMNS = {
+    "train": {**_RUN, "loss": "float", "accuracy": "float", "seconds_per_step": "float", "peak_mem_mb": "float"},
+    "failure": {**_RUN, "flag_pos": "integer", "p": "float", "n": "integer", "failures": "integer", "failure_rate": "float",
+                "ci_low": "float", "ci_high": "float"},
+    "influence": {**_RUN, "layer": "integer", "position": "integer", "p": "float", "energy": "float", "density": "float"},
+    "metrics": {**_RUN, "delta": "float", "m_left": "float", "m_middle": "float", "m_right": "float", "Delta": "float",
+                "SC": "float", "LIM": "float", "E_inf": "float", "Z": "float"},
+    "density_flow": {**_RUN, "position": "integer", "p": "float", "eta": "float", "predicted": "float",
+                     "finite_difference": "float", "rel_error": "float"},
+    "channels": {**_RUN, "delta": "float", "region": "string", "channel": "string", "J": "float"},
+    "cross_terms": {**_RUN, "delta": "float", "region": "string", "pair": "string", "xi": "float", "rho": "float"},
+    "conditions": {**_RUN, "delta": "float", "test": "string", "holds": "boolean", "conclusion_holds": "boolean",
+                   "lhs": "float", "rhs": "float"},
+}
+_KINDS = {"string": pd.api.types.is_string_dtype, "integer": pd.api.types.is_integer_dtype,
+          "float": pd.api.types.is_float_dtype, "boolean": pd.api.types.is_bool_dtype}
+
+
+def schema_problems(df: pd.DataFrame, columns: dict[str, str]) -> list[str]:
+    """How ``df`` departs from the declared ``columns`` (name -> kind): missing, unexpected and mistyped columns."""
+    problems = []
+    missing = [name for name in columns if name not in df]
+    unexpected = [name for name in df if name not in columns]
+    if missing:
+        problems.append(f"lacks the column(s) {missing}")
+    if unexpected:
+        problems.append(f"has unexpected column(s) {unexpected}")
+    mistyped = [f"{name} ({df[name].dtype}, expected {kind})" for name, kind in columns.items()
+                if name in df and not (_KINDS[kind](df[name]) and not (kind == "integer" and pd.api.types.is_bool_dtype(df[name])))]
+    if mistyped:
+        problems.append("has column(s) of the wrong type: " + ", ".join(mistyped))
+    return problems
+
+
+def read_table(path, name: str | None = None) -> pd.DataFrame:
+    """One Parquet file of the table ``name``: a file that is not readable Parquet, or (for a per-run
+    table) one without exactly its declared columns and kinds (RUN_TABLE_COLUMNS), is a TableError
+    naming the file and what is wrong (and the command moves it aside, so the next run rebuilds it)."""
+    import pyarrow
+
+    from lostmid.errors import TableError
+
+    try:
+        df = pd.read_parquet(path)
+    except (pyarrow.ArrowException, ValueError) as err:  # a truncated or empty file, or not Parquet at all
+        raise TableError(f"table {path} is not a readable Parquet file ({type(err).__name__}: {err})", path) from err
+    problems = schema_problems(df, RUN_TABLE_COLUMNS[name]) if name in RUN_TABLE_COLUMNS else []
+    if problems:
+        raise TableError(f"{name} table {path} " + "; ".join(problems), path)
+    return df
+
+
+def read(paths, name: str | None = None) -> pd.DataFrame:
+    """Concatenate Parquet files (a list of paths) of the table ``name`` into one table (read_table)."""
+    return pd.concat([read_table(p, name) for p in paths], ignore_index=True)
