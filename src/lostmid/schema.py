@@ -64,14 +64,17 @@ def check(instance, schema: dict, root: dict, key: str = "") -> None:
     validator = jsonschema.Draft202012Validator({**schema, "$defs": root["$defs"]})
     errors = sorted(validator.iter_errors(instance), key=lambda e: (len(e.path), list(map(str, e.path))))
     if errors:
-        raise ConfigError(message(errors[0], [key] if key else []))
+        raise ConfigError(message(errors[0], [key] if key else [], root))
 
 
-def message(err, prefix: list) -> str:
+def message(err, prefix: list, root: dict | None = None) -> str:
     """The line of a jsonschema error: an unknown, missing or misnamed key is named itself."""
     path = [*prefix, *err.path]
-    if err.validator == "additionalProperties" and err.validator_value is False:
-        unknown = sorted(set(err.instance) - set(err.schema.get("properties", {})))
+    if err.validator in ("additionalProperties", "unevaluatedProperties") and err.validator_value is False:
+        known = set(err.schema.get("properties", {}))
+        if "$ref" in err.schema and root is not None:  # unevaluatedProperties: the referenced block's keys too
+            known |= set(resolve(err.schema, root).get("properties", {}))
+        unknown = sorted(set(err.instance) - known)
         return f"config key {key_path([*path, unknown[0]])} is unknown"
     if err.validator == "required":
         missing = [name for name in err.validator_value if name not in err.instance]
@@ -88,10 +91,10 @@ def fill_defaults(instance: dict, schema: dict, root: dict) -> dict:
     for name, sub in resolve(schema, root).get("properties", {}).items():
         if name not in instance and "default" in sub:
             instance[name] = copy.deepcopy(sub["default"])
-        if "$ref" in sub:  # the run spec's blocks, and names
+        if "$ref" in sub and "default" not in sub:  # the run spec's blocks (an analysis block by $ref has a default)
             continue
         value = instance.get(name)
-        if isinstance(value, dict) and "properties" in sub:
+        if isinstance(value, dict) and "properties" in resolve(sub, root):
             fill_defaults(value, sub, root)
         elif isinstance(value, list) and "properties" in sub.get("items", {}):
             for item in value:

@@ -8,6 +8,7 @@ import lostmid.workflow as wf
 from lostmid.config import canonical_json
 
 BLOCKS = wf.blocks(config)
+FITS = wf.bias_fits(config, BLOCKS)
 ARCHITECTURES = config.get("architectures") or {}
 ARCHITECTURE_FLAG_RUNS = wf.architecture_flag_runs(config)
 
@@ -69,7 +70,7 @@ def summary_tables():
         "init_sweep": [rules.influence_baselines.output.sweep],
         "structural": [rules.influence_baselines.output.structural],
         "remedies": [rules.remedies_table.output.table],
-        **{f"bias_{name}": wf.bias_tables(BLOCKS, name) for name in ("matrix", "profiles", "iterations")},
+        **{f"bias_{name}": wf.bias_tables(BLOCKS, name) for name in wf.BIAS_TABLES},
         **{f"algebraic_{name}": [rules.algebraic.output[name]] for name in ("table", "profiles", "probes")},
     }
 
