@@ -226,13 +226,25 @@ def lag_means(bias: torch.Tensor) -> np.ndarray:
 
 
 def bias_summary(bias: torch.Tensor) -> dict[str, float]:
-    """c0: the mean diagonal bias minus the mean bias over lags >= 1 of the same queries (2..L);
-    lag_slope: the least-squares slope of c(k) over k >= 1 (negative: recent keys weighted more)."""
+    """Two numbers of B that a row's shift cannot change (softmax ignores it, so the gauge does not matter):
+
+    c0         the bias a query gives itself minus its mean bias over its older keys (lags >= 1),
+               averaged over the queries 2..L;
+    lag_slope  the least-squares slope of B(i, i - k) on the lag k over k >= 1 within each query
+               (query fixed effects: every query's values and lags centred on its own means), pooled
+               over the queries 3..L; negative: recent keys weighted more. For a Toeplitz B it is
+               the slope of c(k) over k >= 1.
+    """
     B = bias.double().numpy()
-    below = np.tril(np.ones_like(B, dtype=bool), -1)
-    lags = np.arange(1, B.shape[0])
-    slope = float(np.polyfit(lags, lag_means(bias)[1:], 1)[0]) if lags.size >= 2 else float("nan")
-    return {"c0": float(np.diagonal(B)[1:].mean() - B[below].mean()), "lag_slope": slope}
+    L = B.shape[0]
+    c0 = np.mean([B[i, i] - B[i, :i].mean() for i in range(1, L)]) if L > 1 else float("nan")
+    num = den = 0.0
+    for i in range(2, L):
+        lags = np.arange(1, i + 1)
+        values = B[i, i - lags]
+        num += float(((lags - lags.mean()) * (values - values.mean())).sum())
+        den += float(((lags - lags.mean()) ** 2).sum())
+    return {"c0": float(c0), "lag_slope": num / den if den else float("nan")}
 
 
 def self_attention_at_init(config: ModelConfig, settings: FitSettings, tokens: torch.Tensor, bias: torch.Tensor) -> dict[str, float]:
