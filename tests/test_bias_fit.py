@@ -13,7 +13,7 @@ from lostmid.training.checkpoint import TrainingState
 from lostmid.errors import ConfigError
 from lostmid.core.model import ModelConfig
 
-from conftest import tiny_spec
+from conftest import REPO, tiny_spec
 
 # A no-residual model (the blog's setting): at init its influence piles up on early tokens.
 TINY = ModelConfig(seq_len=8, depth=2, d_model=8, heads=2, mlp_ratio=2, residual=False)
@@ -136,3 +136,38 @@ def test_the_fit_refuses_training_seeds():
     assert set(settings.seeds()) == {10, 11, 510, 511, 1010, 1011, 1510, 1511}
     with pytest.raises(ConfigError, match=r"variants\.d\.remedy\.fit\.seed=10: the fit would use training seeds \[11\]"):
         check_disjoint_from_training(settings, [11], "variants.d.remedy.fit")
+
+
+def test_each_bias_variant_gets_one_fit_job_with_its_own_fit_block_and_fitted_model():
+    from lostmid import config as cfg
+    from lostmid import workflow
+
+    config = cfg.load(REPO / "config" / "config.yaml")
+    fits = {fit.variant: fit for fit in workflow.bias_fits(config, workflow.blocks(config))}
+    assert set(fits) == {"debiased", "debiased_literal", "debiased_nores", "debiased_short"}
+    literal = fits["debiased_literal"]
+    assert json.loads(literal.model)["residual"] is True and json.loads(literal.fit_model_spec)["residual"] is False
+    settings = json.loads(literal.settings)
+    assert (settings["target"], settings["positions"], settings["param"]) == ("output_jacobian", "all", "full")
+    assert json.loads(fits["debiased"].settings) == config["bias_fit"] and fits["debiased"].fit_model == "debiased"
+    assert literal.training_seeds.split() == [str(seed) for seed in range(24)]
+    assert literal.path(workflow.BIAS_TABLES["summary"]) == "results/bias_fit_summary/debiased_literal_L16_M4.parquet"
+
+
+def test_a_fit_model_that_is_not_a_variant_is_a_config_error():
+    from lostmid import config as cfg
+    from lostmid import workflow
+
+    config = cfg.load(REPO / "config" / "smoke.yaml")
+    config["variants"]["debiased"] = {"remedy": {"kind": "bias", "fit": {"fit_model": "nores"}}}
+    with pytest.raises(ConfigError, match=r"^config key variants\.debiased\.remedy\.fit\.fit_model: 'nores' is not a variant"):
+        workflow.check(config)
+
+
+def test_a_fit_block_accepts_only_fit_keys():
+    from lostmid import config as cfg
+
+    config = cfg.read_yaml(REPO / "config" / "smoke.yaml")
+    config["variants"]["debiased"] = {"remedy": {"kind": "bias", "fit": {"taget": "loss"}}}
+    with pytest.raises(ConfigError, match=r"^config key variants\.debiased\.remedy\.fit\.taget is unknown$"):
+        cfg.validate(config)

@@ -218,7 +218,7 @@ FIGURES = {
     "remedy_influence": ("Remedies", ("remedies", "influence")),
     "remedy_ablation": ("Remedies", ("remedies",)),
     "remedy_overhead": ("Remedies", ("remedies",)),
-    "bias_heatmap": ("Remedies", ("bias_matrix",)),
+    "bias_heatmap": ("Remedies", ("bias_matrix", "bias_summary")),
     "bias_profile": ("Remedies", ("bias_profiles", "bias_iterations")),
     "algebraic_table": ("Algebraic simulations", ("algebraic_table", "algebraic_profiles")),
     "algebraic_probes": ("Algebraic simulations", ("algebraic_probes",)),

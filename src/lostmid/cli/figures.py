@@ -82,7 +82,7 @@ def draw(name: str, tables: _Tables, path: Path, args) -> None:
         "conditions": lambda: channels.conditions_table(tables["conditions"], path),
         "remedy_ablation": lambda: remedies.ablations(tables["remedies"], path),
         "remedy_overhead": lambda: remedies.overhead(tables["remedies"], args.baseline, path),
-        "bias_heatmap": lambda: remedies.bias_heatmap(tables["bias_matrix"], path),
+        "bias_heatmap": lambda: remedies.bias_heatmap(tables["bias_matrix"], tables["bias_summary"], path),
         "bias_profile": lambda: remedies.bias_profiles(tables["bias_profiles"], tables["bias_iterations"], path),
         "algebraic_table": lambda: algebraic.table_figure(tables["algebraic_table"], tables["algebraic_profiles"], path),
         "algebraic_probes": lambda: algebraic.probe_figure(tables["algebraic_probes"], path),
