@@ -314,3 +314,18 @@ def test_a_retried_job_keeps_the_log_of_every_attempt(tmp_path):
     run_snakemake(tmp_path, target)
     assert sorted(p.name for p in log.parent.iterdir() if p.name.startswith(log.name)) == [log.name]
     assert re.findall(r"^== rule train_baseline_L8_M1_seeds_0_1, attempt (\d+)", log.read_text(), re.M) == ["1"]
+
+
+def test_each_bias_fit_job_runs_its_own_variant_with_the_training_seeds(tmp_path):
+    config = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
+    config["variants"]["debiased_context"] = {"remedy": {"kind": "bias", "fit": {"positions": "context"}}}
+    config["grid"][1]["variants"].append("debiased_context")
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    out = run_snakemake(tmp_path, "--dry-run", "--printshellcmds", "results/bias_fit_summary/debiased_L8_M1.parquet",
+                        "results/bias_fit_summary/debiased_context_L8_M1.parquet").stdout
+    commands = [line for line in out.splitlines() if "lostmid bias-fit" in line]
+    assert len(commands) == 2
+    for variant in ("debiased", "debiased_context"):
+        (command,) = [c for c in commands if f"--out-summary results/bias_fit_summary/{variant}_L8_M1.parquet" in c]
+        assert f"--variant {variant} " in command and "--training-seeds 0 1 " in command
+        assert ('"positions":"context"' in command) == (variant == "debiased_context")

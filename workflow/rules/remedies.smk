@@ -13,6 +13,8 @@ for fit in FITS:
             **{name: fit.path(pattern) for name, pattern in wf.BIAS_TABLES.items()},
             tensor=fit.path(wf.BIAS_TENSOR),
         params:
+            variant=fit.variant,
+            fit_model_name=fit.fit_model,
             model=fit.model,
             fit_model=fit.fit_model_spec,
             settings=fit.settings,
@@ -33,7 +35,7 @@ for fit in FITS:
             gpu=GPU,
         shell:
             logged(
-                f"lostmid bias-fit --variant {fit.variant} --fit-model-name {fit.fit_model}"
+                "lostmid bias-fit --variant {params.variant} --fit-model-name {params.fit_model_name}"
                 " --model {params.model:q} --fit-model {params.fit_model:q} --settings {params.settings:q}"
                 " --training-seeds {params.training_seeds} --device {config[device]} --threads {threads}"
                 " --out-tensor {output.tensor} --out-matrix {output.matrix} --out-iterations {output.iterations}"
