@@ -1,15 +1,18 @@
 """The fitted attention-logit bias: it flattens the influence profile at initialization."""
 
+import json
+import re
+
 import pytest
 import torch
 
 from lostmid.analysis import bias_fit
-from lostmid.analysis.settings import FitSettings
+from lostmid.analysis.settings import FitSettings, check_disjoint_from_training
 from lostmid.config import settings_from_block
 from lostmid.training.checkpoint import TrainingState
 from lostmid.errors import ConfigError
 
-from conftest import model_config, tiny_spec
+from conftest import REPO, model_config, tiny_spec
 
 # A no-residual model (the blog's setting): at init its influence piles up on early tokens.
 TINY = model_config(seq_len=8, depth=2, d_model=8, heads=2, mlp_ratio=2, residual=False)
@@ -41,7 +44,7 @@ def test_tables_are_long_and_profiles_have_both_stages(fit):
     assert len(long) == 8 * 9 // 2 and (long["key"] <= long["query"]).all()
     assert set(fit.profiles["stage"]) == {"before", "after"}
     assert fit.profiles.groupby("stage")["density"].mean().round(6).eq(1).all()
-    assert list(fit.iterations.columns) == ["iteration", "E_inf_fit", "E_inf"]
+    assert list(fit.iterations.columns) == ["iteration", "objective", "E_inf_fit", "E_inf"]
 
 
 def test_a_run_can_start_from_the_fitted_bias(fit):
@@ -65,3 +68,105 @@ def test_bad_fit_settings_are_config_errors():
         settings_from_block(FitSettings, {"inits": 0}, "bias_fit")
     with pytest.raises(ConfigError, match=r"^config key bias_fit\.itres is unknown$"):
         settings_from_block(FitSettings, {"itres": 3}, "bias_fit")
+
+
+# The summary columns the evidence stage reads (one row per held-out initialization).
+SUMMARY = ["heldout_init", "imbalance_before", "context_share_before", "total_before", "imbalance_after",
+           "context_share_after", "total_after", "c0", "lag_slope", "self_attention_init", "self_attention_init_b0", "accepted"]
+
+
+def test_the_summary_has_one_row_per_held_out_init_and_accepts_a_fit_that_flattened(fit):
+    assert set(SUMMARY) <= set(fit.summary.columns) and len(fit.summary) == FAST.heldout
+    assert fit.accepted and fit.summary.accepted.all() and fit.change[2] < 0
+    assert (fit.summary.imbalance_after < fit.summary.imbalance_before).mean() > 0.5
+    assert fit.summary.self_attention_init_b0.iloc[0] == pytest.approx(sum(1 / i for i in range(1, 9)) / 8, rel=0.05)
+
+
+def test_the_blogs_output_jacobian_target_is_flattened_on_the_no_residual_model():
+    block = {"inits": 2, "batch": 8, "max_iter": 30, "lr": 0.1, "positions": "all", "param": "full", "target": "output_jacobian"}
+    result = bias_fit.fit_bias(TINY, settings_from_block(FitSettings, block, "bias_fit"))
+    assert result.accepted and result.after < 0.5 * result.before
+    assert result.summary.lag_slope.iloc[0] < 0  # later keys weighted more
+
+
+def test_the_output_jacobian_profile_of_the_fit_is_the_init_sweeps_measure():
+    from lostmid.analysis.influence import output_jacobian_norms
+
+    settings = settings_from_block(FitSettings, {"inits": 1, "batch": 4, "target": "output_jacobian"}, "bias_fit")
+    problems = bias_fit.Problems.draw(TINY, settings, 0, 1)
+    fitted = problems.profiles(torch.zeros(8, 8))[0]
+    assert torch.allclose(fitted, output_jacobian_norms(problems.models[0], problems.tokens[0]), rtol=1e-5)
+
+
+def test_the_context_reading_is_penalized_for_silencing_the_context():
+    energies = torch.tensor([[1.0, 1.0, 1.0, 7.0], [0.01, 0.01, 0.01, 7.0]])
+    floor = bias_fit.context_share(energies[:1])
+    penalty = bias_fit.share_penalty(energies, floor)
+    assert penalty[0] == 0 and penalty[1] > 10  # flat but silenced: 3/10 -> 0.03/7.03 of the total
+    assert bias_fit.fitted_imbalance(energies, slice(0, 3)).eq(0).all()  # what the renormalized context alone sees
+
+
+def test_c0_and_the_lag_slope_summarize_b_apart_from_the_diagonal():
+    L = 6
+    lag = (torch.arange(L)[:, None] - torch.arange(L)[None, :]).clamp_min(0).double()
+    ramp = bias_fit.gauge_fix(-0.5 * lag + 3.0 * (lag == 0))  # recency ramp over lags >= 1 plus a diagonal spike
+    summary = bias_fit.bias_summary(ramp)
+    assert summary["lag_slope"] == pytest.approx(-0.5)
+    assert summary["c0"] > 3.0  # the spike, and the ramp's recent end
+    assert bias_fit.bias_summary(bias_fit.gauge_fix(torch.zeros(L, L))) == {"c0": 0.0, "lag_slope": 0.0}
+
+
+def test_a_fit_that_does_not_flatten_stops_the_command_with_one_line_naming_the_variant_and_both_numbers(tmp_path, capsys):
+    from lostmid.cli.main import main
+
+    outputs = {f"--out-{name}": str(tmp_path / f"{name}.parquet") for name in ("matrix", "iterations", "profiles", "summary")}
+    args = ["bias-fit", "--variant", "debiased_x", "--model", json.dumps(TINY.to_dict()),
+            "--settings", json.dumps({"inits": 1, "batch": 4, "max_iter": 0, "heldout": 3}),
+            "--out-tensor", str(tmp_path / "B.pt"), *[x for item in outputs.items() for x in item]]
+    assert main(args) == 2
+    lines = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert len(lines) == 1 and "debiased_x rejected" in lines[0]
+    assert re.search(r"imbalance (\S+) at B = 0, \1 with the fitted B", lines[0])  # B stayed 0: both numbers equal
+    assert not list(tmp_path.iterdir())  # nothing written
+
+
+def test_the_fit_refuses_training_seeds():
+    settings = settings_from_block(FitSettings, {"inits": 2, "heldout": 2, "seed": 10}, "bias_fit")
+    assert set(settings.seeds()) == {10, 11, 510, 511, 1010, 1011, 1510, 1511}
+    with pytest.raises(ConfigError, match=r"variants\.d\.remedy\.fit\.seed=10: the fit would use training seeds \[11\]"):
+        check_disjoint_from_training(settings, [11], "variants.d.remedy.fit")
+
+
+def test_each_bias_variant_gets_one_fit_job_with_its_own_fit_block_and_fitted_model():
+    from lostmid import config as cfg
+    from lostmid import workflow
+
+    config = cfg.load(REPO / "config" / "config.yaml")
+    fits = {fit.variant: fit for fit in workflow.bias_fits(config, workflow.blocks(config))}
+    assert set(fits) == {"debiased", "debiased_literal", "debiased_nores", "debiased_short"}
+    literal = fits["debiased_literal"]
+    assert json.loads(literal.model)["residual"] is True and json.loads(literal.fit_model_spec)["residual"] is False
+    settings = json.loads(literal.settings)
+    assert (settings["target"], settings["positions"], settings["param"]) == ("output_jacobian", "all", "full")
+    assert json.loads(fits["debiased"].settings) == config["bias_fit"] and fits["debiased"].fit_model == "debiased"
+    assert literal.training_seeds.split() == [str(seed) for seed in range(24)]
+    assert literal.path(workflow.BIAS_TABLES["summary"]) == "results/bias_fit_summary/debiased_literal_L16_M4.parquet"
+
+
+def test_a_fit_model_that_is_not_a_variant_is_a_config_error():
+    from lostmid import config as cfg
+    from lostmid import workflow
+
+    config = cfg.load(REPO / "config" / "smoke.yaml")
+    config["variants"]["debiased"] = {"remedy": {"kind": "bias", "fit": {"fit_model": "nores"}}}
+    with pytest.raises(ConfigError, match=r"^config key variants\.debiased\.remedy\.fit\.fit_model: 'nores' is not a variant"):
+        workflow.check(config)
+
+
+def test_a_fit_block_accepts_only_fit_keys():
+    from lostmid import config as cfg
+
+    config = cfg.read_yaml(REPO / "config" / "smoke.yaml")
+    config["variants"]["debiased"] = {"remedy": {"kind": "bias", "fit": {"taget": "loss"}}}
+    with pytest.raises(ConfigError, match=r"^config key variants\.debiased\.remedy\.fit\.taget is unknown$"):
+        cfg.validate(config)

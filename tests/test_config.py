@@ -155,7 +155,8 @@ def test_keys_at_their_neutral_value_leave_the_run_spec_and_its_fingerprint_unch
     from lostmid.config import Run, fingerprint, run_spec
 
     base = {"model": {"d_model": 8, "heads": 2}, "train": {"lr": 0.003, "steps": 10, "every": 5},
-            "variants": {"baseline": {}, "neutral": {"model": {"positions": "learned"}, "train": {"warmup": 0, "seed_batch": 1}},
+            "variants": {"baseline": {}, "neutral": {"model": {"positions": "learned", "init": "normal", "layernorm_eps": 1e-5},
+                                                     "train": {"warmup": 0, "seed_batch": 1}},
                          "warm": {"train": {"warmup": 100}}, "nopos": {"model": {"positions": "none"}}}}
     spec = {name: run_spec(base, Run(name, 8, 1, 0)) for name in base["variants"]}
     assert {k: v for k, v in spec["neutral"].items() if k != "variant"} == {k: v for k, v in spec["baseline"].items() if k != "variant"}
@@ -165,7 +166,8 @@ def test_keys_at_their_neutral_value_leave_the_run_spec_and_its_fingerprint_unch
 
 def test_the_neutral_values_are_the_schema_defaults_of_the_run_spec_blocks_and_never_filled_in(smoke_config):
     assert cfg.neutral_values() == {("train", "seed_batch"): 1, ("train", "warmup"): 0, ("model", "positions"): "learned",
-                                    ("model", "attention"): "softmax", ("model", "layernorm"): True, ("model", "mlp"): True}
+                                    ("model", "attention"): "softmax", ("model", "layernorm"): True, ("model", "mlp"): True,
+                                    ("model", "init"): "normal", ("model", "layernorm_eps"): 1e-5}
     config = cfg.validate(smoke_config, SCHEMA)
     assert not {"seed_batch", "warmup"} & set(config["train"]) and "positions" not in config["model"]
     assert cfg.train_value(config["train"], "warmup") == 0 and cfg.train_value({"warmup": 5}, "warmup") == 5
@@ -228,7 +230,7 @@ def test_validation_fills_in_the_schema_defaults_and_the_settings_hold_them(smok
     def default(*path):
         node = root
         for part in path:
-            node = node["properties"][part]
+            node = schema.resolve(node, root)["properties"][part]
         return node["default"]
 
     assert "lr" not in smoke_config["bias_fit"] and "chunk" not in smoke_config["architectures"]["flag"]

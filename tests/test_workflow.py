@@ -411,3 +411,18 @@ def test_every_per_run_table_has_its_declared_columns(smoke_run):
     for name in keys.RUN_TABLE_COLUMNS:
         files = sorted((workdir / "results" / name).rglob("*.parquet"))
         assert files and list(keys.read(files, name).columns) == list(keys.RUN_TABLE_COLUMNS[name]), name
+
+
+def test_each_bias_fit_job_runs_its_own_variant_with_the_training_seeds(tmp_path):
+    config = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
+    config["variants"]["debiased_context"] = {"remedy": {"kind": "bias", "fit": {"positions": "context"}}}
+    config["grid"][1]["variants"].append("debiased_context")
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    out = run_snakemake(tmp_path, "--dry-run", "--printshellcmds", "results/bias_fit_summary/debiased_L8_M1.parquet",
+                        "results/bias_fit_summary/debiased_context_L8_M1.parquet").stdout
+    commands = [line for line in out.splitlines() if "lostmid bias-fit" in line]
+    assert len(commands) == 2
+    for variant in ("debiased", "debiased_context"):
+        (command,) = [c for c in commands if f"--out-summary results/bias_fit_summary/{variant}_L8_M1.parquet" in c]
+        assert f"--variant {variant} " in command and "--training-seeds 0 1 " in command
+        assert ('"positions":"context"' in command) == (variant == "debiased_context")

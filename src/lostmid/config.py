@@ -262,24 +262,33 @@ def train_value(train: dict, key: str):
     return train[key] if key in train else neutral_values()[("train", key)]
 
 
+def _without_neutral(block: str, part: dict) -> dict:
+    """``part`` (a run spec's ``block``) without its keys at their neutral value. Keys added after the
+    first checkpoints were written: at their neutral value they stay out of the spec, so that the
+    fingerprints of every run that does not use them are as before the key."""
+    for (name, key), neutral in neutral_values().items():
+        if name == block and part.get(key) == neutral:
+            del part[key]
+    return part
+
+
+def model_spec(config: dict, variant: str, L: int, depth: int) -> dict:
+    """The ``model`` block of the run spec of ``variant`` at ``L`` and ``depth`` (any seed)."""
+    model = merge(config["model"], (config["variants"][variant] or {}).get("model", {}))
+    model.update(seq_len=L, depth=depth)
+    return _without_neutral("model", model)
+
+
 def run_spec(config: dict, run: Run) -> dict:
     """Everything that defines the weights of ``run``: the fingerprinted spec."""
     variant = config["variants"][run.variant] or {}
-    model = merge(config["model"], variant.get("model", {}))
-    model.update(seq_len=run.L, depth=run.depth)
     train = merge(config["train"], variant.get("train", {}))
     for key in _SCHEDULE_KEYS:
         train.pop(key, None)
-    # Keys added after the first checkpoints were written: at their neutral value they stay out of
-    # the spec, so that the fingerprints of every run that does not use them are as before the key.
-    for (block, key), neutral in neutral_values().items():
-        part = model if block == "model" else train
-        if part.get(key) == neutral:
-            del part[key]
     return {
         **run.keys(),
-        "model": model,
-        "train": train,
+        "model": model_spec(config, run.variant, run.L, run.depth),
+        "train": _without_neutral("train", train),
         "remedy": copy.deepcopy(variant.get("remedy", {"kind": "none"})),
     }
 

@@ -35,3 +35,7 @@ class OutputError(LostmidError, OSError):
         reason = cause.strerror or str(cause) or type(cause).__name__
         super().__init__(f"cannot write {path}: {reason}")
         self.path, self.cause = path, cause
+
+
+class FitRejected(LostmidError):
+    """A fit did not do what it is for (the bias fit's held-out guard); the message names both numbers."""

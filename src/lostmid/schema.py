@@ -77,7 +77,7 @@ def check(instance, schema: dict, root: dict, key: str = "", noun: str = "config
                 parent = parent[part]
             parent[path[-1]] = int(parent[path[-1]])
     if errors:
-        raise ConfigError(message(errors[0], [key] if key else [], noun))
+        raise ConfigError(message(errors[0], [key] if key else [], noun, root))
 
 
 @functools.cache
@@ -116,11 +116,14 @@ def check_finite(instance, path: list, noun: str = "config key") -> None:
         check_finite(value, [*path, name], noun)
 
 
-def message(err, prefix: list, noun: str = "config key") -> str:
+def message(err, prefix: list, noun: str = "config key", root: dict | None = None) -> str:
     """The line of a jsonschema error: an unknown, missing or misnamed key is named itself."""
     path = [*prefix, *err.path]
-    if err.validator == "additionalProperties" and err.validator_value is False:
-        unknown = sorted(set(err.instance) - set(err.schema.get("properties", {})))
+    if err.validator in ("additionalProperties", "unevaluatedProperties") and err.validator_value is False:
+        known = set(err.schema.get("properties", {}))
+        if "$ref" in err.schema and root is not None:  # unevaluatedProperties: the referenced block's keys too
+            known |= set(resolve(err.schema, root).get("properties", {}))
+        unknown = sorted(set(err.instance) - known)
         return f"{noun} {key_path([*path, unknown[0]])} is unknown"
     if err.validator == "required":
         missing = [name for name in err.validator_value if name not in err.instance]
@@ -137,10 +140,10 @@ def fill_defaults(instance: dict, schema: dict, root: dict) -> dict:
     for name, sub in resolve(schema, root).get("properties", {}).items():
         if name not in instance and "default" in sub:
             instance[name] = copy.deepcopy(sub["default"])
-        if "$ref" in sub:  # the run spec's blocks, and names
+        if "$ref" in sub and "default" not in sub:  # the run spec's blocks (an analysis block by $ref has a default)
             continue
         value = instance.get(name)
-        if isinstance(value, dict) and "properties" in sub:
+        if isinstance(value, dict) and "properties" in resolve(sub, root):
             fill_defaults(value, sub, root)
         elif isinstance(value, list) and "properties" in sub.get("items", {}):
             for item in value:

@@ -14,6 +14,8 @@ The rule files call these functions and declare rules; this module never imports
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 
@@ -28,7 +30,9 @@ from lostmid.analysis.settings import (
     InitSweepSettings,
     StructuralSettings,
     check_disjoint_from_training,
+    fit_block,
 )
+from lostmid.errors import ConfigError
 from lostmid.architectures.settings import ArchSettings, FlagSettings
 from lostmid.evidence.settings import EvidenceSettings
 from lostmid.evidence.tables import TABLES as EVIDENCE_INPUTS
@@ -56,10 +60,10 @@ BLOCK_STAGES = {
     "channels": BlockStage(("channels", "cross_terms", "conditions"), lambda block: block.residual),
 }
 RUN_TABLES = {name: f"results/{name}/" + RUN + ".parquet" for stage in BLOCK_STAGES.values() for name in stage.tables}
-# A fitted attention-logit bias, one per (bias variant, L, depth): the fit uses the variant's own model.
+# A fitted attention-logit bias, one per (bias variant, L, depth), on the model its fit_model names.
 FIT = "{variant}_L{L}_M{depth}"
 BIAS_TENSOR = "results/bias_tensors/" + FIT + ".pt"
-BIAS_TABLES = {name: f"results/bias_fit_{name}/" + FIT + ".parquet" for name in ("matrix", "iterations", "profiles")}
+BIAS_TABLES = {name: f"results/bias_fit_{name}/" + FIT + ".parquet" for name in ("matrix", "iterations", "profiles", "summary")}
 
 
 @dataclass(frozen=True)
@@ -165,12 +169,6 @@ def architecture_flag_runs(config: dict) -> list[tuple[dict, list[str]]]:
     return found
 
 
-def bias_fit_model(config: dict, variant: str, L: int, depth: int) -> str:
-    """The model a bias variant trains with (its own overrides applied), as the fit's JSON."""
-    spec = cfg.run_spec(config, cfg.Run(variant, int(L), int(depth), 0))
-    return cfg.canonical_json(spec["model"])
-
-
 def remedy_blocks(config: dict) -> str:
     """Variant name -> its remedy block, as JSON (the remedies table's parameter columns)."""
     return cfg.canonical_json({name: (v or {}).get("remedy", {"kind": "none"}) for name, v in config["variants"].items()})
@@ -203,13 +201,56 @@ def run_tables(all_blocks: list[Block], name: str) -> list[str]:
     return [path for block in stage_blocks(all_blocks, stage) for path in block.paths(RUN_TABLES[name])]
 
 
-def bias_fits(all_blocks: list[Block]) -> list[dict]:
+@dataclass(frozen=True)
+class Fit:
+    """The job of one fitted bias: a bias variant at one L and depth (module ``lostmid.analysis.bias_fit``)."""
+
+    variant: str
+    L: int
+    depth: int
+    fit_model: str  # the variant whose model the fit runs on
+    model: str  # canonical JSON of the model B is inserted into (the variant's own)
+    fit_model_spec: str  # ... of the model the fit runs on
+    settings: str  # canonical JSON of the fit block (bias_fit under the variant's remedy.fit)
+    training_seeds: str  # every training seed of the grid, space-separated (the fit must avoid them)
+
+    @property
+    def id(self) -> str:
+        return FIT.format(variant=self.variant, L=self.L, depth=self.depth)
+
+    @property
+    def rule(self) -> str:
+        return re.sub(r"\W", "_", self.id)
+
+    def path(self, pattern: str) -> str:
+        return pattern.format(variant=self.variant, L=self.L, depth=self.depth)
+
+
+def fit_keys(all_blocks: list[Block]) -> list[tuple[str, int, int]]:
     """(variant, L, depth) of every fitted bias the grid trains with."""
-    return [dict(variant=v, L=L, depth=d) for v, L, d in sorted({(b.variant, b.L, b.depth) for b in all_blocks if b.bias})]
+    return sorted({(b.variant, b.L, b.depth) for b in all_blocks if b.bias})
+
+
+def bias_fits(config: dict, all_blocks: list[Block]) -> list[Fit]:
+    """The fit jobs: one per bias variant, L and depth of the grid, each with its own fit block."""
+    seeds = " ".join(map(str, sorted({run.seed for run in cfg.runs(config)})))
+    found = []
+    for variant, L, depth in fit_keys(all_blocks):
+        remedy = config["variants"][variant]["remedy"]
+        fit_model = (remedy.get("fit") or {}).get("fit_model", variant)
+        if fit_model not in config["variants"]:
+            raise ConfigError(f"config key variants.{variant}.remedy.fit.fit_model: {fit_model!r} is not a variant of the config")
+        found.append(Fit(
+            variant=variant, L=L, depth=depth, fit_model=fit_model,
+            model=cfg.canonical_json(cfg.model_spec(config, variant, L, depth)),
+            fit_model_spec=cfg.canonical_json(cfg.model_spec(config, fit_model, L, depth)),
+            settings=cfg.canonical_json(fit_block(config.get("bias_fit"), remedy)), training_seeds=seeds,
+        ))
+    return found
 
 
 def bias_tables(all_blocks: list[Block], name: str) -> list[str]:
-    return [BIAS_TABLES[name].format(**fit) for fit in bias_fits(all_blocks)]
+    return [BIAS_TABLES[name].format(variant=v, L=L, depth=d) for v, L, d in fit_keys(all_blocks)]
 
 
 @dataclass(frozen=True)
@@ -241,7 +282,7 @@ FIGURES = {
     ),
     "remedy_ablation": Figure("Remedies", ("remedies",), "remedies.ablations"),
     "remedy_overhead": Figure("Remedies", ("remedies",), "remedies.overhead", ("baseline",)),
-    "bias_heatmap": Figure("Remedies", ("bias_matrix",), "remedies.bias_heatmap"),
+    "bias_heatmap": Figure("Remedies", ("bias_matrix", "bias_summary"), "remedies.bias_heatmap"),
     "bias_profile": Figure("Remedies", ("bias_profiles", "bias_iterations"), "remedies.bias_profiles"),
     "algebraic_table": Figure(
         "Algebraic simulations", ("algebraic_table", "algebraic_profiles"), "algebraic.table_figure"
@@ -385,6 +426,10 @@ def check(config: dict) -> None:
     parsed = settings(config)
     grid = cfg.runs(config)
     check_disjoint_from_training(parsed[FitSettings], {run.seed for run in grid})
+    for fit in bias_fits(config, blocks(config)):
+        key = f"variants.{fit.variant}.remedy.fit"
+        fit_settings = cfg.settings_from_block(FitSettings, json.loads(fit.settings), key)
+        check_disjoint_from_training(fit_settings, {run.seed for run in grid}, key)
     for cls, key in ((InfluenceSettings, "influence"), (ChannelSettings, "channels")):
         for L in sorted({run.L for run in grid}):
             check_deltas(L, parsed[cls].deltas, f"{key}.deltas")

@@ -11,6 +11,7 @@ from lostmid.config import canonical_json
 from lostmid.evidence.settings import EvidenceSettings
 
 BLOCKS = wf.blocks(config)
+FITS = wf.bias_fits(config, BLOCKS)
 ARCHITECTURES = config.get("architectures") or {}
 ARCHITECTURE_FLAG_RUNS = wf.architecture_flag_runs(config)
 

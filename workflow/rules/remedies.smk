@@ -1,38 +1,46 @@
 # Remedies (docs/remedies.md). Algorithms 1-3 are training objectives: their variants run through
 # the ordinary training chain and every analysis stage. This file adds the attention-bias fit that
-# a `remedy: {kind: bias}` variant starts from (one per bias variant, L and depth, on the variant's
-# own model) and the remedies table over every run.
+# a `remedy: {kind: bias}` variant starts from (one job per bias variant, L and depth:
+# lostmid.workflow.bias_fits) and the remedies table over every run.
 
 
-rule bias_fit:
-    output:
-        tensor=wf.BIAS_TENSOR,
-        matrix=wf.BIAS_TABLES["matrix"],
-        iterations=wf.BIAS_TABLES["iterations"],
-        profiles=wf.BIAS_TABLES["profiles"],
-    params:
-        model=lambda wildcards: wf.bias_fit_model(config, wildcards.variant, wildcards.L, wildcards.depth),
-        settings=config_json("bias_fit"),
-    log:
-        "results/logs/bias_fit/" + wf.FIT + ".log",
-    benchmark:
-        "results/benchmarks/bias_fit/" + wf.FIT + ".tsv"
-    group:
-        "chain"
-    conda:
-        LOSTMID_ENV
-    threads: 1
-    resources:
-        attempt=attempt_number,
-        mem_mb=1000,
-        runtime=10,
-        gpu=GPU,
-    shell:
-        logged(
-            "lostmid bias-fit --variant {wildcards.variant} --model {params.model:q} --settings {params.settings:q}"
-            " --device {config[device]} --threads {threads} --out-tensor {output.tensor} --out-matrix {output.matrix}"
-            " --out-iterations {output.iterations} --out-profiles {output.profiles}"
-        )
+for fit in FITS:
+
+    rule:
+        name:
+            f"bias_fit_{fit.rule}"
+        output:
+            **{name: fit.path(pattern) for name, pattern in wf.BIAS_TABLES.items()},
+            tensor=fit.path(wf.BIAS_TENSOR),
+        params:
+            variant=fit.variant,
+            fit_model_name=fit.fit_model,
+            model=fit.model,
+            fit_model=fit.fit_model_spec,
+            settings=fit.settings,
+            training_seeds=fit.training_seeds,
+        log:
+            f"results/logs/bias_fit/{fit.id}.log",
+        benchmark:
+            f"results/benchmarks/bias_fit/{fit.id}.tsv"
+        group:
+            "chain"
+        conda:
+            LOSTMID_ENV
+        threads: 1
+        resources:
+            attempt=attempt_number,
+            mem_mb=1000,
+            runtime=10,
+            gpu=GPU,
+        shell:
+            logged(
+                "lostmid bias-fit --variant {params.variant} --fit-model-name {params.fit_model_name}"
+                " --model {params.model:q} --fit-model {params.fit_model:q} --settings {params.settings:q}"
+                " --training-seeds {params.training_seeds} --device {config[device]} --threads {threads}"
+                " --out-tensor {output.tensor} --out-matrix {output.matrix} --out-iterations {output.iterations}"
+                " --out-profiles {output.profiles} --out-summary {output.summary}"
+            )
 
 
 rule remedies_table:

@@ -1,24 +1,30 @@
 """The blog's bias correction: a fixed additive attention-logit bias B that flattens the
-influence profile at initialization (docs/theory.md §6).
+influence profile at initialization (docs/theory.md §6, docs/remedies.md).
 
 B is one L x L matrix (entries on and below the diagonal; the causal mask hides the rest),
-shared by every head and layer, data-independent and fitted once per (L, depth, block
-layout). By default B is Toeplitz, B_ij = c(i - j), L numbers (``param: distance``): with
-every entry free (``full``, L(L+1)/2 numbers) the fit chases the sampling noise of its
-batches when the systematic imbalance is small, as it is at init in a residual model. It minimizes the influence imbalance E_inf of the input-adjoint density at step 0,
-averaged over several random initializations and batches whose seeds are disjoint from the
-training seeds; the model's weights stay fixed, only B moves (Adam on B, gradients through
-the adjoint). The initializations are evaluated together: their weights are stacked and one
-vmapped pass gives every initialization's adjoint (lostmid.core.adjoint.seed_input_energies).
+shared by every head and layer, data-independent and fitted once per bias variant, L and depth,
+on the model ``fit_model`` names (the variant's own by default; the blog's literal reading fits
+on the no-residual network) with its weights at initialization frozen: Adam on B (gradients
+through the adjoint), averaged over several random initializations and batches whose seeds are
+disjoint from the training seeds. The fitted B is inserted into the variant's own model.
 
-Which positions are flattened (``positions``):
-- ``all``: the theory's (docs/theory.md) E_inf over the whole profile.
-- ``context`` (default): positions 1..L-1, renormalized over them. In a residual model the
-  last position, where the answer is read out, reaches the loss through the identity path
-  with unit gain, while every other position reaches it only through attention with small
-  initial weights; at initialization m_L ~ L and the rest ~ 0, whatever B is. No attention
-  bias can move that spike, so ``all`` would spend the fit on it; ``context`` flattens the
-  profile over the positions that can hold the target, which is what the bias can change.
+Settings (lostmid.analysis.settings.FitSettings), each a reading the blog leaves open:
+- ``target``: the profile flattened. ``loss``: the influence energy E||P_0(j)||^2 of the loss
+  (lostmid.core.adjoint.seed_input_energies, one vmapped pass over the initializations);
+  ``output_jacobian``: the blog's E||d output_L / d x_j||, power 1
+  (lostmid.core.adjoint.output_jacobian_norms, the measure of the initialization sweep).
+- ``positions``: ``all``: E_inf of the whole profile, which silencing positions can only raise.
+  ``context``: E_inf of positions 1..L-1 renormalized over them, plus the hinge penalty
+  (log s_0 - log s)_+^2 on the context's share s of the profile's total (s_0: at B = 0, per
+  initialization): renormalized alone, the context is "flat" when all of it is equally tiny, and
+  a self-attention spike reaches that; the penalty keeps the context's share at least at its
+  B = 0 value (in a residual model the readout position's identity path is out of B's reach).
+- ``param``: ``full``: every causal entry free (the blog's table B(i, j)); ``distance``: B_ij =
+  c(i - j), L numbers.
+
+A fit cannot pass unless it did what it is for: on ``heldout`` further initializations (never
+seen by the fit) the imbalance of the fitted profile must fall, the t interval of the per-init
+change lying below 0 (``FitResult.accepted``); else the command fails with one line.
 """
 
 from __future__ import annotations
@@ -30,12 +36,13 @@ import numpy as np
 import pandas as pd
 import torch
 
+from lostmid.analysis.settings import BATCHES, FIT_INITS, HELD_OUT, FitSettings
 from lostmid.core import task
-from lostmid.core.adjoint import seed_input_energies
+from lostmid.core.adjoint import functional_logits, output_jacobian_norms, seed_input_energies, zero_state
 from lostmid.core.density import density, imbalance, positions
-from lostmid.analysis.settings import FitSettings
-from lostmid.errors import ConfigError
 from lostmid.core.model import FlagTransformer, ModelConfig, model_at_init
+from lostmid.errors import ConfigError
+from lostmid.tables.summaries import t_half_width
 
 log = logging.getLogger(__name__)
 
@@ -43,11 +50,26 @@ log = logging.getLogger(__name__)
 @dataclass
 class FitResult:
     bias: torch.Tensor  # (L, L), gauge-fixed, zero above the diagonal
-    iterations: pd.DataFrame  # iteration, E_inf_fit, E_inf
+    iterations: pd.DataFrame  # iteration, objective, E_inf_fit, E_inf
     profiles: pd.DataFrame  # stage (before/after), position, p, density (held-out inits)
-    before: float  # held-out E_inf of the fitted positions at B = 0
-    after: float  # ... at the fitted B
+    summary: pd.DataFrame  # one row per held-out initialization (see ``summary_table``)
+    change: tuple[float, float, float]  # held-out imbalance change after - before: mean, interval low, high
     converged: bool
+
+    @property
+    def before(self) -> float:
+        """Held-out imbalance of the fitted positions at B = 0, mean over the held-out inits."""
+        return float(self.summary.imbalance_before.mean())
+
+    @property
+    def after(self) -> float:
+        """... at the fitted B."""
+        return float(self.summary.imbalance_after.mean())
+
+    @property
+    def accepted(self) -> bool:
+        """The guard: the interval of the held-out change lies below 0 (the fit flattened the profile)."""
+        return self.change[2] < 0
 
 
 def fitted_positions(L: int, positions: str) -> slice:
@@ -55,9 +77,20 @@ def fitted_positions(L: int, positions: str) -> slice:
 
 
 def fitted_imbalance(energies: torch.Tensor, part: slice) -> torch.Tensor:
-    """The fit's objective per initialization: E_inf (uniform target) of the density renormalized
-    over the positions ``part`` (``lostmid.core.density``); energies (inits, L) -> (inits,)."""
+    """E_inf (uniform target) of the density renormalized over the positions ``part``
+    (``lostmid.core.density``); energies (inits, L) -> (inits,)."""
     return imbalance(density(energies[..., part]))
+
+
+def context_share(energies: torch.Tensor) -> torch.Tensor:
+    """The share of positions 1..L-1 in the profile's total, (inits, L) -> (inits,)."""
+    return energies[..., :-1].sum(-1) / energies.sum(-1)
+
+
+def share_penalty(energies: torch.Tensor, floor: torch.Tensor) -> torch.Tensor:
+    """(log floor - log share)_+^2 per initialization: zero while the context keeps at least the share
+    ``floor`` (its B = 0 value), growing as the context is silenced."""
+    return torch.relu(floor.log() - context_share(energies).log()).square()
 
 
 def gauge_fix(theta: torch.Tensor) -> torch.Tensor:
@@ -80,45 +113,61 @@ def bias_matrix(theta: torch.Tensor, L: int, param: str) -> torch.Tensor:
 
 @dataclass
 class Problems:
-    """The fit's random initializations, each with its own batch: ``energies`` evaluates them all
-    in one vmapped pass (lostmid.core.adjoint.seed_input_energies)."""
+    """Random initializations of one model, each with its own fixed batch; ``profiles`` gives the
+    fitted target's profile of every one under a bias."""
 
     models: list[FlagTransformer]
     tokens: torch.Tensor  # (inits, batch, L)
     targets: torch.Tensor  # (inits, batch)
+    target: str  # loss | output_jacobian
 
     @classmethod
-    def draw(cls, config: ModelConfig, settings: FitSettings, offset: int) -> "Problems":
-        L = config.seq_len
-        law = task.flag_law(L, "uniform")
+    def draw(cls, config: ModelConfig, settings: FitSettings, first: int, count: int) -> "Problems":
+        """``count`` initializations: weights seed + first + j, batches seed + BATCHES + first + j."""
+        law = task.flag_law(config.seq_len, "uniform")
         models, batches = [], []
-        for j in range(settings.inits):
-            models.append(model_at_init(config, settings.seed + offset + j))
-            batches.append(task.sample_batch(settings.batch, L, law, torch.Generator().manual_seed(settings.seed + 1000 + offset + j)))
-        return cls(models, torch.stack([b[0] for b in batches]), torch.stack([b[1] for b in batches]))
+        for j in range(count):
+            models.append(model_at_init(config, settings.seed + first + j))
+            generator = torch.Generator().manual_seed(settings.seed + BATCHES + first + j)
+            batches.append(task.sample_batch(settings.batch, config.seq_len, law, generator))
+        return cls(models, torch.stack([b[0] for b in batches]), torch.stack([b[1] for b in batches]), settings.target)
 
-    def energies(self, bias: torch.Tensor) -> torch.Tensor:
-        """Influence energy I(i) of every initialization's input adjoint under ``bias``, (inits, L)."""
-        return seed_input_energies(self.models, self.tokens, self.targets, bias)
+    def profiles(self, bias: torch.Tensor) -> torch.Tensor:
+        """The target's profile of every initialization under ``bias``, (inits, L): differentiable
+        with respect to ``bias``."""
+        if self.target == "loss":
+            return seed_input_energies(self.models, self.tokens, self.targets, bias)
+        rows = []
+        for model, tokens in zip(self.models, self.tokens):
+            buffers = {**dict(model.named_buffers()), "attn_bias": bias}
+            tap = zero_state(model, tokens).requires_grad_()
+            logits = functional_logits(model, dict(model.named_parameters()), buffers, tokens, taps=[tap])
+            rows.append(output_jacobian_norms(logits, tap, create_graph=bias.requires_grad).mean(0))
+        return torch.stack(rows)
 
 
-def fit_bias(config: ModelConfig, settings: FitSettings) -> FitResult:
-    """Fit B by Adam on mean_j E_inf(model_j, batch_j; B), stopping on the relative tolerance."""
+def fit_bias(config: ModelConfig, settings: FitSettings, inserted: ModelConfig | None = None) -> FitResult:
+    """Fit B on the model ``config`` by Adam on the mean over initializations of the objective
+    (module doc), stopping on the relative tolerance; judge it on held-out initializations.
+    ``inserted``: the model B is inserted into (default ``config``), whose attention at init the
+    summary reports."""
     if config.attention == "uniform":
         raise ConfigError("config key model.attention: a logit bias has no effect on uniform attention")
     L = config.seq_len
     part = fitted_positions(L, settings.positions)
-    problems = Problems.draw(config, settings, offset=0)
+    problems = Problems.draw(config, settings, FIT_INITS, settings.inits)
+    floor = context_share(problems.profiles(torch.zeros(L, L)).detach())
     theta = torch.zeros((L,) if settings.param == "distance" else (L, L), requires_grad=True)
     optimizer = torch.optim.Adam([theta], lr=settings.lr)
     rows, best, history = [], float("inf"), []
     converged = False
     for iteration in range(settings.max_iter + 1):
-        bias = bias_matrix(theta, L, settings.param)
-        energies = problems.energies(bias)
-        objective = fitted_imbalance(energies, part).mean()
-        full = fitted_imbalance(energies.detach(), slice(0, L)).mean()
-        rows.append((iteration, objective.item(), full.item()))
+        profiles = problems.profiles(bias_matrix(theta, L, settings.param))
+        flatness = fitted_imbalance(profiles, part)
+        penalty = share_penalty(profiles, floor) if settings.positions == "context" else torch.zeros_like(flatness)
+        objective = (flatness + penalty).mean()
+        whole = fitted_imbalance(profiles.detach(), slice(0, L)).mean().item()
+        rows.append((iteration, objective.item(), flatness.mean().item(), whole))
         best = min(best, objective.item())
         history.append(best)
         if iteration >= settings.patience:
@@ -132,38 +181,89 @@ def fit_bias(config: ModelConfig, settings: FitSettings) -> FitResult:
         objective.backward()
         optimizer.step()
     bias = bias_matrix(theta.detach(), L, settings.param)
-    iterations = pd.DataFrame(rows, columns=["iteration", "E_inf_fit", "E_inf"])
-    profiles, before, after = held_out_profiles(config, settings, bias)
-    log.info("bias fit L=%d: %d iterations, held-out E_inf %.4g -> %.4g", L, len(rows) - 1, before, after)
-    return FitResult(bias, iterations, profiles, before, after, converged)
+    iterations = pd.DataFrame(rows, columns=["iteration", "objective", "E_inf_fit", "E_inf"])
+    held_out = Problems.draw(config, settings, HELD_OUT, settings.heldout)
+    profiles, summary = held_out_tables(held_out, bias, part)
+    inserted = inserted or config
+    # The same measures in the model B is inserted into (equal to the above when it is the fit's own).
+    _, in_model = held_out_tables(Problems.draw(inserted, settings, HELD_OUT, settings.heldout), bias, part)
+    summary = summary.assign(**{f"inserted_{name}": in_model[name] for name in in_model.columns if name != "heldout_init"})
+    summary = summary.assign(**bias_summary(bias), **self_attention_at_init(inserted, settings, held_out.tokens, bias))
+    differences = (summary.imbalance_after - summary.imbalance_before).to_numpy()
+    half = t_half_width(float(differences.std(ddof=1)), differences.size, settings.level)
+    change = (float(differences.mean()), float(differences.mean() - half), float(differences.mean() + half))
+    log.info("bias fit L=%d: %d iterations, held-out imbalance %.4g -> %.4g, change %.4g [%.4g, %.4g]",
+             L, len(rows) - 1, summary.imbalance_before.mean(), summary.imbalance_after.mean(), *change)
+    return FitResult(bias, iterations, profiles, summary.assign(accepted=change[2] < 0), change, converged)
 
 
-def held_out_profiles(config: ModelConfig, settings: FitSettings, bias: torch.Tensor):
-    """Density profiles before (B = 0) and after (fitted B) on held-out inits and batches."""
-    L = config.seq_len
-    part = fitted_positions(L, settings.positions)
-    problems = Problems.draw(config, settings, offset=500)
-    frames, scores = [], {}
+def held_out_tables(problems: Problems, bias: torch.Tensor, part: slice) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """On the held-out initializations, B = 0 against the fitted B: the mean density profiles
+    (stage, position, p, density, density_fit, E_inf_fit, E_inf) and, per initialization, the
+    imbalance of the fitted positions, the context's share and the raw total."""
+    L = bias.shape[0]
+    frames, per_init = [], {}
     for stage, b in (("before", torch.zeros(L, L)), ("after", bias)):
-        energies = problems.energies(b).detach()
-        scores[stage] = fitted_imbalance(energies, part).mean().item()
-        mean_density = density(energies).mean(0).numpy()
+        energies = problems.profiles(b).detach().double()
         fit_density = np.full(L, np.nan)
         fit_density[part] = density(energies[:, part]).mean(0).numpy()
-        frames.append(
-            pd.DataFrame(
-                {
-                    "stage": stage,
-                    "position": np.arange(1, L + 1),
-                    "p": positions(L),
-                    "density": mean_density,
-                    "density_fit": fit_density,
-                    "E_inf_fit": scores[stage],
-                    "E_inf": fitted_imbalance(energies, slice(0, L)).mean().item(),
-                }
-            )
-        )
-    return pd.concat(frames, ignore_index=True), scores["before"], scores["after"]
+        per_init[f"imbalance_{stage}"] = fitted_imbalance(energies, part).numpy()
+        per_init[f"context_share_{stage}"] = context_share(energies).numpy()
+        per_init[f"total_{stage}"] = energies.sum(-1).numpy()
+        frames.append(pd.DataFrame({
+            "stage": stage, "position": np.arange(1, L + 1), "p": positions(L), "density": density(energies).mean(0).numpy(),
+            "density_fit": fit_density, "E_inf_fit": per_init[f"imbalance_{stage}"].mean(),
+            "E_inf": fitted_imbalance(energies, slice(0, L)).mean().item(),
+        }))
+    summary = pd.DataFrame({"heldout_init": np.arange(len(problems.models)), **per_init})
+    return pd.concat(frames, ignore_index=True), summary
+
+
+def lag_means(bias: torch.Tensor) -> np.ndarray:
+    """c(k): the mean bias of the keys k positions back from their query, k = 0..L-1."""
+    B = bias.double().numpy()
+    return np.array([np.diagonal(B, -k).mean() for k in range(B.shape[0])])
+
+
+def bias_summary(bias: torch.Tensor) -> dict[str, float]:
+    """Two numbers of B that a row's shift cannot change (softmax ignores it, so the gauge does not matter):
+
+    c0         the bias a query gives itself minus its mean bias over its older keys (lags >= 1),
+               averaged over the queries 2..L;
+    lag_slope  the least-squares slope of B(i, i - k) on the lag k over k >= 1 within each query
+               (query fixed effects: every query's values and lags centred on its own means), pooled
+               over the queries 3..L; negative: recent keys weighted more. For a Toeplitz B it is
+               the slope of c(k) over k >= 1.
+    """
+    B = bias.double().numpy()
+    L = B.shape[0]
+    c0 = np.mean([B[i, i] - B[i, :i].mean() for i in range(1, L)]) if L > 1 else float("nan")
+    num = den = 0.0
+    for i in range(2, L):
+        lags = np.arange(1, i + 1)
+        values = B[i, i - lags]
+        num += float(((lags - lags.mean()) * (values - values.mean())).sum())
+        den += float(((lags - lags.mean()) ** 2).sum())
+    return {"c0": float(c0), "lag_slope": num / den if den else float("nan")}
+
+
+def self_attention_at_init(config: ModelConfig, settings: FitSettings, tokens: torch.Tensor, bias: torch.Tensor) -> dict[str, float]:
+    """The mean attention weight a query pays itself (every layer, head and query) in the model B
+    is inserted into, at the held-out initializations on their batches: with B and with B = 0."""
+    from lostmid.architectures.measure import flag_pairs, flag_weights, record
+
+    found = {}
+    for name, b in (("self_attention_init", bias), ("self_attention_init_b0", torch.zeros_like(bias))):
+        diagonals = []
+        for j, batch in enumerate(tokens):
+            model = model_at_init(config, settings.seed + HELD_OUT + j)
+            model.set_attention_bias(b)
+            pairs, scales = flag_pairs(model)
+            with torch.no_grad(), record(pairs, flag_weights, scales) as stats:
+                model(batch)
+            diagonals.append(np.diagonal(stats.attention(), axis1=1, axis2=2).mean())
+        found[name] = float(np.mean(diagonals))
+    return found
 
 
 def bias_long(bias: torch.Tensor) -> pd.DataFrame:

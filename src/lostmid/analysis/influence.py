@@ -89,28 +89,19 @@ def analyze(model, tokens, targets, deltas, chunk: int = 1024) -> tuple[pd.DataF
 
 
 def output_jacobian_norms(model, tokens: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
-    """The blog's influence measure: E ||d logits / d x_j||, power 1, per input position j; shape (L,).
+    """The blog's influence measure: E ||d logits_L / d x_j||, power 1, per input position j; shape (L,).
 
-    ``logits`` is the readout at position L (the final output; both answer logits), x_j the
-    input embedding of position j (token plus position embedding), ||.|| the Frobenius norm of
-    the 2 x d Jacobian block, E the mean over the sequences of ``tokens``. Unlike the influence
-    energy (squared norm of the loss gradient, ``energies``) it involves no target and no
-    square. Cost: one backward pass per output logit (two), never one per position: the
-    sequences are independent, so the gradient of the batch sum of logit c with respect to a
-    zero tap on the embeddings holds every sequence's row of the Jacobian at once.
+    ``logits_L`` is the readout at position L (the final output; both answer logits), x_j the
+    input embedding of position j (token plus position embedding), E the mean over the sequences
+    of ``tokens`` of ``lostmid.core.adjoint.output_jacobian_norms``. Unlike the influence energy
+    (squared norm of the loss gradient, ``energies``) it involves no target and no square.
     """
     model.eval()
     total = None
     for part in tokens.split(chunk):
         with torch.enable_grad():
             logits, (x0,) = adjoint.tapped_logits(model, part)
-            if logits.dim() == 3:  # readout 'all': the final output is the last position's
-                logits = logits[:, -1]
-            squared = torch.zeros(part.shape[0], part.shape[1], dtype=torch.float64, device=part.device)
-            for c in range(logits.shape[-1]):
-                (grad,) = torch.autograd.grad(logits[:, c].sum(), x0, retain_graph=c + 1 < logits.shape[-1])
-                squared += grad.double().square().sum(-1)
-        norms = squared.sqrt().sum(0)
+            norms = adjoint.output_jacobian_norms(logits, x0).sum(0)
         total = norms if total is None else total + norms
     return (total / tokens.shape[0]).cpu()
 

@@ -71,27 +71,47 @@ class ChannelSettings:
     float64: bool  # analyse in double precision (tolerance 1e-9 instead of 1e-4)
 
 
+# The bias fit's seeds, relative to bias_fit.seed (the one home of these offsets): initialization j
+# of the fit draws its weights from seed + FIT_INITS + j and its batch from seed + BATCHES + FIT_INITS
+# + j; held-out initialization j the same with HELD_OUT in place of FIT_INITS. The schema bounds
+# inits and heldout by 500, so that no two of these ranges overlap.
+FIT_INITS, HELD_OUT, BATCHES = 0, 500, 1000
+
+
 @dataclass(frozen=True)
 class FitSettings:
-    """The attention-bias fit (``bias_fit``; docs/theory.md §6, the fit itself is lostmid.analysis.bias_fit)."""
+    """The attention-bias fit of one bias variant: the config's ``bias_fit`` block under the variant's
+    ``remedy.fit`` (docs/theory.md §6, docs/remedies.md; the fit itself is lostmid.analysis.bias_fit)."""
 
+    target: str  # loss: the squared loss-gradient energy; output_jacobian: E ||d output_L / d x_j||
+    positions: str  # context: positions 1..L-1 (context share held >= its B = 0 value); all: the whole profile
+    param: str  # distance: B_ij = c(i - j) (L numbers); full: every entry free
     inits: int  # random initializations averaged in the objective
+    heldout: int  # held-out initializations that judge the fit (the unit of its interval)
     batch: int  # sequences per initialization (one fixed batch each)
     max_iter: int  # Adam iterations at most
     lr: float  # Adam step on the logit bias
     tol: float  # stop when the best objective improved by less than tol (relative) ...
     patience: int  # ... over the last `patience` iterations
-    positions: str  # context: positions 1..L-1; all: the whole profile
-    param: str  # distance: B_ij = c(i - j) (L numbers); full: every entry free
-    seed: int  # fit seeds: seed + j (weights), seed + 1000 + j (batches); check: + 500
+    level: float  # level of the held-out interval of the guard
+    seed: int  # base of the fit's seeds (FIT_INITS, HELD_OUT, BATCHES above)
 
     def seeds(self) -> list[int]:
         """Every seed the fit uses: check these are not training seeds."""
-        return [self.seed + offset + j for offset in (0, 500, 1000, 1500) for j in range(self.inits)]
+        weights = [self.seed + FIT_INITS + j for j in range(self.inits)] + [self.seed + HELD_OUT + j for j in range(self.heldout)]
+        return weights + [seed + BATCHES for seed in weights]
 
 
-def check_disjoint_from_training(settings: FitSettings, training_seeds) -> None:
+def fit_block(global_block: dict | None, remedy: dict) -> dict:
+    """The fit block of a bias variant: its ``remedy.fit`` keys over the config's ``bias_fit`` block,
+    without ``fit_model`` (which names the model, not a setting of the fit)."""
+    own = {key: value for key, value in (remedy.get("fit") or {}).items() if key != "fit_model"}
+    return {**(global_block or {}), **own}
+
+
+def check_disjoint_from_training(settings: FitSettings, training_seeds, key: str = "bias_fit") -> None:
     """The fit must draw its initializations and batches from seeds no training run uses."""
     clash = sorted(set(settings.seeds()) & set(training_seeds))
     if clash:
-        raise ConfigError(f"config key bias_fit.seed={settings.seed}: the fit would use training seeds {clash[:5]}; choose a seed far from them")
+        raise ConfigError(f"config key {key}.seed={settings.seed}: the fit would use training seeds {clash[:5]}; "
+                          "choose a seed far from them")

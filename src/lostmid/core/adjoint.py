@@ -51,6 +51,27 @@ def energy(adjoint: torch.Tensor) -> torch.Tensor:
     return adjoint.square().sum(-1).mean(0)
 
 
+def output_jacobian_norms(logits: torch.Tensor, tap: torch.Tensor, create_graph: bool = False) -> torch.Tensor:
+    """The blog's influence of every input position on the final output, per sequence, (batch, L):
+    ||d logits_L / d x_j||, the Frobenius norm (power 1) of the (answers x d) Jacobian block of the
+    readout at position L (both answer logits) with respect to x_j, read through ``tap``, a zero tap
+    on X_0 of the pass that gave ``logits`` (``tapped_logits``, or ``functional_logits``). Float64.
+
+    One backward pass per output logit (two), never one per position: the sequences are
+    independent, so the gradient of the batch sum of logit c holds every sequence's Jacobian row.
+    ``create_graph`` keeps the graph, so that the norms can be differentiated again (the bias fit
+    descends through them; the pass must then use explicit attention).
+    """
+    if logits.dim() == 3:  # readout 'all': the final output is the last position's
+        logits = logits[:, -1]
+    squared = torch.zeros(tap.shape[:2], dtype=torch.float64, device=tap.device)
+    for c in range(logits.shape[-1]):
+        retain = create_graph or c + 1 < logits.shape[-1]
+        (grad,) = torch.autograd.grad(logits[:, c].sum(), tap, retain_graph=retain, create_graph=create_graph)
+        squared = squared + grad.double().square().sum(-1)
+    return squared.sqrt()
+
+
 def functional_logits(model, weights: dict, buffers: dict, tokens, taps=()) -> torch.Tensor:
     """The model's logits with its parameters and buffers replaced by ``weights`` and ``buffers``
     (torch.func.functional_call): a pure function of the weights, so grad, jvp and vmap over the

@@ -26,6 +26,7 @@ attention is fused, so that the fused kernel takes its causal fast path, else ``
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import asdict, dataclass
 
@@ -40,6 +41,7 @@ BLOCKS = ("sequential", "parallel")
 READOUTS = ("last", "all")
 ATTENTIONS = ("softmax", "uniform")
 POSITIONS = ("learned", "none")
+INITS = ("normal", "fan_in", "pytorch")
 
 
 def _neutral(key: str):
@@ -65,6 +67,8 @@ class ModelConfig:
     layernorm: bool = _neutral("layernorm")
     mlp: bool = _neutral("mlp")
     positions: str = _neutral("positions")  # none: no position embedding; the causal mask alone carries position
+    init: str = _neutral("init")  # normal: N(0, 0.02) (nanoGPT); fan_in: N(0, 1/fan_in), embeddings N(0, 1); pytorch: its defaults
+    layernorm_eps: float = _neutral("layernorm_eps")  # eps of every LayerNorm (PyTorch's default)
 
     def __post_init__(self):
         if self.block not in BLOCKS:
@@ -73,6 +77,8 @@ class ModelConfig:
             raise ValueError(f"model.readout must be one of {READOUTS}, got {self.readout!r}")
         if self.positions not in POSITIONS:
             raise ValueError(f"model.positions must be one of {POSITIONS}, got {self.positions!r}")
+        if self.init not in INITS:
+            raise ValueError(f"model.init must be one of {INITS}, got {self.init!r}")
         if self.attention not in ATTENTIONS:
             raise ValueError(f"model.attention must be one of {ATTENTIONS}, got {self.attention!r}")
         if self.d_model % self.heads:
@@ -95,7 +101,7 @@ def causal_mask(L: int, dtype=None, device=None) -> torch.Tensor:
 
 
 def _norm(config: ModelConfig) -> nn.Module:
-    return nn.LayerNorm(config.d_model) if config.layernorm else nn.Identity()
+    return nn.LayerNorm(config.d_model, eps=config.layernorm_eps) if config.layernorm else nn.Identity()
 
 
 class CausalSelfAttention(nn.Module):
@@ -196,6 +202,19 @@ def build_steps(config: ModelConfig) -> list[nn.Module]:
     return steps
 
 
+def init_weights(module: nn.Module, fan_in: bool = False) -> None:
+    """nanoGPT's init (``fan_in`` False): small normal weights N(0, 0.02) keep LayerNorm'd activations
+    O(1) at every depth of a residual model; each linear map then scales a vector by about
+    0.02 sqrt(fan_in) (0.08 at d = 16). ``fan_in``: N(0, 1/fan_in) weights, which keep the scale
+    through every map, and N(0, 1) embeddings. Biases start at zero either way."""
+    if isinstance(module, nn.Linear):
+        nn.init.normal_(module.weight, mean=0.0, std=module.in_features ** -0.5 if fan_in else 0.02)
+    elif isinstance(module, nn.Embedding):
+        nn.init.normal_(module.weight, mean=0.0, std=1.0 if fan_in else 0.02)
+    if isinstance(module, nn.Linear) and module.bias is not None:
+        nn.init.zeros_(module.bias)
+
+
 class FlagTransformer(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
@@ -213,15 +232,8 @@ class FlagTransformer(nn.Module):
         self.has_bias = False
         self.register_load_state_dict_post_hook(lambda module, _: module._refresh_bias_flag())
         self.register_buffer("causal_mask", causal_mask(L), persistent=False)
-        self.apply(self._init_weights)
-
-    @staticmethod
-    def _init_weights(module):
-        # nanoGPT's init: small normal weights keep LayerNorm'd activations O(1) at every depth.
-        if isinstance(module, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
-        if isinstance(module, nn.Linear) and module.bias is not None:
-            nn.init.zeros_(module.bias)
+        if config.init != "pytorch":  # pytorch: the modules' own reset_parameters, as constructed
+            self.apply(functools.partial(init_weights, fan_in=config.init == "fan_in"))
 
     def step_size(self, k: int) -> float:
         """h_k = epsilon * zeta(k epsilon) with zeta == 1."""

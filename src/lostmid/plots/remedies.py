@@ -121,17 +121,45 @@ def overhead(table: pd.DataFrame, path, baseline: str) -> None:
 FIT_KEYS = ["variant", "L", "depth"]  # one fitted bias per bias variant, L and depth
 
 
-def bias_heatmap(matrices: pd.DataFrame, path) -> None:
-    """The fitted B (query i down, key j across), one panel per fit (variant, L, depth)."""
+# The words of a bias fit's reading (lostmid.analysis.bias_fit; docs/remedies.md, "Readings of the bias correction").
+READING_WORDS = {
+    "target": {"loss": "flattens the loss-gradient energy E||P_0(j)||^2",
+               "output_jacobian": "flattens the output Jacobian E||d output_L / d x_j||"},
+    "positions": {"all": "over all positions", "context": "over positions 1..L-1 (their share held)"},
+    "param": {"full": "every entry of B free", "distance": "B_ij = c(i - j)"},
+}
+
+
+def reading_line(fit: pd.Series) -> str:
+    """One line describing a fit's reading and what it did, from a row of results/bias_fit_summary."""
+    where = "its own model" if fit.fit_model == fit.variant else f"{fit.fit_model}"
+    words = [READING_WORDS[key][fit[key]] for key in ("target", "positions", "param")]
+    return (f"{words[0]} {words[1]}, {words[2]}, fitted on {where} at init\n"
+            f"held-out imbalance {fit.imbalance_before:.3g} -> {fit.imbalance_after:.3g}, "
+            f"context share {fit.context_share_before:.3g} -> {fit.context_share_after:.3g}\n"
+            f"c0 {fit.c0:+.2f}, lag slope {fit.lag_slope:+.3f}; self-attention at init "
+            f"{fit.self_attention_init_b0:.2f} (B = 0) -> {fit.self_attention_init:.2f}"
+            + ("" if fit.accepted else "\nNOT accepted by the held-out guard"))
+
+
+def bias_heatmap(matrices: pd.DataFrame, summaries: pd.DataFrame, path) -> None:
+    """Each reading's fitted B (query i down, key j across) beside a line that describes the reading:
+    one row per fit (variant, L, depth)."""
     fits = matrices.groupby(FIT_KEYS)
-    fig, axes = plt.subplots(1, len(fits), figsize=(3.6 * len(fits), 3.2), squeeze=False)
-    for ax, ((variant, L, depth), part) in zip(axes[0], fits):
+    means = summaries.groupby(FIT_KEYS + ["target", "positions", "fit_model", "param"], as_index=False).mean(numeric_only=True)
+    fig, axes = plt.subplots(len(fits), 2, figsize=(10.5, 3.4 * len(fits)), squeeze=False,
+                             gridspec_kw={"width_ratios": [1, 1.6]})
+    for (ax, text), ((variant, L, depth), part) in zip(axes, fits):
         B = np.full((L, L), np.nan)
         B[part["query"] - 1, part["key"] - 1] = part["bias"]
         limit = np.nanmax(np.abs(B)) or 1.0
         sns.heatmap(B, ax=ax, cmap="RdBu_r", center=0, vmin=-limit, vmax=limit, square=True,
                     xticklabels=False, yticklabels=False, cbar_kws={"shrink": 0.7})
         ax.set(title=f"B of {variant}, L={L}, depth {depth}", xlabel="key j", ylabel="query i")
+        fit = means[(means.variant == variant) & (means.L == L) & (means.depth == depth)]
+        text.axis("off")
+        text.text(0.0, 0.5, reading_line(fit.iloc[0]) if len(fit) else "(no summary)", va="center", fontsize=8.5, wrap=True)
+    fig.tight_layout()
     save(fig, path)
 
 
