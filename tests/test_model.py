@@ -90,11 +90,11 @@ def test_a_loaded_bias_is_used_by_the_fused_path():
 
 def test_the_default_init_is_nanogpts_normal_and_the_other_inits_change_only_the_weights_scale():
     torch.manual_seed(0)
-    default = FlagTransformer(ModelConfig(seq_len=8, d_model=16, heads=2))
+    default = FlagTransformer(model_config(seq_len=8, d_model=16, heads=2))
     torch.manual_seed(0)
-    fan_in = FlagTransformer(ModelConfig(seq_len=8, d_model=16, heads=2, init="fan_in"))
+    fan_in = FlagTransformer(model_config(seq_len=8, d_model=16, heads=2, init="fan_in"))
     torch.manual_seed(0)
-    pytorch = FlagTransformer(ModelConfig(seq_len=8, d_model=16, heads=2, init="pytorch"))
+    pytorch = FlagTransformer(model_config(seq_len=8, d_model=16, heads=2, init="pytorch"))
     qkv = [m.steps[0].attn.qkv.weight for m in (default, fan_in, pytorch)]
     assert abs(qkv[0].std().item() - 0.02) < 0.003 and abs(qkv[1].std().item() - 16 ** -0.5) < 0.03
     assert qkv[2].abs().max().item() <= 16 ** -0.5  # PyTorch's Linear default: U(-1/sqrt(fan_in), 1/sqrt(fan_in))
@@ -103,11 +103,11 @@ def test_the_default_init_is_nanogpts_normal_and_the_other_inits_change_only_the
 
 
 def test_layernorm_eps_reaches_every_layernorm():
-    model = FlagTransformer(ModelConfig(seq_len=8, d_model=8, heads=2, layernorm_eps=1e-9))
+    model = FlagTransformer(model_config(seq_len=8, d_model=8, heads=2, layernorm_eps=1e-9))
     norms = [m for m in model.modules() if isinstance(m, torch.nn.LayerNorm)]
     assert norms and all(m.eps == 1e-9 for m in norms)
 
 
 def test_an_unknown_init_names_the_option():
     with pytest.raises(ValueError, match="model.init"):
-        ModelConfig(seq_len=8, d_model=8, init="xavier")
+        model_config(seq_len=8, d_model=8, init="xavier")
