@@ -198,7 +198,7 @@ FIGURE_TABLES = tuple(dict.fromkeys([table for _, needs in FIGURES.values() for 
 # The tables the evidence stage reads (lostmid.evidence.inputs.TABLES), in the order of its options
 # (`lostmid evidence --failure ... --algebraic-probes ...`).
 EVIDENCE_TABLES = ("failure", "metrics", "density_flow", "conditions", "structural", "init_sweep", "bias_matrix",
-                   "algebraic_table", "algebraic_probes")
+                   "bias_summary", "algebraic_table", "algebraic_probes")
 
 
 def _drawable(needs, tables: dict[str, list[str]]) -> bool:

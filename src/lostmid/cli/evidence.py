@@ -20,7 +20,8 @@ TABLE_HELP = {
     "conditions": "results/conditions files",
     "structural": "the structural baseline table",
     "init_sweep": "the initialization sweep table (with output_jacobian)",
-    "bias_matrix": "results/bias_fit/matrix files (the fitted B, long format)",
+    "bias_matrix": "results/bias_fit_matrix files (the fitted B, long format)",
+    "bias_summary": "results/bias_fit_summary files (the bias fit's checks, one row per held-out initialization)",
     "algebraic_table": "the algebraic simulations' Table 1 (table.parquet)",
     "algebraic_probes": "the algebraic probe study (probes.parquet)",
 }

@@ -15,13 +15,14 @@ from lostmid.evidence import decisions as dec
 from lostmid.evidence import statistics as st
 from lostmid.evidence.settings import EvidenceSettings
 
-BLOG = "blog"
+BLOG = "blog"  # the family of the blog's rows (Claim.family; docs/evidence.md, "Family-wise correction")
 PAPER = "paper"
 
 COLUMNS = ["claim", "source", "setting", "variant", "L", "depth", "residual", "checkpoint", "statistic", "unit",
-           "estimate", "ci_low", "ci_high", "n_seeds", "method", "verdict", "rule", "rule_kind", "margin", "note"]
+           "estimate", "ci_low", "ci_high", "n_seeds", "method", "verdict", "rule", "rule_kind", "margin", "note",
+           "reading", "family_size", "adjusted_level", "adjusted_low", "adjusted_high", "adjusted_verdict"]
 
-TABLES = ("failure", "metrics", "density_flow", "conditions", "structural", "init_sweep", "bias_matrix",
+TABLES = ("failure", "metrics", "density_flow", "conditions", "structural", "init_sweep", "bias_matrix", "bias_summary",
           "algebraic_table", "algebraic_probes")
 
 REQUIRED_COLUMNS = {
@@ -32,6 +33,10 @@ REQUIRED_COLUMNS = {
     "structural": ["residual", "L", "depth", "layer", "position", "measured", "closed_form"],
     "init_sweep": ["residual", "depth", "seed", "position", "density", "output_jacobian"],
     "bias_matrix": ["L", "depth", "query", "key", "bias"],
+    # One row per held-out initialization of a bias fit (docs/evidence.md, "The bias fit's checks").
+    "bias_summary": ["variant", "L", "depth", "target", "positions", "fit_model", "param", "heldout_init",
+                     "imbalance_before", "imbalance_after", "context_share_before", "context_share_after", "c0", "lag_slope",
+                     "self_attention_init", "self_attention_init_b0", "accepted"],
     "algebraic_table": ["method", "left", "middle", "right", "LIM", "E_inf", "Z", "obs_imbalance"],
     "algebraic_probes": ["n_probe", "rel_bias", "rel_std"],
 }
@@ -58,6 +63,7 @@ class Inputs:
     structural: pd.DataFrame | None = None
     init_sweep: pd.DataFrame | None = None
     bias_matrix: pd.DataFrame | None = None
+    bias_summary: pd.DataFrame | None = None
     algebraic_table: pd.DataFrame | None = None
     algebraic_probes: pd.DataFrame | None = None
 
@@ -114,6 +120,10 @@ class Setting:
     checkpoint: str | None = None
     reference: str | None = None  # the variant compared against, for paired claims
     missing: str | None = None  # why this setting cannot be evaluated (its row says "not run: ...")
+    reading: str | None = None  # the reading of the blog's fix (a bias variant) the row is about
+    # Why the result, although computed, gets no verdict (its row says "not evaluable: ..."): the
+    # intervention did not do what it is for, or the reference never learns.
+    not_evaluable: str | None = None
 
     def words(self) -> str:
         parts = []
@@ -152,6 +162,9 @@ class Claim:
     settings: Callable[[Inputs, EvidenceSettings], list[Setting]]
     compute: Callable[[Inputs, EvidenceSettings, Setting], Result]
     log_axis: bool = False  # the forest plot shows this unit on a log axis
+    # The family whose rows share a family-wise error rate (docs/evidence.md, "Family-wise
+    # correction"); None: the row's own interval decides.
+    family: str | None = None
 
 
 def deterministic(value: float, units: int, what: str) -> st.Interval:
