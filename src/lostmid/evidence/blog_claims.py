@@ -13,8 +13,8 @@ import pandas as pd
 
 from lostmid.evidence import decisions as dec
 from lostmid.evidence import statistics as st
-from lostmid.evidence.inputs import (EvidenceError, Inputs, NotRun, Result, Setting, deterministic, last_common_step, pair_settings,
-                                     rows_of, runs_of)
+from lostmid.evidence.inputs import (EvidenceError, Inputs, NotRun, Result, Setting, deterministic, last_common_step,
+                                     pair_settings, rows_of, runs_of)
 from lostmid.evidence.settings import EvidenceSettings
 from lostmid.tables.summaries import accuracy_per_checkpoint
 
@@ -144,7 +144,7 @@ def first_token_density_grows_with_depth(inputs: Inputs, ev: EvidenceSettings, s
     return _growth(inputs, ev, "density", 2, "influence density m_j (squared loss gradient)")
 
 
-# =========================================================================== the readings of the blog's fix and the fit's checks
+# ================================================================ the readings of the blog's fix and the fit's checks
 #
 # A *reading* of the blog's fix is a bias variant (its name): how B is fitted (target, positions,
 # fit model, parametrization) and what it is inserted into. Every claim about the fix gets one row
@@ -163,29 +163,31 @@ def fit_rows(inputs: Inputs, s: Setting) -> pd.DataFrame:
     if part.empty:
         raise NotRun(f"not run: bias_fit_summary has no rows of {s.variant} at L {s.L}, depth {s.depth}")
     if not part.heldout_init.is_unique:
-        raise EvidenceError(f"bias_fit_summary lists a held-out initialization of {s.variant} at L {s.L}, depth {s.depth} twice")
-    values = part[[f"{q}_{stage}" for q in ("imbalance", "context_share") for stage in ("before", "after")]].to_numpy(np.float64)
+        raise EvidenceError(f"bias_fit_summary lists a held-out initialization of {s.variant} at L {s.L}, "
+                            f"depth {s.depth} twice")
+    columns = [f"{q}_{stage}" for q in ("imbalance", "context_share") for stage in ("before", "after")]
+    values = part[columns].to_numpy(np.float64)
     if not (np.isfinite(values).all() and (values > 0).all()):
-        raise EvidenceError(f"bias_fit_summary of {s.variant} at L {s.L}, depth {s.depth}: an imbalance or context share "
-                            "is not positive and finite")
+        raise EvidenceError(f"bias_fit_summary of {s.variant} at L {s.L}, depth {s.depth}: an imbalance or context "
+                            "share is not positive and finite")
     return part.sort_values("heldout_init")
 
 
 def log_change_per_init(part: pd.DataFrame, quantity: str) -> pd.Series:
     """Per held-out initialization: log(quantity with the fitted B / quantity at B = 0)."""
-    return pd.Series(np.log(part[f"{quantity}_after"].to_numpy(np.float64) / part[f"{quantity}_before"].to_numpy(np.float64)),
-                     index=part.heldout_init.to_numpy())
+    after, before = (part[f"{quantity}_{stage}"].to_numpy(np.float64) for stage in ("after", "before"))
+    return pd.Series(np.log(after / before), index=part.heldout_init.to_numpy())
 
 
 def _fit_words(part: pd.DataFrame) -> str:
     first = part.iloc[0]
-    return (f"fit: target {first.target}, positions {first.positions}, fit model {first.fit_model}, param {first.param}; "
-            f"the fit's guard accepted it: {bool(part.accepted.astype(bool).all())}")
+    return (f"fit: target {first.target}, positions {first.positions}, fit model {first.fit_model}, "
+            f"param {first.param}; the fit's guard accepted it: {bool(part.accepted.astype(bool).all())}")
 
 
 def _over_inits(interval: st.Interval, what: str) -> st.Interval:
-    return interval._replace(method=f"per held-out initialization of the fit (the unit of replication: n_seeds counts them), "
-                                    f"{what}; {interval.method.replace('seed', 'held-out init')}")
+    return interval._replace(method=f"per held-out initialization of the fit (the unit of replication: n_seeds counts "
+                                    f"them), {what}; {interval.method.replace('seed', 'held-out init')}")
 
 
 def reading_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
@@ -214,10 +216,11 @@ def bias_fit_flattens_profile(inputs: Inputs, ev: EvidenceSettings, s: Setting) 
     change = log_change_per_init(part, "imbalance")
     interval = _over_inits(st.t_interval(change.to_numpy(), ev.level), "log(E_inf with the fitted B / at B = 0)")
     rule = dec.DecisionRule("at_most", -ev.log_ratio_margin, ev.level,
-                           "log(E_inf with the fitted B / E_inf at B = 0) of the fitted profile on held-out initializations")
+                           "log(E_inf with the fitted B / E_inf at B = 0) of the fitted profile on held-out "
+                           "initializations")
     before, after = (float(np.exp(np.log(part[f"imbalance_{stage}"]).mean())) for stage in ("before", "after"))
-    return Result(interval, rule, f"E_inf {before:.3g} -> {after:.3g} (geometric means over {len(part)} held-out inits); "
-                                  + _fit_words(part))
+    note = f"E_inf {before:.3g} -> {after:.3g} (geometric means over {len(part)} held-out inits); "
+    return Result(interval, rule, note + _fit_words(part))
 
 
 def bias_fit_keeps_context_share(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
@@ -230,12 +233,13 @@ def bias_fit_keeps_context_share(inputs: Inputs, ev: EvidenceSettings, s: Settin
     """
     part = fit_rows(inputs, s)
     change = log_change_per_init(part, "context_share")
-    interval = _over_inits(st.t_interval(change.to_numpy(), ev.level), "log(context share with the fitted B / at B = 0)")
+    interval = _over_inits(st.t_interval(change.to_numpy(), ev.level),
+                           "log(context share with the fitted B / at B = 0)")
     rule = dec.DecisionRule("at_least", -ev.share_margin, ev.level,
                            "log(context share with the fitted B / at B = 0) on held-out initializations")
     before, after = (100 * float(part[f"context_share_{stage}"].mean()) for stage in ("before", "after"))
-    return Result(interval, rule, f"context share {before:.3g}% -> {after:.3g}% (mean over {len(part)} held-out inits); "
-                                  + _fit_words(part))
+    note = f"context share {before:.3g}% -> {after:.3g}% (mean over {len(part)} held-out inits); "
+    return Result(interval, rule, note + _fit_words(part))
 
 
 FIT_CHECKS = (bias_fit_flattens_profile, bias_fit_keeps_context_share)
@@ -266,7 +270,7 @@ def _gate(*reasons: str | None) -> str | None:
     return "; ".join(found) if found else None
 
 
-# =========================================================================== blog (c): the fitted bias weights later tokens
+# ===================================================================== blog (c): the fitted bias weights later tokens
 
 
 def bias_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
@@ -277,8 +281,9 @@ def bias_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
         variant = values.get("variant")
         residual = values.get("residual", inputs.residual(variant) if variant in inputs.variants else None)
         L, depth = int(values["L"]), int(values["depth"])
-        found.append(Setting(variant, L, depth, None if residual is None else bool(residual), "initialization (fitted B)",
-                             reading=variant, not_evaluable=fit_not_evaluable(inputs, ev, variant, L, depth)))
+        found.append(Setting(variant, L, depth, None if residual is None else bool(residual),
+                             "initialization (fitted B)", reading=variant,
+                             not_evaluable=fit_not_evaluable(inputs, ev, variant, L, depth)))
     return found
 
 
@@ -332,10 +337,11 @@ def fitted_bias_weights_recent_keys(inputs: Inputs, ev: EvidenceSettings, s: Set
                      f"{first.self_attention_init_b0:.3g} at B = 0")
         except NotRun:
             pass
-    interval = deterministic(shape.fall, int(shape.by_lag.size) - 1, "one fitted B; least-squares line of c(k) over the lags k >= 1")
+    interval = deterministic(shape.fall, int(shape.by_lag.size) - 1,
+                             "one fitted B; least-squares line of c(k) over the lags k >= 1")
     rule = dec.DecisionRule("at_least", ev.recency_margin, ev.level,
-                           "the fall of the fitted bias from the nearest key to the farthest (least-squares line of the "
-                           "mean bias by lag over lags >= 1, the diagonal left out)")
+                           "the fall of the fitted bias from the nearest key to the farthest (least-squares line "
+                           "of the mean bias by lag over lags >= 1, the diagonal left out)")
     return Result(interval, rule, note)
 
 
@@ -372,14 +378,15 @@ def _never_learns(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> str | Non
     step, best = mid_training_step(inputs.failure, s.reference, s.L, s.depth, ev.mid_accuracy)
     if step is not None:
         return None
-    return (f"the reference {s.reference} never reaches the mid-training accuracy {ev.mid_accuracy:g} (best {best:.3f}): "
-            "a comparison with a model that does not learn says nothing about the fix")
+    return (f"the reference {s.reference} never reaches the mid-training accuracy {ev.mid_accuracy:g} "
+            f"(best {best:.3f}): a comparison with a model that does not learn says nothing about the fix")
 
 
 def debiased_speed_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
     found = []
     for s in pair_settings("bias", "failure", "steps 0 to the last common checkpoint")(inputs, ev):
-        gate = None if s.missing else _gate(fit_not_evaluable(inputs, ev, s.variant, s.L, s.depth), _never_learns(inputs, ev, s))
+        gate = None if s.missing else _gate(fit_not_evaluable(inputs, ev, s.variant, s.L, s.depth),
+                                            _never_learns(inputs, ev, s))
         found.append(replace(s, reading=s.variant, not_evaluable=gate))
     return found
 
@@ -407,11 +414,12 @@ def debiased_trains_faster(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> 
     if step is not None:
         late = [late_failure_per_seed(inputs.failure, v, s.L, s.depth, step) for v in (s.variant, s.reference)]
         diff = st.paired_difference(*late, st.t_interval, level=ev.level)
-        note += (f"; (e)'s second half, the same slowness at one checkpoint: failure on late flags (p > 1/2) at step {step} "
-                 f"({s.reference}'s mid-training), debiased - baseline {diff.estimate:.3g} [{diff.low:.3g}, {diff.high:.3g}] "
-                 f"over {diff.n} seeds (debiased {late[0].mean():.3f}, baseline {late[1].mean():.3f})")
-    return Result(interval._replace(method=f"per-seed area under the failure curve, steps 0-{horizon}, divided by the span; "
-                                           f"{interval.method}"), rule, note)
+        note += (f"; (e)'s second half, the same slowness at one checkpoint: failure on late flags (p > 1/2) at "
+                 f"step {step} ({s.reference}'s mid-training), debiased - baseline {diff.estimate:.3g} "
+                 f"[{diff.low:.3g}, {diff.high:.3g}] over {diff.n} seeds (debiased {late[0].mean():.3f}, "
+                 f"baseline {late[1].mean():.3f})")
+    method = f"per-seed area under the failure curve, steps 0-{horizon}, divided by the span; {interval.method}"
+    return Result(interval._replace(method=method), rule, note)
 
 
 def mean_accuracy_at(failure: pd.DataFrame, variant: str, L: int, depth: int, step: int) -> float:
@@ -423,10 +431,11 @@ def debiased_preference_settings(inputs: Inputs, ev: EvidenceSettings) -> list[S
     for s in pair_settings("bias", "failure", "")(inputs, ev):
         checkpoint, gate = "each at its own mid-training", None
         if s.missing is None:
-            steps = [mid_training_step(inputs.failure, v, s.L, s.depth, ev.mid_accuracy)[0] for v in (s.variant, s.reference)]
-            checkpoint = (f"step {steps[0]} vs step {steps[1]} (each at its own mid-training)" if None not in steps
-                          else "mid-training not reached by " + " and ".join(v for v, t in zip((s.variant, s.reference), steps)
-                                                                              if t is None))
+            arms = (s.variant, s.reference)
+            steps = [mid_training_step(inputs.failure, v, s.L, s.depth, ev.mid_accuracy)[0] for v in arms]
+            unreached = " and ".join(v for v, t in zip(arms, steps) if t is None)
+            checkpoint = (f"step {steps[0]} vs step {steps[1]} (each at its own mid-training)" if not unreached
+                          else f"mid-training not reached by {unreached}")
             gate = fit_not_evaluable(inputs, ev, s.variant, s.L, s.depth)
         found.append(replace(s, checkpoint=checkpoint, reading=s.variant, not_evaluable=gate))
     return found
@@ -442,8 +451,8 @@ def debiased_has_less_position_preference(inputs: Inputs, ev: EvidenceSettings, 
     checkpoint: the row is not evaluable (at an earlier step a model near chance is flat for the
     wrong reason).
     """
-    rule = _slope_rule(ev, "less_than_zero", "the difference (debiased - baseline) of the slope of logit(failure) on p, "
-                                             "each at its own mid-training checkpoint")
+    rule = _slope_rule(ev, "less_than_zero", "the difference (debiased - baseline) of the slope of logit(failure) "
+                                             "on p, each at its own mid-training checkpoint")
     slopes, words = [], []
     for variant in (s.variant, s.reference):
         step, best = mid_training_step(inputs.failure, variant, s.L, s.depth, ev.mid_accuracy)
@@ -453,7 +462,7 @@ def debiased_has_less_position_preference(inputs: Inputs, ev: EvidenceSettings, 
         words.append(f"{variant} {slopes[-1].mean():.3g} at step {step} "
                      f"(mean accuracy {mean_accuracy_at(inputs.failure, variant, s.L, s.depth, step):.3f})")
     interval = st.paired_difference(*slopes, st.t_interval, level=ev.level)
-    return Result(interval._replace(method=f"per-seed binomial logistic slope (Haldane +0.5), each arm at its own mid-training; "
-                                           f"{interval.method}"), rule, "slopes at matched accuracy: " + ", ".join(words))
+    method = f"per-seed binomial logistic slope (Haldane +0.5), each arm at its own mid-training; {interval.method}"
+    return Result(interval._replace(method=method), rule, "slopes at matched accuracy: " + ", ".join(words))
 
 

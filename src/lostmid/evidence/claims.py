@@ -64,7 +64,8 @@ CLAIMS: list[Claim] = [
           "log(context share fitted B / B = 0) per held-out initialization",
           LOG_RATIO, (), reading_settings, bias_fit_keeps_context_share),
     Claim("fitted_bias_weights_recent_keys", "blog (c)",
-          "fall of the least-squares line of the mean bias by lag over lags >= 1, nearest key to farthest (diagonal apart)",
+          "fall of the least-squares line of the mean bias by lag over lags >= 1, nearest key to farthest "
+          "(diagonal apart)",
           "attention logit", ("bias_matrix",), bias_settings, fitted_bias_weights_recent_keys, family=BLOG),
     Claim("debiased_trains_faster", "blog (d), with (e)'s second half",
           "paired difference of the mean failure rate over training (area under the failure curve)",
@@ -141,7 +142,8 @@ def _row_of(claim: Claim, setting: Setting, result: Result) -> dict:
     but gets no verdict; so does a result whose method says it was not run or is not evaluable."""
     interval = result.interval
     if setting.not_evaluable:
-        interval = interval._replace(method=f"not evaluable: {setting.not_evaluable}; {interval.method.removeprefix('not evaluable: ')}")
+        measured = interval.method.removeprefix("not evaluable: ")
+        interval = interval._replace(method=f"not evaluable: {setting.not_evaluable}; {measured}")
     row = {**dec.claim_row(interval, result.rule), "rule": result.rule_words()}
     if _no_verdict(interval.method):
         row.update(verdict=dec.INCONCLUSIVE, rule=f"{NOT_EVALUABLE_RULE} The rule that would apply: {row['rule']}")
@@ -157,7 +159,8 @@ def _row_of(claim: Claim, setting: Setting, result: Result) -> dict:
 def _evaluations(claim: Claim, inputs: Inputs, ev: EvidenceSettings) -> list[Evaluation]:
     missing = [name for name in claim.needs if getattr(inputs, name) is None]
     if missing:
-        return [Evaluation(claim, Setting(), None, _not_run_row(claim, f"not run: table {', '.join(missing)} not given"))]
+        reason = f"not run: table {', '.join(missing)} not given"
+        return [Evaluation(claim, Setting(), None, _not_run_row(claim, reason))]
     try:
         settings = claim.settings(inputs, ev)
     except NotRun as why:
@@ -187,8 +190,8 @@ def in_family(e: Evaluation) -> bool:
     (two or more seeds, finite bounds): not-run and not-evaluable rows make no claim, and a
     deterministic value has no sampling error to correct."""
     row = e.row
-    return (e.claim.family is not None and e.result is not None and not _no_verdict(row["method"]) and row["n_seeds"] >= 2
-            and math.isfinite(row["ci_low"]) and math.isfinite(row["ci_high"]))
+    return (e.claim.family is not None and e.result is not None and not _no_verdict(row["method"])
+            and row["n_seeds"] >= 2 and math.isfinite(row["ci_low"]) and math.isfinite(row["ci_high"]))
 
 
 def family_wise(evaluations: list[Evaluation], inputs: Inputs, ev: EvidenceSettings) -> None:
@@ -219,7 +222,8 @@ def evidence_table(inputs: Inputs, ev: EvidenceSettings, claims: list[Claim] | N
     bad = (set(table.verdict) | set(table.adjusted_verdict)) - set(dec.VERDICTS)
     if bad:
         raise RuntimeError(f"unexpected verdicts {bad}")
-    return table.astype({"L": "Int64", "depth": "Int64", "n_seeds": "int64", "residual": "boolean", "family_size": "int64"})
+    return table.astype({"L": "Int64", "depth": "Int64", "n_seeds": "int64", "residual": "boolean",
+                         "family_size": "int64"})
 
 
 def markdown(table: pd.DataFrame) -> str:
@@ -228,8 +232,8 @@ def markdown(table: pd.DataFrame) -> str:
     The last column is the family-wise verdict of the rows in a family (with the adjusted interval
     in the rules below), "–" for the rows outside one; a table written before the correction
     existed has none."""
-    lines = ["| # | claim | source | setting | statistic (unit) | estimate [interval] | seeds | verdict | family-wise |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| # | claim | source | setting | statistic (unit) | estimate [interval] | seeds | verdict "
+             "| family-wise |", "|---|---|---|---|---|---|---|---|---|"]
     rules = []
     def cell(text) -> str:
         return str(text).replace("|", "\\|")
@@ -245,8 +249,9 @@ def markdown(table: pd.DataFrame) -> str:
         adjusted = f"**{row.adjusted_verdict}**" if family else "–"
         lines.append(f"| {i} | {row.claim} | {cell(row.source)} | {cell(row.setting)} | {cell(row.statistic)} ({row.unit}) | {value} | "
                      f"{row.n_seeds or '–'} | **{row.verdict}** | {adjusted} |")
-        correction = (f" Family-wise (Bonferroni over the {family} rows of its family): {row.adjusted_level:.2%} interval "
-                      f"[{row.adjusted_low:.3g}, {row.adjusted_high:.3g}], {row.adjusted_verdict}." if family else "")
+        correction = (f" Family-wise (Bonferroni over the {family} rows of its family): {row.adjusted_level:.2%} "
+                      f"interval [{row.adjusted_low:.3g}, {row.adjusted_high:.3g}], {row.adjusted_verdict}."
+                      if family else "")
         rules.append(f"{i}. {row.method}. {row.rule}{correction}" + (f" Note: {row.note}." if row.note else ""))
     return "\n".join(lines) + "\n\nMethods and decision rules, by row:\n\n" + "\n".join(rules) + "\n"
 

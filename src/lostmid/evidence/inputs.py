@@ -35,8 +35,8 @@ REQUIRED_COLUMNS = {
     "bias_matrix": ["L", "depth", "query", "key", "bias"],
     # One row per held-out initialization of a bias fit (docs/evidence.md, "The bias fit's checks").
     "bias_summary": ["variant", "L", "depth", "target", "positions", "fit_model", "param", "heldout_init",
-                     "imbalance_before", "imbalance_after", "context_share_before", "context_share_after", "c0", "lag_slope",
-                     "self_attention_init", "self_attention_init_b0", "accepted"],
+                     "imbalance_before", "imbalance_after", "context_share_before", "context_share_after", "c0",
+                     "lag_slope", "self_attention_init", "self_attention_init_b0", "accepted"],
     "algebraic_table": ["method", "left", "middle", "right", "LIM", "E_inf", "Z", "obs_imbalance"],
     "algebraic_probes": ["n_probe", "rel_bias", "rel_std"],
 }
