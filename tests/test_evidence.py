@@ -273,7 +273,8 @@ def test_the_command_writes_the_table_the_forest_plot_and_markdown(tmp_path, cap
 
 def test_the_command_reads_the_bias_fit_summary_and_decides_the_fix_only_with_it(tmp_path):
     failure, summary = tmp_path / "failure.parquet", tmp_path / "summary.parquet"
-    pd.concat([failure_table("baseline", {0: CHANCE, 100: (-0.5, 0.0), 200: (-1.5, 0.0)}, range(5), rng=np.random.default_rng(5)),
+    pd.concat([failure_table("baseline", {0: CHANCE, 100: (-0.5, 0.0), 200: (-1.5, 0.0)}, range(5),
+                             rng=np.random.default_rng(5)),
                failure_table("debiased", {0: CHANCE, 100: (0.0, 0.0), 200: (-0.3, 0.0)}, range(5),
                              rng=np.random.default_rng(7))]).to_parquet(failure)
     FLATTENED.to_parquet(summary)
@@ -284,7 +285,8 @@ def test_the_command_reads_the_bias_fit_summary_and_decides_the_fix_only_with_it
         assert main(["evidence", "--variants", variants, "--failure", str(failure), *extra, "--out", str(out)]) == 0
         tables[name] = pd.read_parquet(out).set_index("claim")
     assert tables["without"].loc["bias_fit_flattens_profile", "method"].startswith("not run: no bias_fit_summary")
-    assert tables["without"].loc["debiased_trains_faster", "method"].startswith("not evaluable: the fit's effect is unchecked")
+    unchecked = tables["without"].loc["debiased_trains_faster", "method"]
+    assert unchecked.startswith("not evaluable: the fit's effect is unchecked")
     assert tables["with"].loc["bias_fit_flattens_profile", "verdict"] == "supported"
     assert tables["with"].loc["debiased_trains_faster", "verdict"] == "contradicted"
 
