@@ -157,7 +157,7 @@ def first_token_density_grows_with_depth(inputs: Inputs, ev: EvidenceSettings, s
 def fit_rows(inputs: Inputs, s: Setting) -> pd.DataFrame:
     """The bias_fit_summary rows of one reading (one per held-out initialization); NotRun when there are none."""
     if inputs.bias_summary is None:
-        raise NotRun("not run: no bias_fit_summary table given (the bias fit's report per held-out initialization)")
+        raise NotRun("not run: no bias_fit_summary table given")
     table = inputs.bias_summary
     part = table[(table.variant == s.variant) & (table.L == s.L) & (table.depth == s.depth)]
     if part.empty:
