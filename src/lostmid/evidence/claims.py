@@ -16,8 +16,15 @@ a tolerance.
 Missing inputs. A claim whose table was not given, or whose variants are not in the run (no
 bias-corrected variant, no Algorithm 1, ...), is not dropped: it gets one explicit row whose
 ``method`` starts with "not run:" and says what is missing, with NaN estimate and verdict
-inconclusive, so the table always lists every claim. A table that is given but malformed
-(missing columns, an unknown variant, a non-positive E_inf) is an error (``EvidenceError``).
+inconclusive, so the table always lists every claim. A claim that was measured but cannot be
+decided (the reading's bias fit did not do what it is for, the reference never learns, a variant
+never reaches mid-training) says "not evaluable:" and why, keeps its estimate where there is one,
+and gets no verdict (inconclusive). A table that is given but malformed (missing columns, an
+unknown variant, a non-positive E_inf) is an error (``EvidenceError``).
+
+Family-wise correction. The rows of the claims of one family (``Claim.family``: the blog's) that
+are decided by an interval over seeds are decided again on Bonferroni intervals
+(``family_wise``), into the adjusted_* columns; ``verdict`` stays the row's own.
 
 Pairing of variants. The table knows variants only through the config's ``variants`` block
 (name -> overrides): the *reference* of a remedy variant is the variant without a remedy whose
@@ -146,7 +153,8 @@ def _row_of(claim: Claim, setting: Setting, result: Result) -> dict:
         interval = interval._replace(method=f"not evaluable: {setting.not_evaluable}; {measured}")
     row = {**dec.claim_row(interval, result.rule), "rule": result.rule_words()}
     if _no_verdict(interval.method):
-        row.update(verdict=dec.INCONCLUSIVE, rule=f"{NOT_EVALUABLE_RULE} The rule that would apply: {row['rule']}")
+        why = NOT_RUN_RULE if interval.method.startswith("not run") else NOT_EVALUABLE_RULE
+        row.update(verdict=dec.INCONCLUSIVE, rule=f"{why} The rule that would apply: {row['rule']}")
     return {"claim": claim.name, "source": claim.source, "setting": setting.words(), "variant": setting.variant,
             "L": setting.L, "depth": setting.depth, "residual": setting.residual, "checkpoint": setting.checkpoint,
             "statistic": claim.statistic, "unit": claim.unit, **row, "rule_kind": result.rule.kind,
