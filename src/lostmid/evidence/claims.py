@@ -43,7 +43,8 @@ import pandas as pd
 
 from lostmid.evidence import decisions as dec
 from lostmid.evidence import statistics as st
-from lostmid.evidence.blog_claims import (baseline_settings, bias_fit_flattens_profile, bias_fit_keeps_context_share, bias_settings, debiased_has_less_position_preference, debiased_preference_settings, debiased_speed_settings, debiased_trains_faster, failure_rises_with_position, first_token_density_grows_with_depth, first_token_jacobian_grows_with_depth, fitted_bias_weights_recent_keys, init_settings, mid_training_step, reading_settings)
+from lostmid.evidence.blog_claims import (baseline_settings, bias_settings, debiased_has_less_position_preference, debiased_preference_settings, debiased_speed_settings, debiased_trains_faster, failure_rises_with_position, first_token_density_grows_with_depth, first_token_jacobian_grows_with_depth, fitted_bias_weights_recent_keys, init_settings, mid_training_step)
+from lostmid.evidence.fit_checks import bias_fit_flattens_profile, bias_fit_keeps_context_share, reading_settings
 from lostmid.evidence.inputs import BLOG, COLUMNS, TABLES, Claim, EvidenceError, Inputs, NotRun, Result, Setting, pair_settings
 from lostmid.evidence.paper_claims import (algebraic_balance_e_inf_near_zero, algebraic_balance_z_grows, algebraic_baseline_left_right_middle, algebraic_observability_right_below_middle, algebraic_reweight_moves_little, balance_keeps_accuracy, balance_lowers_e_inf, conditions_settings, density_flow_error_falls_with_step, density_flow_matches_finite_difference, flow_settings, observability_lowers_trace_imbalance, probe_bias_falls, probe_spread_falls, reweight_changes_profile_little, single_setting, structural_baseline_matches_closed_form, sufficient_conditions_sound)
 from lostmid.evidence.settings import EvidenceSettings
