@@ -5,8 +5,9 @@
 
 Prints, for the baseline (and the bias-corrected variant, if named): the mean evaluation accuracy
 over seeds at every checkpoint, the mid-training checkpoint by the config's rule, the per-seed
-logistic slopes at every checkpoint and, for claims (a), (e) (slope; late-flag failure against
-the baseline at its mid-training) and (d) (paired area under the failure curve), the seeds needed
+logistic slopes at every checkpoint and, for claims (a), (e) (the paired slope difference, each arm
+at its own mid-training) and (d) (paired area under the failure curve; the late-flag failure
+against the baseline at its mid-training, which (d)'s row reports), the seeds needed
 for the interval's half-width to fall below the distance from the pilot's estimate to the
 threshold that decides the claim the way the pilot leans (``planning_distance``;
 ``lostmid.evidence.decisions.pilot_seed_plan``, with the pilot sd and with its upper 80%
@@ -76,21 +77,23 @@ def main() -> None:
             for variant in [args.baseline] + ([args.debiased] if args.debiased else []):
                 slopes = claims.slopes_at(failure, variant, L, depth, s)
                 tag = " (mid-training)" if s == step else ""
-                kind = "greater_than_zero" if variant == args.baseline else "equivalent_to_zero"
-                print(f"  step {s}{tag} {variant}: slopes {slopes.round(2).tolist()}\n    {kind}: "
-                      f"{plan(slopes.to_numpy(), kind, ev.slope_margin, ev)}")
+                print(f"  step {s}{tag} {variant}: slopes {slopes.round(2).tolist()}")
+                if variant == args.baseline:  # claim (a); the debiased arm's slopes enter (e) paired, below
+                    print(f"    greater_than_zero: {plan(slopes.to_numpy(), 'greater_than_zero', ev.slope_margin, ev)}")
         if not args.debiased:
             continue
         pair = Setting(args.debiased, L, depth, reference=args.baseline)
         own, best = claims.mid_training_step(failure, args.debiased, L, depth, ev.mid_accuracy)
         print(f"  {args.debiased}'s own mid-training (claim (e)): step {own} (best {best:.3f})")
-        if own is not None:
-            slopes = claims.slopes_at(failure, args.debiased, L, depth, own)
-            print(f"    equivalent_to_zero: {plan(slopes.to_numpy(), 'equivalent_to_zero', ev.slope_margin, ev)}")
+        if own is not None and step is not None:
+            diff = (claims.slopes_at(failure, args.debiased, L, depth, own)
+                    - claims.slopes_at(failure, args.baseline, L, depth, step)).dropna()
+            print(f"    slope difference debiased (step {own}) - baseline (step {step}), each at its own mid-training:\n"
+                  f"    less_than_zero: {plan(diff.to_numpy(), 'less_than_zero', ev.slope_margin, ev)}")
         if step is not None:
             late = (claims.late_failure_per_seed(failure, args.debiased, L, depth, step)
                     - claims.late_failure_per_seed(failure, args.baseline, L, depth, step)).dropna()
-            print(f"  late-flag failure (p > 1/2) debiased - baseline at step {step} (claim (e), recall): "
+            print(f"  late-flag failure (p > 1/2) debiased - baseline at step {step} (in claim (d)'s row): "
                   f"{late.round(3).tolist()}\n    less_than_zero: {plan(late.to_numpy(), 'less_than_zero', ev.recall_margin, ev)}")
         debiased, baseline, horizon = claims.training_speed_per_seed(failure, pair)
         diff = (debiased - baseline).dropna()

@@ -15,7 +15,7 @@ from lostmid.cli.main import main
 from lostmid.config import settings_from_block
 from lostmid.core import task
 from lostmid.errors import ConfigError
-from lostmid.evidence import claims
+from lostmid.evidence import blog_claims, claims
 from lostmid.evidence.settings import EvidenceSettings
 
 from conftest import model_config
@@ -56,6 +56,27 @@ def run_claim(name: str, variants=VARIANTS, **tables) -> list[dict]:
 CHANCE = (0.0, 0.0)  # failure 0.5 everywhere
 
 
+def summary_table(variant: str = "debiased", before: float = 4.0, after: float = 0.05, share_before: float = 0.5,
+                  share_after: float = 0.55, inits: int = 4, L: int = 16, depth: int = 2, accepted: bool = True,
+                  jitter: float = 0.02) -> pd.DataFrame:
+    """A bias_fit_summary (docs/bias_interface: one row per held-out initialization): per init, the
+    imbalance and the context share before (B = 0) and after (fitted B), each times exp(N(0, jitter))."""
+    rng = np.random.default_rng(20)
+    rows = []
+    for j in range(inits):
+        e = np.exp(rng.normal(0, jitter, 4))
+        rows.append({"variant": variant, "L": L, "depth": depth, "target": "output_jacobian", "positions": "all",
+                     "fit_model": "baseline_nores", "param": "full", "heldout_init": j,
+                     "imbalance_before": before * e[0], "imbalance_after": after * e[1],
+                     "context_share_before": share_before * e[2], "context_share_after": share_after * e[3],
+                     "total_before": 1.0, "total_after": 1.2, "c0": 0.1, "lag_slope": -0.4,
+                     "self_attention_init": 0.2, "self_attention_init_b0": 0.07, "accepted": accepted})
+    return pd.DataFrame(rows)
+
+
+FLATTENED = summary_table()  # a fit that did what it is for: E_inf 4 -> 0.05, context share 50% -> 55%
+
+
 # --------------------------------------------------------------------------- blog (a)
 
 
@@ -70,16 +91,11 @@ def test_planted_position_effect_is_supported():
     assert row["n_seeds"] == 6
 
 
-def test_flat_failure_within_the_margin_is_contradicted_and_equivalent():
-    curves = {0: CHANCE, 100: (-1.5, 0.0)}
-    table = pd.concat([failure_table("baseline", curves, range(8), rng=np.random.default_rng(1), n=512),
-                       failure_table("debiased", curves, range(8), rng=np.random.default_rng(2), n=512)])
+def test_flat_failure_within_the_margin_is_contradicted():
+    table = failure_table("baseline", {0: CHANCE, 100: (-1.5, 0.0)}, range(8), rng=np.random.default_rng(1), n=512)
     (rises,) = run_claim("failure_rises_with_position", failure=table)
     assert rises["verdict"] == "contradicted"
     assert rises["ci_high"] < EV.slope_margin
-    (flat,) = run_claim("debiased_has_no_position_preference", failure=table)
-    assert flat["verdict"] == "supported"
-    assert -EV.slope_margin < flat["ci_low"] and flat["ci_high"] < EV.slope_margin
 
 
 def test_noisy_position_effect_is_inconclusive():
@@ -89,26 +105,33 @@ def test_noisy_position_effect_is_inconclusive():
     assert row["ci_low"] < 0 < EV.slope_margin < row["ci_high"]
 
 
-def test_debiased_with_a_planted_slope_is_not_equivalent():
-    table = pd.concat([failure_table("baseline", {0: CHANCE, 100: (-1.5, 0.0)}, range(6)),
-                       failure_table("debiased", {0: CHANCE, 100: (-3.5, 3.0)}, range(6), rng=np.random.default_rng(4), n=256)])
-    (row,) = run_claim("debiased_has_no_position_preference", failure=table)
-    assert row["verdict"] == "contradicted"
-    assert row["checkpoint"] == "step 100 (its own mid-training)"
+def test_a_smaller_position_effect_than_the_baselines_at_matched_accuracy_is_supported_and_an_equal_one_contradicted():
+    base = failure_table("baseline", {0: CHANCE, 100: (-3.5, 3.0)}, range(6), rng=np.random.default_rng(4), n=256)
+    flat = failure_table("debiased", {0: CHANCE, 100: (-1.5, 0.0)}, range(6), rng=np.random.default_rng(5), n=256)
+    (row,) = run_claim("debiased_has_less_position_preference", failure=pd.concat([base, flat]), bias_summary=FLATTENED)
+    assert row["verdict"] == "supported" and row["ci_high"] < 0 and "paired by seed" in row["method"]
+    assert row["checkpoint"] == "step 100 vs step 100 (each at its own mid-training)" and row["reading"] == "debiased"
+    steep = failure_table("debiased", {0: CHANCE, 100: (-3.5, 3.0)}, range(6), rng=np.random.default_rng(6), n=256)
+    (row,) = run_claim("debiased_has_less_position_preference", failure=pd.concat([base, steep]),
+                       bias_summary=FLATTENED)
+    assert row["verdict"] == "contradicted" and row["ci_low"] > -EV.slope_margin
 
 
-def test_no_preference_is_judged_at_the_variants_own_mid_training():
+def test_the_position_preference_is_compared_with_each_arm_at_its_own_mid_training():
     # The debiased model is still at chance at the baseline's mid-training step (100), flat for the
-    # wrong reason; at its own mid-training step (200) it has a position effect.
-    table = pd.concat([failure_table("baseline", {0: CHANCE, 100: (-1.5, 0.0), 200: (-3.0, 0.0)}, range(6)),
+    # wrong reason; at its own mid-training step (200) it has the baseline's position effect.
+    table = pd.concat([failure_table("baseline", {0: CHANCE, 100: (-3.5, 3.0), 200: (-4.0, 0.0)}, range(6),
+                                     rng=np.random.default_rng(11), n=256),
                        failure_table("debiased", {0: CHANCE, 100: CHANCE, 200: (-3.5, 3.0)}, range(6),
                                      rng=np.random.default_rng(12), n=256)])
-    (row,) = run_claim("debiased_has_no_position_preference", failure=table)
-    assert row["checkpoint"] == "step 200 (its own mid-training)"
+    (row,) = run_claim("debiased_has_less_position_preference", failure=table, bias_summary=FLATTENED)
+    assert row["checkpoint"] == "step 200 vs step 100 (each at its own mid-training)"
     assert row["verdict"] == "contradicted"
+    assert row["note"].startswith("slopes at matched accuracy: debiased ")
+    assert "at step 200 (mean accuracy 0.8" in row["note"]
 
 
-def test_mid_training_is_the_first_checkpoint_past_the_level_and_not_run_when_never_reached():
+def test_mid_training_is_the_first_checkpoint_past_the_level_and_not_evaluable_when_never_reached():
     table = failure_table("baseline", {0: CHANCE, 100: (-0.5, 0.0), 200: (-1.2, 0.0), 300: (-3.0, 0.0)}, range(2))
     # accuracies 0.5, 0.62, 0.77, 0.95: the first at or above 0.75 is step 200.
     assert claims.mid_training_step(table, "baseline", 16, 2, 0.75) == (200, pytest.approx(1 - round(64 * _expit(-3.0)) / 64))
@@ -116,35 +139,56 @@ def test_mid_training_is_the_first_checkpoint_past_the_level_and_not_run_when_ne
     never = failure_table("baseline", {0: CHANCE, 100: CHANCE}, range(3))
     (row,) = run_claim("failure_rises_with_position", failure=never)
     assert row["verdict"] == "inconclusive" and math.isnan(row["estimate"])
-    assert row["method"].startswith("not run: mid-training undefined")
+    assert row["method"].startswith("not evaluable: mid-training undefined") and row["rule"].startswith("No verdict")
+    learns = failure_table("debiased", {0: CHANCE, 100: (-3.0, 0.0)}, range(3))
+    (row,) = run_claim("debiased_has_less_position_preference", failure=pd.concat([never, learns]),
+                       bias_summary=FLATTENED)
+    assert row["checkpoint"] == "mid-training not reached by baseline"
+    assert row["method"].startswith("not evaluable: mid-training undefined, baseline's")
+    assert row["verdict"] == "inconclusive"
 
 
-def test_late_recall_is_compared_at_the_baselines_mid_training_and_a_model_at_chance_cannot_pass():
-    # The baseline is confused at step 100 (mid-training) and fails most on late flags; a debiased
-    # model that recalls everywhere is supported, one still at chance is contradicted (it fails
-    # half the late flags), although the latter's slope is exactly flat.
-    base = failure_table("baseline", {0: CHANCE, 100: (-3.0, 3.0), 200: (-4.0, 0.0)}, range(6), rng=np.random.default_rng(13), n=128)
-    good = failure_table("debiased", {0: CHANCE, 100: (-4.0, 0.0), 200: (-4.0, 0.0)}, range(6), rng=np.random.default_rng(14), n=128)
-    (row,) = run_claim("debiased_recalls_late_flags", failure=pd.concat([base, good]))
-    assert row["checkpoint"] == "step 100 (baseline's mid-training)"
-    assert row["verdict"] == "supported" and row["ci_high"] < 0 and "paired by seed" in row["method"]
-    chance = failure_table("debiased", {0: CHANCE, 100: CHANCE, 200: CHANCE}, range(6))
-    (row,) = run_claim("debiased_recalls_late_flags", failure=pd.concat([base, chance]))
-    assert row["verdict"] == "contradicted" and row["ci_low"] > -EV.recall_margin
-
-
-# --------------------------------------------------------------------------- blog (d)
+# --------------------------------------------------------------------------- blog (d), with (e)'s second half
 
 
 def test_faster_training_is_supported_paired_by_seed_and_slower_is_contradicted():
     base = failure_table("baseline", {0: CHANCE, 100: (-0.5, 0.0), 200: (-1.5, 0.0)}, range(5), rng=np.random.default_rng(5))
     fast = failure_table("debiased", {0: CHANCE, 100: (-2.0, 0.0), 200: (-3.0, 0.0)}, range(5), rng=np.random.default_rng(6))
-    (row,) = run_claim("debiased_trains_faster", failure=pd.concat([base, fast]))
+    (row,) = run_claim("debiased_trains_faster", failure=pd.concat([base, fast]), bias_summary=FLATTENED)
     assert row["verdict"] == "supported" and row["ci_high"] < 0
-    assert "paired by seed" in row["method"]
+    assert "paired by seed" in row["method"] and row["reading"] == "debiased"
     slow = failure_table("debiased", {0: CHANCE, 100: (0.0, 0.0), 200: (-0.3, 0.0)}, range(5), rng=np.random.default_rng(7))
-    (row,) = run_claim("debiased_trains_faster", failure=pd.concat([base, slow]))
+    (row,) = run_claim("debiased_trains_faster", failure=pd.concat([base, slow]), bias_summary=FLATTENED)
     assert row["verdict"] == "contradicted" and row["ci_low"] > -EV.speed_margin
+
+
+def test_late_recall_at_the_baselines_mid_training_is_reported_with_the_speed_as_one_finding():
+    # The baseline is confused at step 100 (mid-training) and fails most on late flags; a debiased
+    # model still at chance there fails half of them: the same slowness the speed row measures.
+    base = failure_table("baseline", {0: CHANCE, 100: (-3.0, 3.0), 200: (-4.0, 0.0)}, range(6),
+                         rng=np.random.default_rng(13), n=128)
+    chance = failure_table("debiased", {0: CHANCE, 100: CHANCE, 200: CHANCE}, range(6))
+    table = pd.concat([base, chance])
+    (row,) = run_claim("debiased_trains_faster", failure=table, bias_summary=FLATTENED)
+    assert row["verdict"] == "contradicted"
+    late = (blog_claims.late_failure_per_seed(table, "debiased", 16, 2, 100)
+            - blog_claims.late_failure_per_seed(table, "baseline", 16, 2, 100))
+    assert (late > 0).all()
+    words = (f"failure on late flags (p > 1/2) at step 100 (baseline's mid-training), "
+             f"debiased - baseline {late.mean():.3g} [")
+    assert words in row["note"]
+    assert "debiased_recalls_late_flags" not in claims.CLAIMS_BY_NAME  # no finding of its own
+
+
+def test_a_comparison_with_a_reference_that_never_learns_is_not_evaluable_never_contradicted():
+    # Both models answer a constant (the no-residual pair of the default run): the difference is
+    # computed and shown, but no verdict is given.
+    table = pd.concat([failure_table(v, {0: CHANCE, 100: CHANCE, 200: CHANCE}, range(4))
+                       for v in ("baseline", "debiased")])
+    (row,) = run_claim("debiased_trains_faster", failure=table, bias_summary=FLATTENED)
+    assert row["estimate"] == 0.0 and row["verdict"] == "inconclusive" and row["adjusted_verdict"] == "inconclusive"
+    assert row["method"].startswith("not evaluable: the reference baseline never reaches the mid-training accuracy")
+    assert "The rule that would apply: Claim:" in row["rule"]
 
 
 def test_a_no_residual_debiased_variant_is_paired_with_the_no_residual_baseline():
@@ -172,7 +216,7 @@ def test_a_missing_table_or_variant_gives_an_explicit_not_run_row():
     # A bias variant whose reference lacks an L: that setting's row says so, the others are evaluated.
     two = pd.concat([table, failure_table("debiased", {0: CHANCE, 100: (-1.5, 0.0)}, range(3)),
                      failure_table("debiased", {0: CHANCE, 100: (-1.5, 0.0)}, range(3), L=8)])
-    rows = run_claim("debiased_trains_faster", failure=two)
+    rows = run_claim("debiased_trains_faster", failure=two, bias_summary=FLATTENED)
     assert [r["L"] for r in rows] == [8, 16]
     assert rows[0]["method"] == "not run: baseline (the reference of debiased) has no failure rows at L 8, depth 2"
     assert rows[1]["verdict"] == "contradicted"
@@ -227,6 +271,26 @@ def test_the_command_writes_the_table_the_forest_plot_and_markdown(tmp_path, cap
     assert main(["evidence", "--failure", str(path)]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1].endswith("--variants JSON or --config with a variants block")
 
+
+
+def test_the_command_reads_the_bias_fit_summary_and_decides_the_fix_only_with_it(tmp_path):
+    failure, summary = tmp_path / "failure.parquet", tmp_path / "summary.parquet"
+    pd.concat([failure_table("baseline", {0: CHANCE, 100: (-0.5, 0.0), 200: (-1.5, 0.0)}, range(5),
+                             rng=np.random.default_rng(5)),
+               failure_table("debiased", {0: CHANCE, 100: (0.0, 0.0), 200: (-0.3, 0.0)}, range(5),
+                             rng=np.random.default_rng(7))]).to_parquet(failure)
+    FLATTENED.to_parquet(summary)
+    variants = '{"baseline": {}, "debiased": {"remedy": {"kind": "bias"}}}'
+    tables = {}
+    for name, extra in (("without", []), ("with", ["--bias-summary", str(summary)])):
+        out = tmp_path / f"{name}.parquet"
+        assert main(["evidence", "--variants", variants, "--failure", str(failure), *extra, "--out", str(out)]) == 0
+        tables[name] = pd.read_parquet(out).set_index("claim")
+    assert tables["without"].loc["bias_fit_flattens_profile", "method"].startswith("not run: no bias_fit_summary")
+    unchecked = tables["without"].loc["debiased_trains_faster", "method"]
+    assert unchecked.startswith("not evaluable: the fit's effect is unchecked")
+    assert tables["with"].loc["bias_fit_flattens_profile", "verdict"] == "supported"
+    assert tables["with"].loc["debiased_trains_faster", "verdict"] == "contradicted"
 
 
 def test_the_command_the_rule_and_the_inputs_take_the_one_list_of_evidence_tables():
@@ -300,17 +364,133 @@ def test_output_jacobian_norms_match_one_jacobian_per_sequence():
     torch.testing.assert_close(output_jacobian_norms(model, tokens), expected / len(tokens), rtol=1e-5, atol=1e-9)
 
 
-def test_a_bias_that_favours_recent_keys_is_supported_and_its_mirror_contradicted():
-    L = 8
-    rows = [{"L": L, "depth": 2, "block": "sequential", "query": i, "key": j, "bias": -0.3 * (i - j)}
-            for i in range(1, L + 1) for j in range(1, i + 1)]
-    matrix = pd.DataFrame(rows)
-    diff = claims.recent_minus_early_bias(matrix)
-    assert diff.loc[2] == pytest.approx(0.3) and diff.loc[8] == pytest.approx(0.3 * 4)
-    (row,) = run_claim("fitted_bias_weights_recent_keys", bias_matrix=matrix)
-    assert row["verdict"] == "supported" and row["ci_low"] > 0
-    (row,) = run_claim("fitted_bias_weights_recent_keys", bias_matrix=matrix.assign(bias=-matrix.bias))
+def bias_matrix_table(bias, L: int = 8, variant: str = "debiased", depth: int = 2) -> pd.DataFrame:
+    """The fitted B in long format (1-based query, key), ``bias(i, j)`` on and below the diagonal."""
+    return pd.DataFrame([{"variant": variant, "L": L, "depth": depth, "block": "sequential", "query": i, "key": j,
+                          "bias": bias(i, j)} for i in range(1, L + 1) for j in range(1, i + 1)])
+
+
+def test_the_bias_by_lag_leaves_the_diagonal_apart():
+    ramp = blog_claims.bias_shape(bias_matrix_table(lambda i, j: -0.3 * (i - j) + (2.0 if i == j else 0.0)))
+    assert list(ramp.by_lag.index) == list(range(8))
+    assert ramp.slope == pytest.approx(-0.3) and ramp.fall == pytest.approx(0.3 * 6)
+    # c(0): the diagonal (2.0, queries 2..8) minus the mean of every entry below it.
+    below = [-0.3 * (i - j) for i in range(1, 9) for j in range(1, i)]
+    assert ramp.c0 == pytest.approx(2.0 - np.mean(below))
+
+
+def test_a_bias_that_favours_recent_keys_is_supported_its_mirror_and_a_self_attention_spike_contradicted():
+    summary = summary_table(L=8)
+    ramp = bias_matrix_table(lambda i, j: -0.3 * (i - j))
+    (row,) = run_claim("fitted_bias_weights_recent_keys", bias_matrix=ramp, bias_summary=summary)
+    assert row["verdict"] == "supported" and row["estimate"] == pytest.approx(1.8) and row["reading"] == "debiased"
+    assert "lag slope -0.3 logit per lag" in row["note"]
+    assert "attention a query pays itself at init 0.2 with B" in row["note"]
+    mirror = ramp.assign(bias=-ramp.bias)
+    (row,) = run_claim("fitted_bias_weights_recent_keys", bias_matrix=mirror, bias_summary=summary)
     assert row["verdict"] == "contradicted"
+    # The old statistic's trap (issue 21): a diagonal spike with flat other lags has no recency preference.
+    spike = bias_matrix_table(lambda i, j: 4.1 if i == j else -0.3)
+    (row,) = run_claim("fitted_bias_weights_recent_keys", bias_matrix=spike, bias_summary=summary)
+    assert row["verdict"] == "contradicted" and abs(row["estimate"]) < 1e-9
+    assert "c(0) apart: the diagonal exceeds the lags >= 1 by 4.4" in row["note"]
+
+
+# --------------------------------------------------------------------------- the fit's checks gate (c), (d), (e)
+
+
+def test_a_fit_that_flattens_and_keeps_the_context_passes_its_checks():
+    (flat,) = run_claim("bias_fit_flattens_profile", bias_summary=FLATTENED)
+    assert flat["verdict"] == "supported" and flat["estimate"] == pytest.approx(math.log(0.05 / 4.0), abs=0.05)
+    assert flat["n_seeds"] == 4 and "held-out init" in flat["method"] and flat["reading"] == "debiased"
+    assert flat["note"].startswith("E_inf 3.97 -> 0.0501 (geometric means over 4 held-out inits)")
+    assert "target output_jacobian, positions all" in flat["note"]
+    (share,) = run_claim("bias_fit_keeps_context_share", bias_summary=FLATTENED)
+    assert share["verdict"] == "supported" and share["note"].startswith("context share 49.8% -> 54.6%")
+    assert flat["family_size"] == share["family_size"] == 0  # checks of the intervention, outside the blog's family
+
+
+@pytest.mark.parametrize("summary, failed", [
+    (summary_table(before=0.063, after=0.131), "bias_fit_flattens_profile is contradicted"),  # issue 21: made worse
+    (summary_table(share_before=0.015, share_after=0.0003), "bias_fit_keeps_context_share is contradicted"),  # silenced
+    (summary_table(accepted=False), "the fit failed its own guard"),
+    (summary_table(inits=1), "bias_fit_flattens_profile is inconclusive"),  # one held-out init: no interval
+])
+def test_claims_about_a_fit_that_did_not_do_what_it_is_for_are_not_evaluable(summary, failed):
+    rng = np.random.default_rng(5)
+    base = failure_table("baseline", {0: CHANCE, 100: (-3.5, 3.0), 200: (-4.0, 0.0)}, range(5), rng=rng)
+    fast = failure_table("debiased", {0: CHANCE, 100: (-2.0, 0.0), 200: (-3.0, 0.0)}, range(5), rng=rng)
+    tables = {"failure": pd.concat([base, fast]), "bias_summary": summary,
+              "bias_matrix": bias_matrix_table(lambda i, j: -0.3 * (i - j), L=16)}
+    for name in ("fitted_bias_weights_recent_keys", "debiased_trains_faster", "debiased_has_less_position_preference"):
+        (row,) = run_claim(name, **tables)
+        assert row["method"].startswith("not evaluable: the fit did not do what it is for: "), name
+        assert failed in row["method"], name
+        assert row["verdict"] == "inconclusive" and not math.isnan(row["estimate"]), name  # measured, not decided
+    (good,) = run_claim("debiased_trains_faster", **{**tables, "bias_summary": FLATTENED})
+    assert good["verdict"] == "supported"
+
+
+def test_without_a_bias_fit_summary_the_checks_are_not_run_and_the_claims_not_evaluable_per_reading():
+    variants = {**VARIANTS, "debiased_literal": {"remedy": {"kind": "bias"}}}
+    failure = pd.concat([failure_table(v, {0: CHANCE, 100: (-3.0, 0.0)}, range(3)) for v in variants])
+    inputs = claims.Inputs(variants=variants, model=MODEL, failure=failure)
+    table = claims.evidence_table(inputs, EV).set_index(["claim", "reading"])
+    for reading in ("debiased", "debiased_literal"):
+        for check in ("bias_fit_flattens_profile", "bias_fit_keeps_context_share"):
+            assert table.loc[(check, reading), "method"].startswith("not run: no bias_fit_summary table given")
+        row = table.loc[("debiased_trains_faster", reading)]
+        assert row.method.startswith("not evaluable: the fit's effect is unchecked (no bias_fit_summary table given")
+        assert row.verdict == "inconclusive" and row.estimate == 0.0
+    # Given, but without a reading: that reading's rows say so.
+    inputs = claims.Inputs(variants=variants, model=MODEL, failure=failure, bias_summary=summary_table())
+    table = claims.evidence_table(inputs, EV).set_index(["claim", "reading"])
+    assert table.loc[("bias_fit_flattens_profile", "debiased_literal"), "method"] == (
+        "not run: bias_fit_summary has no rows of debiased_literal at L 16, depth 2")
+    assert table.loc[("bias_fit_flattens_profile", "debiased"), "verdict"] == "supported"
+
+
+def test_a_malformed_bias_fit_summary_is_one_clear_error():
+    with pytest.raises(claims.EvidenceError, match="lacks the columns \\['accepted'\\]"):
+        claims.Inputs(variants=VARIANTS, model=MODEL, bias_summary=FLATTENED.drop(columns="accepted"))
+    bad = FLATTENED.assign(context_share_after=0.0)
+    with pytest.raises(claims.EvidenceError, match="an imbalance or context share is not positive and finite"):
+        run_claim("bias_fit_keeps_context_share", bias_summary=bad)
+
+
+# --------------------------------------------------------------------------- the family-wise correction
+
+
+def _fixed_claim(name: str, values, family="blog") -> claims.Claim:
+    """A claim whose per-seed effects are ``values``: greater than zero, margin 0.5."""
+    from lostmid.evidence import decisions, statistics
+
+    def compute(inputs, ev, s):
+        rule = decisions.DecisionRule("greater_than_zero", 0.5, ev.level)
+        return claims.Result(statistics.t_interval(values, ev.level), rule)
+
+    return claims.Claim(name, "blog (test)", "effect", "unit", (), lambda inputs, ev: [claims.Setting()], compute,
+                        family=family)
+
+
+def test_the_blog_rows_are_decided_family_wise_on_bonferroni_intervals():
+    # t over 6 seeds: the 95% interval excludes 0, the 1 - 0.05/3 interval does not.
+    edge = np.array([0.1, 0.9, 0.5, 1.4, 0.3, 1.1])
+    strong = edge + 3.0
+    rows = claims.evidence_table(claims.Inputs(variants=VARIANTS, model=MODEL), EV,
+                                 [_fixed_claim("edge", edge), _fixed_claim("strong", strong),
+                                  _fixed_claim("other", strong), _fixed_claim("outside", edge, family=None)]
+                                 ).set_index("claim")
+    assert (rows.loc[["edge", "strong", "other"], "family_size"] == 3).all()
+    assert rows.loc["edge", "adjusted_level"] == pytest.approx(1 - 0.05 / 3)
+    assert rows.loc["edge", "verdict"] == "supported" and rows.loc["edge", "adjusted_verdict"] == "inconclusive"
+    edge = rows.loc["edge"]
+    assert edge.adjusted_low < 0 < edge.ci_low and edge.adjusted_high > edge.ci_high
+    assert rows.loc["strong", "adjusted_verdict"] == "supported"
+    outside = rows.loc["outside"]
+    assert outside.family_size == 0 and outside.adjusted_verdict == outside.verdict
+    assert outside.adjusted_low == outside.ci_low
+    assert "| **inconclusive** |" in claims.markdown(rows.reset_index()).splitlines()[2]
 
 
 # --------------------------------------------------------------------------- paper claims
@@ -477,8 +657,12 @@ def test_runs_that_differ_only_in_rounding_get_the_same_verdict_for_every_claim(
     ev = settings_from_block(EvidenceSettings, {"mid_accuracy": 0.6, "slope_margin": 2.0, "speed_margin": 0.1}, "evidence")
     verdicts = []
     for failure in (alone, batched):
-        inputs = claims.Inputs(variants=VARIANTS, model=MODEL, failure=failure)
+        # The fit's checks pass (a synthetic report of a fit that flattened), so (d) and (e) are decided.
+        summary = summary_table(L=6, depth=1)
+        inputs = claims.Inputs(variants=VARIANTS, model=MODEL, failure=failure, bias_summary=summary)
         table = claims.evidence_table(inputs, ev)
-        verdicts.append(table.set_index(["claim", "setting"]).verdict)
-    pd.testing.assert_series_equal(verdicts[0], verdicts[1])
-    assert (verdicts[0] != "inconclusive").sum() >= 2  # the agreement is not only "inconclusive" twice
+        verdicts.append(table.set_index(["claim", "setting"])[["verdict", "adjusted_verdict", "family_size"]])
+    pd.testing.assert_frame_equal(verdicts[0], verdicts[1])
+    decided = verdicts[0][verdicts[0].verdict != "inconclusive"]
+    # The agreement is not only "inconclusive" twice, and it covers a claim about the fix.
+    assert len(decided) >= 2 and "debiased_trains_faster" in decided.index.get_level_values("claim")

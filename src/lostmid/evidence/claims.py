@@ -16,8 +16,15 @@ a tolerance.
 Missing inputs. A claim whose table was not given, or whose variants are not in the run (no
 bias-corrected variant, no Algorithm 1, ...), is not dropped: it gets one explicit row whose
 ``method`` starts with "not run:" and says what is missing, with NaN estimate and verdict
-inconclusive, so the table always lists every claim. A table that is given but malformed
-(missing columns, an unknown variant, a non-positive E_inf) is an error (``EvidenceError``).
+inconclusive, so the table always lists every claim. A claim that was measured but cannot be
+decided (the reading's bias fit did not do what it is for, the reference never learns, a variant
+never reaches mid-training) says "not evaluable:" and why, keeps its estimate where there is one,
+and gets no verdict (inconclusive). A table that is given but malformed (missing columns, an
+unknown variant, a non-positive E_inf) is an error (``EvidenceError``).
+
+Family-wise correction. The rows of the claims of one family (``Claim.family``: the blog's) that
+are decided by an interval over seeds are decided again on Bonferroni intervals
+(``family_wise``), into the adjusted_* columns; ``verdict`` stays the row's own.
 
 Pairing of variants. The table knows variants only through the config's ``variants`` block
 (name -> overrides): the *reference* of a remedy variant is the variant without a remedy whose
@@ -30,13 +37,15 @@ setting whose reference is missing gets its own "not run" row.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
 from lostmid.evidence import decisions as dec
 from lostmid.evidence import statistics as st
-from lostmid.evidence.blog_claims import (baseline_settings, bias_settings, debiased_has_no_position_preference, debiased_late_settings, debiased_mid_settings, debiased_recalls_late_flags, debiased_trains_faster, failure_rises_with_position, first_token_density_grows_with_depth, first_token_jacobian_grows_with_depth, fitted_bias_weights_recent_keys, init_settings, mid_training_step, recent_minus_early_bias)
-from lostmid.evidence.inputs import COLUMNS, Claim, EvidenceError, Inputs, NotRun, Result, Setting, pair_settings
+from lostmid.evidence.blog_claims import (baseline_settings, bias_settings, debiased_has_less_position_preference, debiased_preference_settings, debiased_speed_settings, debiased_trains_faster, failure_rises_with_position, first_token_density_grows_with_depth, first_token_jacobian_grows_with_depth, fitted_bias_weights_recent_keys, init_settings, mid_training_step)
+from lostmid.evidence.fit_checks import bias_fit_flattens_profile, bias_fit_keeps_context_share, reading_settings
+from lostmid.evidence.inputs import BLOG, COLUMNS, Claim, EvidenceError, Inputs, NotRun, Result, Setting, pair_settings
 from lostmid.evidence.paper_claims import (algebraic_balance_e_inf_near_zero, algebraic_balance_z_grows, algebraic_baseline_left_right_middle, algebraic_observability_right_below_middle, algebraic_reweight_moves_little, balance_keeps_accuracy, balance_lowers_e_inf, conditions_settings, density_flow_error_falls_with_step, density_flow_matches_finite_difference, flow_settings, observability_lowers_trace_imbalance, probe_bias_falls, probe_spread_falls, reweight_changes_profile_little, single_setting, structural_baseline_matches_closed_form, sufficient_conditions_sound)
 from lostmid.evidence.report import estimate_words
 from lostmid.evidence.settings import EvidenceSettings
@@ -50,22 +59,29 @@ LOG_RATIO = "natural log of a ratio"
 
 CLAIMS: list[Claim] = [
     Claim("failure_rises_with_position", "blog (a)", "per-seed logistic slope of failure on p = f/L at mid-training",
-          SLOPE, ("failure",), baseline_settings, failure_rises_with_position),
+          SLOPE, ("failure",), baseline_settings, failure_rises_with_position, family=BLOG),
     Claim("first_token_jacobian_grows_with_depth", "blog (b)",
           "growth from depth 1 of log10 E||d logits_L/d x_1|| / E||d logits_L/d x_L|| (the blog's measure), no residual path",
-          ORDERS, ("init_sweep",), init_settings, first_token_jacobian_grows_with_depth),
+          ORDERS, ("init_sweep",), init_settings, first_token_jacobian_grows_with_depth, family=BLOG),
     Claim("first_token_density_grows_with_depth", "blog (b)",
           "growth from depth 1 of log10 m_1 / m_L (squared loss-gradient density), no residual path",
-          ORDERS, ("init_sweep",), init_settings, first_token_density_grows_with_depth),
-    Claim("fitted_bias_weights_recent_keys", "blog (c)", "mean over queries of B(recent half of keys) - B(early half)",
-          "attention logit", ("bias_matrix",), bias_settings, fitted_bias_weights_recent_keys),
-    Claim("debiased_trains_faster", "blog (d)", "paired difference of the mean failure rate over training (area under the failure curve)",
-          "failure rate", ("failure",), pair_settings("bias", "failure", "steps 0 to the last common checkpoint"), debiased_trains_faster),
-    Claim("debiased_has_no_position_preference", "blog (e)", "per-seed logistic slope of failure on p at its own mid-training",
-          SLOPE, ("failure",), debiased_mid_settings, debiased_has_no_position_preference),
-    Claim("debiased_recalls_late_flags", "blog (e)",
-          "paired difference of the failure rate on flags with p > 1/2 at the baseline's mid-training",
-          "failure rate", ("failure",), debiased_late_settings, debiased_recalls_late_flags),
+          ORDERS, ("init_sweep",), init_settings, first_token_density_grows_with_depth, family=BLOG),
+    Claim("bias_fit_flattens_profile", "blog (c): the fit (check of the intervention)",
+          "log(E_inf fitted B / E_inf B = 0) of the fitted profile per held-out initialization",
+          LOG_RATIO, (), reading_settings, bias_fit_flattens_profile),
+    Claim("bias_fit_keeps_context_share", "blog (c): the fit (check of the intervention)",
+          "log(context share fitted B / B = 0) per held-out initialization",
+          LOG_RATIO, (), reading_settings, bias_fit_keeps_context_share),
+    Claim("fitted_bias_weights_recent_keys", "blog (c)",
+          "fall of the least-squares line of the mean bias by lag over lags >= 1, nearest key to farthest "
+          "(diagonal apart)",
+          "attention logit", ("bias_matrix",), bias_settings, fitted_bias_weights_recent_keys, family=BLOG),
+    Claim("debiased_trains_faster", "blog (d), with (e)'s second half",
+          "paired difference of the mean failure rate over training (area under the failure curve)",
+          "failure rate", ("failure",), debiased_speed_settings, debiased_trains_faster, family=BLOG),
+    Claim("debiased_has_less_position_preference", "blog (e)",
+          "paired difference of the per-seed logistic slope of failure on p, each arm at its own mid-training",
+          SLOPE, ("failure",), debiased_preference_settings, debiased_has_less_position_preference, family=BLOG),
     Claim("structural_baseline_matches_closed_form", "paper: structural baseline (closed form m_j ~ ((N^M)_{L,j})^2)",
           "largest relative deviation of the measured density from the closed form", "relative error",
           ("structural",), single_setting, structural_baseline_matches_closed_form, log_axis=True),
@@ -105,69 +121,145 @@ CLAIMS: list[Claim] = [
 CLAIMS_BY_NAME = {claim.name: claim for claim in CLAIMS}
 
 
+NO_VERDICT = ("not run", "not evaluable")  # how the method of a row without a verdict begins
 NOT_RUN_RULE = "No verdict: the claim was not evaluated on this run (the method says what is missing)."
+NOT_EVALUABLE_RULE = "No verdict: the claim is not evaluable on this run (the method says why)."
+
+
+@dataclass
+class Evaluation:
+    """One row of the table with what made it: the claim, its setting and result (None: not run)."""
+
+    claim: Claim
+    setting: Setting
+    result: Result | None
+    row: dict
+
+
+def _no_verdict(method: str) -> bool:
+    return method.startswith(NO_VERDICT)
 
 
 def _not_run_row(claim: Claim, reason: str, setting: Setting | None = None) -> dict:
-    interval = st.Interval(math.nan, math.nan, math.nan, 0, reason if reason.startswith("not run") else f"not run: {reason}")
+    interval = st.Interval(math.nan, math.nan, math.nan, 0, reason if _no_verdict(reason) else f"not run: {reason}")
     row = _row_of(claim, setting or Setting(), Result(interval, dec.DecisionRule("at_most", 0.0, quantity=claim.statistic)))
     return {**row, "rule": NOT_RUN_RULE, "rule_kind": "none", "margin": math.nan}
 
 
 def _row_of(claim: Claim, setting: Setting, result: Result) -> dict:
-    row = {**dec.claim_row(result.interval, result.rule), "rule": result.rule_words()}
+    """The row of one result. A setting marked not evaluable keeps its computed estimate and interval
+    but gets no verdict; so does a result whose method says it was not run or is not evaluable."""
+    interval = result.interval
+    if setting.not_evaluable:
+        measured = interval.method.removeprefix("not evaluable: ")
+        interval = interval._replace(method=f"not evaluable: {setting.not_evaluable}; {measured}")
+    row = {**dec.claim_row(interval, result.rule), "rule": result.rule_words()}
+    if _no_verdict(interval.method):
+        why = NOT_RUN_RULE if interval.method.startswith("not run") else NOT_EVALUABLE_RULE
+        row.update(verdict=dec.INCONCLUSIVE, rule=f"{why} The rule that would apply: {row['rule']}")
     return {"claim": claim.name, "source": claim.source, "setting": setting.words(), "variant": setting.variant,
             "L": setting.L, "depth": setting.depth, "residual": setting.residual, "checkpoint": setting.checkpoint,
             "statistic": claim.statistic, "unit": claim.unit, **row, "rule_kind": result.rule.kind,
-            "margin": result.rule.margin, "note": result.note, "log_axis": claim.log_axis}
+            "margin": result.rule.margin, "note": result.note, "log_axis": claim.log_axis, "reading": setting.reading,
+            # Outside a family (until evidence_table says otherwise) the row's own interval decides.
+            "family_size": 0, "adjusted_level": result.rule.level, "adjusted_low": interval.low,
+            "adjusted_high": interval.high, "adjusted_verdict": row["verdict"]}
 
 
-def evaluate_claim(claim: Claim, inputs: Inputs, ev: EvidenceSettings) -> list[dict]:
-    """The rows of one claim: one per setting, or one "not run" row saying what is missing."""
+def _evaluations(claim: Claim, inputs: Inputs, ev: EvidenceSettings) -> list[Evaluation]:
     missing = [name for name in claim.needs if getattr(inputs, name) is None]
     if missing:
-        return [_not_run_row(claim, f"not run: table {', '.join(missing)} not given")]
+        reason = f"not run: table {', '.join(missing)} not given"
+        return [Evaluation(claim, Setting(), None, _not_run_row(claim, reason))]
     try:
         settings = claim.settings(inputs, ev)
     except NotRun as why:
-        return [_not_run_row(claim, str(why))]
-    rows = []
+        return [Evaluation(claim, Setting(), None, _not_run_row(claim, str(why)))]
+    found = []
     for setting in settings:
         if setting.missing:
-            rows.append(_not_run_row(claim, setting.missing, setting))
+            found.append(Evaluation(claim, setting, None, _not_run_row(claim, setting.missing, setting)))
             continue
         try:
-            rows.append(_row_of(claim, setting, claim.compute(inputs, ev, setting)))
+            result = claim.compute(inputs, ev, setting)
         except NotRun as why:
-            rows.append(_not_run_row(claim, str(why), setting))
-    return rows
+            found.append(Evaluation(claim, setting, None, _not_run_row(claim, str(why), setting)))
+            continue
+        found.append(Evaluation(claim, setting, result, _row_of(claim, setting, result)))
+    return found
+
+
+def evaluate_claim(claim: Claim, inputs: Inputs, ev: EvidenceSettings) -> list[dict]:
+    """The rows of one claim: one per setting, or one "not run" row saying what is missing (each
+    row decided by its own interval: the family-wise correction is ``evidence_table``'s)."""
+    return [e.row for e in _evaluations(claim, inputs, ev)]
+
+
+def in_family(e: Evaluation) -> bool:
+    """A row counts in its claim's family when it has a verdict read off an interval over seeds
+    (two or more seeds, finite bounds): not-run and not-evaluable rows make no claim, and a
+    deterministic value has no sampling error to correct."""
+    row = e.row
+    return (e.claim.family is not None and e.result is not None and not _no_verdict(row["method"])
+            and row["n_seeds"] >= 2 and math.isfinite(row["ci_low"]) and math.isfinite(row["ci_high"]))
+
+
+def family_wise(evaluations: list[Evaluation], inputs: Inputs, ev: EvidenceSettings) -> None:
+    """Bonferroni: each of the k rows of a family is decided again, by the same rule, on its interval
+    at level 1 - (1 - level) / k (recomputed from the per-seed effects); if every such interval
+    covers its true value, which happens with probability at least ``level``, no row of the family
+    is wrongly supported or wrongly contradicted. Fills the adjusted_* columns in place."""
+    families: dict[str, list[Evaluation]] = {}
+    for e in evaluations:
+        if in_family(e):
+            families.setdefault(e.claim.family, []).append(e)
+    for members in families.values():
+        k = len(members)
+        adjusted = replace(ev, level=1 - (1 - ev.level) / k)
+        for e in members:
+            result = e.claim.compute(inputs, adjusted, e.setting)
+            low, high = result.interval.low, result.interval.high
+            e.row.update(family_size=k, adjusted_level=adjusted.level, adjusted_low=low, adjusted_high=high,
+                         adjusted_verdict=dec.verdict(low, high, result.rule))
 
 
 def evidence_table(inputs: Inputs, ev: EvidenceSettings, claims: list[Claim] | None = None) -> pd.DataFrame:
-    """The evidence table: one row per (claim, setting), in the order of ``CLAIMS``."""
-    rows = [row for claim in (CLAIMS if claims is None else claims) for row in evaluate_claim(claim, inputs, ev)]
-    table = pd.DataFrame(rows, columns=COLUMNS + ["log_axis"])
-    bad = set(table.verdict) - set(dec.VERDICTS)
+    """The evidence table: one row per (claim, setting), in the order of ``CLAIMS``, with the
+    family-wise correction of the blog's rows."""
+    evaluations = [e for claim in (CLAIMS if claims is None else claims) for e in _evaluations(claim, inputs, ev)]
+    family_wise(evaluations, inputs, ev)
+    table = pd.DataFrame([e.row for e in evaluations], columns=COLUMNS + ["log_axis"])
+    bad = (set(table.verdict) | set(table.adjusted_verdict)) - set(dec.VERDICTS)
     if bad:
         raise RuntimeError(f"unexpected verdicts {bad}")
-    return table.astype({"L": "Int64", "depth": "Int64", "n_seeds": "int64", "residual": "boolean"})
+    return table.astype({"L": "Int64", "depth": "Int64", "n_seeds": "int64", "residual": "boolean",
+                         "family_size": "int64"})
 
 
 def markdown(table: pd.DataFrame) -> str:
-    """The evidence table as Markdown for the README: one line per row, then the decision rules."""
-    lines = ["| # | claim | source | setting | statistic (unit) | estimate [interval] | seeds | verdict |",
-             "|---|---|---|---|---|---|---|---|"]
+    """The evidence table as Markdown for the README: one line per row, then the decision rules.
+
+    The last column is the family-wise verdict of the rows in a family (with the adjusted interval
+    in the rules below), "–" for the rows outside one; a table written before the correction
+    existed has none."""
+    lines = ["| # | claim | source | setting | statistic (unit) | estimate [interval] | seeds | verdict "
+             "| family-wise |", "|---|---|---|---|---|---|---|---|---|"]
     rules = []
     def cell(text) -> str:
         return str(text).replace("|", "\\|")
 
     for i, row in enumerate(table.itertuples(index=False), 1):
+        family = getattr(row, "family_size", 0) or 0
+        adjusted = f"**{row.adjusted_verdict}**" if family else "–"
         statistic = f"{cell(row.statistic)} ({row.unit})"
         lines.append(f"| {i} | {row.claim} | {cell(row.source)} | {cell(row.setting)} | {statistic} | {estimate_words(row)} | "
-                     f"{row.n_seeds or '–'} | **{row.verdict}** |")
-        rules.append(f"{i}. {row.method}. {row.rule}" + (f" Note: {row.note}." if row.note else ""))
+                     f"{row.n_seeds or '–'} | **{row.verdict}** | {adjusted} |")
+        correction = (f" Family-wise (Bonferroni over the {family} rows of its family): {row.adjusted_level:.2%} "
+                      f"interval [{row.adjusted_low:.3g}, {row.adjusted_high:.3g}], {row.adjusted_verdict}."
+                      if family else "")
+        rules.append(f"{i}. {row.method}. {row.rule}{correction}" + (f" Note: {row.note}." if row.note else ""))
     return "\n".join(lines) + "\n\nMethods and decision rules, by row:\n\n" + "\n".join(rules) + "\n"
 
 
 __all__ = ["CLAIMS", "CLAIMS_BY_NAME", "COLUMNS", "Claim", "EvidenceError", "Inputs", "NotRun", "Result", "Setting",
-           "evaluate_claim", "evidence_table", "markdown", "mid_training_step", "recent_minus_early_bias"]
+           "evaluate_claim", "evidence_table", "markdown", "mid_training_step"]

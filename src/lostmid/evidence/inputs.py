@@ -16,11 +16,12 @@ from lostmid.evidence import statistics as st
 from lostmid.evidence.settings import EvidenceSettings
 from lostmid.evidence.tables import TABLES
 
-BLOG = "blog"
+BLOG = "blog"  # the family of the blog's rows (Claim.family; docs/evidence.md, "Family-wise correction")
 PAPER = "paper"
 
 COLUMNS = ["claim", "source", "setting", "variant", "L", "depth", "residual", "checkpoint", "statistic", "unit",
-           "estimate", "ci_low", "ci_high", "n_seeds", "method", "verdict", "rule", "rule_kind", "margin", "note"]
+           "estimate", "ci_low", "ci_high", "n_seeds", "method", "verdict", "rule", "rule_kind", "margin", "note",
+           "reading", "family_size", "adjusted_level", "adjusted_low", "adjusted_high", "adjusted_verdict"]
 
 
 class EvidenceError(LostmidError):
@@ -99,6 +100,10 @@ class Setting:
     checkpoint: str | None = None
     reference: str | None = None  # the variant compared against, for paired claims
     missing: str | None = None  # why this setting cannot be evaluated (its row says "not run: ...")
+    reading: str | None = None  # the reading of the blog's fix (a bias variant) the row is about
+    # Why the result, although computed, gets no verdict (its row says "not evaluable: ..."): the
+    # intervention did not do what it is for, or the reference never learns.
+    not_evaluable: str | None = None
 
     def words(self) -> str:
         parts = []
@@ -137,6 +142,9 @@ class Claim:
     settings: Callable[[Inputs, EvidenceSettings], list[Setting]]
     compute: Callable[[Inputs, EvidenceSettings, Setting], Result]
     log_axis: bool = False  # the forest plot shows this unit on a log axis
+    # The family whose rows share a family-wise error rate (docs/evidence.md, "Family-wise
+    # correction"); None: the row's own interval decides.
+    family: str | None = None
 
 
 def deterministic(value: float, units: int, what: str) -> st.Interval:

@@ -32,6 +32,12 @@ class EvidenceSettings:
     accuracy_margin: float
     # Smallest change of E_inf that matters, on the natural log scale: log(1.5), a factor 1.5.
     log_ratio_margin: float
+    # The fitted bias prefers recent keys (blog (c)): the least-squares line of the mean bias by lag
+    # over lags >= 1 falls by at least this many logits from the nearest key to the farthest.
+    recency_margin: float
+    # The fit keeps the context's voice: the context's share of the influence profile may fall by at
+    # most this, on the natural log scale (log 1.1: a tenth).
+    share_margin: float
     delta: float  # region scale of the influence metrics read (must be one of influence.deltas)
     # Initialization: the depth the blog quotes ("~10^6 after 4 layers") and the growth that matters.
     init_depth: int

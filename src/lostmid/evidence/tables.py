@@ -32,6 +32,13 @@ TABLES = {
     "bias_matrix": EvidenceTable(
         ("L", "depth", "query", "key", "bias"), "results/bias_fit_matrix files (the fitted B, long format)"
     ),
+    # One row per held-out initialization of a bias fit (docs/evidence.md, "The bias fit's checks").
+    "bias_summary": EvidenceTable(
+        ("variant", "L", "depth", "target", "positions", "fit_model", "param", "heldout_init", "imbalance_before",
+         "imbalance_after", "context_share_before", "context_share_after", "c0", "lag_slope", "self_attention_init",
+         "self_attention_init_b0", "accepted"),
+        "results/bias_fit_summary files (the bias fit's checks, one row per held-out initialization)",
+    ),
     "algebraic_table": EvidenceTable(
         ("method", "left", "middle", "right", "LIM", "E_inf", "Z", "obs_imbalance"),
         "the algebraic simulations' Table 1 (table.parquet)",

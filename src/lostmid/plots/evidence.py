@@ -35,7 +35,8 @@ def forest(table: pd.DataFrame, path) -> None:
     """One row per claim and setting: estimate (dot; a diamond for deterministic claims, whose interval
     has zero width) and interval (line), coloured by verdict; the rule's thresholds as black ticks on
     the row (0 dashed grey). Claims of one unit share a panel; relative errors and ratios are on a log
-    axis. Rows that were not run (no estimate) are listed by name under the panels, not drawn."""
+    axis. Rows that were not run (no estimate) are listed by name under the panels, not drawn; a row
+    that is not evaluable but has an estimate is drawn in grey (no verdict)."""
     done = table[table.estimate.notna()]
     not_run = table[table.estimate.isna()]
     units = list(dict.fromkeys(done["unit"]))
@@ -79,7 +80,7 @@ def forest(table: pd.DataFrame, path) -> None:
         lines = [f"{row.claim}" + (f" [{row.variant}]" if isinstance(row.variant, str) else "") + ": "
                  + textwrap.shorten(row.method.removeprefix("not run: "), 75, placeholder=" ...")
                  for row in not_run.itertuples(index=False)]
-        ax.text(-0.3, 1, "Not run (inconclusive):\n" + "\n".join(lines), va="top", ha="left", fontsize=7,
+        ax.text(-0.3, 1, "Not run or not evaluable (no verdict):\n" + "\n".join(lines), va="top", ha="left", fontsize=7,
                 color=COLORS["inconclusive"], transform=ax.transAxes)
     handles = [plt.Line2D([], [], color=c, marker="o", lw=2, label=v) for v, c in COLORS.items()]
     handles.append(plt.Line2D([], [], color="black", marker="|", ls="", ms=10, label="decision threshold"))

@@ -1,0 +1,139 @@
+"""The bias fit's checks, one row per reading of the blog's fix (bias variant): did the fit flatten
+the profile on held-out initializations without silencing the context? Claims (c), (d), (e) about
+a reading are decided only when its fit passes (``fit_not_evaluable``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from lostmid.evidence import decisions as dec
+from lostmid.evidence import statistics as st
+from lostmid.evidence.inputs import EvidenceError, Inputs, NotRun, Result, Setting, runs_of
+from lostmid.evidence.settings import EvidenceSettings
+
+# A *reading* of the blog's fix is a bias variant (its name): how B is fitted (target, positions,
+# fit model, parametrization) and what it is inserted into. Every claim about the fix gets one row
+# per reading. The fit's checks come first: before (c), (d) or (e) is decided for a reading, its
+# fit must have done what it is for (flattened the profile on held-out initializations, kept the
+# context's share, passed its own guard); otherwise those rows are "not evaluable" (a verdict on a
+# broken intervention would be about our fit, not the blog's).
+
+
+def fit_rows(inputs: Inputs, s: Setting) -> pd.DataFrame:
+    """The bias_fit_summary rows of one reading (one per held-out initialization); NotRun when there are none."""
+    if inputs.bias_summary is None:
+        raise NotRun("not run: no bias_fit_summary table given")
+    table = inputs.bias_summary
+    part = table[(table.variant == s.variant) & (table.L == s.L) & (table.depth == s.depth)]
+    if part.empty:
+        raise NotRun(f"not run: bias_fit_summary has no rows of {s.variant} at L {s.L}, depth {s.depth}")
+    if not part.heldout_init.is_unique:
+        raise EvidenceError(f"bias_fit_summary lists a held-out initialization of {s.variant} at L {s.L}, "
+                            f"depth {s.depth} twice")
+    columns = [f"{q}_{stage}" for q in ("imbalance", "context_share") for stage in ("before", "after")]
+    values = part[columns].to_numpy(np.float64)
+    if not (np.isfinite(values).all() and (values > 0).all()):
+        raise EvidenceError(f"bias_fit_summary of {s.variant} at L {s.L}, depth {s.depth}: an imbalance or context "
+                            "share is not positive and finite")
+    return part.sort_values("heldout_init")
+
+
+def log_change_per_init(part: pd.DataFrame, quantity: str) -> pd.Series:
+    """Per held-out initialization: log(quantity with the fitted B / quantity at B = 0)."""
+    after, before = (part[f"{quantity}_{stage}"].to_numpy(np.float64) for stage in ("after", "before"))
+    return pd.Series(np.log(after / before), index=part.heldout_init.to_numpy())
+
+
+def _fit_words(part: pd.DataFrame) -> str:
+    first = part.iloc[0]
+    return (f"fit: target {first.target}, positions {first.positions}, fit model {first.fit_model}, "
+            f"param {first.param}; the fit's guard accepted it: {bool(part.accepted.astype(bool).all())}")
+
+
+def _over_inits(interval: st.Interval, what: str) -> st.Interval:
+    return interval._replace(method=f"per held-out initialization of the fit (the unit of replication: n_seeds counts "
+                                    f"them), {what}; {interval.method.replace('seed', 'held-out init')}")
+
+
+def reading_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
+    """One setting per reading: every bias variant at every (L, depth) where the run fitted or trained it."""
+    found = set()
+    for name in inputs.of_kind("bias"):
+        for table in (inputs.bias_summary, inputs.bias_matrix, inputs.failure):
+            if table is not None and "variant" in table:
+                found |= {(name, L, depth) for L, depth in runs_of(table, name)}
+    if not found:
+        raise NotRun("no bias variant (remedy kind bias) in the run's tables")
+    return [Setting(v, L, depth, inputs.residual(v), "initialization (held-out inits of the fit)", reading=v)
+            for v, L, depth in sorted(found)]
+
+
+def bias_fit_flattens_profile(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+    """The blog's fit "flatten[s] the influence profile above at initialization": on the fit's
+    held-out initializations, the imbalance E_inf of the fitted target's profile over the fit's
+    positions falls from B = 0 to the fitted B.
+
+    Per held-out initialization: log(E_inf after / E_inf before). Student t over held-out inits.
+    Rule: at most -``log_ratio_margin`` (supported when the upper bound shows a fall by at least a
+    factor 1.5; contradicted when the lower bound rules that out, e.g. a profile made worse).
+    """
+    part = fit_rows(inputs, s)
+    change = log_change_per_init(part, "imbalance")
+    interval = _over_inits(st.t_interval(change.to_numpy(), ev.level), "log(E_inf with the fitted B / at B = 0)")
+    rule = dec.DecisionRule("at_most", -ev.log_ratio_margin, ev.level,
+                           "log(E_inf with the fitted B / E_inf at B = 0) of the fitted profile on held-out "
+                           "initializations")
+    before, after = (float(np.exp(np.log(part[f"imbalance_{stage}"]).mean())) for stage in ("before", "after"))
+    note = f"E_inf {before:.3g} -> {after:.3g} (geometric means over {len(part)} held-out inits); "
+    return Result(interval, rule, note + _fit_words(part))
+
+
+def bias_fit_keeps_context_share(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+    """The fit flattens the profile without silencing it: the context's share (positions 1..L-1)
+    of the profile's total is not lower with the fitted B than at B = 0, on held-out initializations.
+
+    Per held-out initialization: log(share after / share before). Student t over held-out inits.
+    Rule: at least -``share_margin`` (a non-inferiority test: supported when the lower bound rules
+    out a fall by more than the margin; contradicted when the upper bound shows one).
+    """
+    part = fit_rows(inputs, s)
+    change = log_change_per_init(part, "context_share")
+    interval = _over_inits(st.t_interval(change.to_numpy(), ev.level),
+                           "log(context share with the fitted B / at B = 0)")
+    rule = dec.DecisionRule("at_least", -ev.share_margin, ev.level,
+                           "log(context share with the fitted B / at B = 0) on held-out initializations")
+    before, after = (100 * float(part[f"context_share_{stage}"].mean()) for stage in ("before", "after"))
+    note = f"context share {before:.3g}% -> {after:.3g}% (mean over {len(part)} held-out inits); "
+    return Result(interval, rule, note + _fit_words(part))
+
+
+FIT_CHECKS = (bias_fit_flattens_profile, bias_fit_keeps_context_share)
+
+
+def fit_not_evaluable(inputs: Inputs, ev: EvidenceSettings, variant: str | None, L: int, depth: int) -> str | None:
+    """Why the claims about a reading cannot be decided because of its fit (None: the fit did what it
+    is for): no report of the fit, a failed guard, or a fit check not supported at the row's level."""
+    if variant is None:
+        return "the bias matrix names no variant, so its fit cannot be checked"
+    s = Setting(variant, L, depth)
+    try:
+        part = fit_rows(inputs, s)
+    except NotRun as why:
+        return f"the fit's effect is unchecked ({str(why).removeprefix('not run: ')})"
+    problems = [] if part.accepted.astype(bool).all() else ["the fit failed its own guard (accepted false)"]
+    for check in FIT_CHECKS:
+        result = check(inputs, ev, s)
+        i = result.interval
+        found = dec.verdict(i.low, i.high, result.rule)
+        if found != dec.SUPPORTED:
+            problems.append(f"{check.__name__} is {found}: {i.estimate:.3g} [{i.low:.3g}, {i.high:.3g}]")
+    return "the fit did not do what it is for: " + "; ".join(problems) if problems else None
+
+
+def gate(*reasons: str | None) -> str | None:
+    """Why a row is not evaluable: the reasons given, joined (None when there are none)."""
+    found = [r for r in reasons if r]
+    return "; ".join(found) if found else None
+
+
