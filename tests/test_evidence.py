@@ -45,7 +45,10 @@ def failure_table(variant: str, curves: dict, seeds, L: int = 16, n: int = 64, r
             for fi, pi, k in zip(f, p, failures):
                 rows.append({"variant": variant, "L": L_key or L, "depth": 2, "seed": seed, "step": step, "flag_pos": fi,
                              "p": pi, "n": n, "failures": int(k), "failure_rate": k / n})
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    # the columns of a per-run failure table (lostmid.tables.keys.RUN_TABLE_COLUMNS), Wilson intervals included
+    table["ci_low"], table["ci_high"] = task.wilson_interval(table.failures.to_numpy(), table.n.to_numpy())
+    return table
 
 
 def run_claim(name: str, variants=VARIANTS, **tables) -> list[dict]:
@@ -243,7 +246,10 @@ def test_the_command_reports_bad_input_in_one_line(tmp_path, capsys):
     code = main(["evidence", "--variants", '{"baseline": {}}', "--failure", str(path), "--out", str(tmp_path / "e.parquet")])
     assert code == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1] == "lostmid evidence: error: the failure table lacks the columns ['n']"
+    aside = tmp_path / ".failure.parquet.damaged"
+    assert err[-1] == (f"lostmid evidence: error: failure table {path} lacks the column(s) ['n']; moved it aside to "
+                       f"{aside}: the next run rebuilds it")
+    assert aside.is_file() and not path.exists()
 
 
 def test_the_command_writes_the_table_the_forest_plot_and_markdown(tmp_path, capsys):
@@ -304,7 +310,9 @@ def test_the_command_the_rule_and_the_inputs_take_the_one_list_of_evidence_table
     assert [f.name for f in fields(claims.Inputs)] == ["variants", "model", *TABLES]
     assert EVIDENCE_TABLES == tuple(TABLES) and all(getattr(options, name) is None for name in TABLES)
     needed = {table for claim in claims.CLAIMS for table in claim.needs}
-    assert needed == set(TABLES)  # every declared table is read by a claim, every table a claim reads is declared
+    # every declared table is read by a claim, every table a claim reads is declared; the fit checks read
+    # bias_summary themselves, so that without it each reading gets its own "not run" row
+    assert needed | {"bias_summary"} == set(TABLES)
 
 
 def test_a_config_file_that_is_not_valid_yaml_is_one_line_naming_the_file_and_line(tmp_path, capsys):
