@@ -30,7 +30,8 @@ RUN = "{variant}/L{L}_M{depth}_seed{seed}"
 CHECKPOINT = "results/checkpoints/" + RUN + "/step{step}.pt"
 TRAIN_TABLE = "results/train/" + RUN + "_step{step}.parquet"
 RUN_TABLES = {name: f"results/{name}/" + RUN + ".parquet"
-              for name in ("failure", "influence", "metrics", "density_flow", "channels", "cross_terms", "conditions")}
+              for name in ("failure", "influence", "metrics", "density_flow", "channels", "cross_terms", "conditions",
+                           "observability")}
 # A fitted attention-logit bias, one per (bias variant, L, depth): the fit uses the variant's own model.
 FIT = "{variant}_L{L}_M{depth}"
 BIAS_TENSOR = "results/bias_tensors/" + FIT + ".pt"
@@ -51,6 +52,7 @@ class Block:
     residual: bool
     bias: bool  # trains from a fitted attention-logit bias
     flow: bool  # gets the density-flow check
+    traces: bool = False  # gets the loss-free profiles (influence.trace_variants)
 
     @property
     def id(self) -> str:
@@ -107,7 +109,7 @@ def blocks(config: dict) -> list[Block]:
         found.append(Block(
             variant=variant, L=L, depth=depth, seeds=tuple(run.seed for run in runs), steps=steps, every=every,
             spec=cfg.canonical_json(spec), residual=spec["model"]["residual"], bias=spec["remedy"]["kind"] == "bias",
-            flow=variant in flow_variants,
+            flow=variant in flow_variants, traces=variant in config["influence"]["trace_variants"],
         ))
     return found
 
@@ -148,7 +150,7 @@ def run_tables(all_blocks: list[Block], name: str) -> list[str]:
     """Every per-run file of one table over the blocks that have it."""
     if name == "train":
         return [path for block in all_blocks for step in block.checkpoint_steps[1:] for path in block.paths(TRAIN_TABLE, step=step)]
-    has = {"density_flow": lambda b: b.flow, "channels": lambda b: b.residual, "cross_terms": lambda b: b.residual,
+    has = {"density_flow": lambda b: b.flow, "observability": lambda b: b.traces, "channels": lambda b: b.residual, "cross_terms": lambda b: b.residual,
            "conditions": lambda b: b.residual}.get(name, lambda b: True)
     return [path for block in all_blocks if has(block) for path in block.paths(RUN_TABLES[name])]
 
@@ -198,7 +200,7 @@ FIGURE_TABLES = tuple(dict.fromkeys([table for _, needs in FIGURES.values() for 
 # The tables the evidence stage reads (lostmid.evidence.inputs.TABLES), in the order of its options
 # (`lostmid evidence --failure ... --algebraic-probes ...`).
 EVIDENCE_TABLES = ("failure", "metrics", "density_flow", "conditions", "structural", "init_sweep", "bias_matrix",
-                   "algebraic_table", "algebraic_probes")
+                   "algebraic_table", "algebraic_probes", "observability", "train")
 
 
 def _drawable(needs, tables: dict[str, list[str]]) -> bool:

@@ -65,7 +65,8 @@ def summary_tables():
     """Every table the figures and summary pages are drawn from: name -> its files. Built once per
     parse, on the first call (by the summary stage files, included after every other stage's rules)."""
     return {
-        **{name: run_tables(name) for name in ("failure", "train", "influence", "metrics", "density_flow", "channels", "cross_terms", "conditions")},
+        **{name: run_tables(name) for name in ("failure", "train", "influence", "metrics", "density_flow", "channels", "cross_terms", "conditions",
+                                               "observability")},
         "init_sweep": [rules.influence_baselines.output.sweep],
         "structural": [rules.influence_baselines.output.structural],
         "remedies": [rules.remedies_table.output.table],

@@ -36,6 +36,42 @@ for block in (b for b in BLOCKS if b.flow):
             )
 
 
+# The loss-free profiles (exact observability traces of Algorithm 3, output-Jacobian norms) of the blocks of
+# `influence.trace_variants` (none by default), one job per block (docs/validation.md).
+for block in (b for b in BLOCKS if b.traces):
+
+    rule:
+        name:
+            f"observability_{block.rule}"
+        input:
+            block.checkpoints(),
+        output:
+            block.paths(wf.RUN_TABLES["observability"]),
+        params:
+            spec=block.spec,
+            seeds=block.seed_list,
+            settings=config_json("influence", ("seed", "trace_batch_per_position")),
+        log:
+            f"results/logs/observability/{block.id}.log",
+        benchmark:
+            f"results/benchmarks/observability/{block.id}.tsv"
+        group:
+            "chain"
+        conda:
+            LOSTMID_ENV
+        threads: 1
+        resources:
+            attempt=attempt_number,
+            mem_mb=2000,
+            runtime=10 * len(block.seeds),
+            gpu=GPU,
+        shell:
+            logged(
+                "lostmid observability --spec {params.spec:q} --seeds {params.seeds} --device {config[device]} --threads {threads}"
+                " --checkpoints {input} --settings {params.settings:q} --out {output}"
+            )
+
+
 rule influence_baselines:
     output:
         sweep="results/influence_init_sweep/sweep.parquet",

@@ -19,6 +19,7 @@ class InfluenceSettings:
     deltas: tuple[float, ...]  # region scales of the metrics table
     flow_step: float | tuple[float, ...]  # eta(s) of the density-flow finite difference
     flow_batch_per_position: int  # the density-flow batch (forward-over-reverse in float64 costs ~10 backward passes)
+    trace_batch_per_position: int  # the batch of the loss-free profiles (exact traces: L d tangents per sequence)
     chunk: int  # sequences per forward/backward pass (memory bound only; results do not depend on it)
 
 

@@ -23,6 +23,8 @@ TABLE_HELP = {
     "bias_matrix": "results/bias_fit/matrix files (the fitted B, long format)",
     "algebraic_table": "the algebraic simulations' Table 1 (table.parquet)",
     "algebraic_probes": "the algebraic probe study (probes.parquet)",
+    "observability": "results/observability files (loss-free profiles of the runs of influence.trace_variants)",
+    "train": "results/train files (per-step time and peak memory: the overhead claims)",
 }
 
 

@@ -22,7 +22,7 @@ COLUMNS = ["claim", "source", "setting", "variant", "L", "depth", "residual", "c
            "estimate", "ci_low", "ci_high", "n_seeds", "method", "verdict", "rule", "rule_kind", "margin", "note"]
 
 TABLES = ("failure", "metrics", "density_flow", "conditions", "structural", "init_sweep", "bias_matrix",
-          "algebraic_table", "algebraic_probes")
+          "algebraic_table", "algebraic_probes", "observability", "train")
 
 REQUIRED_COLUMNS = {
     "failure": ["variant", "L", "depth", "seed", "step", "p", "n", "failures"],
@@ -34,6 +34,8 @@ REQUIRED_COLUMNS = {
     "bias_matrix": ["L", "depth", "query", "key", "bias"],
     "algebraic_table": ["method", "left", "middle", "right", "LIM", "E_inf", "Z", "obs_imbalance"],
     "algebraic_probes": ["n_probe", "rel_bias", "rel_std"],
+    "observability": ["variant", "L", "depth", "seed", "step", "position", "trace", "trace_density", "jacobian_density"],
+    "train": ["variant", "L", "depth", "seed", "step", "seconds_per_step", "peak_mem_mb"],
 }
 
 
@@ -60,6 +62,8 @@ class Inputs:
     bias_matrix: pd.DataFrame | None = None
     algebraic_table: pd.DataFrame | None = None
     algebraic_probes: pd.DataFrame | None = None
+    observability: pd.DataFrame | None = None  # loss-free profiles of trained checkpoints (influence.trace_variants)
+    train: pd.DataFrame | None = None  # the training logs (per-step time and peak memory: the overhead claims)
 
     def __post_init__(self):
         if not isinstance(self.variants, dict) or not self.variants:
