@@ -6,6 +6,7 @@ validation configs."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -225,3 +226,41 @@ def test_the_pilot_shares_the_validation_arms_on_seeds_the_validation_run_never_
 def test_the_default_run_gets_no_loss_free_profiles():
     config = lostmid_config.load(REPO / "config/config.yaml")
     assert wf.run_tables(wf.blocks(config), "observability") == []
+
+
+def test_the_remedies_table_puts_the_held_out_and_the_training_loss_beside_each_checkpoint():
+    from lostmid.tables.remedies import losses_per_checkpoint
+
+    keys = dict(variant="baseline", L=8, depth=1, seed=0)
+    failure = pd.DataFrame([{**keys, "step": s, "flag_pos": f, "n": n, "loss": loss}
+                            for s in (0, 4) for f, n, loss in ((2, 2, 0.2), (3, 6, 0.6))])
+    train = pd.DataFrame([{**keys, "step": s, "loss": float(s)} for s in range(1, 5)])
+    table = losses_per_checkpoint(failure, train, window=2).set_index("step")
+    assert table.val_loss.to_numpy() == pytest.approx([0.5, 0.5])  # (2 * 0.2 + 6 * 0.6) / 8
+    assert math.isnan(table.loc[0, "train_loss"]) and table.loc[4, "train_loss"] == pytest.approx(3.5)
+
+
+@pytest.mark.slow
+def test_every_validation_claim_has_a_row_on_the_smoke_run_with_its_loss_free_profiles(smoke_run, tmp_path):
+    from lostmid.cli.main import main
+
+    workdir, config = smoke_run
+    results = workdir / "results"
+    profiles = []
+    for variant in ("baseline", "observability"):
+        checkpoints = sorted((results / "checkpoints" / variant / "L8_M1_seed0").glob("step*.pt"), key=lambda p: int(p.stem[4:]))
+        out = tmp_path / f"{variant}.parquet"
+        run_spec = lostmid_config.run_spec(lostmid_config.load(workdir / "config.yaml"), lostmid_config.Run(variant, 8, 1, 0))
+        assert main(["observability", "--spec", json.dumps(run_spec), "--checkpoints", *map(str, checkpoints),
+                     "--settings", json.dumps({"seed": 2000, "trace_batch_per_position": 1}), "--out", str(out)]) == 0
+        profiles.append(str(out))
+    table = tmp_path / "evidence.parquet"
+    assert main(["evidence", "--config", str(workdir / "config.yaml"), "--out", str(table),
+                 "--failure", *map(str, (results / "failure").rglob("*.parquet")),
+                 "--metrics", *map(str, (results / "metrics").rglob("*.parquet")),
+                 "--train", *map(str, (results / "train").rglob("*.parquet")), "--observability", *profiles]) == 0
+    rows = pd.read_parquet(table)
+    validation = [c.name for c in claims.CLAIMS if getattr(c.compute, "effect", None)]
+    assert set(validation) <= set(rows.claim)
+    traces = rows[rows.claim == "observability_lowers_trace_imbalance_on_transformer"]
+    assert set(traces.checkpoint) == {vc.MATCHED, vc.LAST}
