@@ -264,3 +264,22 @@ def test_every_validation_claim_has_a_row_on_the_smoke_run_with_its_loss_free_pr
     assert set(validation) <= set(rows.claim)
     traces = rows[rows.claim == "observability_lowers_trace_imbalance_on_transformer"]
     assert set(traces.checkpoint) == {vc.MATCHED, vc.LAST}
+
+
+def test_the_evidence_table_is_written_into_a_docs_page_between_its_markers(tmp_path, capsys):
+    from lostmid.cli.evidence import PAGE_MARKERS
+    from lostmid.cli.main import main
+
+    failure = pd.concat([failure_table(v, curves(250), SEEDS) for v in ("baseline", "reweight_blog")])
+    metrics = pd.concat([metrics_rows(v, {0: 1.0, 250: 2.0, 500: 1.0, 750: 1.0}) for v in ("baseline", "reweight_blog")])
+    table = claims.evidence_table(claims.Inputs(variants=VARIANTS, model=MODEL, failure=failure, metrics=metrics), EV)
+    table.to_parquet(tmp_path / "evidence.parquet")
+    page = tmp_path / "page.md"
+    page.write_text(f"# Page\n\nbefore\n{PAGE_MARKERS[0]}\nold table\n{PAGE_MARKERS[1]}\nafter\n")
+    assert main(["evidence", "--markdown", "--table", str(tmp_path / "evidence.parquet"), "--into", str(page)]) == 0
+    text = page.read_text()
+    assert "old table" not in text and text.startswith("# Page\n\nbefore\n") and text.endswith(f"{PAGE_MARKERS[1]}\nafter\n")
+    assert "reweight_changes_profile_little_at_matched_accuracy" in text and "**supported**" in text
+    page.write_text("no markers\n")
+    assert main(["evidence", "--markdown", "--table", str(tmp_path / "evidence.parquet"), "--into", str(page)]) == 2
+    assert "lacks the lines" in capsys.readouterr().err and page.read_text() == "no markers\n"
