@@ -128,6 +128,7 @@ def test_the_shift_is_checked_to_bite_and_a_remedy_is_judged_on_the_flags_its_la
     assert bites["baseline_shift_early"]["setting"].startswith("baseline_shift_early vs baseline,")
     assert bites["balance_shift_early"]["setting"].startswith("balance_shift_early vs balance_blog,")
     assert bites["baseline_shift_early"]["verdict"] == "supported"
+    assert {r["rule_kind"] for r in bites.values()} == {"greater_than_zero"}
     (recall,) = rows("remedy_recalls_untrained_positions", failure=failure)
     assert recall["setting"].startswith("balance_shift_early vs baseline_shift_early") and recall["verdict"] == "supported"
 

@@ -223,10 +223,10 @@ def shift_effect(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> PerSeed:
     step = last_common_step(accuracy_per_checkpoint(inputs.failure), s)
     values = _paired(*(untrained_failure_per_seed(inputs.failure, v, law, s.L, s.depth, step) for v in (s.variant, s.reference)))
     half = "p > 1/2" if law == "early" else "p <= 1/2"
-    remedy = inputs.remedy(s.variant) != "none"
+    against_baseline = flag_law(inputs, s.reference) == law  # remedy vs its baseline; else the check against the uniform law
     rule = (dec.DecisionRule("less_than_zero", ev.recall_margin, ev.level,
                              f"the failure rate on the flags the {law} law under-trains ({half}), remedy - baseline")
-            if remedy else
+            if against_baseline else
             dec.DecisionRule("greater_than_zero", ev.recall_margin, ev.level,
                              f"the failure rate on the flags the {law} law under-trains ({half}), {law} law - uniform law"))
     note = ""
