@@ -203,7 +203,7 @@ def uniform_counterpart(inputs: Inputs, name: str) -> str | None:
     """The variant with the same overrides as ``name`` but trained on the uniform flag law (seed_batch aside)."""
     def key(block: dict) -> tuple:
         train = {k: v for k, v in (block.get("train") or {}).items() if k not in ("seed_batch", "flag_law")}
-        return repr(block.get("model") or {}), repr(train), repr(block.get("remedy") or {})
+        return block.get("model") or {}, train, block.get("remedy") or {}
 
     same = [other for other in sorted(inputs.variants) if flag_law(inputs, other) == "uniform"
             and key(inputs.variants[other]) == key(inputs.variants[name])]
@@ -335,7 +335,26 @@ def union_settings(*parts):
     return settings
 
 
-overhead_settings = union_settings(*(pair_settings(kind, "train", "every training step") for kind in ("balance", "reweight", "observability")))
+def sequential(inputs: Inputs, name: str) -> bool:
+    """The variant trains its seeds one at a time (``train.seed_batch`` left out or 1): its per-step time is one seed's."""
+    return (inputs.variants[name].get("train") or {}).get("seed_batch", 1) == 1
+
+
+def overhead_pairs(kind: str):
+    """The pairs of ``kind`` whose arms both train one seed at a time: a vmapped step is several seeds'
+    (and Algorithm 3 is never vmapped), so only such pairs compare time and memory per step."""
+
+    def settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
+        found = [s for s in pair_settings(kind, "train", "every training step")(inputs, ev)
+                 if sequential(inputs, s.variant) and (s.reference is None or sequential(inputs, s.reference))]
+        if not found:
+            raise NotRun(f"no {kind} variant and baseline that both train with seed_batch 1")
+        return found
+
+    return settings
+
+
+overhead_settings = union_settings(*(overhead_pairs(kind) for kind in ("balance", "reweight", "observability")))
 ladder_settings = union_settings(strength_settings("balance"), strength_settings("observability"))
 
 
