@@ -2,6 +2,11 @@
 
     python scripts/evidence_power.py --failure /tmp/pilot/results/failure --baseline baseline --debiased debiased \
         [--settings '{"slope_margin": 0.5}']
+    # the validation protocol's claims (docs/validation.md, "Power"): the pilot's results folder and its config files
+    python scripts/evidence_power.py --validation /tmp/validation_pilot/results --config config/config.yaml \
+        config/validation.yaml config/validation_pilot.yaml
+    # the tables that plan reads, as Snakemake targets of the pilot
+    python scripts/evidence_power.py --targets --config config/config.yaml config/validation.yaml config/validation_pilot.yaml
 
 Prints, for the baseline (and the bias-corrected variant, if named): the mean evaluation accuracy
 over seeds at every checkpoint, the mid-training checkpoint by the config's rule, the per-seed
@@ -12,17 +17,20 @@ for the interval's half-width to fall below the distance from the pilot's estima
 threshold that decides the claim the way the pilot leans (``planning_distance``;
 ``lostmid.evidence.decisions.pilot_seed_plan``, with the pilot sd and with its upper 80%
 confidence bound). Plan with the larger, conservative number. The per-seed effects are the
-claims' own (``lostmid.evidence.blog_claims``).
+claims' own (``lostmid.evidence.blog_claims``; with ``--validation``, every claim of
+``lostmid.evidence.validation_claims`` in every setting the pilot has, and its cost per run).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+from pathlib import Path
 
 import pandas as pd
 
-from lostmid.config import settings_from_block
+from lostmid.config import load, settings_from_block
 from lostmid.evidence import blog_claims as claims
 from lostmid.evidence import decisions as dec
 from lostmid.evidence import statistics as st
@@ -43,6 +51,8 @@ def planning_distance(estimate: float, kind: str, margin: float) -> float:
         return estimate if estimate > margin / 2 else margin - estimate
     if kind == "less_than_zero":
         return -estimate if estimate < -margin / 2 else margin + estimate
+    if kind in ("at_most", "at_least"):
+        return abs(margin - estimate)
     return abs(margin - abs(estimate))
 
 
@@ -55,14 +65,77 @@ def plan(values, kind: str, margin: float, ev: EvidenceSettings) -> str:
             f"({p.n_seeds_conservative} with the upper sd)")
 
 
+VALIDATION_TABLES = ("failure", "metrics", "observability", "train")
+
+
+def validation_targets(config_files) -> list[str]:
+    """The per-run tables the validation plan reads, for every run of the (pilot) config."""
+    from lostmid import workflow as wf
+
+    blocks = wf.blocks(load(*config_files))
+    return [path for name in VALIDATION_TABLES for path in wf.run_tables(blocks, name)]
+
+
+def validation_plan(results: str, config_files, ev: EvidenceSettings) -> None:
+    """For every validation claim and setting of the pilot: the per-seed effect, its interval and the seeds it needs."""
+    from lostmid.evidence.claims import CLAIMS, evaluate_claim
+    from lostmid.evidence.inputs import Inputs, NotRun
+    from lostmid.tables.keys import read
+
+    config = load(*config_files)
+    tables = {name: read([str(p) for p in sorted(Path(results, name).rglob("*.parquet"))]) for name in VALIDATION_TABLES
+              if Path(results, name).is_dir()}
+    inputs = Inputs(variants=config["variants"], model=config["model"], **tables)
+    train = tables.get("train")
+    if train is not None:
+        cost = train.groupby(["variant", "L", "depth"]).agg(seconds_per_step=("seconds_per_step", "median"),
+                                                            steps=("step", "max"), peak_mem_mb=("peak_mem_mb", "max"))
+        cost["training_s_per_run"] = cost.seconds_per_step * cost.steps
+        print(f"training cost per run (median s/step x steps):\n{cost.round(4).to_string()}")
+    for claim in CLAIMS:
+        effect = getattr(claim.compute, "effect", None)
+        if effect is None:
+            continue
+        try:
+            settings = claim.settings(inputs, ev)
+        except NotRun as why:
+            print(f"\n{claim.name}: not run ({why})")
+            continue
+        for setting in settings:
+            print(f"\n{claim.name}, {setting.words()}")
+            try:
+                per = effect(inputs, ev, setting)
+            except NotRun as why:
+                print(f"  not run: {why}")
+                continue
+            margin = math.log(per.rule.margin) if claim.compute.log_scale else per.rule.margin
+            print(f"  {per.method}\n  per seed {per.values.round(3).tolist()}\n  {per.rule.kind}: "
+                  f"{plan(per.values.to_numpy(), per.rule.kind, margin, ev)}" + (f"\n  note: {per.note}" if per.note else ""))
+    verdicts = pd.concat([pd.DataFrame(evaluate_claim(c, inputs, ev)) for c in CLAIMS if getattr(c.compute, "effect", None)])
+    print("\nthe pilot's rows (not the validation run's verdicts):\n"
+          + verdicts[["claim", "setting", "estimate", "ci_low", "ci_high", "n_seeds", "verdict"]].to_string(index=False))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--failure", required=True, help="folder (or file) of results/failure Parquet tables")
-    parser.add_argument("--baseline", required=True)
+    parser.add_argument("--failure", help="folder (or file) of results/failure Parquet tables")
+    parser.add_argument("--baseline")
     parser.add_argument("--debiased", default=None)
     parser.add_argument("--settings", default="{}", help="the config's evidence block (JSON)")
+    parser.add_argument("--validation", default=None, help="a pilot's results folder: plan the validation claims instead")
+    parser.add_argument("--targets", action="store_true", help="print the pilot's tables the validation plan reads")
+    parser.add_argument("--config", nargs="+", default=[], help="the pilot's config files (with --validation, --targets)")
     args = parser.parse_args()
     ev = settings_from_block(EvidenceSettings, json.loads(args.settings), "evidence")
+    if args.targets:
+        print(" ".join(validation_targets(args.config)))
+        return
+    if args.validation:
+        block = json.loads(args.settings) if args.settings != "{}" else load(*args.config)["evidence"]
+        validation_plan(args.validation, args.config, settings_from_block(EvidenceSettings, block, "evidence"))
+        return
+    if not (args.failure and args.baseline):
+        parser.error("--failure and --baseline are required (or --validation / --targets)")
     failure = pd.read_parquet(args.failure)
     accuracy = accuracy_per_checkpoint(failure)
     for (variant, L, depth), part in accuracy.groupby(["variant", "L", "depth"]):

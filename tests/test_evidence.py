@@ -48,6 +48,7 @@ def failure_table(variant: str, curves: dict, seeds, L: int = 16, n: int = 64, r
     table = pd.DataFrame(rows)
     # the columns of a per-run failure table (lostmid.tables.keys.RUN_TABLE_COLUMNS), Wilson intervals included
     table["ci_low"], table["ci_high"] = task.wilson_interval(table.failures.to_numpy(), table.n.to_numpy())
+    table["loss"] = -np.log1p(-table.failure_rate.clip(upper=0.999))  # a model that gives the answer 1 - failure
     return table
 
 

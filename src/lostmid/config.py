@@ -150,9 +150,10 @@ def check_variant_names(config: dict) -> None:
     in_grid = {name for block in config["grid"] for name in block["variants"]}
     if baseline not in in_grid:
         raise ConfigError(f"config key remedies.baseline names {baseline!r}, which no grid block runs (grid[*].variants)")
-    unknown = sorted(set(config["influence"]["flow_variants"] or []) - set(variants))
-    if unknown:
-        raise ConfigError(f"config key influence.flow_variants names {unknown}, which are not defined under variants")
+    for key in ("flow_variants", "trace_variants"):
+        unknown = sorted(set(config["influence"][key] or []) - set(variants))
+        if unknown:
+            raise ConfigError(f"config key influence.{key} names {unknown}, which are not defined under variants")
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):

@@ -29,6 +29,7 @@ from lostmid.analysis.settings import (
     InfluenceSettings,
     InitSweepSettings,
     StructuralSettings,
+    TraceSettings,
     check_disjoint_from_training,
     fit_block,
 )
@@ -58,6 +59,8 @@ BLOCK_STAGES = {
     "density_flow": BlockStage(("density_flow",), lambda block: block.flow),  # influence.flow_variants
     # the channel split needs a residual path
     "channels": BlockStage(("channels", "cross_terms", "conditions"), lambda block: block.residual),
+    # the loss-free profiles of influence.trace_variants (none by default)
+    "observability": BlockStage(("observability",), lambda block: block.traces),
 }
 RUN_TABLES = {name: f"results/{name}/" + RUN + ".parquet" for stage in BLOCK_STAGES.values() for name in stage.tables}
 # A fitted attention-logit bias, one per (bias variant, L, depth), on the model its fit_model names.
@@ -80,6 +83,7 @@ class Block:
     residual: bool
     bias: bool  # trains from a fitted attention-logit bias
     flow: bool  # gets the density-flow check
+    traces: bool = False  # gets the loss-free profiles (influence.trace_variants)
 
     @property
     def id(self) -> str:
@@ -152,7 +156,7 @@ def blocks(config: dict) -> list[Block]:
         found.append(Block(
             variant=variant, L=L, depth=depth, seeds=tuple(run.seed for run in runs), steps=steps, every=every,
             spec=cfg.canonical_json(spec), residual=spec["model"]["residual"], bias=spec["remedy"]["kind"] == "bias",
-            flow=variant in flow_variants,
+            flow=variant in flow_variants, traces=variant in config["influence"]["trace_variants"],
         ))
     return found
 
@@ -383,6 +387,7 @@ def default_targets(all_blocks: list[Block]) -> list[str]:
 SETTINGS = {
     InfluenceSettings: "influence",
     FlowSettings: "influence",
+    TraceSettings: "influence",
     InitSweepSettings: "influence.init_sweep",
     StructuralSettings: "influence.structural",
     ChannelSettings: "channels",

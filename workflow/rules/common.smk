@@ -6,7 +6,14 @@ import functools
 
 import lostmid.workflow as wf
 from lostmid.algebraic.settings import AlgebraicSettings
-from lostmid.analysis.settings import ChannelSettings, FlowSettings, InfluenceSettings, InitSweepSettings, StructuralSettings
+from lostmid.analysis.settings import (
+    ChannelSettings,
+    FlowSettings,
+    InfluenceSettings,
+    InitSweepSettings,
+    StructuralSettings,
+    TraceSettings,
+)
 from lostmid.config import canonical_json
 from lostmid.evidence.settings import EvidenceSettings
 

@@ -37,6 +37,43 @@ for block in wf.stage_blocks(BLOCKS, "density_flow"):
             )
 
 
+# The loss-free profiles (exact observability traces of Algorithm 3, output-Jacobian norms) of the blocks of
+# `influence.trace_variants` (none by default), one job per block (docs/validation.md).
+for block in wf.stage_blocks(BLOCKS, "observability"):
+
+    rule:
+        name:
+            f"observability_{block.rule}"
+        input:
+            block.checkpoints(),
+        output:
+            block.paths(wf.RUN_TABLES["observability"]),
+        params:
+            spec=block.spec,
+            seeds=block.seed_list,
+            device=config["device"],
+            settings=wf.settings_json(config, TraceSettings),
+        log:
+            f"results/logs/observability/{block.id}.log",
+        benchmark:
+            f"results/benchmarks/observability/{block.id}.tsv"
+        group:
+            "chain"
+        conda:
+            LOSTMID_ENV
+        threads: 1
+        resources:
+            attempt=attempt_number,
+            mem_mb=2000,
+            runtime=10 * len(block.seeds),
+            gpu=GPU,
+        shell:
+            logged(
+                "lostmid observability --spec {params.spec:q} --seeds {params.seeds} --device {params.device} --threads {threads}"
+                " --checkpoints {input} --settings {params.settings:q} --out {output}"
+            )
+
+
 rule influence_baselines:
     output:
         sweep="results/influence_init_sweep/sweep.parquet",

@@ -22,7 +22,7 @@ import pandas as pd
 import torch
 
 from lostmid.analysis import metrics
-from lostmid.analysis.settings import FlowSettings, InfluenceSettings, InitSweepSettings
+from lostmid.analysis.settings import FlowSettings, InfluenceSettings, InitSweepSettings, TraceSettings
 from lostmid.core import adjoint, task
 from lostmid.core.density import relative_position
 from lostmid.tables.keys import with_keys
@@ -31,10 +31,13 @@ INFLUENCE_COLUMNS = ["layer", "position", "p", "energy", "density"]
 METRIC_COLUMNS = ["delta", "m_left", "m_middle", "m_right", "Delta", "SC", "LIM", "E_inf", "Z"]
 
 
-def evaluation_batch(L: int, settings: InfluenceSettings | FlowSettings, device=None):
+def evaluation_batch(L: int, settings: InfluenceSettings | FlowSettings | TraceSettings, device=None):
     """The fixed, seeded influence batch: ``batch_per_position`` sequences at every flag position 2..L;
-    for the density flow (FlowSettings) the smaller ``flow_batch_per_position``, same seed."""
-    per_position = settings.flow_batch_per_position if isinstance(settings, FlowSettings) else settings.batch_per_position
+    for the density flow (FlowSettings) the smaller ``flow_batch_per_position``, for the loss-free
+    profiles (TraceSettings) ``trace_batch_per_position``, same seed."""
+    per_position = (settings.flow_batch_per_position if isinstance(settings, FlowSettings)
+                    else settings.trace_batch_per_position if isinstance(settings, TraceSettings)
+                    else settings.batch_per_position)
     tokens, targets, _ = task.stratified_eval_set(L, per_position, settings.seed)
     return tokens.to(device), targets.to(device)
 
@@ -128,3 +131,40 @@ def init_sweep(model_block: dict, settings: InitSweepSettings, device=None) -> p
                 table["output_jacobian"] = output_jacobian_norms(model, tokens).numpy()
                 parts.append(with_keys(table, residual=residual, depth=depth, seed=seed))
     return pd.concat(parts, ignore_index=True)
+
+
+# --- Loss-free profiles of trained checkpoints (the paper's validation list, docs/validation.md) -------
+
+OBSERVABILITY_COLUMNS = ["position", "p", "trace", "trace_density", "output_jacobian", "jacobian_density"]
+
+
+def observability_profile(model, tokens: torch.Tensor, chunk: int = 64) -> pd.DataFrame:
+    """Two position profiles of one model that, unlike the loss-gradient density, do not collapse
+    when the loss does: one row per position with
+
+    trace            tr G_i, the exact trace of the positional observability Gramian that
+                     Algorithm 3 balances (``lostmid.objectives.algorithm3_observability.exact_traces``:
+                     every tangent, no probes), mean over the sequences of ``tokens``;
+    trace_density    tr G_i / mean_j tr G_j (its imbalance is Algorithm 3's E_obs with every position monitored);
+    output_jacobian  E ||d logits_L / d x_j|| (``output_jacobian_norms``, the blog's measure);
+    jacobian_density output_jacobian / its mean over positions.
+
+    The raw totals (sum of ``trace``, of ``output_jacobian``) stand beside the densities. The
+    exact traces cost L d forward tangents per sequence (``chunk`` sequences at a time).
+    """
+    from lostmid.objectives.algorithm3_observability import exact_traces
+
+    model.eval()
+    total = None
+    for part in tokens.split(chunk):
+        with torch.no_grad():
+            x0 = model.embed(part)
+        traces = exact_traces(model, x0).double() * part.shape[0]
+        total = traces if total is None else total + traces
+    trace = (total / tokens.shape[0]).cpu().numpy()
+    jacobian = output_jacobian_norms(model, tokens, chunk).double().numpy()
+    L = tokens.shape[1]
+    position = np.arange(1, L + 1)
+    return pd.DataFrame({"position": position, "p": relative_position(position, L), "trace": trace,
+                         "trace_density": metrics.normalize(trace), "output_jacobian": jacobian,
+                         "jacobian_density": metrics.normalize(jacobian)}, columns=OBSERVABILITY_COLUMNS)

@@ -31,6 +31,14 @@ class FlowSettings:
 
 
 @dataclass(frozen=True)
+class TraceSettings:
+    """The keys of the config's ``influence`` block that the loss-free profiles read (``lostmid observability``)."""
+
+    seed: int  # seed of its batch: the evaluation batch's seed, so that both draw the same sequences
+    trace_batch_per_position: int  # the batch of the loss-free profiles (exact traces: L d tangents per sequence)
+
+
+@dataclass(frozen=True)
 class InitSweepSettings:
     """Influence at step 0 versus depth, with and without the residual path (``influence.init_sweep``)."""
 

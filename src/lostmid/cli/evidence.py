@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 from lostmid import io
 from lostmid.cli.registry import command, json_arg
@@ -10,6 +11,20 @@ from lostmid.errors import ConfigError
 from lostmid.evidence.tables import TABLES
 
 log = logging.getLogger(__name__)
+
+# The lines of a docs page between which ``--into`` writes the Markdown table (docs/validation.md).
+PAGE_MARKERS = ("<!-- evidence table: begin -->", "<!-- evidence table: end -->")
+
+
+def quote_into(page: str, markdown: str) -> None:
+    """Replace what stands between the page's PAGE_MARKERS lines by ``markdown`` (atomic write); a
+    page without both markers, in order, is a ConfigError naming it."""
+    text = Path(page).read_text()
+    begin, end = text.find(PAGE_MARKERS[0]), text.find(PAGE_MARKERS[1])
+    if begin < 0 or end < begin:
+        raise ConfigError(f"{page} lacks the lines {PAGE_MARKERS[0]!r} and {PAGE_MARKERS[1]!r} (in this order)")
+    io.write_text(text[:begin + len(PAGE_MARKERS[0])] + "\n\n" + markdown.rstrip("\n") + "\n\n" + text[end:], page)
+
 
 def _args(parser):
     parser.add_argument("--config", nargs="+", default=None,
@@ -25,6 +40,8 @@ def _args(parser):
     parser.add_argument("--forest", help="PNG: the forest plot")
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown (for the README)")
     parser.add_argument("--table", default=None, help="an evidence table already written (Parquet file or folder): print it, compute nothing")
+    parser.add_argument("--into", default=None, help="a docs page: with --markdown, write the table between its lines "
+                                                      f"'{PAGE_MARKERS[0]}' and '{PAGE_MARKERS[1]}' instead of printing it")
 
 
 def load_tables(args) -> dict:
@@ -38,6 +55,14 @@ def load_tables(args) -> dict:
     return loaded
 
 
+def show(markdown: str, page: str | None) -> None:
+    if page:
+        quote_into(page, markdown)
+        log.info("wrote the evidence table into %s", page)
+    else:
+        print(markdown)
+
+
 @command("evidence", "evidence table: every claim of the blog and the paper with its interval over seeds and verdict", _args)
 def evidence(args):
     from lostmid.config import read_merged, settings_from_block
@@ -47,7 +72,7 @@ def evidence(args):
     if args.table:
         import pandas as pd
 
-        print(claims.markdown(pd.read_parquet(args.table)))
+        show(claims.markdown(pd.read_parquet(args.table)), args.into)
         return
     blocks = read_merged(args.config or [])  # no files: an empty config
     settings = settings_from_block(EvidenceSettings, args.settings if args.settings is not None else blocks.get("evidence"), "evidence")
@@ -64,6 +89,6 @@ def evidence(args):
 
         plots_evidence.forest(table, args.forest)
     if args.markdown:
-        print(claims.markdown(table))
+        show(claims.markdown(table), args.into)
     counts = table.verdict.value_counts().to_dict()
     log.info("%d rows: %s", len(table), ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))

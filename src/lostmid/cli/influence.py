@@ -43,6 +43,35 @@ def density_flow(args):
         io.write_parquet(flow_tables, out)
 
 
+def _observability_args(parser):
+    block_analysis_args(parser)
+    parser.add_argument("--settings", type=json_arg, required=True, help="the config's influence keys of the loss-free profiles (JSON)")
+    parser.add_argument("--out", nargs="+", required=True, help="Parquet: observability traces and output-Jacobian norms per position, one per seed")
+
+
+@command("observability", "loss-free profiles (exact observability traces of Algorithm 3, output-Jacobian norms) at every "
+         "checkpoint of a block of runs", _observability_args)
+def observability(args):
+    from lostmid.analysis import influence
+    from lostmid.analysis.settings import TraceSettings
+    from lostmid.config import settings_from_block
+    from lostmid.core import devices
+    from lostmid.training import checkpoint
+
+    settings = settings_from_block(TraceSettings, args.settings, "influence")
+    device = devices.resolve(args.device)
+    tokens, _ = influence.evaluation_batch(args.spec["L"], settings, device)
+
+    def analyze(model, step):
+        table = influence.observability_profile(model, tokens)
+        log.info("step %d: trace total %.4g, output-Jacobian total %.4g", step, table.trace.sum(), table.output_jacobian.sum())
+        return (table,)
+
+    for spec, paths, out in block_runs(args, "checkpoints", "out"):
+        (tables,) = checkpoint.analyze_run(paths, spec, device, analyze)
+        io.write_parquet(tables, out)
+
+
 def _baselines_args(parser):
     parser.add_argument("--model", type=json_arg, required=True, help="the config's model block (JSON)")
     parser.add_argument("--init-sweep", type=json_arg, required=True, help="the config's influence.init_sweep block (JSON)")

@@ -49,6 +49,7 @@ from lostmid.evidence.inputs import BLOG, COLUMNS, Claim, EvidenceError, Inputs,
 from lostmid.evidence.paper_claims import (algebraic_balance_e_inf_near_zero, algebraic_balance_z_grows, algebraic_baseline_left_right_middle, algebraic_observability_right_below_middle, algebraic_reweight_moves_little, balance_keeps_accuracy, balance_lowers_e_inf, conditions_settings, density_flow_error_falls_with_step, density_flow_matches_finite_difference, flow_settings, observability_lowers_trace_imbalance, probe_bias_falls, probe_spread_falls, reweight_changes_profile_little, single_setting, structural_baseline_matches_closed_form, sufficient_conditions_sound)
 from lostmid.evidence.report import estimate_words
 from lostmid.evidence.settings import EvidenceSettings
+from lostmid.evidence import validation_claims as vc
 
 
 # =========================================================================== the registry
@@ -116,6 +117,32 @@ CLAIMS: list[Claim] = [
           ("algebraic_probes",), single_setting, probe_bias_falls, log_axis=True),
     Claim("probe_spread_falls", "paper: section 4, probes", "relative spread at the most probes / at the fewest", "ratio",
           ("algebraic_probes",), single_setting, probe_spread_falls, log_axis=True),
+    # The paper's validation protocol (section 4.5) on trained runs: lostmid.evidence.validation_claims, docs/validation.md.
+    Claim("balance_lowers_e_inf_at_matched_accuracy", "paper: Algorithm 1 (validation, section 4.5)",
+          "paired log(E_inf Alg. 1 / E_inf baseline), each arm at its own mid-training checkpoint", LOG_RATIO, ("failure", "metrics"),
+          vc.uniform_arm_settings("balance", "metrics", (vc.MATCHED,)), vc.t_result(vc.balance_e_inf_effect)),
+    Claim("reweight_changes_profile_little_at_matched_accuracy", "paper: Algorithm 2 (validation, section 4.5)",
+          "paired log(E_inf Alg. 2 / E_inf baseline), each arm at its own mid-training checkpoint", LOG_RATIO, ("failure", "metrics"),
+          vc.uniform_arm_settings("reweight", "metrics", (vc.MATCHED,)), vc.t_result(vc.reweight_e_inf_effect)),
+    Claim("balance_lowers_jacobian_imbalance", "paper: Algorithm 1 (validation; loss-free reading)",
+          "paired log ratio of the output-Jacobian density's imbalance (Alg. 1 / baseline)", LOG_RATIO, ("failure", "observability"),
+          vc.uniform_arm_settings("balance", "observability", (vc.MATCHED, vc.LAST)), vc.t_result(vc.balance_jacobian_effect)),
+    Claim("observability_lowers_trace_imbalance_on_transformer", "paper: Algorithm 3 (validation, section 4.5)",
+          "paired log(E_obs Alg. 3 / E_obs baseline) of the exact trace density", LOG_RATIO, ("failure", "observability", "metrics"),
+          vc.uniform_arm_settings("observability", "observability", (vc.MATCHED, vc.LAST)), vc.t_result(vc.observability_trace_effect)),
+    Claim("flag_shift_raises_untrained_failure", "paper: position shift (section 4.5; check of the intervention)",
+          "paired difference (shifted law - uniform law) of the failure rate on the under-trained half of the flags",
+          "failure rate", ("failure",), vc.shift_settings(remedies=False), vc.t_result(vc.shift_effect)),
+    Claim("remedy_recalls_untrained_positions", "paper: position shift (section 4.5)",
+          "paired difference (remedy - baseline, same shifted law) of the failure rate on the under-trained half",
+          "failure rate", ("failure",), vc.shift_settings(remedies=True), vc.t_result(vc.shift_effect)),
+    Claim("remedy_time_overhead", "paper: overhead (sections 3.8, 4.5)", "geometric mean over seeds of the time per step ratio",
+          "ratio", ("train",), vc.overhead_settings, vc.t_result(vc.time_effect, log_scale=True), log_axis=True),
+    Claim("remedy_memory_overhead", "paper: overhead (sections 3.8, 4.5)", "geometric mean over seeds of the peak memory ratio",
+          "ratio", ("train",), vc.overhead_settings, vc.t_result(vc.memory_effect, log_scale=True), log_axis=True),
+    Claim("penalty_strength_lowers_its_target", "paper: ablation over strength (section 4.5)",
+          "per-seed slope of the log target imbalance on strength / the largest strength (baseline = 0)", LOG_RATIO,
+          ("failure", "metrics"), vc.ladder_settings, vc.t_result(vc.strength_effect)),
 ]
 
 CLAIMS_BY_NAME = {claim.name: claim for claim in CLAIMS}

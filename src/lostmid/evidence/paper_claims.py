@@ -99,19 +99,20 @@ def conditions_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
 # =========================================================================== paper: Algorithms 1-3 in training
 
 
-def _log_einf(inputs: Inputs, ev: EvidenceSettings, variant: str, s: Setting, step: int) -> pd.Series:
+def log_metric(inputs: Inputs, ev: EvidenceSettings, variant: str, s: Setting, step: int, column: str = "E_inf") -> pd.Series:
+    """Per seed: the log of a metrics-table column (E_inf, Z) of ``variant`` at (L, depth) of ``s``, ``step`` and ``evidence.delta``."""
     m = inputs.metrics
     part = m[(m.variant == variant) & (m.L == s.L) & (m.depth == s.depth) & (m.step == step) & np.isclose(m.delta, ev.delta)]
     if part.empty:
         raise NotRun(f"the metrics table has no rows for {variant} at delta {ev.delta:g} (evidence.delta), step {step}")
-    if (part.E_inf <= 0).any() or not np.isfinite(part.E_inf).all():
-        raise EvidenceError(f"E_inf of {variant} at step {step} is not positive and finite")
-    return np.log(part.set_index("seed").E_inf)
+    if (part[column] <= 0).any() or not np.isfinite(part[column]).all():
+        raise EvidenceError(f"{column} of {variant} at step {step} is not positive and finite")
+    return np.log(part.set_index("seed")[column])
 
 
 def _einf_ratio(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> tuple[st.Interval, int]:
     step = last_common_step(inputs.metrics, s)
-    interval = st.paired_difference(_log_einf(inputs, ev, s.variant, s, step), _log_einf(inputs, ev, s.reference, s, step),
+    interval = st.paired_difference(log_metric(inputs, ev, s.variant, s, step), log_metric(inputs, ev, s.reference, s, step),
                                     st.t_interval, level=ev.level)
     return interval._replace(method=f"per-seed log(E_inf remedy / E_inf baseline) at step {step}, delta {ev.delta:g}; "
                                     f"{interval.method}"), step

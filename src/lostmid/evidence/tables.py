@@ -44,4 +44,11 @@ TABLES = {
         "the algebraic simulations' Table 1 (table.parquet)",
     ),
     "algebraic_probes": EvidenceTable(("n_probe", "rel_bias", "rel_std"), "the algebraic probe study (probes.parquet)"),
+    "observability": EvidenceTable(
+        (*_RUN_KEYS, "position", "trace", "trace_density", "jacobian_density"),
+        "results/observability files (loss-free profiles of the runs of influence.trace_variants)",
+    ),
+    "train": EvidenceTable(
+        (*_RUN_KEYS, "seconds_per_step", "peak_mem_mb"), "results/train files (per-step time and peak memory: the overhead claims)"
+    ),
 }

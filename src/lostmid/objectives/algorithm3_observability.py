@@ -138,12 +138,13 @@ class ObservabilityObjective(TaskObjective):
 
 
 def exact_traces(model, x0: torch.Tensor) -> torch.Tensor:
-    """Exact tr G_i for every position (mean over the sequences of x0): a reference for tests.
+    """Exact tr G_i for every position (mean over the sequences of x0): the reference of the tests
+    and the trace profile of trained checkpoints (``lostmid.analysis.influence.observability_profile``).
 
-    Uses the full Jacobian of the last-position states with respect to X_0 (torch.func.jacfwd),
-    so it is only for tiny models.
+    Uses the full Jacobian of the last-position states with respect to X_0 (torch.func.jacfwd,
+    L d tangents per sequence), so it is for small models (L d in the hundreds).
     """
-    h = torch.tensor([model.step_size(k) for k in range(len(model.steps))], dtype=x0.dtype)
+    h = torch.tensor([model.step_size(k) for k in range(len(model.steps))], dtype=x0.dtype, device=x0.device)
 
     def sequence_last_states(x):  # one sequence (L, d) -> (M, d)
         return last_states(model, x[None])[0]

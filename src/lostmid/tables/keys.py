@@ -33,7 +33,7 @@ _RUN = {"variant": "string", "L": "integer", "depth": "integer", "seed": "intege
 RUN_TABLE_COLUMNS = {
     "train": {**_RUN, "loss": "float", "accuracy": "float", "seconds_per_step": "float", "peak_mem_mb": "float"},
     "failure": {**_RUN, "flag_pos": "integer", "p": "float", "n": "integer", "failures": "integer", "failure_rate": "float",
-                "ci_low": "float", "ci_high": "float"},
+                "ci_low": "float", "ci_high": "float", "loss": "float"},
     "influence": {**_RUN, "layer": "integer", "position": "integer", "p": "float", "energy": "float", "density": "float"},
     "metrics": {**_RUN, "delta": "float", "m_left": "float", "m_middle": "float", "m_right": "float", "Delta": "float",
                 "SC": "float", "LIM": "float", "E_inf": "float", "Z": "float"},
@@ -43,6 +43,8 @@ RUN_TABLE_COLUMNS = {
     "cross_terms": {**_RUN, "delta": "float", "region": "string", "pair": "string", "xi": "float", "rho": "float"},
     "conditions": {**_RUN, "delta": "float", "test": "string", "holds": "boolean", "conclusion_holds": "boolean",
                    "lhs": "float", "rhs": "float"},
+    "observability": {**_RUN, "position": "integer", "p": "float", "trace": "float", "trace_density": "float",
+                      "output_jacobian": "float", "jacobian_density": "float"},
 }
 _KINDS = {"string": pd.api.types.is_string_dtype, "integer": pd.api.types.is_integer_dtype,
           "float": pd.api.types.is_float_dtype, "boolean": pd.api.types.is_bool_dtype}

@@ -62,6 +62,21 @@ def steps_to_threshold(train: pd.DataFrame, threshold: float, window: int) -> pd
     return pd.DataFrame(out, columns=[*keys, "steps_to_99"])
 
 
+def losses_per_checkpoint(failure: pd.DataFrame, train: pd.DataFrame, window: int) -> pd.DataFrame:
+    """Per run and checkpoint: ``val_loss``, the held-out cross-entropy of the evaluation set (the
+    failure table's ``loss``, pooled over flag positions; NaN for tables written before it had one),
+    and ``train_loss``, the mean training-batch loss over the ``window`` steps up to the checkpoint
+    (NaN at step 0)."""
+    keys = ["variant", "L", "depth", "seed"]
+    if "loss" in failure:
+        pooled = failure.assign(total=failure["loss"] * failure["n"]).groupby([*keys, "step"], as_index=False)[["total", "n"]].sum()
+        out = pooled.assign(val_loss=pooled.total / pooled.n)[[*keys, "step", "val_loss"]]
+    else:
+        out = failure[[*keys, "step"]].drop_duplicates().assign(val_loss=np.nan)
+    rolling = train.sort_values([*keys, "step"]).groupby(keys)["loss"].transform(lambda x: x.rolling(window, min_periods=1).mean())
+    return out.merge(train[[*keys, "step"]].assign(train_loss=rolling), on=[*keys, "step"], how="left")
+
+
 # <variant>/L<L>_M<depth>_seed<seed>_step<step>.tsv of one run, or ..._seeds<s1>-<s2>-..._step<step>.tsv
 # of a seed batch (train.seed_batch), whose one process trained all of those seeds.
 BENCH_PATH = (r"(?P<variant>[A-Za-z][A-Za-z0-9_-]*)/L(?P<L>\d+)_M(?P<depth>\d+)"
@@ -89,8 +104,8 @@ def read_benchmarks(paths) -> pd.DataFrame:
 def remedy_table(metrics, failure, train, benchmarks, variants: dict, settings: RemedyTableSettings) -> pd.DataFrame:
     """The results/remedies table: one row per run and checkpoint.
 
-    Columns: grid keys; remedy parameters; accuracy (stratified evaluation set) and
-    final_accuracy; steps_to_99 (training-batch accuracy, rolling mean); Delta, LIM, E_inf, Z at
+    Columns: grid keys; remedy parameters; accuracy (stratified evaluation set), val_loss and
+    train_loss (``losses_per_checkpoint``) and final_accuracy; steps_to_99 (training-batch accuracy, rolling mean); Delta, LIM, E_inf, Z at
     the checkpoint (influence metrics at scale ``delta``); seconds_per_step (median of the
     trainer's per-step timing), peak_mem_mb (the library's per-run peak when the training log
     has it, else NaN), max_rss_mb (Snakemake benchmark, max over segments); and the overhead
@@ -103,8 +118,8 @@ def remedy_table(metrics, failure, train, benchmarks, variants: dict, settings: 
         raise ConfigError(f"config key remedies.delta: the influence metrics have no rows at delta={delta} "
                           f"(found {sorted(metrics['delta'].unique())})")
     table = at_delta[[*keys, "step", "Delta", "SC", "LIM", "E_inf", "Z"]]
-    accuracy = accuracy_per_checkpoint(failure)
-    table = table.merge(accuracy[[*keys, "step", "accuracy"]], on=[*keys, "step"], how="outer")
+    accuracy = accuracy_per_checkpoint(failure).merge(losses_per_checkpoint(failure, train, window), on=[*keys, "step"], how="left")
+    table = table.merge(accuracy[[*keys, "step", "accuracy", "val_loss", "train_loss"]], on=[*keys, "step"], how="outer")
     last = table.groupby(keys)["step"].transform("max")
     final = table[table.step == last][[*keys, "accuracy"]].rename(columns={"accuracy": "final_accuracy"})
     per_run = final.merge(steps_to_threshold(train, threshold, window), on=keys, how="left")
@@ -125,12 +140,12 @@ def remedy_table(metrics, failure, train, benchmarks, variants: dict, settings: 
         per_run[ratio] = per_run[column] / per_run[f"_base_{column}"]
     per_run = per_run.drop(columns=[c for c in per_run if c.startswith("_base_")])
     table = table.merge(per_run, on=keys, how="left").merge(remedy_columns(variants), on="variant", how="left")
-    ordered = [*keys, "step", *REMEDY_COLUMNS, "accuracy", "final_accuracy", "steps_to_99", "Delta", "SC", "LIM", "E_inf", "Z",
+    ordered = [*keys, "step", *REMEDY_COLUMNS, "accuracy", "val_loss", "train_loss", "final_accuracy", "steps_to_99", "Delta", "SC", "LIM", "E_inf", "Z",
                "seconds_per_step", "peak_mem_mb", "max_rss_mb", "time_ratio", "peak_mem_ratio", "max_rss_ratio"]
     return table[ordered].sort_values([*keys, "step"]).reset_index(drop=True)
 
 
-def seed_summary(table: pd.DataFrame, values=("accuracy", "final_accuracy", "steps_to_99", "Delta", "LIM", "E_inf", "Z",
+def seed_summary(table: pd.DataFrame, values=("accuracy", "val_loss", "train_loss", "final_accuracy", "steps_to_99", "Delta", "LIM", "E_inf", "Z",
                                                    "seconds_per_step", "time_ratio", "peak_mem_mb", "max_rss_mb")) -> pd.DataFrame:
     """Mean over seeds with a 95% t-interval, per (variant, L, depth, step) and quantity (long format)."""
     long = table.melt(id_vars=["variant", "L", "depth", "seed", "step"], value_vars=list(values), var_name="quantity").dropna(subset=["value"])

@@ -1,4 +1,4 @@
-"""Failure rate by flag position on the balanced evaluation set, drawn per training seed.
+"""Failure rate and held-out cross-entropy by flag position on the balanced evaluation set, drawn per training seed.
 
 Each run is evaluated on its own draw of ``lostmid.core.task.balanced_eval_set`` (seed
 ``eval_seed_for_run(evaluation.seed, run seed)``): the same number of sequences at every flag
@@ -27,23 +27,32 @@ class EvaluationSettings:
 
 
 @torch.inference_mode()
-def predict(model, tokens: torch.Tensor, device, chunk: int = 2048) -> torch.Tensor:
-    """Answers of ``model`` for every sequence, in chunks so large L fits in memory."""
+def answer_logits(model, tokens: torch.Tensor, device, chunk: int = 2048) -> torch.Tensor:
+    """The logits of the answer (read at the last position, whatever the readout) of every sequence,
+    (n, 2), in chunks so large L fits in memory."""
     model.eval()
-    answers = [model.predictions(model(part.to(device))).cpu() for part in tokens.split(chunk)]
-    return torch.cat(answers)
+    parts = []
+    for part in tokens.split(chunk):
+        logits = model(part.to(device))
+        parts.append((logits[:, -1] if logits.dim() == 3 else logits).cpu())
+    return torch.cat(parts)
 
 
 def failure_by_position(model, L: int, per_position: int, base_seed: int, run_seed: int, device) -> pd.DataFrame:
-    """One row per flag position f = 2..L: p = f/L, n, failures, failure_rate and its Wilson 95% interval.
+    """One row per flag position f = 2..L: p = f/L, n, failures, failure_rate and its Wilson 95% interval,
+    and ``loss``, the mean cross-entropy of the answer (the validation loss: these sequences are
+    drawn apart from the training stream, by their own seed).
 
     The evaluation set is ``balanced_eval_set(L, per_position, eval_seed_for_run(base_seed,
     run_seed))`` (``per_position`` even): ``base_seed`` is the config's ``evaluation.seed``,
     ``run_seed`` the training seed of the run.
     """
     tokens, targets, flags = task.balanced_eval_set(L, per_position, task.eval_seed_for_run(base_seed, run_seed))
-    wrong = (predict(model, tokens, device) != targets).long()
+    logits = answer_logits(model, tokens, device)
+    wrong = (model.predictions(logits) != targets).long()
     failures = torch.zeros(L + 1, dtype=torch.long).index_add_(0, flags, wrong)[2:].numpy()
+    cross_entropy = torch.nn.functional.cross_entropy(logits.double(), targets, reduction="none")
+    loss = torch.zeros(L + 1, dtype=torch.float64).index_add_(0, flags, cross_entropy)[2:].numpy() / per_position
     n = np.full(L - 1, per_position)
     low, high = task.wilson_interval(failures, n)
     positions = np.arange(2, L + 1)
@@ -56,5 +65,6 @@ def failure_by_position(model, L: int, per_position: int, base_seed: int, run_se
             "failure_rate": failures / n,
             "ci_low": low,
             "ci_high": high,
+            "loss": loss,
         }
     )

@@ -1,0 +1,400 @@
+"""The paper's validation protocol (section 4.5) on trained runs (docs/validation.md): Algorithms 1-3
+beside their baselines where the measure carries signal, the position shift, the overhead, and the
+dose-response of each penalty.
+
+Where a measure carries signal. Once a model has learned the task its loss gradient collapses, and
+with it the loss-gradient density: at the last checkpoint per-seed E_inf ratios spread over orders
+of magnitude. The primary reading compares each arm at its *own* mid-training checkpoint (the
+first checkpoint where its mean evaluation accuracy over seeds reaches ``evidence.mid_accuracy``,
+``blog_claims.mid_training_step``): both arms at the same task accuracy, neither loss collapsed,
+and a remedy that learns more slowly is not compared with a baseline that has already finished.
+It reads the quantity each algorithm penalizes (Algorithm 1: the loss-gradient density;
+Algorithm 3: the observability trace density). The last common checkpoint is reported beside it
+(``paper_claims``' rows, and this module's trace and loss-free rows). Every normalized figure
+carries the paired log ratio of its raw total (Z, the trace total) in the note.
+
+Each claim's per-seed effect is a function (``*_effect``, kept on the claim's compute function as
+``effect``) that the claim and the power plan (``scripts/evidence_power.py --validation``) share. Every row is a Student t interval over paired
+seeds (on the log scale for the overhead ratios), so its t statistic and one-sided p-value follow
+from the row itself (``rule_p_value``): what a family-wise correction across rows reads.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, NamedTuple
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from lostmid.core.density import imbalance
+from lostmid.evidence import decisions as dec
+from lostmid.evidence import statistics as st
+from lostmid.evidence.blog_claims import mid_training_step
+from lostmid.evidence.inputs import Inputs, NotRun, Result, Setting, last_common_step, pair_settings, rows_of, runs_of
+from lostmid.evidence.paper_claims import log_metric
+from lostmid.evidence.settings import EvidenceSettings
+from lostmid.tables.summaries import accuracy_per_checkpoint
+
+MATCHED = "own mid-training (matched accuracy)"
+LAST = "last common checkpoint"
+SHIFTS = ("early", "late")
+
+
+class PerSeed(NamedTuple):
+    """A claim's per-seed effect (indexed by seed), its rule, the method and a note, before the interval."""
+
+    values: pd.Series
+    rule: dec.DecisionRule
+    method: str
+    note: str = ""
+
+
+# =========================================================================== which arms, which checkpoints
+
+
+def flag_law(inputs: Inputs, name: str) -> str:
+    """The training flag law a variant overrides (``uniform`` when it sets none): the position-shift
+    arms are the variants whose ``train.flag_law`` is early or late."""
+    return (inputs.variants[name].get("train") or {}).get("flag_law", "uniform")
+
+
+def _aimed_at_uniform(inputs: Inputs, name: str) -> bool:
+    """Trained on the uniform flag law with the uniform target density (Algorithm 1's ``target``)."""
+    return flag_law(inputs, name) == "uniform" and (inputs.variants[name].get("remedy") or {}).get("target", "uniform") == "uniform"
+
+
+def uniform_arm_settings(kind: str, table: str, checkpoints: tuple[str, ...]):
+    """The remedy arms of ``kind`` trained on the uniform law for the uniform target, paired with
+    their references (``pair_settings``), once per checkpoint reading in ``checkpoints``."""
+
+    def settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
+        found = [Setting(s.variant, s.L, s.depth, s.residual, checkpoint, s.reference, s.missing)
+                 for s in pair_settings(kind, table, "")(inputs, ev) if _aimed_at_uniform(inputs, s.variant)
+                 for checkpoint in checkpoints]
+        if not found:
+            raise NotRun(f"no {kind} variant trained on the uniform flag law for the uniform target in the {table} table")
+        return found
+
+    return settings
+
+
+def arm_steps(inputs: Inputs, ev: EvidenceSettings, s: Setting, table: pd.DataFrame) -> tuple[int, int]:
+    """The checkpoints of the setting's variant and of its reference: each its own mid-training
+    checkpoint (MATCHED), or the last step both have in ``table`` (LAST)."""
+    if s.checkpoint == LAST:
+        step = last_common_step(table, s)
+        return step, step
+    steps = []
+    for name in (s.variant, s.reference):
+        step, best = mid_training_step(inputs.failure, name, s.L, s.depth, ev.mid_accuracy)
+        if step is None:
+            raise NotRun(f"mid-training undefined: {name}'s mean evaluation accuracy never reached {ev.mid_accuracy:g} "
+                         f"(best {best:.3f})")
+        steps.append(step)
+    return steps[0], steps[1]
+
+
+def _paired(a: pd.Series, b: pd.Series) -> pd.Series:
+    shared = a.index.intersection(b.index).sort_values()
+    return (a.loc[shared] - b.loc[shared]).astype(np.float64)
+
+
+def _interval_words(values: pd.Series, ev: EvidenceSettings) -> str:
+    ci = st.t_interval(values.to_numpy(), ev.level)
+    return f"{ci.estimate:.3g} [{ci.low:.3g}, {ci.high:.3g}]"
+
+
+def _steps_words(s: Setting, steps: tuple[int, int]) -> str:
+    return f"step {steps[0]}" if steps[0] == steps[1] else f"{s.variant} at step {steps[0]}, {s.reference} at step {steps[1]}"
+
+
+# =========================================================================== the loss-free profiles
+
+
+def observability_per_seed(inputs: Inputs, variant: str, s: Setting, step: int, quantity: str) -> pd.Series:
+    """Per seed, from the loss-free profiles at ``step``: the log of the trace imbalance
+    (``trace``: E_obs of the trace density, Algorithm 3's quantity with every position), of the
+    output-Jacobian imbalance (``jacobian``), or of the raw trace total (``trace_total``)."""
+    if inputs.observability is None:
+        raise NotRun("table observability not given (influence.trace_variants names no variant)")
+    part = rows_of(inputs.observability, "observability", variant, s.L, s.depth, step)
+    if quantity == "trace_total":
+        values = part.groupby("seed").trace.sum()
+    else:
+        column = {"trace": "trace_density", "jacobian": "jacobian_density"}[quantity]
+        values = part.groupby("seed")[column].apply(lambda d: float(imbalance(d.to_numpy(np.float64), 1.0)))
+    if not (np.isfinite(values).all() and (values > 0).all()):
+        raise NotRun(f"the {quantity} of {variant} at step {step} is not positive and finite")
+    return np.log(values.astype(np.float64))
+
+
+def _log_ratio(per_variant: Callable[[str, int], pd.Series], s: Setting, steps: tuple[int, int]) -> pd.Series:
+    return _paired(per_variant(s.variant, steps[0]), per_variant(s.reference, steps[1]))
+
+
+# =========================================================================== per-seed effects of the claims
+
+
+def balance_e_inf_effect(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> PerSeed:
+    steps = arm_steps(inputs, ev, s, inputs.metrics)
+    values = _log_ratio(lambda v, step: log_metric(inputs, ev, v, s, step), s, steps)
+    z = _log_ratio(lambda v, step: log_metric(inputs, ev, v, s, step, "Z"), s, steps)
+    rule = dec.DecisionRule("less_than_zero", ev.log_ratio_margin, ev.level, "log(E_inf Alg. 1 / E_inf baseline)")
+    return PerSeed(values, rule, f"per-seed log(E_inf remedy / E_inf baseline), {_steps_words(s, steps)}, delta {ev.delta:g}",
+                   f"raw total energy: log(Z remedy / Z baseline) {_interval_words(z, ev)}")
+
+
+def reweight_e_inf_effect(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> PerSeed:
+    effect = balance_e_inf_effect(inputs, ev, s)
+    rule = dec.DecisionRule("equivalent_to_zero", ev.log_ratio_margin, ev.level, "log(E_inf Alg. 2 / E_inf baseline)")
+    return effect._replace(rule=rule)
+
+
+def balance_jacobian_effect(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> PerSeed:
+    steps = arm_steps(inputs, ev, s, inputs.observability if inputs.observability is not None else inputs.metrics)
+    values = _log_ratio(lambda v, step: observability_per_seed(inputs, v, s, step, "jacobian"), s, steps)
+    rule = dec.DecisionRule("less_than_zero", ev.log_ratio_margin, ev.level,
+                            "log(output-Jacobian imbalance Alg. 1 / baseline's)")
+    return PerSeed(values, rule, f"per-seed log ratio of the imbalance of the output-Jacobian density, {_steps_words(s, steps)}")
+
+
+def observability_trace_effect(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> PerSeed:
+    steps = arm_steps(inputs, ev, s, inputs.observability if inputs.observability is not None else inputs.metrics)
+    values = _log_ratio(lambda v, step: observability_per_seed(inputs, v, s, step, "trace"), s, steps)
+    total = _log_ratio(lambda v, step: observability_per_seed(inputs, v, s, step, "trace_total"), s, steps)
+    lim = _paired(*(rows_of(inputs.metrics[np.isclose(inputs.metrics.delta, ev.delta)], "metrics", v, s.L, s.depth, step)
+                    .set_index("seed").LIM for v, step in zip((s.variant, s.reference), steps)))
+    rule = dec.DecisionRule("less_than_zero", ev.log_ratio_margin, ev.level, "log(E_obs Alg. 3 / E_obs baseline)")
+    return PerSeed(values, rule, f"per-seed log ratio of the exact trace imbalance E_obs (every position), {_steps_words(s, steps)}",
+                   f"raw trace total: log ratio {_interval_words(total, ev)}; LIM (delta {ev.delta:g}) remedy - baseline "
+                   f"{_interval_words(lim, ev)} (the paper: trace balancing need not lower LIM)")
+
+
+# --------------------------------------------------------------------------- the position shift
+
+
+def shift_settings(remedies: bool):
+    """The position-shift arms (train.flag_law early or late). ``remedies``: each remedy arm against
+    the baseline trained on the same law (``Inputs.reference``); else every arm, baseline or remedy,
+    against its own counterpart trained on the uniform law (the check that the shift bites)."""
+
+    def settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
+        found = []
+        for name in sorted(inputs.variants):
+            if flag_law(inputs, name) not in SHIFTS or (remedies and inputs.remedy(name) == "none"):
+                continue
+            reference = inputs.reference(name) if remedies else uniform_counterpart(inputs, name)
+            for L, depth in runs_of(inputs.failure, name):
+                missing = None if reference is not None and (L, depth) in runs_of(inputs.failure, reference) else \
+                    f"{name} has no {'baseline' if remedies else 'uniform-law counterpart'} with failure rows at L {L}, depth {depth}"
+                found.append(Setting(name, L, depth, inputs.residual(name), f"{LAST}, evaluated on the uniform balanced set",
+                                     reference, missing))
+        if not found:
+            raise NotRun("no variant trained on a shifted flag law (train.flag_law early or late)" +
+                         (" with a remedy" if remedies else ""))
+        return found
+
+    return settings
+
+
+def uniform_counterpart(inputs: Inputs, name: str) -> str | None:
+    """The variant with the same overrides as ``name`` but trained on the uniform flag law (seed_batch aside)."""
+    def key(block: dict) -> tuple:
+        train = {k: v for k, v in (block.get("train") or {}).items() if k not in ("seed_batch", "flag_law")}
+        return block.get("model") or {}, train, block.get("remedy") or {}
+
+    same = [other for other in sorted(inputs.variants) if flag_law(inputs, other) == "uniform"
+            and key(inputs.variants[other]) == key(inputs.variants[name])]
+    return same[0] if same else None
+
+
+def untrained_failure_per_seed(failure: pd.DataFrame, variant: str, law: str, L: int, depth: int, step: int) -> pd.Series:
+    """Per seed: the failure rate at ``step`` on the half of the flags a shifted law under-trains
+    (early law: p > 1/2; late law: p <= 1/2), on the uniform balanced evaluation set."""
+    part = rows_of(failure, "failure", variant, L, depth, step)
+    pooled = part[(part.p > 0.5) if law == "early" else (part.p <= 0.5)].groupby("seed")[["failures", "n"]].sum()
+    return (pooled.failures / pooled.n).astype(np.float64)
+
+
+def shift_effect(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> PerSeed:
+    law = flag_law(inputs, s.variant)
+    step = last_common_step(accuracy_per_checkpoint(inputs.failure), s)
+    values = _paired(*(untrained_failure_per_seed(inputs.failure, v, law, s.L, s.depth, step) for v in (s.variant, s.reference)))
+    half = "p > 1/2" if law == "early" else "p <= 1/2"
+    against_baseline = flag_law(inputs, s.reference) == law  # remedy vs its baseline; else the check against the uniform law
+    rule = (dec.DecisionRule("less_than_zero", ev.recall_margin, ev.level,
+                             f"the failure rate on the flags the {law} law under-trains ({half}), remedy - baseline")
+            if against_baseline else
+            dec.DecisionRule("greater_than_zero", ev.recall_margin, ev.level,
+                             f"the failure rate on the flags the {law} law under-trains ({half}), {law} law - uniform law"))
+    note = ""
+    if inputs.metrics is not None:
+        e_inf = _log_ratio(lambda v, st_: log_metric(inputs, ev, v, s, st_), s, (step, step))
+        note = f"influence on the uniform influence batch: log(E_inf {s.variant} / {s.reference}) {_interval_words(e_inf, ev)}"
+    return PerSeed(values, rule, f"per-seed failure rate on flags with {half} at step {step}", note)
+
+
+# --------------------------------------------------------------------------- overhead
+
+
+def _per_run(inputs: Inputs, variant: str, s: Setting, column: str) -> pd.Series:
+    part = rows_of(inputs.train, "train", variant, s.L, s.depth)
+    values = part.groupby("seed")[column].median() if column == "seconds_per_step" else part.groupby("seed")[column].max()
+    if not (np.isfinite(values).all() and (values > 0).all()):
+        raise NotRun(f"the training log of {variant} has no positive {column}")
+    return np.log(values.astype(np.float64))
+
+
+def overhead_effect(column: str, what: str):
+    def effect(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> PerSeed:
+        values = _paired(_per_run(inputs, s.variant, s, column), _per_run(inputs, s.reference, s, column))
+        rule = dec.DecisionRule("at_most", ev.overhead_ratio, ev.level, f"the remedy's {what} / its baseline's")
+        return PerSeed(values, rule, f"per-seed ratio of the {what} (remedy / baseline, same block)")
+
+    return effect
+
+
+time_effect = overhead_effect("seconds_per_step", "median time per training step")
+memory_effect = overhead_effect("peak_mem_mb", "peak memory of the training job")
+
+
+# --------------------------------------------------------------------------- dose-response of each penalty
+
+
+STRENGTH_KEY = {"balance": "beta", "observability": "lam"}
+
+
+def strength_settings(kind: str):
+    """One setting per ladder of ``kind``: arms that differ only in strength (same other remedy
+    parameters, same model and train overrides), at least two strengths, with their baseline as
+    strength 0; ``Setting.variant`` lists the arms."""
+
+    def settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
+        table = inputs.metrics if kind == "balance" else inputs.observability
+        if table is None:
+            raise NotRun(f"the {'metrics' if kind == 'balance' else 'observability'} table is not given")
+        ladders: dict[tuple, list[str]] = {}
+        for name in inputs.of_kind(kind):
+            if not _aimed_at_uniform(inputs, name) or inputs.reference(name) is None:
+                continue
+            rest = {k: v for k, v in inputs.variants[name]["remedy"].items() if k != STRENGTH_KEY[kind]}
+            ladders.setdefault((repr(sorted(rest.items())), inputs.reference(name)), []).append(name)
+        found = []
+        for (_, reference), names in sorted(ladders.items()):
+            if len({inputs.variants[n]["remedy"][STRENGTH_KEY[kind]] for n in names}) < 2:
+                continue
+            runs = set(runs_of(table, reference)).intersection(*(runs_of(table, n) for n in names))
+            for L, depth in sorted(runs):
+                found.append(Setting(",".join(sorted(names)), L, depth, inputs.residual(reference), MATCHED, reference))
+        if not found:
+            raise NotRun(f"no two {kind} variants that differ only in {STRENGTH_KEY[kind]}")
+        return found
+
+    return settings
+
+
+def strength_effect(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> PerSeed:
+    names = s.variant.split(",")
+    kind = inputs.remedy(names[0])
+    key = STRENGTH_KEY[kind]
+    strengths = {s.reference: 0.0, **{n: float(inputs.variants[n]["remedy"][key]) for n in names}}
+    top = max(strengths.values())
+    per_arm = {}
+    for name in strengths:
+        step, best = mid_training_step(inputs.failure, name, s.L, s.depth, ev.mid_accuracy)
+        if step is None:
+            raise NotRun(f"mid-training undefined: {name}'s mean evaluation accuracy never reached {ev.mid_accuracy:g} (best {best:.3f})")
+        per_arm[name] = (log_metric(inputs, ev, name, s, step) if kind == "balance"
+                         else observability_per_seed(inputs, name, s, step, "trace"))
+    frame = pd.DataFrame(per_arm).dropna()
+    x = np.array([strengths[n] / top for n in frame.columns])
+    slopes = pd.Series([float(np.polyfit(x, row.to_numpy(), 1)[0]) for _, row in frame.iterrows()], index=frame.index)
+    target = "E_inf" if kind == "balance" else "E_obs"
+    rule = dec.DecisionRule("less_than_zero", ev.log_ratio_margin, ev.level,
+                            f"the fitted change of log {target} from no penalty to {key} = {top:g}")
+    return PerSeed(slopes, rule, f"per-seed least-squares slope of log {target} (each arm at its own mid-training) on "
+                                 f"{key} / {top:g} over {key} = {sorted(strengths.values())}")
+
+
+def union_settings(*parts):
+    """The settings of every part that has some; NotRun (all reasons) when none has."""
+
+    def settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
+        found, reasons = [], []
+        for part in parts:
+            try:
+                found += part(inputs, ev)
+            except NotRun as why:
+                reasons.append(str(why))
+        if not found:
+            raise NotRun("; ".join(reasons))
+        return found
+
+    return settings
+
+
+def sequential(inputs: Inputs, name: str) -> bool:
+    """The variant trains its seeds one at a time (``train.seed_batch`` left out or 1): its per-step time is one seed's."""
+    return (inputs.variants[name].get("train") or {}).get("seed_batch", 1) == 1
+
+
+def overhead_pairs(kind: str):
+    """The pairs of ``kind`` whose arms both train one seed at a time: a vmapped step is several seeds'
+    (and Algorithm 3 is never vmapped), so only such pairs compare time and memory per step."""
+
+    def settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
+        found = [s for s in pair_settings(kind, "train", "every training step")(inputs, ev)
+                 if sequential(inputs, s.variant) and (s.reference is None or sequential(inputs, s.reference))]
+        if not found:
+            raise NotRun(f"no {kind} variant and baseline that both train with seed_batch 1")
+        return found
+
+    return settings
+
+
+overhead_settings = union_settings(*(overhead_pairs(kind) for kind in ("balance", "reweight", "observability")))
+ladder_settings = union_settings(strength_settings("balance"), strength_settings("observability"))
+
+
+# =========================================================================== the claims' results, and the rows' p-values
+
+
+def t_result(effect: Callable[[Inputs, EvidenceSettings, Setting], PerSeed], log_scale: bool = False):
+    """The claim function of a per-seed effect: its Student t interval over seeds (``log_scale``: of
+    the logs, mapped back by exp, with the rule read on the ratio)."""
+
+    def compute(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+        per = effect(inputs, ev, s)
+        values = per.values.dropna().to_numpy()
+        interval = st.log_mean_interval(np.exp(values), ev.level) if log_scale else st.t_interval(values, ev.level)
+        return Result(interval._replace(method=f"{per.method}; {interval.method}"), per.rule, per.note)
+
+    compute.__name__ = effect.__name__
+    compute.effect, compute.log_scale = effect, log_scale  # what the power plan reads (scripts/evidence_power.py)
+    return compute
+
+
+def rule_p_value(estimate: float, low: float, high: float, n: int, level: float, kind: str, margin: float,
+                 log_scale: bool = False) -> float:
+    """One-sided p-value of a row's Student t interval against the null its rule rejects to say
+    "supported": greater_than_zero, effect <= 0; less_than_zero, effect >= 0; at_most t, effect >= t;
+    at_least t, effect <= t; equivalent_to_zero, the larger of the two one-sided tests at +-margin.
+    The standard error is recovered from the interval (half-width / t quantile); ``log_scale``: the
+    row is a geometric mean (its interval a factor), so the test runs on the logs. NaN without spread."""
+    if n < 2 or not (math.isfinite(low) and math.isfinite(high)) or high == low:
+        return math.nan
+    if log_scale:
+        estimate, low, high, margin = math.log(estimate), math.log(low), math.log(high), math.log(margin)
+    se = (high - low) / 2 / stats.t.ppf(0.5 + level / 2, n - 1)
+    df = n - 1
+    if kind == "greater_than_zero":
+        return float(stats.t.sf(estimate / se, df))
+    if kind == "less_than_zero":
+        return float(stats.t.cdf(estimate / se, df))
+    if kind == "at_most":
+        return float(stats.t.cdf((estimate - margin) / se, df))
+    if kind == "at_least":
+        return float(stats.t.sf((estimate - margin) / se, df))
+    return float(max(stats.t.sf((estimate + margin) / se, df), stats.t.cdf((estimate - margin) / se, df)))
