@@ -5,11 +5,13 @@
 import functools
 
 import lostmid.workflow as wf
-from lostmid.config import canonical_json
+from lostmid.architectures.settings import TextSettings
+from lostmid.config import canonical_json, settings_from_block
 
 BLOCKS = wf.blocks(config)
 ARCHITECTURES = config.get("architectures") or {}
 ARCHITECTURE_FLAG_RUNS = wf.architecture_flag_runs(config)
+settings_from_block(TextSettings, ARCHITECTURES.get("text"), "architectures.text")  # its own check, before any job
 
 # GPUs a rule that runs models asks for (`sbatch --gpus`; locally, with `--resources gpu=N`):
 # one, unless the config runs on the CPU (`device: cpu`), where a GPU would sit idle. Rules that
