@@ -19,7 +19,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from lostmid.architectures import bounded, intervals, measure, models, pretrained, sweep, text, theory  # noqa: E402
+from lostmid.architectures import bounded, intervals, measure, models, pretrained, summary, sweep, text, theory  # noqa: E402
 from lostmid.architectures.settings import TextSettings  # noqa: E402
 from lostmid.config import settings_from_block  # noqa: E402
 from lostmid.errors import ConfigError  # noqa: E402
@@ -222,6 +222,8 @@ def test_the_stage_measures_an_entry_and_its_twin_on_the_same_windows(tmp_path):
         assert (comparison[f"{metric}_lo"] <= comparison[f"{metric}_hi"]).all()
     assert len(layers) == 4 * 3 and {"lam", "lam_lo", "lam_hi"} <= set(layers.columns)
     assert not pretrained_equal(profiles, step=-1, other=0)  # the twin's weights give another profile
+    text_summary = summary.markdown(comparison)
+    assert text_summary.count("| tiny | pretrained |") == 3 * 2 and text_summary.count("| tiny | random init (seed 0) |") == 3 * 2
     with pytest.raises(ConfigError, match="one count per length"):
         settings_from_block(TextSettings, {"lengths": [8, 24], "sequences": [4]}, "architectures.text")
 

@@ -114,7 +114,7 @@ def influence_profile(model, ids: torch.Tensor | None = None, *, tokenizer=None,
                       resamples: int = 1000, level: float = intervals.LEVEL, checkpoint: bool | None = None) -> pd.DataFrame:
     """The measured influence profile of a Hugging Face causal LM and the three theories' profiles, with bootstrap
     intervals over sequences: columns profile (measured | cesaro | rollout_uniform | rollout_attention),
-    position (1..n), mass (sums 1), lo, hi, sequences.
+    position (1..n), mass (each profile sums 1), lo, hi, sequences.
 
     Input: token ids (S, n), or a ``tokenizer`` and a ``corpus`` (``text.corpus_text``) from which
     ``sequences`` disjoint windows of ``n`` tokens are drawn with ``seed + n``.
@@ -126,7 +126,7 @@ def influence_profile(model, ids: torch.Tensor | None = None, *, tokenizer=None,
     device = next(model.parameters()).device
     profiles, _, _ = influence_tables(arch, ids.to(device), (target,), (power,), checkpoint=checkpoint,
                                       resamples=resamples, level=level, seed=seed)
-    return profiles.drop(columns=["target", "power"])
+    return profiles[["profile", "position", "mass", "lo", "hi", "sequences"]]
 
 
 def _log_comparison(what: str, comparison: pd.DataFrame, seconds: float) -> None:
