@@ -193,13 +193,15 @@ def source_info(source, key: str = "architectures.pretrained") -> tuple[str, int
     return family, int(config.get("n_positions") or config.get("max_position_embeddings") or 0)
 
 
-def check_source(source, lengths, key: str = "architectures.pretrained") -> None:
-    """One-line ConfigError for a model the stage cannot measure: unknown type, a length beyond its positions."""
+def check_source(source, lengths=(), key: str = "architectures.pretrained") -> str:
+    """The model type of ``source``; one-line ConfigError for a model the stage cannot measure: an unknown
+    type, a length of ``lengths`` beyond its positions."""
     family, positions = source_info(source, key)
     if family not in ENCODINGS:
         raise ConfigError(f"config key {key}: model type {family!r} of {source} is not supported (known: {', '.join(FAMILIES)})")
-    if max(lengths) > positions:
+    if lengths and max(lengths) > positions:
         raise ConfigError(f"config key {key}: length {max(lengths)} exceeds the {positions} positions of {source}")
+    return family
 
 
 def load_pretrained(path, encoding: str = "native", key: str = "architectures.pretrained", attention: str = "sdpa"):
@@ -212,9 +214,7 @@ def load_pretrained(path, encoding: str = "native", key: str = "architectures.pr
     if encoding not in PRETRAINED_ENCODINGS:
         raise ConfigError(f"config key {key}.encoding: {encoding!r} is not one of {', '.join(PRETRAINED_ENCODINGS)}")
     path = Path(path)
-    family, _ = source_info(path, key)
-    if family not in ENCODINGS:
-        raise ConfigError(f"config key {key}.path: model type {family!r} of {path} is not supported (known: {', '.join(FAMILIES)})")
+    family = check_source(path, key=key)
     tf = transformers()
     if path.suffix == ".gguf":
         where = dict(pretrained_model_name_or_path=path.parent, gguf_file=path.name)

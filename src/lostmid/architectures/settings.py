@@ -1,5 +1,6 @@
 """Settings of the architectures stage: the config's ``architectures`` block and its ``flag``
-sub-block, and its ``text`` sub-block for the ``pretrained`` entries (docs/architectures.md lists every key), built by ``lostmid.config.settings_from_block``
+sub-block, and its ``text`` sub-block for the ``pretrained`` entries (docs/architectures.md lists
+every key), built by ``lostmid.config.settings_from_block``
 (defaults, families and their encodings, targets and powers: the config schema). Free of torch,
 so that the workflow builds them when it parses the config."""
 
