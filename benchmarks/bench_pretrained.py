@@ -92,13 +92,19 @@ def slope(rows, i: int, value) -> str:
 
 
 def markdown(rows, checkpoint_from: int) -> str:
-    lines = ["| n | checkpointing | fwd+bwd s | measurement s | ratio | peak RSS fwd+bwd GB | peak RSS measurement GB "
-             "| slope time | slope memory above baseline |", "|" + "---|" * 9]
+    lines = [
+        "| n | checkpointing | fwd+bwd s | measurement s | ratio | peak RSS fwd+bwd GB | peak RSS measurement GB "
+        "| slope time | slope memory above baseline |",
+        "|" + "---|" * 9,
+    ]
     for i, row in enumerate(rows):
         plain, measured = row["plain"], row["measured"]
-        lines.append(f"| {row['n']} | {'yes' if row['n'] >= checkpoint_from else 'no'} | {plain[0]:.1f} | {measured[0]:.1f} "
-                     f"| {measured[0] / plain[0]:.2f} | {plain[1]:.2f} | {measured[1]:.2f} "
-                     f"| {slope(rows, i, lambda r: r['measured'][0])} | {slope(rows, i, lambda r: max(r['measured'][2], 1e-3))} |")
+        lines.append(
+            f"| {row['n']} | {'yes' if row['n'] >= checkpoint_from else 'no'} | {plain[0]:.1f} | {measured[0]:.1f} "
+            f"| {measured[0] / plain[0]:.2f} | {plain[1]:.2f} | {measured[1]:.2f} "
+            f"| {slope(rows, i, lambda r: r['measured'][0])} "
+            f"| {slope(rows, i, lambda r: max(r['measured'][2], 1e-3))} |"
+        )
     return "\n".join(lines)
 
 

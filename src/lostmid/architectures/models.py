@@ -187,7 +187,9 @@ def source_info(source, key: str = "architectures.pretrained") -> tuple[str, int
         length = int(fields[f"{family}.context_length"].parts[-1][0])
         return family, length
     if not (source / "config.json").is_file():
-        raise ConfigError(f"config key {key}.path: {source} is not a folder with a config.json (a save_pretrained folder) nor a .gguf file")
+        raise ConfigError(
+            f"config key {key}.path: {source} is not a folder with a config.json (a save_pretrained folder) nor a .gguf file"
+        )
     config = json.loads((source / "config.json").read_text())
     family = config.get("model_type")
     return family, int(config.get("n_positions") or config.get("max_position_embeddings") or 0)
@@ -198,7 +200,8 @@ def check_source(source, lengths=(), key: str = "architectures.pretrained") -> s
     type, a length of ``lengths`` beyond its positions."""
     family, positions = source_info(source, key)
     if family not in ENCODINGS:
-        raise ConfigError(f"config key {key}: model type {family!r} of {source} is not supported (known: {', '.join(FAMILIES)})")
+        known = ", ".join(FAMILIES)
+        raise ConfigError(f"config key {key}: model type {family!r} of {source} is not supported (known: {known})")
     if lengths and max(lengths) > positions:
         raise ConfigError(f"config key {key}: length {max(lengths)} exceeds the {positions} positions of {source}")
     return family
@@ -220,7 +223,9 @@ def load_pretrained(path, encoding: str = "native", key: str = "architectures.pr
         where = dict(pretrained_model_name_or_path=path.parent, gguf_file=path.name)
     else:
         where = dict(pretrained_model_name_or_path=path)
-    model = tf.AutoModelForCausalLM.from_pretrained(**where, local_files_only=True, attn_implementation=attention, dtype=torch.float32)
+    model = tf.AutoModelForCausalLM.from_pretrained(
+        **where, local_files_only=True, attn_implementation=attention, dtype=torch.float32
+    )
     try:
         tokenizer = tf.AutoTokenizer.from_pretrained(**where, local_files_only=True)
     except (OSError, ValueError, TypeError):
@@ -239,7 +244,9 @@ def random_twin(arch: Arch, seed: int) -> Arch:
     tf = transformers()
     torch.manual_seed(seed)
     config = arch.model.config
-    model = tf.AutoModelForCausalLM.from_config(config, attn_implementation=config._attn_implementation, dtype=torch.float32)
+    model = tf.AutoModelForCausalLM.from_config(
+        config, attn_implementation=config._attn_implementation, dtype=torch.float32
+    )
     twin = Arch(arch.family, arch.encoding, model.eval())
     if arch.encoding == "none":
         remove_positions(twin)

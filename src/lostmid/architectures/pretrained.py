@@ -33,8 +33,20 @@ from lostmid.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-METRICS = ("spearman", "w1", "measured_first", "measured_last", "measured_middle_depth", "theory_first", "theory_last",
-           "theory_middle_depth", "alpha", "recency_bound", "measured_p", "theory_p")
+METRICS = (
+    "spearman",
+    "w1",
+    "measured_first",
+    "measured_last",
+    "measured_middle_depth",
+    "theory_first",
+    "theory_last",
+    "theory_middle_depth",
+    "alpha",
+    "recency_bound",
+    "measured_p",
+    "theory_p",
+)
 CHECKPOINT_FROM = 2048  # the entry point's default: checkpoint the layers from this length on
 
 
@@ -56,8 +68,9 @@ def _with_interval(name: str, values: np.ndarray, level: float) -> dict:
     return {name: estimate, f"{name}_lo": lo, f"{name}_hi": hi}
 
 
-def measurement_tables(measurement: bounded.Measurement, resamples: int = 1000, level: float = intervals.LEVEL,
-                       seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def measurement_tables(
+    measurement: bounded.Measurement, resamples: int = 1000, level: float = intervals.LEVEL, seed: int = 0
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(profiles, layers, comparison) of one Measurement without key columns (see the module docstring)."""
     sequences, n = measurement.rollout_attention.shape
     weights = intervals.draws(sequences, resamples, seed)
@@ -71,8 +84,20 @@ def measurement_tables(measurement: bounded.Measurement, resamples: int = 1000, 
         measured_shape, measured_p = intervals.shape_rows(measured), intervals.decay_exponent(measured)
         for name, draws in {"measured": measured, **theories}.items():
             estimate, lo, hi = intervals.interval(draws, level)
-            profiles.append(pd.DataFrame({"target": target, "power": power, "sequences": sequences, "profile": name,
-                                          "position": position, "mass": estimate, "lo": lo, "hi": hi}))
+            profiles.append(
+                pd.DataFrame(
+                    {
+                        "target": target,
+                        "power": power,
+                        "sequences": sequences,
+                        "profile": name,
+                        "position": position,
+                        "mass": estimate,
+                        "lo": lo,
+                        "hi": hi,
+                    }
+                )
+            )
         for name, draws in theories.items():
             shape = intervals.shape_rows(draws)
             values = {
@@ -90,15 +115,27 @@ def measurement_tables(measurement: bounded.Measurement, resamples: int = 1000, 
                 row.update(_with_interval(metric, values[metric], level))
             comparison.append(row)
     layers = {"sequences": sequences, "layer": np.arange(1, lambdas.shape[1] + 1)}
-    for name, per_sequence in (("lam", measurement.lambdas), ("attention_first", measurement.attention_first),
-                               ("attention_self", measurement.attention_self)):
+    for name, per_sequence in (
+        ("lam", measurement.lambdas),
+        ("attention_first", measurement.attention_first),
+        ("attention_self", measurement.attention_self),
+    ):
         layers.update(_with_interval(name, intervals.means(weights, per_sequence), level))
     return pd.concat(profiles, ignore_index=True), pd.DataFrame(layers), pd.DataFrame(comparison)
 
 
-def influence_tables(arch: models.Arch, ids: torch.Tensor, targets=("top1",), powers=(1,), chunk: int = 1,
-                     checkpoint: bool | None = None, resamples: int = 1000, level: float = intervals.LEVEL, seed: int = 0,
-                     keys: dict | None = None):
+def influence_tables(
+    arch: models.Arch,
+    ids: torch.Tensor,
+    targets=("top1",),
+    powers=(1,),
+    chunk: int = 1,
+    checkpoint: bool | None = None,
+    resamples: int = 1000,
+    level: float = intervals.LEVEL,
+    seed: int = 0,
+    keys: dict | None = None,
+):
     """The (profiles, layers, comparison) tables of ``arch`` on token ids (S, n), measured without attention
     matrices (``bounded.measure_bounded``); ``checkpoint`` None: from n = CHECKPOINT_FROM on. ``keys``
     (``sweep.KEYS``) are put in front of every table's columns."""
@@ -109,9 +146,21 @@ def influence_tables(arch: models.Arch, ids: torch.Tensor, targets=("top1",), po
     return tables if keys is None else tuple(keyed(table, keys) for table in tables)
 
 
-def influence_profile(model, ids: torch.Tensor | None = None, *, tokenizer=None, corpus: str = "pydoc_data.topics",
-                      n: int = 1024, sequences: int = 8, seed: int = 0, target: str = "top1", power: int = 1,
-                      resamples: int = 1000, level: float = intervals.LEVEL, checkpoint: bool | None = None) -> pd.DataFrame:
+def influence_profile(
+    model,
+    ids: torch.Tensor | None = None,
+    *,
+    tokenizer=None,
+    corpus: str = "pydoc_data.topics",
+    n: int = 1024,
+    sequences: int = 8,
+    seed: int = 0,
+    target: str = "top1",
+    power: int = 1,
+    resamples: int = 1000,
+    level: float = intervals.LEVEL,
+    checkpoint: bool | None = None,
+) -> pd.DataFrame:
     """The measured influence profile of a Hugging Face causal LM and the three theories' profiles, with bootstrap
     intervals over sequences: columns profile (measured | cesaro | rollout_uniform | rollout_attention),
     position (1..n), mass (each profile sums 1), lo, hi, sequences.
@@ -124,16 +173,32 @@ def influence_profile(model, ids: torch.Tensor | None = None, *, tokenizer=None,
         ids = text.windows(text.corpus_ids(tokenizer, corpus), n, sequences, seed + n)
     check_length(arch, ids.shape[1], "ids")
     device = next(model.parameters()).device
-    profiles, _, _ = influence_tables(arch, ids.to(device), (target,), (power,), checkpoint=checkpoint,
-                                      resamples=resamples, level=level, seed=seed)
+    profiles, _, _ = influence_tables(
+        arch, ids.to(device), (target,), (power,), checkpoint=checkpoint, resamples=resamples, level=level, seed=seed
+    )
     return profiles[["profile", "position", "mass", "lo", "hi", "sequences"]]
 
 
 def _log_comparison(what: str, comparison: pd.DataFrame, seconds: float) -> None:
     row = comparison.query("theory == 'rollout_attention'").iloc[0]
-    log.info("%s: %d sequences, %.1f s, rho %.3f [%.3f, %.3f], W1 %.4f [%.4f, %.4f], first %.4f last %.4f, p %.3f [%.3f, %.3f]",
-             what, row.sequences, seconds, row.spearman, row.spearman_lo, row.spearman_hi, row.w1, row.w1_lo, row.w1_hi,
-             row.measured_first, row.measured_last, row.measured_p, row.measured_p_lo, row.measured_p_hi)
+    log.info(
+        "%s: %d sequences, %.1f s, rho %.3f [%.3f, %.3f], W1 %.4f [%.4f, %.4f], first %.4f last %.4f, "
+        "p %.3f [%.3f, %.3f]",
+        what,
+        row.sequences,
+        seconds,
+        row.spearman,
+        row.spearman_lo,
+        row.spearman_hi,
+        row.w1,
+        row.w1_lo,
+        row.w1_hi,
+        row.measured_first,
+        row.measured_last,
+        row.measured_p,
+        row.measured_p_lo,
+        row.measured_p_hi,
+    )
 
 
 def entry_name(entry: dict) -> str:
@@ -166,11 +231,26 @@ def pretrained_run(entry: dict, settings: TextSettings, device, key: str) -> lis
         ids = ids.to(device)
         for model_arch, seed, step in archs:
             start = time.perf_counter()
-            keys = dict(family=arch.family, encoding=arch.encoding, variant=name, depth=arch.depth, n=n, seed=seed, step=step)
-            part = influence_tables(model_arch, ids, settings.targets, settings.powers, settings.chunk,
-                                    n >= settings.checkpoint_from, settings.resamples, settings.level, settings.seed + n, keys)
-            _log_comparison(f"{name} {'pretrained' if step < 0 else f'random-init twin seed {seed}'} n={n}", part[2],
-                            time.perf_counter() - start)
+            keys = dict(
+                family=arch.family, encoding=arch.encoding, variant=name, depth=arch.depth, n=n, seed=seed, step=step
+            )
+            part = influence_tables(
+                model_arch,
+                ids,
+                settings.targets,
+                settings.powers,
+                settings.chunk,
+                n >= settings.checkpoint_from,
+                settings.resamples,
+                settings.level,
+                settings.seed + n,
+                keys,
+            )
+            _log_comparison(
+                f"{name} {'pretrained' if step < 0 else f'random-init twin seed {seed}'} n={n}",
+                part[2],
+                time.perf_counter() - start,
+            )
             parts.append(part)
     return parts
 

@@ -41,15 +41,19 @@ def corpus_text(corpus: str, key: str = "architectures.text.corpus") -> str:
         return "\n\n".join(topics.topics[name] for name in sorted(topics.topics))
     path = Path(corpus)
     if not path.is_file():
-        raise ConfigError(f"config key {key}: {corpus!r} is neither a packaged corpus ({', '.join(PACKAGED_CORPORA)}), "
-                          f"{RANDOM!r}, nor a text file")
+        raise ConfigError(
+            f"config key {key}: {corpus!r} is neither a packaged corpus ({', '.join(PACKAGED_CORPORA)}), "
+            f"{RANDOM!r}, nor a text file"
+        )
     return path.read_text(encoding="utf-8")
 
 
 def corpus_ids(tokenizer, corpus: str, key: str = "architectures.text.corpus") -> np.ndarray:
     """The corpus tokenized once, without special tokens: int64 (T,)."""
     if tokenizer is None:
-        raise ConfigError(f"config key {key}: the model has no tokenizer; save it beside the model or use corpus: {RANDOM}")
+        raise ConfigError(
+            f"config key {key}: the model has no tokenizer; save it beside the model or use corpus: {RANDOM}"
+        )
     return np.asarray(tokenizer(corpus_text(corpus, key), add_special_tokens=False)["input_ids"], dtype=np.int64)
 
 
@@ -60,7 +64,9 @@ def windows(stream: np.ndarray, n: int, sequences: int, seed: int) -> torch.Tens
     if available == 0:
         raise ConfigError(f"the corpus has {len(stream)} tokens, fewer than one window of n = {n}")
     if sequences > available:
-        log.info("n=%d: the corpus holds %d disjoint windows, fewer than the %d sequences asked for", n, available, sequences)
+        log.info(
+            "n=%d: the corpus holds %d disjoint windows, fewer than the %d sequences asked for", n, available, sequences
+        )
     chosen = np.sort(np.random.default_rng(seed).choice(available, size=min(sequences, available), replace=False))
     starts = chosen * n
     return torch.from_numpy(np.stack([stream[s : s + n] for s in starts]))

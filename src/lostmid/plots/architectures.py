@@ -64,10 +64,14 @@ def pretrained_profiles(profiles: pd.DataFrame, path) -> None:
     import matplotlib.pyplot as plt
 
     profiles, what = _first_target(profiles)
-    data = _density(profiles).assign(lo=lambda d: d.lo * d.n, hi=lambda d: d.hi * d.n,
-                                     weights=lambda d: d.variant + np.where(d.step < 0, " pretrained", " twin (seed " + d.seed.astype(str) + ")"))
+    data = _density(profiles).assign(
+        lo=lambda d: d.lo * d.n,
+        hi=lambda d: d.hi * d.n,
+        weights=lambda d: d.variant + np.where(d.step < 0, " pretrained", " twin (seed " + d.seed.astype(str) + ")"),
+    )
     lengths, columns = sorted(data.n.unique()), sorted(data.weights.unique())
-    fig, axes = plt.subplots(len(lengths), len(columns), figsize=(3.4 * len(columns), 2.4 * len(lengths)), squeeze=False, sharey=True)
+    size = (3.4 * len(columns), 2.4 * len(lengths))
+    fig, axes = plt.subplots(len(lengths), len(columns), figsize=size, squeeze=False, sharey=True)
     palette = dict(zip(ORDER, sns.color_palette(n_colors=len(ORDER))))
     for (n, column), ax in zip([(n, c) for n in lengths for c in columns], axes.ravel()):
         panel = data.query("n == @n and weights == @column")
@@ -85,5 +89,6 @@ def pretrained_profiles(profiles: pd.DataFrame, path) -> None:
         ax.set_xlabel("relative position (j - 1/2) / n")
         ax.set_ylabel("density n * mass")
     axes.ravel()[0].legend(fontsize=7)
-    fig.suptitle(f"pretrained models on real text against their random-init twins, {what}; bands: bootstrap intervals over sequences", y=1.01)
+    title = f"pretrained models on real text against their random-init twins, {what}"
+    fig.suptitle(f"{title}; bands: bootstrap intervals over sequences", y=1.01)
     save(fig, path)
