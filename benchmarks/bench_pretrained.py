@@ -13,7 +13,9 @@ Prints one Markdown row per length (one call each; the shortest length is called
   attention inputs, the same forward and backward pass, layers recomputed in the backward pass from
   n >= --checkpoint-from, then the blockwise attention rollout), then the tables with bootstrap
   intervals and the three theories (``pretrained.measurement_tables``, 1000 draws);
-- ratio = measurement / fwd+bwd (goal <= 1.5); peak RSS of the process during each call (the kernel's
+- times are the process's CPU seconds (time.process_time: one thread, so the work done, whatever else
+  runs on the machine), the wall-clock beside them;
+- ratio = measurement / fwd+bwd in CPU seconds (goal <= 1.5); peak RSS of the process during each call (the kernel's
   high-water mark VmHWM, reset before the call through /proc/self/clear_refs), goal <= 8 GB at n = 4096;
 - slopes: log-log slope in n of the times and of the peak memory above the RSS before the call,
   between consecutive lengths.
@@ -43,16 +45,16 @@ def status_kb(field: str) -> int:
     raise RuntimeError(f"no {field} in /proc/self/status")
 
 
-def peak_call(fn) -> tuple[float, float, float]:
-    """(seconds, peak RSS in GB, peak above the RSS before the call in GB) of one call of ``fn``."""
+def peak_call(fn) -> tuple[float, float, float, float]:
+    """(CPU seconds, peak RSS in GB, peak above the RSS before the call in GB, wall seconds) of one call of ``fn``."""
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")  # reset the high-water mark VmHWM to the current RSS
     before = status_kb("VmRSS")
-    start = time.perf_counter()
+    start, wall = time.process_time(), time.perf_counter()
     fn()
-    seconds = time.perf_counter() - start
+    seconds, wall = time.process_time() - start, time.perf_counter() - wall
     peak = status_kb("VmHWM")
-    return seconds, peak / 2**20, (peak - before) / 2**20
+    return seconds, peak / 2**20, (peak - before) / 2**20, wall
 
 
 def bench(args) -> list[dict]:
@@ -80,7 +82,8 @@ def bench(args) -> list[dict]:
         plain = peak_call(forward_backward)
         measured = peak_call(measurement)
         rows.append({"n": n, "plain": plain, "measured": measured})
-        print(f"n={n}: fwd+bwd {plain[0]:.1f} s, measurement {measured[0]:.1f} s", flush=True)
+        print(f"n={n}: CPU s fwd+bwd {plain[0]:.1f}, measurement {measured[0]:.1f}; wall s {plain[3]:.1f}, {measured[3]:.1f}",
+              flush=True)
     return rows
 
 
@@ -93,9 +96,9 @@ def slope(rows, i: int, value) -> str:
 
 def markdown(rows, checkpoint_from: int) -> str:
     lines = [
-        "| n | checkpointing | fwd+bwd s | measurement s | ratio | peak RSS fwd+bwd GB | peak RSS measurement GB "
-        "| slope time | slope memory above baseline |",
-        "|" + "---|" * 9,
+        "| n | checkpointing | fwd+bwd CPU s | measurement CPU s | ratio | peak RSS fwd+bwd GB | peak RSS measurement GB "
+        "| slope time | slope memory above baseline | wall s fwd+bwd, measurement |",
+        "|" + "---|" * 10,
     ]
     for i, row in enumerate(rows):
         plain, measured = row["plain"], row["measured"]
@@ -103,7 +106,7 @@ def markdown(rows, checkpoint_from: int) -> str:
             f"| {row['n']} | {'yes' if row['n'] >= checkpoint_from else 'no'} | {plain[0]:.1f} | {measured[0]:.1f} "
             f"| {measured[0] / plain[0]:.2f} | {plain[1]:.2f} | {measured[1]:.2f} "
             f"| {slope(rows, i, lambda r: r['measured'][0])} "
-            f"| {slope(rows, i, lambda r: max(r['measured'][2], 1e-3))} |"
+            f"| {slope(rows, i, lambda r: max(r['measured'][2], 1e-3))} | {plain[3]:.0f}, {measured[3]:.0f} |"
         )
     return "\n".join(lines)
 
