@@ -89,6 +89,7 @@ def pretrained_profiles(profiles: pd.DataFrame, path) -> None:
         ax.set_xlabel("relative position (j - 1/2) / n")
         ax.set_ylabel("density n * mass")
     axes.ravel()[0].legend(fontsize=7)
+    fig.tight_layout()
     title = f"pretrained models on real text against their random-init twins, {what}"
     fig.suptitle(f"{title}; bands: bootstrap intervals over sequences", y=1.01)
     save(fig, path)
