@@ -53,6 +53,7 @@ rule all:
         rules.influence_baselines.output,
         rules.algebraic.output,
         rules.architectures_sweep.output if ARCHITECTURES else [],
+        rules.architectures_pretrained.output if ARCHITECTURES.get("pretrained") else [],
         rules.architectures_flag.output if ARCHITECTURE_FLAG_RUNS else [],
         rules.evidence.output,
         rules.figures.output,

@@ -34,7 +34,7 @@ from lostmid.analysis.settings import (
     fit_block,
 )
 from lostmid.errors import ConfigError
-from lostmid.architectures.settings import ArchSettings, FlagSettings
+from lostmid.architectures.settings import ArchSettings, FlagSettings, TextSettings
 from lostmid.evidence.settings import EvidenceSettings
 from lostmid.evidence.tables import TABLES as EVIDENCE_INPUTS
 
@@ -396,6 +396,7 @@ SETTINGS = {
     EvidenceSettings: "evidence",
     ArchSettings: "architectures",
     FlagSettings: "architectures.flag",
+    TextSettings: "architectures.text",
 }
 
 

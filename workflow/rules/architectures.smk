@@ -1,13 +1,12 @@
 # Real architectures (docs/architectures.md): influence profiles of Hugging Face causal LMs
-# (GPT-2, Llama, Qwen2; random init with stated seeds, or local pretrained folders) and of the
-# flag-recall checkpoints, against the Cesaro and rollout theories. One job for the whole
-# random-init sweep and one for the flag-recall comparison, each drawing its own figure; each
-# receives only its part of the config's `architectures` block.
+# (GPT-2, Llama, Qwen2 at random init with stated seeds; pretrained models on real text beside
+# their random-init twins) and of the flag-recall checkpoints, against the Cesaro and rollout
+# theories. One job for the random-init sweep, one for the pretrained models and one for the
+# flag-recall comparison, each drawing its own figure; each receives only its part of the
+# config's `architectures` block.
 
 
 rule architectures_sweep:
-    input:
-        [entry["path"] for entry in ARCHITECTURES.get("pretrained", [])],
     output:
         profiles="results/architectures_profiles/sweep.parquet",
         layers="results/architectures_layers/sweep.parquet",
@@ -15,7 +14,7 @@ rule architectures_sweep:
         figure=report("results/figures/architectures_sweep.png", caption="../report/architectures_sweep.rst", category="Architectures"),
     params:
         device=config["device"],
-        settings=config_json("architectures", exclude=("flag",)),
+        settings=config_json("architectures", exclude=("flag", "pretrained", "text")),
     log:
         "results/logs/architectures/sweep.log",
     benchmark:
@@ -33,6 +32,39 @@ rule architectures_sweep:
     shell:
         logged(
             "lostmid architectures --device {params.device} --threads {threads} --settings {params.settings:q}"
+            " --profiles {output.profiles} --layers {output.layers} --comparison {output.comparison}"
+            " --figure {output.figure}"
+        )
+
+
+rule architectures_pretrained:
+    input:
+        [entry["path"] for entry in ARCHITECTURES.get("pretrained", []) if "path" in entry],
+    output:
+        profiles="results/architectures_pretrained/profiles.parquet",
+        layers="results/architectures_pretrained/layers.parquet",
+        comparison="results/architectures_pretrained/comparison.parquet",
+        figure=report("results/figures/architectures_pretrained.png", caption="../report/architectures_pretrained.rst", category="Architectures"),
+    params:
+        device=config["device"],
+        settings=config_json("architectures", ("pretrained", "text")),
+    log:
+        "results/logs/architectures/pretrained.log",
+    benchmark:
+        "results/benchmarks/architectures/pretrained.tsv"
+    group:
+        "summary"
+    conda:
+        LOSTMID_ENV
+    threads: 1
+    resources:
+        attempt=attempt_number,
+        mem_mb=8000,
+        runtime=120,
+        gpu=GPU,
+    shell:
+        logged(
+            "lostmid architectures-pretrained --device {params.device} --threads {threads} --settings {params.settings:q}"
             " --profiles {output.profiles} --layers {output.layers} --comparison {output.comparison}"
             " --figure {output.figure}"
         )

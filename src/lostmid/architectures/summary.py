@@ -50,9 +50,31 @@ def to_markdown(df: pd.DataFrame, digits: int = 3) -> str:
     return "\n".join(lines)
 
 
+def interval_table(comparison: pd.DataFrame, theory: str = "rollout_attention") -> pd.DataFrame:
+    """A pretrained comparison table (``lostmid.architectures.pretrained``, rows of one target and power): per
+    model, weights and n, ``theory``'s rho and W1/(n-1), the measured endpoint masses, middle depth and decay
+    exponent p, each as "estimate [lo, hi]"."""
+    rows = comparison.query("theory == @theory").sort_values(["variant", "step", "n"])
+
+    def cell(row, metric):
+        return f"{row[metric]:.3g} [{row[metric + '_lo']:.3g}, {row[metric + '_hi']:.3g}]"
+
+    metrics = {"rho": "spearman", "W1": "w1", "first": "measured_first", "last": "measured_last",
+               "middle depth": "measured_middle_depth", "p": "measured_p", "theory p": "theory_p", "alpha": "alpha"}
+    return pd.DataFrame([{"model": row.variant, "weights": "pretrained" if row.step < 0 else f"random init (seed {row.seed})",
+                          "n": row.n, "sequences": row.sequences, **{name: cell(row, m) for name, m in metrics.items()}}
+                         for _, row in rows.iterrows()])
+
+
 def markdown(comparison: pd.DataFrame, target=None, power=None, n=None) -> str:
-    """Both tables with a line saying what they average."""
+    """Both tables with a line saying what they average; for a pretrained comparison (intervals), ``interval_table``
+    of each theory."""
     rows, target, power = select(comparison, target, power)
+    if "spearman_lo" in rows.columns:
+        return "\n\n".join(
+            f"Target {target}, power {power}, theory {name}: estimate [bootstrap interval over sequences, architectures.text.level] "
+            f"(rho, W1/(n-1) against the theory; first, last, middle depth, p of the measured profile):\n\n"
+            + to_markdown(interval_table(rows, name)) for name in THEORIES) + "\n"
     n = int(rows.n.max()) if n is None else n
     return "\n\n".join([
         f"Target {target}, power {power}. Spearman's rho and W1/(n-1) of each theory against the measured profile "

@@ -1,10 +1,11 @@
-"""The stage's runs: the random-init sweep, pretrained folders, and the flag-recall checkpoints.
+"""The stage's runs: the random-init sweep and the flag-recall checkpoints (pretrained models:
+``lostmid.architectures.pretrained``, whose tables share these keys).
 
 Every run yields three tidy tables that share their key columns ``KEYS`` so one Parquet folder
 per table reads the sweep and the flag comparison together:
 
     family, encoding   gpt2|llama|qwen2 and learned|rope|none; the flag model: family 'flag', encoding 'learned'
-    variant            'init' for random models, the entry's name for a pretrained folder, the flag variant
+    variant            'init' for random models, the entry's name for a pretrained model, the flag variant
     depth, n           layers H (attention layers) and sequence length
     seed, step         weight seed and training step (random init: step 0; pretrained: seed 0, step -1)
 
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import time
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -27,7 +27,6 @@ import torch
 
 from lostmid.architectures import measure, models, theory
 from lostmid.architectures.settings import ArchSettings, FlagSettings
-from lostmid.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -65,10 +64,10 @@ def tables(keys: dict, measured: dict, stats: measure.LayerStats) -> tuple[pd.Da
     })
     comparison = pd.concat(comparison, ignore_index=True)
     comparison = comparison[["target", "power"] + [c for c in comparison.columns if c not in ("target", "power")]]
-    return tuple(_keyed(df, keys) for df in (pd.concat(profiles, ignore_index=True), layers, comparison))
+    return tuple(keyed(df, keys) for df in (pd.concat(profiles, ignore_index=True), layers, comparison))
 
 
-def _keyed(df: pd.DataFrame, keys: dict) -> pd.DataFrame:
+def keyed(df: pd.DataFrame, keys: dict) -> pd.DataFrame:
     from lostmid.tables.keys import with_keys
 
     out = with_keys(df, **{k: keys[k] for k in KEYS})
@@ -96,12 +95,12 @@ def _log_row(what: str, comparison: pd.DataFrame, seconds: float) -> None:
              what, seconds, row.alpha, row.measured_last, row.recency_bound, row.spearman, row.w1)
 
 
-def _concat(parts) -> tuple[pd.DataFrame, ...]:
+def concat(parts) -> tuple[pd.DataFrame, ...]:
     return tuple(pd.concat(list(group), ignore_index=True) for group in zip(*parts))
 
 
 def random_sweep(settings: ArchSettings, device) -> tuple[pd.DataFrame, ...]:
-    """(profiles, layers, comparison) of every random-init model of the sweep and every pretrained folder."""
+    """(profiles, layers, comparison) of every random-init model of the sweep."""
     parts = []
     for family, encodings in settings.families.items():
         for encoding in encodings:
@@ -115,29 +114,7 @@ def random_sweep(settings: ArchSettings, device) -> tuple[pd.DataFrame, ...]:
                         part = measure_arch(arch, settings, n, device, keys)
                         _log_row(f"{family}/{encoding} H={depth} seed={seed} n={n}", part[2], time.perf_counter() - start)
                         parts.append(part)
-    for i, entry in enumerate(settings.pretrained):
-        parts.extend(pretrained_tables(entry, settings, device, f"architectures.pretrained[{i}]"))
-    return _concat(parts)
-
-
-def pretrained_tables(entry: dict, settings: ArchSettings, device, key: str) -> list[tuple]:
-    """The tables of one pretrained folder at every configured length it supports (longer ones are skipped)."""
-    arch = models.load_pretrained(entry["path"], entry["encoding"], key)
-    arch.model.to(device)
-    name = entry.get("name") or Path(entry["path"]).name
-    parts = []
-    for n in settings.lengths:
-        if n > arch.max_length:
-            log.info("%s: n=%d exceeds the model's %d positions, skipped", name, n, arch.max_length)
-            continue
-        start = time.perf_counter()
-        keys = dict(family=arch.family, encoding=arch.encoding, variant=name, depth=arch.depth, n=n, seed=0, step=-1)
-        part = measure_arch(arch, settings, n, device, keys)
-        _log_row(f"pretrained {name} ({arch.family}/{arch.encoding}) n={n}", part[2], time.perf_counter() - start)
-        parts.append(part)
-    if not parts:
-        raise ConfigError(f"config key {key}: no configured length fits the model's {arch.max_length} positions")
-    return parts
+    return concat(parts)
 
 
 def flag_tables(model, spec: dict, step: int, settings: FlagSettings, device) -> tuple[pd.DataFrame, ...]:
@@ -168,4 +145,4 @@ def flag_comparison(checkpoints, settings: FlagSettings, device) -> tuple[pd.Dat
         part = flag_tables(model, spec, step, settings, device)
         _log_row(f"flag {spec['variant']} L={spec['L']} M={spec['depth']} seed={spec['seed']} step={step}", part[2], time.perf_counter() - start)
         parts.append(part)
-    return _concat(parts)
+    return concat(parts)

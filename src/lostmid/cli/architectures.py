@@ -1,5 +1,6 @@
-"""Commands of the architectures stage: the random-init (and pretrained) sweep, the flag-recall
-comparison (each drawing its figure in the same process) and the Markdown summary (docs/architectures.md)."""
+"""Commands of the architectures stage: the random-init sweep, the pretrained models on real text, the
+flag-recall comparison (each drawing its figure in the same process) and the Markdown summary
+(docs/architectures.md)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import logging
 
 from lostmid import io
 from lostmid.cli.registry import command, json_arg
+from lostmid.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +42,25 @@ def architectures(args):
     from lostmid.plots.architectures import sweep_profiles
 
     _write(args, sweep.random_sweep(settings, device), sweep_profiles)
+
+
+@command("architectures-pretrained", "pretrained causal LMs on real text and their random-init twins, with intervals", _tables)
+def architectures_pretrained(args):
+    from lostmid.architectures import pretrained
+    from lostmid.architectures.settings import TextSettings
+    from lostmid.config import settings_from_block
+    from lostmid.core import devices
+
+    settings = settings_from_block(TextSettings, args.settings.get("text"), "architectures.text")
+    entries = args.settings.get("pretrained") or []
+    if not entries:
+        raise ConfigError("config key architectures.pretrained: no pretrained model is listed")
+    device = devices.resolve(args.device)
+    log.info("pretrained: %d entries, lengths %s, sequences %s, corpus %s, twin seed %s", len(entries),
+             settings.lengths, settings.sequences, settings.corpus, settings.twin_seed)
+    from lostmid.plots.architectures import pretrained_profiles
+
+    _write(args, pretrained.pretrained_tables(entries, settings, device), pretrained_profiles)
 
 
 def _flag_args(parser):

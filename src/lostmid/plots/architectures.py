@@ -56,3 +56,40 @@ def flag_profiles(profiles: pd.DataFrame, path) -> None:
                        dashes=STYLE, row="step", col="run", kind="line", marker="o", height=2.0, aspect=1.3, facet_kws={"margin_titles": True})
     _finish(grid, f"flag-recall checkpoints, {what}")
     save(grid, path)
+
+
+def pretrained_profiles(profiles: pd.DataFrame, path) -> None:
+    """Pretrained models and their random-init twins on real text: rows n, columns model and weights
+    (pretrained | random-init twin); every profile with its bootstrap interval over sequences (band)."""
+    import matplotlib.pyplot as plt
+
+    profiles, what = _first_target(profiles)
+    data = _density(profiles).assign(
+        lo=lambda d: d.lo * d.n,
+        hi=lambda d: d.hi * d.n,
+        weights=lambda d: d.variant + np.where(d.step < 0, " pretrained", " twin (seed " + d.seed.astype(str) + ")"),
+    )
+    lengths, columns = sorted(data.n.unique()), sorted(data.weights.unique())
+    size = (3.4 * len(columns), 2.4 * len(lengths))
+    fig, axes = plt.subplots(len(lengths), len(columns), figsize=size, squeeze=False, sharey=True)
+    palette = dict(zip(ORDER, sns.color_palette(n_colors=len(ORDER))))
+    for (n, column), ax in zip([(n, c) for n in lengths for c in columns], axes.ravel()):
+        panel = data.query("n == @n and weights == @column")
+        for name in ORDER:
+            line = panel.query("profile == @name").sort_values("position")
+            if line.empty:
+                continue
+            ax.plot(line.p, line.density, color=palette[name], dashes=STYLE[name] or (None, None), lw=1, label=name)
+            ax.fill_between(line.p, line.lo.where(line.lo > 0), line.hi, color=palette[name], alpha=0.2, lw=0)
+        sequences = int(panel.sequences.iloc[0]) if not panel.empty else 0
+        ax.set_title(f"{column}, n = {n} ({sequences} sequences)", fontsize=8)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.axhline(1.0, color="0.5", lw=0.7, ls="--")
+        ax.set_xlabel("relative position (j - 1/2) / n")
+        ax.set_ylabel("density n * mass")
+    axes.ravel()[0].legend(fontsize=7)
+    fig.tight_layout()
+    title = f"pretrained models on real text against their random-init twins, {what}"
+    fig.suptitle(f"{title}; bands: bootstrap intervals over sequences", y=1.01)
+    save(fig, path)
