@@ -46,7 +46,7 @@ LOG_ATTEMPT = (
 # traceback's last line) to the terminal, above Snakemake's report of the failed command.
 LOG_KEEP = (
     " || {{ status=$?; cp {log}.attempt{resources.attempt} {log};"
-    " echo \"$(grep -iE 'error|exception' {log} | tail -n 1 | cut -c 1-400) (log: {log})\" >&2; exit $status; }};"
+    " echo \"$(grep -iE 'error|exception' {log} | tail -n 1) (log: {log})\" >&2; exit $status; }};"
     " mv {log}.attempt{resources.attempt} {log}"
 )
 
