@@ -419,6 +419,17 @@ def test_a_fit_that_flattens_and_keeps_the_context_passes_its_checks():
     assert flat["family_size"] == share["family_size"] == 0  # checks of the intervention, outside the blog's family
 
 
+def test_a_whole_profile_fit_that_gives_a_voiceless_last_position_its_share_keeps_the_context():
+    # The no-residual network at B = 0: the context holds ~all of the profile. Flattening all 16 positions
+    # gives the last one its 1/16, so the context's share falls to ~15/16 with no position silenced.
+    voiced = summary_table(share_before=0.999, share_after=0.93, L=16)
+    (share,) = run_claim("bias_fit_keeps_context_share", bias_summary=voiced)
+    assert share["verdict"] == "supported" and share["estimate"] == pytest.approx(math.log(0.93 / (15 / 16)), abs=0.03)
+    # the same fall from a share below (L-1)/L is a silenced context
+    (silenced,) = run_claim("bias_fit_keeps_context_share", bias_summary=summary_table(share_before=0.5, share_after=0.3))
+    assert silenced["verdict"] == "contradicted"
+
+
 @pytest.mark.parametrize("summary, failed", [
     (summary_table(before=0.063, after=0.131), "bias_fit_flattens_profile is contradicted"),  # issue 21: made worse
     (summary_table(share_before=0.015, share_after=0.0003), "bias_fit_keeps_context_share is contradicted"),  # silenced

@@ -45,6 +45,16 @@ def log_change_per_init(part: pd.DataFrame, quantity: str) -> pd.Series:
     return pd.Series(np.log(after / before), index=part.heldout_init.to_numpy())
 
 
+def log_share_change_per_init(part: pd.DataFrame, L: int) -> pd.Series:
+    """Per held-out initialization: log(context share with the fitted B / its reference), the reference
+    being the share at B = 0 or the share of a flat profile over all L positions, (L-1)/L, whichever is
+    lower. A whole-profile fit on a model whose last position has no voice at B = 0 (share ~1, the
+    no-residual network) gives that position its 1/L: the context's share then falls to (L-1)/L without
+    any position being silenced, which is what the check is about."""
+    after, before = (part[f"context_share_{stage}"].to_numpy(np.float64) for stage in ("after", "before"))
+    return pd.Series(np.log(after / np.minimum(before, (L - 1) / L)), index=part.heldout_init.to_numpy())
+
+
 def _fit_words(part: pd.DataFrame) -> str:
     first = part.iloc[0]
     return (f"fit: target {first.target}, positions {first.positions}, fit model {first.fit_model}, "
@@ -91,18 +101,20 @@ def bias_fit_flattens_profile(inputs: Inputs, ev: EvidenceSettings, s: Setting) 
 
 def bias_fit_keeps_context_share(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
     """The fit flattens the profile without silencing it: the context's share (positions 1..L-1)
-    of the profile's total is not lower with the fitted B than at B = 0, on held-out initializations.
+    of the profile's total is not lower with the fitted B than at B = 0 (or than a flat profile's
+    (L-1)/L, whichever is lower: log_share_change_per_init), on held-out initializations.
 
-    Per held-out initialization: log(share after / share before). Student t over held-out inits.
+    Per held-out initialization: log(share after / that reference). Student t over held-out inits.
     Rule: at least -``share_margin`` (a non-inferiority test: supported when the lower bound rules
     out a fall by more than the margin; contradicted when the upper bound shows one).
     """
     part = fit_rows(inputs, s)
-    change = log_change_per_init(part, "context_share")
+    change = log_share_change_per_init(part, s.L)
     interval = _over_inits(st.t_interval(change.to_numpy(), ev.level),
-                           "log(context share with the fitted B / at B = 0)")
+                           "log(context share with the fitted B / min(share at B = 0, (L-1)/L))")
     rule = dec.DecisionRule("at_least", -ev.share_margin, ev.level,
-                           "log(context share with the fitted B / at B = 0) on held-out initializations")
+                           "log(context share with the fitted B / min(share at B = 0, (L-1)/L)) on held-out "
+                           "initializations")
     before, after = (100 * float(part[f"context_share_{stage}"].mean()) for stage in ("before", "after"))
     note = f"context share {before:.3g}% -> {after:.3g}% (mean over {len(part)} held-out inits); "
     return Result(interval, rule, note + _fit_words(part))
