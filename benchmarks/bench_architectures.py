@@ -23,13 +23,16 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from timing import median_seconds  # noqa: E402
 
 from lostmid.architectures import measure, models, sweep  # noqa: E402
 
+from timing import median_seconds  # noqa: E402
+
 
 def bench(args) -> list[dict]:
-    arch = models.build(args.family, args.encoding, args.depth, args.d_model, args.heads, args.vocab, max(args.lengths), seed=0)
+    arch = models.build(
+        args.family, args.encoding, args.depth, args.d_model, args.heads, args.vocab, max(args.lengths), seed=0
+    )
     arch.model.to(args.device)
     rows, first = [], None
     for n in args.lengths:
@@ -43,14 +46,28 @@ def bench(args) -> list[dict]:
 
         def influence():
             raw, stats = measure.measure_hf(arch, ids, args.target, (1, 2), sequences, 0, models.layers(arch))
-            sweep.tables(dict(family=arch.family, encoding=arch.encoding, variant="bench", depth=args.depth, n=n, seed=0, step=0),
-                         {(args.target, p): profile for p, profile in raw.items()}, stats)
+            sweep.tables(
+                dict(
+                    family=arch.family, encoding=arch.encoding, variant="bench", depth=args.depth, n=n, seed=0, step=0
+                ),
+                {(args.target, p): profile for p, profile in raw.items()},
+                stats,
+            )
 
         t_plain = median_seconds(forward_backward, args.repeats, args.device)
         t_influence = median_seconds(influence, args.repeats, args.device)
         first = first or (n, t_influence)
-        rows.append({"n": n, "sequences": sequences, "fwd+bwd ms": 1e3 * t_plain, "influence ms": 1e3 * t_influence,
-                     "influence / fwd+bwd": t_influence / t_plain, "growth": t_influence / first[1], "(n/n_min)^2": (n / first[0]) ** 2})
+        rows.append(
+            {
+                "n": n,
+                "sequences": sequences,
+                "fwd+bwd ms": 1e3 * t_plain,
+                "influence ms": 1e3 * t_influence,
+                "influence / fwd+bwd": t_influence / t_plain,
+                "growth": t_influence / first[1],
+                "(n/n_min)^2": (n / first[0]) ** 2,
+            }
+        )
     return rows
 
 
@@ -71,8 +88,10 @@ def main() -> None:
     args.encoding = args.encoding or models.ENCODINGS[args.family][0]
     torch.set_num_threads(1)
     rows = bench(args)
-    print(f"{args.family}/{args.encoding}, H = {args.depth}, d = {args.d_model}, heads = {args.heads}, "
-          f"target {args.target}, {args.device}\n")
+    print(
+        f"{args.family}/{args.encoding}, H = {args.depth}, d = {args.d_model}, heads = {args.heads}, "
+        f"target {args.target}, {args.device}\n"
+    )
     print("| " + " | ".join(rows[0]) + " |")
     print("|" + "---|" * len(rows[0]))
     for row in rows:

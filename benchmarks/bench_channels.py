@@ -18,12 +18,13 @@ from __future__ import annotations
 import argparse
 
 import torch
-from timing import median_seconds
 
 from lostmid.analysis import channels
-from lostmid.training import checkpoint
 from lostmid.core import task
 from lostmid.core.model import FlagTransformer, ModelConfig
+from lostmid.training import checkpoint
+
+from timing import median_seconds
 
 
 def parse_args(argv=None):
@@ -33,9 +34,13 @@ def parse_args(argv=None):
     parser.add_argument("--d-model", type=int, default=32)
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--block", default="sequential", choices=["sequential", "parallel"])
-    parser.add_argument("--batch", type=int, default=64, help="sequences per batch (the default config's train.batch_size)")
+    parser.add_argument(
+        "--batch", type=int, default=64, help="sequences per batch (the default config's train.batch_size)"
+    )
     parser.add_argument("--power-iterations", type=int, default=10)
-    parser.add_argument("--dtype", default="float32", choices=["float32", "float64"], help="dtype of the channel analysis")
+    parser.add_argument(
+        "--dtype", default="float32", choices=["float32", "float64"], help="dtype of the channel analysis"
+    )
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--device", default="cpu")
@@ -48,8 +53,17 @@ def measure(args):
     device = torch.device(args.device)
 
     torch.manual_seed(0)
-    config = ModelConfig(seq_len=args.L, depth=args.depth, d_model=args.d_model, heads=args.heads, mlp_ratio=4,
-                         block=args.block, residual=True, epsilon=1.0, readout="last")
+    config = ModelConfig(
+        seq_len=args.L,
+        depth=args.depth,
+        d_model=args.d_model,
+        heads=args.heads,
+        mlp_ratio=4,
+        block=args.block,
+        residual=True,
+        epsilon=1.0,
+        readout="last",
+    )
     model = FlagTransformer(config).to(device)
     train = {"lr": 3e-3, "beta1": 0.9, "beta2": 0.99, "weight_decay": 0.0}
     optimizer = checkpoint.build_optimizer(model.parameters(), train)
@@ -84,7 +98,12 @@ def measure(args):
 
     rows = [("training step", train_s)]
     rows += [("split (1 fwd + 1 bwd)", median_seconds(split_only, args.repeats, device))]
-    rows += [(f"norms ({args.power_iterations} JVP/VJP pairs x {len(h)} steps)", median_seconds(norms_only, args.repeats, device))]
+    rows += [
+        (
+            f"norms ({args.power_iterations} JVP/VJP pairs x {len(h)} steps)",
+            median_seconds(norms_only, args.repeats, device),
+        )
+    ]
     rows += [("stage per batch (split + norms + statistics)", median_seconds(stage, args.repeats, device))]
     return rows, device
 
@@ -93,8 +112,10 @@ def main(argv=None):
     args = parse_args(argv)
     rows, device = measure(args)
     train_s = rows[0][1]
-    print(f"L={args.L} depth={args.depth} d={args.d_model} heads={args.heads} block={args.block} batch={args.batch} "
-          f"analysis dtype={args.dtype} threads={args.threads} device={device}")
+    print(
+        f"L={args.L} depth={args.depth} d={args.d_model} heads={args.heads} block={args.block} batch={args.batch} "
+        f"analysis dtype={args.dtype} threads={args.threads} device={device}"
+    )
     print(f"{'':48s} {'ms':>9s} {'x train step':>13s}")
     for name, seconds in rows:
         print(f"{name:48s} {1e3 * seconds:9.2f} {seconds / train_s:13.2f}")

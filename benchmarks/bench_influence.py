@@ -20,15 +20,15 @@ from __future__ import annotations
 import argparse
 
 import torch
-from timing import median_seconds
 
-from lostmid.training import checkpoint
-from lostmid.analysis import density_flow
-from lostmid.analysis import influence
+from lostmid.analysis import density_flow, influence
 from lostmid.analysis.settings import FlowSettings, InfluenceSettings
 from lostmid.config import settings_from_block
 from lostmid.core import task
 from lostmid.core.model import ModelConfig
+from lostmid.training import checkpoint
+
+from timing import median_seconds
 
 
 def per_position_loop(model, tokens, targets):
@@ -50,10 +50,35 @@ def per_position_loop(model, tokens, targets):
 
 def bench(L: int, depth: int, args) -> dict:
     torch.manual_seed(0)
-    model_config = ModelConfig(seq_len=L, depth=depth, d_model=args.d_model, heads=args.heads, mlp_ratio=args.mlp_ratio,
-                               block="sequential", residual=True, epsilon=1.0, readout="last")
-    train = {"batch_size": args.batch_size, "lr": 3e-3, "beta1": 0.9, "beta2": 0.99, "weight_decay": 0.0, "grad_clip": 1.0, "flag_law": "uniform"}
-    spec = {"variant": "bench", "L": L, "depth": depth, "seed": 0, "model": model_config.to_dict(), "train": train, "remedy": {"kind": "none"}}
+    model_config = ModelConfig(
+        seq_len=L,
+        depth=depth,
+        d_model=args.d_model,
+        heads=args.heads,
+        mlp_ratio=args.mlp_ratio,
+        block="sequential",
+        residual=True,
+        epsilon=1.0,
+        readout="last",
+    )
+    train = {
+        "batch_size": args.batch_size,
+        "lr": 3e-3,
+        "beta1": 0.9,
+        "beta2": 0.99,
+        "weight_decay": 0.0,
+        "grad_clip": 1.0,
+        "flag_law": "uniform",
+    }
+    spec = {
+        "variant": "bench",
+        "L": L,
+        "depth": depth,
+        "seed": 0,
+        "model": model_config.to_dict(),
+        "train": train,
+        "remedy": {"kind": "none"},
+    }
     state = checkpoint.TrainingState.initial(spec, "cpu")
     optimizer = state.optimizer
     model = state.model
@@ -80,12 +105,21 @@ def bench(L: int, depth: int, args) -> dict:
     t_train = median_seconds(train_step, args.repeats)
     t_influence = median_seconds(lambda: influence.analyze(model, tokens, targets, settings.deltas), args.repeats)
     t_loop = median_seconds(lambda: per_position_loop(model, tokens, targets), max(3, args.repeats // 4))
-    t_flow = median_seconds(lambda: density_flow.flow_table(model, flow_tokens, flow_targets, 1e-4), max(3, args.repeats // 4))
+    t_flow = median_seconds(
+        lambda: density_flow.flow_table(model, flow_tokens, flow_targets, 1e-4), max(3, args.repeats // 4)
+    )
     return {
-        "L": L, "depth": depth, "eval batch": tokens.shape[0], "train batch": args.batch_size,
-        "train step ms": 1e3 * t_train, "influence ms": 1e3 * t_influence, "influence / train step": t_influence / t_train,
-        "per-position loop ms": 1e3 * t_loop, "loop / influence": t_loop / t_influence,
-        "flow batch": flow_tokens.shape[0], "density flow ms": 1e3 * t_flow,
+        "L": L,
+        "depth": depth,
+        "eval batch": tokens.shape[0],
+        "train batch": args.batch_size,
+        "train step ms": 1e3 * t_train,
+        "influence ms": 1e3 * t_influence,
+        "influence / train step": t_influence / t_train,
+        "per-position loop ms": 1e3 * t_loop,
+        "loop / influence": t_loop / t_influence,
+        "flow batch": flow_tokens.shape[0],
+        "density flow ms": 1e3 * t_flow,
     }
 
 

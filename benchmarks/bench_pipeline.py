@@ -56,8 +56,12 @@ def orchestration(results: Path, empty: float) -> dict:
     """Jobs, their CPU and the start-up share of a finished run's ``results`` folder."""
     jobs = job_costs(results)
     cpu = float(jobs.cpu_s.sum())
-    return {"jobs": len(jobs), "job_cpu_s": round(cpu, 1), "empty_process_cpu_s": round(empty, 2),
-            "startup_share": round(empty * len(jobs) / cpu, 3)}
+    return {
+        "jobs": len(jobs),
+        "job_cpu_s": round(cpu, 1),
+        "empty_process_cpu_s": round(empty, 2),
+        "startup_share": round(empty * len(jobs) / cpu, 3),
+    }
 
 
 def measure(configs=("smoke", "config")) -> list[dict]:
@@ -68,7 +72,9 @@ def measure(configs=("smoke", "config")) -> list[dict]:
             configfile = REPO / "config" / f"{name}.yaml"
             label = "default" if name == "config" else name
             seconds = run_snakemake(Path(tmp), configfile)
-            rows.append({"pipeline": label, "seconds": round(seconds, 1), **orchestration(Path(tmp) / "results", empty)})
+            rows.append(
+                {"pipeline": label, "seconds": round(seconds, 1), **orchestration(Path(tmp) / "results", empty)}
+            )
             rows.append({"pipeline": f"{label} no-op rerun", "seconds": round(run_snakemake(Path(tmp), configfile), 1)})
     return rows
 
@@ -76,7 +82,9 @@ def measure(configs=("smoke", "config")) -> list[dict]:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="smoke", help="config/<name>.yaml to run (smoke or config)")
-    parser.add_argument("--results", type=Path, default=None, help="only the orchestration figures of this finished results folder")
+    parser.add_argument(
+        "--results", type=Path, default=None, help="only the orchestration figures of this finished results folder"
+    )
     args = parser.parse_args(argv)
     if args.results:
         print(orchestration(args.results, empty_process_cpu()))

@@ -82,8 +82,11 @@ def bench(args) -> list[dict]:
         plain = peak_call(forward_backward)
         measured = peak_call(measurement)
         rows.append({"n": n, "plain": plain, "measured": measured})
-        print(f"n={n}: CPU s fwd+bwd {plain[0]:.1f}, measurement {measured[0]:.1f}; wall s {plain[3]:.1f}, {measured[3]:.1f}",
-              flush=True)
+        print(
+            f"n={n}: CPU s fwd+bwd {plain[0]:.1f}, measurement {measured[0]:.1f}; wall s {plain[3]:.1f}, "
+            f"{measured[3]:.1f}",
+            flush=True,
+        )
     return rows
 
 
@@ -96,7 +99,8 @@ def slope(rows, i: int, value) -> str:
 
 def markdown(rows, checkpoint_from: int) -> str:
     lines = [
-        "| n | checkpointing | fwd+bwd CPU s | measurement CPU s | ratio | peak RSS fwd+bwd GB | peak RSS measurement GB "
+        "| n | checkpointing | fwd+bwd CPU s | measurement CPU s | ratio | peak RSS fwd+bwd GB | peak RSS "
+        "measurement GB "
         "| slope time | slope memory above baseline | wall s fwd+bwd, measurement |",
         "|" + "---|" * 10,
     ]

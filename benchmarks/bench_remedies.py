@@ -47,7 +47,15 @@ def spec_for(args, remedy: dict) -> dict:
             "epsilon": 1.0,
             "readout": "last",
         },
-        "train": {"batch_size": args.batch, "lr": 0.003, "beta1": 0.9, "beta2": 0.99, "weight_decay": 0.0, "grad_clip": 1.0, "flag_law": "uniform"},
+        "train": {
+            "batch_size": args.batch,
+            "lr": 0.003,
+            "beta1": 0.9,
+            "beta2": 0.99,
+            "weight_decay": 0.0,
+            "grad_clip": 1.0,
+            "flag_law": "uniform",
+        },
         "remedy": remedy,
     }
 
@@ -87,7 +95,12 @@ def measure_bias_fit(args) -> dict:
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
     fit = fit_bias(ModelConfig(**spec_for(args, {})["model"]), settings_from_block(FitSettings, {}, "bias_fit"))
-    return {"seconds": time.perf_counter() - start, "iterations": len(fit.iterations), "E_inf_before": fit.before, "E_inf_after": fit.after}
+    return {
+        "seconds": time.perf_counter() - start,
+        "iterations": len(fit.iterations),
+        "E_inf_before": fit.before,
+        "E_inf_after": fit.after,
+    }
 
 
 def main() -> None:
@@ -100,7 +113,9 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--remedy", nargs=2, action="append", metavar=("NAME", "JSON"), help="measure only these remedies")
+    parser.add_argument(
+        "--remedy", nargs=2, action="append", metavar=("NAME", "JSON"), help="measure only these remedies"
+    )
     parser.add_argument("--no-bias-fit", action="store_true")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -113,24 +128,45 @@ def main() -> None:
         return
 
     remedies = {name: json.loads(text) for name, text in args.remedy} if args.remedy else DEFAULT_REMEDIES
-    forwarded = [f"--L={args.L}", f"--depth={args.depth}", f"--d-model={args.d_model}", f"--batch={args.batch}",
-                 f"--steps={args.steps}", f"--warmup={args.warmup}", f"--threads={args.threads}", f"--device={args.device}"]
+    forwarded = [
+        f"--L={args.L}",
+        f"--depth={args.depth}",
+        f"--d-model={args.d_model}",
+        f"--batch={args.batch}",
+        f"--steps={args.steps}",
+        f"--warmup={args.warmup}",
+        f"--threads={args.threads}",
+        f"--device={args.device}",
+    ]
     results = {}
     for name, remedy in {"baseline": {"kind": "none"}, **remedies}.items():
-        out = subprocess.run([sys.executable, __file__, *forwarded, "--child", json.dumps(remedy)], capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, __file__, *forwarded, "--child", json.dumps(remedy)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         results[name] = json.loads(out.stdout.strip().splitlines()[-1])
     base = results["baseline"]
-    print(f"L={args.L} depth={args.depth} d={args.d_model} batch={args.batch} threads={args.threads} "
-          f"device={base['device']}")
+    print(
+        f"L={args.L} depth={args.depth} d={args.d_model} batch={args.batch} threads={args.threads} "
+        f"device={base['device']}"
+    )
     print(f"{'remedy':<16}{'ms/step':>10}{'ratio':>8}{'peak MB':>10}{'ratio':>8}")
     for name, r in results.items():
-        print(f"{name:<16}{1e3 * r['seconds_per_step']:>10.1f}{r['seconds_per_step'] / base['seconds_per_step']:>8.2f}"
-              f"{r['peak_mem_mb']:>10.0f}{r['peak_mem_mb'] / base['peak_mem_mb']:>8.2f}")
+        print(
+            f"{name:<16}{1e3 * r['seconds_per_step']:>10.1f}{r['seconds_per_step'] / base['seconds_per_step']:>8.2f}"
+            f"{r['peak_mem_mb']:>10.0f}{r['peak_mem_mb'] / base['peak_mem_mb']:>8.2f}"
+        )
     if not args.no_bias_fit:
-        out = subprocess.run([sys.executable, __file__, *forwarded, "--child", "bias_fit"], capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, __file__, *forwarded, "--child", "bias_fit"], capture_output=True, text=True, check=True
+        )
         fit = json.loads(out.stdout.strip().splitlines()[-1])
-        print(f"bias fit: {fit['seconds']:.1f} s, {fit['iterations']} iterations, "
-              f"E_inf {fit['E_inf_before']:.4g} -> {fit['E_inf_after']:.4g}")
+        print(
+            f"bias fit: {fit['seconds']:.1f} s, {fit['iterations']} iterations, "
+            f"E_inf {fit['E_inf_before']:.4g} -> {fit['E_inf_after']:.4g}"
+        )
 
 
 if __name__ == "__main__":

@@ -20,25 +20,36 @@ from __future__ import annotations
 
 import argparse
 
-import bench_remedies
 import torch
-from timing import median_seconds
 
-from lostmid.core import adjoint
-from lostmid.core import task
-from lostmid.training.checkpoint import TrainingState
+from lostmid.core import adjoint, task
 from lostmid.core.model import ModelConfig, model_at_init
+from lostmid.training.checkpoint import TrainingState
 from lostmid.training.seed_batch import train_seed_batch
 from lostmid.training.train import train_steps
 
+import bench_remedies
+from timing import median_seconds
 
-def measure(seeds=(1, 3, 8), d_models=(16, 64), L: int = 24, batch: int = 32, repeats: int = 5, device="cpu") -> list[dict]:
+
+def measure(
+    seeds=(1, 3, 8), d_models=(16, 64), L: int = 24, batch: int = 32, repeats: int = 5, device="cpu"
+) -> list[dict]:
     device = torch.device(device)
     law = task.flag_law(L, "uniform")
     rows = []
     for d_model in d_models:
-        config = ModelConfig(seq_len=L, depth=2, d_model=d_model, heads=4, mlp_ratio=4, block="sequential",
-                             residual=True, epsilon=1.0, readout="last")
+        config = ModelConfig(
+            seq_len=L,
+            depth=2,
+            d_model=d_model,
+            heads=4,
+            mlp_ratio=4,
+            block="sequential",
+            residual=True,
+            epsilon=1.0,
+            readout="last",
+        )
         for n in seeds:
             models = [model_at_init(config, seed).to(device) for seed in range(n)]
             batches = [task.sample_batch(batch, L, law, torch.Generator().manual_seed(seed))[:2] for seed in range(n)]
@@ -50,7 +61,12 @@ def measure(seeds=(1, 3, 8), d_models=(16, 64), L: int = 24, batch: int = 32, re
                 total = 0
                 for model, x, y in zip(models, tokens, targets):
                     model.attn_bias = bias  # the bias fit's buffer swap: the gradient reaches `bias`
-                    total = total + adjoint.energy(adjoint.input_adjoint(model, x, y, create_graph=True, explicit=True)).square().sum()
+                    total = (
+                        total
+                        + adjoint.energy(adjoint.input_adjoint(model, x, y, create_graph=True, explicit=True))
+                        .square()
+                        .sum()
+                    )
                 total.backward()
 
             def vmapped():
@@ -58,7 +74,17 @@ def measure(seeds=(1, 3, 8), d_models=(16, 64), L: int = 24, batch: int = 32, re
 
             looped_s = median_seconds(looped, repeats, device)
             vmapped_s = median_seconds(vmapped, repeats, device)
-            rows.append({"seeds": n, "d_model": d_model, "L": L, "batch": batch, "looped_s": looped_s, "vmapped_s": vmapped_s, "speedup": looped_s / vmapped_s})
+            rows.append(
+                {
+                    "seeds": n,
+                    "d_model": d_model,
+                    "L": L,
+                    "batch": batch,
+                    "looped_s": looped_s,
+                    "vmapped_s": vmapped_s,
+                    "speedup": looped_s / vmapped_s,
+                }
+            )
     return rows
 
 
@@ -69,13 +95,19 @@ def training_spec(d_model: int, L: int, seed_batch: int) -> dict:
     return spec
 
 
-def measure_training(seeds=(1, 3, 8), d_models=(16, 64), L: int = 24, steps: int = 10, repeats: int = 3, device="cpu") -> list[dict]:
+def measure_training(
+    seeds=(1, 3, 8), d_models=(16, 64), L: int = 24, steps: int = 10, repeats: int = 3, device="cpu"
+) -> list[dict]:
     """Seconds per training step and run: S runs looped, and the same S as one vmapped seed batch."""
     rows = []
     for d_model in d_models:
         for n in seeds:
+
             def states(seed_batch):
-                return [TrainingState.initial({**training_spec(d_model, L, seed_batch), "seed": seed}, device) for seed in range(n)]
+                return [
+                    TrainingState.initial({**training_spec(d_model, L, seed_batch), "seed": seed}, device)
+                    for seed in range(n)
+                ]
 
             alone, batch = states(1), states(n + 1)  # seed_batch > 1: the spec of a batched run
 
@@ -89,7 +121,17 @@ def measure_training(seeds=(1, 3, 8), d_models=(16, 64), L: int = 24, steps: int
             per_step = n * steps
             looped_s = median_seconds(looped, repeats, device) / per_step
             vmapped_s = median_seconds(vmapped, repeats, device) / per_step
-            rows.append({"seeds": n, "d_model": d_model, "L": L, "batch": 64, "looped_s": looped_s, "vmapped_s": vmapped_s, "speedup": looped_s / vmapped_s})
+            rows.append(
+                {
+                    "seeds": n,
+                    "d_model": d_model,
+                    "L": L,
+                    "batch": 64,
+                    "looped_s": looped_s,
+                    "vmapped_s": vmapped_s,
+                    "speedup": looped_s / vmapped_s,
+                }
+            )
     return rows
 
 
@@ -102,15 +144,23 @@ def main(argv=None):
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    print("| inits S | d_model | L | batch | looped ms | vmapped ms | looped / vmapped |\n|---|---|---|---|---|---|---|")
+    print(
+        "| inits S | d_model | L | batch | looped ms | vmapped ms | looped / vmapped |\n|---|---|---|---|---|---|---|"
+    )
     for r in measure(args.seeds, args.d_model, args.L, repeats=args.repeats, device=args.device):
-        print(f"| {r['seeds']} | {r['d_model']} | {r['L']} | {r['batch']} | {1e3 * r['looped_s']:.1f} "
-              f"| {1e3 * r['vmapped_s']:.1f} | {r['speedup']:.2f} |")
-    print("\n| runs S | d_model | L | batch | looped ms/step/run | seed batch ms/step/run | looped / seed batch |"
-          "\n|---|---|---|---|---|---|---|")
+        print(
+            f"| {r['seeds']} | {r['d_model']} | {r['L']} | {r['batch']} | {1e3 * r['looped_s']:.1f} "
+            f"| {1e3 * r['vmapped_s']:.1f} | {r['speedup']:.2f} |"
+        )
+    print(
+        "\n| runs S | d_model | L | batch | looped ms/step/run | seed batch ms/step/run | looped / seed batch |"
+        "\n|---|---|---|---|---|---|---|"
+    )
     for r in measure_training(args.seeds, args.d_model, args.L, device=args.device):
-        print(f"| {r['seeds']} | {r['d_model']} | {r['L']} | {r['batch']} | {1e3 * r['looped_s']:.2f} "
-              f"| {1e3 * r['vmapped_s']:.2f} | {r['speedup']:.2f} |")
+        print(
+            f"| {r['seeds']} | {r['d_model']} | {r['L']} | {r['batch']} | {1e3 * r['looped_s']:.2f} "
+            f"| {1e3 * r['vmapped_s']:.2f} | {r['speedup']:.2f} |"
+        )
 
 
 if __name__ == "__main__":

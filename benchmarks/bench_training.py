@@ -13,11 +13,12 @@ import time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from timing import synchronize
 
 from lostmid.core import task
-from lostmid.training.checkpoint import build_optimizer
 from lostmid.core.model import FlagTransformer, ModelConfig
+from lostmid.training.checkpoint import build_optimizer
+
+from timing import synchronize
 
 TRAIN = {"lr": 3e-3, "beta1": 0.9, "beta2": 0.99, "weight_decay": 0.0}
 
@@ -91,13 +92,30 @@ def seconds_per_step(model, batch: int, device, steps: int, loss_fn) -> float:
     return sorted(times)[len(times) // 2]
 
 
-def measure(lengths=(64, 256, 1024), depth: int = 2, d_model: int = 32, heads: int = 4, batch: int = 64, steps: int = 10, device="cpu"):
+def measure(
+    lengths=(64, 256, 1024),
+    depth: int = 2,
+    d_model: int = 32,
+    heads: int = 4,
+    batch: int = 64,
+    steps: int = 10,
+    device="cpu",
+):
     """Rows: L, seconds per step of the project and of the reference, sequences/s, MFU, ratio."""
     peak = matmul_peak(device)
     rows = []
     for L in lengths:
-        config = ModelConfig(seq_len=L, depth=depth, d_model=d_model, heads=heads, mlp_ratio=4,
-                             block="sequential", residual=True, epsilon=1.0, readout="last")
+        config = ModelConfig(
+            seq_len=L,
+            depth=depth,
+            d_model=d_model,
+            heads=heads,
+            mlp_ratio=4,
+            block="sequential",
+            residual=True,
+            epsilon=1.0,
+            readout="last",
+        )
         torch.manual_seed(0)
         ours = FlagTransformer(config).to(device)
         torch.manual_seed(0)

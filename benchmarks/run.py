@@ -22,17 +22,25 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_channels  # noqa: E402
 import bench_influence  # noqa: E402
 import bench_pipeline  # noqa: E402
-import bench_remedies  # noqa: E402
 import bench_seeds  # noqa: E402
-import bench_training  # noqa: E402
 
 from lostmid import io  # noqa: E402
+
+import bench_remedies  # noqa: E402
+import bench_training  # noqa: E402
 
 OUT = bench_pipeline.REPO / "results" / "performance"
 
 
 def row(benchmark, setting, value, target=None, meets=None, unit=""):
-    return {"benchmark": benchmark, "setting": setting, "value": float(value), "unit": unit, "target": target or "", "meets": meets}
+    return {
+        "benchmark": benchmark,
+        "setting": setting,
+        "value": float(value),
+        "unit": unit,
+        "target": target or "",
+        "meets": meets,
+    }
 
 
 def training_rows(lengths, steps):
@@ -53,13 +61,39 @@ def influence_rows(lengths):
     rows, times = [], []
     for L in lengths:
         # An evaluation batch the size of a training batch, so the ratio compares like with like.
-        args = argparse.Namespace(d_model=32, heads=4, mlp_ratio=4, batch_size=64, batch_per_position=max(1, round(64 / (L - 1))), flow_batch_per_position=1, repeats=10)
+        args = argparse.Namespace(
+            d_model=32,
+            heads=4,
+            mlp_ratio=4,
+            batch_size=64,
+            batch_per_position=max(1, round(64 / (L - 1))),
+            flow_batch_per_position=1,
+            repeats=10,
+        )
         m = bench_influence.bench(L, 2, args)
         setting = f"L={L}, eval batch {m['eval batch']}, train batch 64"
-        rows.append(row("influence per eval batch / training step", setting, m["influence / train step"], "<= 1.5", m["influence / train step"] <= 1.5, "x"))
-        rows.append(row("per-position backward loop / influence", setting, m["loop / influence"], f"close to L={L}", None, "x"))
+        rows.append(
+            row(
+                "influence per eval batch / training step",
+                setting,
+                m["influence / train step"],
+                "<= 1.5",
+                m["influence / train step"] <= 1.5,
+                "x",
+            )
+        )
+        rows.append(
+            row("per-position backward loop / influence", setting, m["loop / influence"], f"close to L={L}", None, "x")
+        )
         times.append(m["influence ms"])
-    rows.append(row("influence cost vs L (log-log slope)", f"L in {list(lengths)}", bench_training.loglog_slope(lengths, times), unit="slope"))
+    rows.append(
+        row(
+            "influence cost vs L (log-log slope)",
+            f"L in {list(lengths)}",
+            bench_training.loglog_slope(lengths, times),
+            unit="slope",
+        )
+    )
     return rows
 
 
@@ -71,8 +105,12 @@ def channel_rows(lengths):
         train_s = measured[0][1]
         split_s, norms_s, stage_s = (seconds for _, seconds in measured[1:])
         setting = f"L={L}, batch 64"
-        rows.append(row("channel split / training step", setting, split_s / train_s, "<= 3", split_s / train_s <= 3, "x"))
-        rows.append(row("channel stage incl. 10 power iterations / training step", setting, stage_s / train_s, unit="x"))
+        rows.append(
+            row("channel split / training step", setting, split_s / train_s, "<= 3", split_s / train_s <= 3, "x")
+        )
+        rows.append(
+            row("channel stage incl. 10 power iterations / training step", setting, stage_s / train_s, unit="x")
+        )
     return rows
 
 
@@ -80,12 +118,32 @@ def remedy_rows(steps):
     base_args = argparse.Namespace(L=32, depth=2, d_model=32, batch=64, steps=steps, warmup=3, threads=1, device="cpu")
     baseline = bench_remedies.measure_one(base_args, {"kind": "none"})["seconds_per_step"]
     rows = []
-    balance = bench_remedies.measure_one(base_args, {"kind": "balance", "beta": 0.1, "target": "uniform", "sequences": 16})["seconds_per_step"]
-    rows.append(row("Algorithm 1 step / baseline step", "L=32, beta 0.1, penalty on 16 sequences", balance / baseline, "<= 3", balance / baseline <= 3, "x"))
+    balance = bench_remedies.measure_one(
+        base_args, {"kind": "balance", "beta": 0.1, "target": "uniform", "sequences": 16}
+    )["seconds_per_step"]
+    rows.append(
+        row(
+            "Algorithm 1 step / baseline step",
+            "L=32, beta 0.1, penalty on 16 sequences",
+            balance / baseline,
+            "<= 3",
+            balance / baseline <= 3,
+            "x",
+        )
+    )
     for probes, monitored in [(1, 4), (2, 4), (2, 8), (4, 8), (4, 16)]:
         remedy = {"kind": "observability", "lam": 0.1, "probes": probes, "monitored": monitored}
         t = bench_remedies.measure_one(base_args, remedy)["seconds_per_step"]
-        rows.append(row("Algorithm 3 step / baseline step", f"L=32, R={probes}, monitored S={monitored}, R·S={probes * monitored}", t / baseline, "linear in R·S", None, "x"))
+        rows.append(
+            row(
+                "Algorithm 3 step / baseline step",
+                f"L=32, R={probes}, monitored S={monitored}, R·S={probes * monitored}",
+                t / baseline,
+                "linear in R·S",
+                None,
+                "x",
+            )
+        )
     return rows
 
 
@@ -105,13 +163,26 @@ def pipeline_rows(default: bool):
     for measured in bench_pipeline.measure(configs=("smoke", "config") if default else ("smoke",)):
         name = measured["pipeline"]
         target = {"smoke": 60, "default": 900}.get(name, 5)
-        rows.append(row("pipeline wall-clock, --cores all", name, measured["seconds"], f"<= {target} s", measured["seconds"] <= target, "s"))
+        rows.append(
+            row(
+                "pipeline wall-clock, --cores all",
+                name,
+                measured["seconds"],
+                f"<= {target} s",
+                measured["seconds"] <= target,
+                "s",
+            )
+        )
     return rows
 
 
 def summary(table: pd.DataFrame) -> str:
-    lines = [f"Measured on {torch.__version__}, {torch.get_num_threads()} thread(s), CPU, with `python benchmarks/run.py`.", "",
-             "| benchmark | setting | value | target | meets |", "|---|---|---|---|---|"]
+    lines = [
+        f"Measured on {torch.__version__}, {torch.get_num_threads()} thread(s), CPU, with `python benchmarks/run.py`.",
+        "",
+        "| benchmark | setting | value | target | meets |",
+        "|---|---|---|---|---|",
+    ]
     for r in table.itertuples():
         meets = "" if r.meets is None or pd.isna(r.meets) else ("yes" if r.meets else "**no**")
         lines.append(f"| {r.benchmark} | {r.setting} | {r.value:.3g} {r.unit} | {r.target} | {meets} |")

@@ -29,12 +29,18 @@ def main(residual_dir: str, nores_dir: str, out: str) -> None:
         if not residual:
             table["variant"] = table.variant.map(names)
         failure.append(table)
-        matrix = pd.concat([pd.read_parquet(p) for p in sorted((folder / "results" / "bias_fit" / "matrix").glob("*.parquet"))])
+        matrix = pd.concat(
+            [pd.read_parquet(p) for p in sorted((folder / "results" / "bias_fit" / "matrix").glob("*.parquet"))]
+        )
         bias.append(matrix.assign(variant="debiased" if residual else "debiased_nores", residual=residual))
     pd.concat(failure, ignore_index=True).to_parquet(out_dir / "failure.parquet")
     pd.concat(bias, ignore_index=True).to_parquet(out_dir / "bias_matrix.parquet")
-    variants = {"baseline": {}, "debiased": {"remedy": {"kind": "bias"}}, "baseline_nores": {"model": {"residual": False}},
-                "debiased_nores": {"model": {"residual": False}, "remedy": {"kind": "bias"}}}
+    variants = {
+        "baseline": {},
+        "debiased": {"remedy": {"kind": "bias"}},
+        "baseline_nores": {"model": {"residual": False}},
+        "debiased_nores": {"model": {"residual": False}, "remedy": {"kind": "bias"}},
+    }
     print(json.dumps(variants))
 
 

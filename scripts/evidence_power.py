@@ -6,7 +6,8 @@
     python scripts/evidence_power.py --validation /tmp/validation_pilot/results --config config/config.yaml \
         config/validation.yaml config/validation_pilot.yaml
     # the tables that plan reads, as Snakemake targets of the pilot
-    python scripts/evidence_power.py --targets --config config/config.yaml config/validation.yaml config/validation_pilot.yaml
+    python scripts/evidence_power.py --targets --config config/config.yaml config/validation.yaml \
+        config/validation_pilot.yaml
 
 Prints, for the baseline (and the bias-corrected variant, if named): the mean evaluation accuracy
 over seeds at every checkpoint, the mid-training checkpoint by the config's rule, the per-seed
@@ -60,9 +61,11 @@ def plan(values, kind: str, margin: float, ev: EvidenceSettings) -> str:
     ci = st.t_interval(values, ev.level)
     distance = planning_distance(ci.estimate, kind, margin)
     p = dec.pilot_seed_plan(values, distance, ev.level)
-    return (f"mean {ci.estimate:.3f} [{ci.low:.3f}, {ci.high:.3f}] over {ci.n} seeds, sd {p.sd:.3f} (80% upper bound "
-            f"{p.sd_upper:.3f}); distance to the deciding threshold {distance:.3f} -> seeds {p.n_seeds} "
-            f"({p.n_seeds_conservative} with the upper sd)")
+    return (
+        f"mean {ci.estimate:.3f} [{ci.low:.3f}, {ci.high:.3f}] over {ci.n} seeds, sd {p.sd:.3f} (80% upper bound "
+        f"{p.sd_upper:.3f}); distance to the deciding threshold {distance:.3f} -> seeds {p.n_seeds} "
+        f"({p.n_seeds_conservative} with the upper sd)"
+    )
 
 
 VALIDATION_TABLES = ("failure", "metrics", "observability", "train")
@@ -83,13 +86,17 @@ def validation_plan(results: str, config_files, ev: EvidenceSettings) -> None:
     from lostmid.tables.keys import read
 
     config = load(*config_files)
-    tables = {name: read([str(p) for p in sorted(Path(results, name).rglob("*.parquet"))]) for name in VALIDATION_TABLES
-              if Path(results, name).is_dir()}
+    tables = {
+        name: read([str(p) for p in sorted(Path(results, name).rglob("*.parquet"))])
+        for name in VALIDATION_TABLES
+        if Path(results, name).is_dir()
+    }
     inputs = Inputs(variants=config["variants"], model=config["model"], **tables)
     train = tables.get("train")
     if train is not None:
-        cost = train.groupby(["variant", "L", "depth"]).agg(seconds_per_step=("seconds_per_step", "median"),
-                                                            steps=("step", "max"), peak_mem_mb=("peak_mem_mb", "max"))
+        cost = train.groupby(["variant", "L", "depth"]).agg(
+            seconds_per_step=("seconds_per_step", "median"), steps=("step", "max"), peak_mem_mb=("peak_mem_mb", "max")
+        )
         cost["training_s_per_run"] = cost.seconds_per_step * cost.steps
         print(f"training cost per run (median s/step x steps):\n{cost.round(4).to_string()}")
     for claim in CLAIMS:
@@ -109,11 +116,18 @@ def validation_plan(results: str, config_files, ev: EvidenceSettings) -> None:
                 print(f"  not run: {why}")
                 continue
             margin = math.log(per.rule.margin) if claim.compute.log_scale else per.rule.margin
-            print(f"  {per.method}\n  per seed {per.values.round(3).tolist()}\n  {per.rule.kind}: "
-                  f"{plan(per.values.to_numpy(), per.rule.kind, margin, ev)}" + (f"\n  note: {per.note}" if per.note else ""))
-    verdicts = pd.concat([pd.DataFrame(evaluate_claim(c, inputs, ev)) for c in CLAIMS if getattr(c.compute, "effect", None)])
-    print("\nthe pilot's rows (not the validation run's verdicts):\n"
-          + verdicts[["claim", "setting", "estimate", "ci_low", "ci_high", "n_seeds", "verdict"]].to_string(index=False))
+            print(
+                f"  {per.method}\n  per seed {per.values.round(3).tolist()}\n  {per.rule.kind}: "
+                f"{plan(per.values.to_numpy(), per.rule.kind, margin, ev)}"
+                + (f"\n  note: {per.note}" if per.note else "")
+            )
+    verdicts = pd.concat(
+        [pd.DataFrame(evaluate_claim(c, inputs, ev)) for c in CLAIMS if getattr(c.compute, "effect", None)]
+    )
+    print(
+        "\nthe pilot's rows (not the validation run's verdicts):\n"
+        + verdicts[["claim", "setting", "estimate", "ci_low", "ci_high", "n_seeds", "verdict"]].to_string(index=False)
+    )
 
 
 def main() -> None:
@@ -122,9 +136,13 @@ def main() -> None:
     parser.add_argument("--baseline")
     parser.add_argument("--debiased", default=None)
     parser.add_argument("--settings", default="{}", help="the config's evidence block (JSON)")
-    parser.add_argument("--validation", default=None, help="a pilot's results folder: plan the validation claims instead")
+    parser.add_argument(
+        "--validation", default=None, help="a pilot's results folder: plan the validation claims instead"
+    )
     parser.add_argument("--targets", action="store_true", help="print the pilot's tables the validation plan reads")
-    parser.add_argument("--config", nargs="+", default=[], help="the pilot's config files (with --validation, --targets)")
+    parser.add_argument(
+        "--config", nargs="+", default=[], help="the pilot's config files (with --validation, --targets)"
+    )
     args = parser.parse_args()
     ev = settings_from_block(EvidenceSettings, json.loads(args.settings), "evidence")
     if args.targets:
@@ -143,7 +161,9 @@ def main() -> None:
         print(f"\n{variant} L {L} depth {depth}: evaluation accuracy over seeds by step\n{curve.round(3).to_string()}")
     for L, depth in runs_of(failure, args.baseline):
         step, best = claims.mid_training_step(failure, args.baseline, L, depth, ev.mid_accuracy)
-        print(f"\nL {L} depth {depth}: mid-training (mean accuracy >= {ev.mid_accuracy}) = step {step} (best {best:.3f})")
+        print(
+            f"\nL {L} depth {depth}: mid-training (mean accuracy >= {ev.mid_accuracy}) = step {step} (best {best:.3f})"
+        )
         later = rows_of(accuracy, "failure", args.baseline, L, depth).step
         steps = ([step] if step is not None else []) + sorted(set(later[later > 0]) - {step})
         for s in steps:
@@ -159,19 +179,30 @@ def main() -> None:
         own, best = claims.mid_training_step(failure, args.debiased, L, depth, ev.mid_accuracy)
         print(f"  {args.debiased}'s own mid-training (claim (e)): step {own} (best {best:.3f})")
         if own is not None and step is not None:
-            diff = (claims.slopes_at(failure, args.debiased, L, depth, own)
-                    - claims.slopes_at(failure, args.baseline, L, depth, step)).dropna()
-            print(f"    slope difference debiased (step {own}) - baseline (step {step}), each at its own mid-training:\n"
-                  f"    less_than_zero: {plan(diff.to_numpy(), 'less_than_zero', ev.slope_margin, ev)}")
+            diff = (
+                claims.slopes_at(failure, args.debiased, L, depth, own)
+                - claims.slopes_at(failure, args.baseline, L, depth, step)
+            ).dropna()
+            print(
+                f"    slope difference debiased (step {own}) - baseline (step {step}), each at its own mid-training:\n"
+                f"    less_than_zero: {plan(diff.to_numpy(), 'less_than_zero', ev.slope_margin, ev)}"
+            )
         if step is not None:
-            late = (claims.late_failure_per_seed(failure, args.debiased, L, depth, step)
-                    - claims.late_failure_per_seed(failure, args.baseline, L, depth, step)).dropna()
-            print(f"  late-flag failure (p > 1/2) debiased - baseline at step {step} (in claim (d)'s row): "
-                  f"{late.round(3).tolist()}\n    less_than_zero: {plan(late.to_numpy(), 'less_than_zero', ev.recall_margin, ev)}")
+            late = (
+                claims.late_failure_per_seed(failure, args.debiased, L, depth, step)
+                - claims.late_failure_per_seed(failure, args.baseline, L, depth, step)
+            ).dropna()
+            print(
+                f"  late-flag failure (p > 1/2) debiased - baseline at step {step} (in claim (d)'s row): "
+                f"{late.round(3).tolist()}\n    less_than_zero: "
+                f"{plan(late.to_numpy(), 'less_than_zero', ev.recall_margin, ev)}"
+            )
         debiased, baseline, horizon = claims.training_speed_per_seed(failure, pair)
         diff = (debiased - baseline).dropna()
-        print(f"  AUFC debiased - baseline, steps 0-{horizon}: {diff.round(3).tolist()}\n    less_than_zero: "
-              f"{plan(diff.to_numpy(), 'less_than_zero', ev.speed_margin, ev)}")
+        print(
+            f"  AUFC debiased - baseline, steps 0-{horizon}: {diff.round(3).tolist()}\n    less_than_zero: "
+            f"{plan(diff.to_numpy(), 'less_than_zero', ev.speed_margin, ev)}"
+        )
 
 
 if __name__ == "__main__":

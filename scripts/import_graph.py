@@ -35,8 +35,10 @@ def graph(src: Path) -> dict[str, set[str]]:
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                targets = [f"{node.module}.{alias.name}" if f"{node.module}.{alias.name}" in files else node.module
-                           for alias in node.names]
+                targets = [
+                    f"{node.module}.{alias.name}" if f"{node.module}.{alias.name}" in files else node.module
+                    for alias in node.names
+                ]
             for target in targets:
                 while target and target not in files:
                     target = target.rpartition(".")[0]
@@ -94,8 +96,10 @@ def main(argv=None) -> int:
     src = Path(argv[0] if argv else Path(__file__).resolve().parents[1] / "src")
     edges = graph(src)
     found = cycles(edges)
-    print(f"{len(edges)} modules, {sum(map(len, edges.values()))} arrows, {len(found)} cycles"
-          + ("" if found else f", {levels(edges)} levels"))
+    print(
+        f"{len(edges)} modules, {sum(map(len, edges.values()))} arrows, {len(found)} cycles"
+        + ("" if found else f", {levels(edges)} levels")
+    )
     for component in found:
         print("cycle:", " <-> ".join(component))
     return 1 if found else 0

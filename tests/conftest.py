@@ -74,8 +74,22 @@ def spec() -> dict:
 
 def run_snakemake(workdir: Path, *args, configfile=None, check: bool = True, timeout: int = 1800):
     """Snakemake's CLI on the repo's Snakefile in ``workdir`` (config: ``workdir/config.yaml``)."""
-    command = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir), "--cores", "2"]
-    command += [*args, "--configfile", str(configfile or workdir / "config.yaml")]  # --configfile takes every word after it
+    command = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--cores",
+        "2",
+    ]
+    command += [
+        *args,
+        "--configfile",
+        str(configfile or workdir / "config.yaml"),
+    ]  # --configfile takes every word after it
     result = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
     if check and result.returncode:
         raise AssertionError(f"snakemake {' '.join(args)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}")

@@ -19,6 +19,7 @@ def test_input_adjoint_equals_the_jacobian_of_each_sequence_loss(block):
     p0 = adjoint.input_adjoint(model, tokens, targets)
 
     for b in range(3):
+
         def loss_of_embedding(x0):
             x = x0[None]
             mask = model.logit_bias()
@@ -45,7 +46,9 @@ def seed_models(n_seeds, dtype=torch.float64, **config):
     models = []
     for seed in range(n_seeds):
         torch.manual_seed(seed)
-        models.append(FlagTransformer(model_config(seq_len=6, depth=2, d_model=8, heads=2, mlp_ratio=2, **config)).to(dtype))
+        models.append(
+            FlagTransformer(model_config(seq_len=6, depth=2, d_model=8, heads=2, mlp_ratio=2, **config)).to(dtype)
+        )
     return models
 
 
@@ -59,10 +62,16 @@ def test_one_vmapped_pass_gives_every_seeds_input_energy(per_model_batches):
 
     stacked = adjoint.seed_input_energies(models, tokens, targets)
 
-    looped = torch.stack([
-        adjoint.energy(adjoint.input_adjoint(m, tokens[s] if per_model_batches else tokens, targets[s] if per_model_batches else targets))
-        for s, m in enumerate(models)
-    ])
+    looped = torch.stack(
+        [
+            adjoint.energy(
+                adjoint.input_adjoint(
+                    m, tokens[s] if per_model_batches else tokens, targets[s] if per_model_batches else targets
+                )
+            )
+            for s, m in enumerate(models)
+        ]
+    )
     assert stacked.shape == (3, 6)
     torch.testing.assert_close(stacked, looped.detach())
     assert not torch.allclose(stacked[0], stacked[1])  # the seeds' models really differ
@@ -74,13 +83,20 @@ def test_the_vmapped_energies_differentiate_through_a_shared_attention_bias():
     targets = torch.tensor([0, 1, 1, 0])
     theta = torch.randn(6, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(2)).tril().requires_grad_()
 
-    (vmapped,) = torch.autograd.grad(adjoint.seed_input_energies(models, tokens, targets, bias=theta).square().sum(), theta)
+    (vmapped,) = torch.autograd.grad(
+        adjoint.seed_input_energies(models, tokens, targets, bias=theta).square().sum(), theta
+    )
 
     def looped_objective(bias):
         total = 0
         for m in models:
             m.attn_bias = bias  # a buffer swap that keeps the gradient path to theta (explicit attention reads it)
-            total = total + adjoint.energy(adjoint.input_adjoint(m, tokens, targets, create_graph=True, explicit=True)).square().sum()
+            total = (
+                total
+                + adjoint.energy(adjoint.input_adjoint(m, tokens, targets, create_graph=True, explicit=True))
+                .square()
+                .sum()
+            )
         return total
 
     (looped,) = torch.autograd.grad(looped_objective(theta), theta)

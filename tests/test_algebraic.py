@@ -71,14 +71,24 @@ def test_gramian_matches_direct_kronecker_formula():
     s = algebraic(length=6, depth=4, step=0.2, mixing=1.5, features=3, obs_decay=0.7)
     L, d = s.length, s.features
     u = torch.tensor([0.3, -0.2, 0.0, 0.5, -0.4, 0.1], dtype=linear_model.DTYPE)
-    big_b = torch.kron(linear_model.propagator(s), torch.eye(d, dtype=linear_model.DTYPE))  # acts on vec(X), X row-major (L, d)
-    c_out = torch.kron(torch.nn.functional.one_hot(torch.tensor(L - 1), L).to(linear_model.DTYPE)[None, :], linear_model.feature_map(s))
+    big_b = torch.kron(
+        linear_model.propagator(s), torch.eye(d, dtype=linear_model.DTYPE)
+    )  # acts on vec(X), X row-major (L, d)
+    c_out = torch.kron(
+        torch.nn.functional.one_hot(torch.tensor(L - 1), L).to(linear_model.DTYPE)[None, :], linear_model.feature_map(s)
+    )
     got = linear_model.gramians(s, u)
     for i in range(L):
         e_i = torch.zeros(L * d, d, dtype=linear_model.DTYPE)
         e_i[i * d : (i + 1) * d] = torch.eye(d, dtype=linear_model.DTYPE)
         direct = sum(
-            s.step * e_i.T @ torch.linalg.matrix_power(big_b, k).T @ c_out.T @ c_out @ torch.linalg.matrix_power(big_b, k) @ e_i
+            s.step
+            * e_i.T
+            @ torch.linalg.matrix_power(big_b, k).T
+            @ c_out.T
+            @ c_out
+            @ torch.linalg.matrix_power(big_b, k)
+            @ e_i
             for k in range(s.depth)
         )
         torch.testing.assert_close(got[i], torch.exp(2 * u[i]) * direct)
@@ -207,6 +217,13 @@ def test_the_defaults_are_the_default_config_and_the_cli_rejects_bad_settings(tm
     assert algebraic(**yaml.safe_load((REPO / "config" / "config.yaml").read_text())["algebraic"]) == S
     from lostmid.cli.main import main
 
-    outputs = ["--table", str(tmp_path / "t.parquet"), "--profiles", str(tmp_path / "p.parquet"), "--probes", str(tmp_path / "q.parquet")]
+    outputs = [
+        "--table",
+        str(tmp_path / "t.parquet"),
+        "--profiles",
+        str(tmp_path / "p.parquet"),
+        "--probes",
+        str(tmp_path / "q.parquet"),
+    ]
     assert main(["algebraic", "--settings", '{"features": 0}', *outputs]) == 2
     assert not (tmp_path / "t.parquet").exists()

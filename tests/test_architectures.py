@@ -17,12 +17,13 @@ import torch  # noqa: E402
 import yaml  # noqa: E402
 from scipy import stats as scipy_stats  # noqa: E402
 
-from conftest import REPO, run_snakemake, tiny_spec  # noqa: E402
 from lostmid.analysis.metrics import cesaro_matrix  # noqa: E402
 from lostmid.architectures import measure, models, sweep, theory  # noqa: E402
 from lostmid.architectures.settings import ArchSettings  # noqa: E402
 from lostmid.config import settings_from_block  # noqa: E402
 from lostmid.errors import ConfigError  # noqa: E402
+
+from conftest import REPO, run_snakemake, tiny_spec  # noqa: E402
 
 TINY = dict(depth=2, d_model=16, heads=2, vocab=32, max_length=16)
 
@@ -42,8 +43,14 @@ def loop_profile(arch, ids, target, power, probe_seed):
             leaf = x[:, j].clone().requires_grad_(True)  # (1, d)
             inputs = torch.cat([x[:, :j], leaf[:, None], x[:, j + 1 :]], dim=1)
             result = arch.model(inputs_embeds=inputs, use_cache=False, output_hidden_states=True)
-            value = measure.target_sum(target, result.logits[:, -1], logits=result.logits, next_ids=ids[s : s + 1, 1:],
-                                       hidden_last=result.hidden_states[-1][:, -1], probe=probe[s : s + 1])
+            value = measure.target_sum(
+                target,
+                result.logits[:, -1],
+                logits=result.logits,
+                next_ids=ids[s : s + 1, 1:],
+                hidden_last=result.hidden_states[-1][:, -1],
+                probe=probe[s : s + 1],
+            )
             (grad,) = torch.autograd.grad(value, leaf)
             out[j] += float(grad.double().norm()) ** power
     return out / ids.shape[0]
@@ -109,7 +116,9 @@ def test_the_rollout_equals_its_closed_form_for_constant_lambda():
         closed = np.linalg.matrix_power(N, H)[-1]
         np.testing.assert_allclose(theory.cesaro(alpha, H, n), closed, atol=1e-13)
         np.testing.assert_allclose(theory.rollout(np.full(H, alpha), np.stack([C] * H)), closed, atol=1e-13)
-        assert theory.cesaro(alpha, H, n)[-1] == pytest.approx(((1 - alpha) + alpha / n) ** H, rel=1e-12)  # triangular N
+        assert theory.cesaro(alpha, H, n)[-1] == pytest.approx(
+            ((1 - alpha) + alpha / n) ** H, rel=1e-12
+        )  # triangular N
         assert theory.cesaro(alpha, H, n).sum() == pytest.approx(1.0)
     one_layer = (1 - alpha) * np.eye(n)[-1] + alpha / n  # H = 1 by hand
     np.testing.assert_allclose(theory.cesaro(alpha, 1, n), one_layer, atol=1e-15)
@@ -193,7 +202,9 @@ def test_a_bad_family_or_encoding_is_one_config_error(capsys):
 
     with pytest.raises(ConfigError, match=r"^config key architectures.families.gpt3 is unknown$"):
         arch(families={"gpt3": ["learned"]})
-    with pytest.raises(ConfigError, match=r"architectures.families.gpt2\[0\]: 'rope' is not one of \['learned', 'none'\]"):
+    with pytest.raises(
+        ConfigError, match=r"architectures.families.gpt2\[0\]: 'rope' is not one of \['learned', 'none'\]"
+    ):
         arch(families={"gpt2": ["rope"]})
     with pytest.raises(ConfigError, match=r"architectures.targets\[0\]: 'nll' is not one of"):
         arch(targets=["nll"])
@@ -204,29 +215,66 @@ def test_a_bad_family_or_encoding_is_one_config_error(capsys):
     from lostmid import config as lostmid_config
 
     config = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
-    for families, message in (({"gpt3": ["learned"]}, r"\.gpt3 is unknown"), ({"llama": ["learned"]}, "'learned' is not one of")):
+    for families, message in (
+        ({"gpt3": ["learned"]}, r"\.gpt3 is unknown"),
+        ({"llama": ["learned"]}, "'learned' is not one of"),
+    ):
         config["architectures"]["families"] = families
         with pytest.raises(ConfigError, match=rf"config key architectures.families.*{message}"):  # before any job
             lostmid_config.validate(config)
     from lostmid.cli import main as cli
 
-    code = cli.main(["architectures", "--settings", '{"families": {"llama": ["alibi"]}}', "--profiles", "p", "--layers", "l", "--comparison", "c"])
+    code = cli.main(
+        [
+            "architectures",
+            "--settings",
+            '{"families": {"llama": ["alibi"]}}',
+            "--profiles",
+            "p",
+            "--layers",
+            "l",
+            "--comparison",
+            "c",
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2
-    assert err[-1] == "lostmid architectures: error: config key architectures.families.llama[0]: 'alibi' is not one of ['rope', 'none']"
+    assert err[-1] == (
+        "lostmid architectures: error: config key architectures.families.llama[0]: 'alibi' is not one of "
+        "['rope', 'none']"
+    )
 
 
 def test_the_sweep_tables_have_every_configuration():
-    settings = settings_from_block(ArchSettings, {"families": {"qwen2": ["rope", "none"]}, "depths": [1, 2], "lengths": [6, 10], "d_model": 16,
-                                                  "heads": 2, "vocab": 16, "sequences": 2, "targets": ["top1", "loss"], "powers": [1, 2]},
-                                   "architectures")
+    settings = settings_from_block(
+        ArchSettings,
+        {
+            "families": {"qwen2": ["rope", "none"]},
+            "depths": [1, 2],
+            "lengths": [6, 10],
+            "d_model": 16,
+            "heads": 2,
+            "vocab": 16,
+            "sequences": 2,
+            "targets": ["top1", "loss"],
+            "powers": [1, 2],
+        },
+        "architectures",
+    )
     profiles, layers, comparison = sweep.random_sweep(settings, "cpu")
     assert len(comparison) == 2 * 2 * 2 * 2 * 2 * 3  # encodings x depths x lengths x targets x powers x theories
     assert set(profiles.profile) == {"measured", *theory.THEORIES}
     sums = profiles.groupby(["encoding", "depth", "n", "target", "power", "profile"]).mass.sum()
     np.testing.assert_allclose(sums, 1.0, atol=1e-9)
-    assert layers.groupby(["encoding", "depth", "n"]).layer.max().eq(layers.groupby(["encoding", "depth", "n"]).depth.first()).all()
-    assert ((comparison.spearman >= -1) & (comparison.spearman <= 1) & (comparison.w1 >= 0) & (comparison.w1 <= 1)).all()
+    assert (
+        layers.groupby(["encoding", "depth", "n"])
+        .layer.max()
+        .eq(layers.groupby(["encoding", "depth", "n"]).depth.first())
+        .all()
+    )
+    assert (
+        (comparison.spearman >= -1) & (comparison.spearman <= 1) & (comparison.w1 >= 0) & (comparison.w1 <= 1)
+    ).all()
     assert list(comparison.columns[:7]) == list(sweep.KEYS)
 
 
@@ -234,7 +282,11 @@ def test_the_sweep_tables_have_every_configuration():
 def test_the_smoke_config_builds_the_stage(tmp_path):
     config = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-    targets = [f"results/architectures_{table}/{part}.parquet" for table in ("profiles", "layers", "comparison") for part in ("sweep", "flag")]
+    targets = [
+        f"results/architectures_{table}/{part}.parquet"
+        for table in ("profiles", "layers", "comparison")
+        for part in ("sweep", "flag")
+    ]
     targets += ["results/figures/architectures_sweep.png", "results/figures/architectures_flag.png"]
     run_snakemake(tmp_path, *targets, timeout=300)
     comparison = pd.read_parquet(tmp_path / "results" / "architectures_comparison")
@@ -246,7 +298,9 @@ def test_the_smoke_config_builds_the_stage(tmp_path):
     flag = comparison.query("family == 'flag'")
     assert set(flag.step) == {0, config["train"]["steps"]} and set(flag.seed) == {0, 1}
     assert set(layers.family) == {"gpt2", "llama", "qwen2", "flag"}
-    assert (tmp_path / "results" / "logs" / "architectures" / "sweep.log").read_text().count("rollout_attention rho") == 5 * 2 * 2
+    assert (tmp_path / "results" / "logs" / "architectures" / "sweep.log").read_text().count(
+        "rollout_attention rho"
+    ) == 5 * 2 * 2
     assert (tmp_path / "results" / "figures" / "architectures_sweep.png").stat().st_size > 10_000
     from lostmid.architectures import summary
 

@@ -9,14 +9,16 @@ import torch
 from lostmid.analysis import bias_fit
 from lostmid.analysis.settings import FitSettings, check_disjoint_from_training
 from lostmid.config import settings_from_block
-from lostmid.training.checkpoint import TrainingState
 from lostmid.errors import ConfigError
+from lostmid.training.checkpoint import TrainingState
 
 from conftest import REPO, model_config, tiny_spec
 
 # A no-residual model (the blog's setting): at init its influence piles up on early tokens.
 TINY = model_config(seq_len=8, depth=2, d_model=8, heads=2, mlp_ratio=2, residual=False)
-FAST = settings_from_block(FitSettings, {"inits": 2, "batch": 16, "max_iter": 40, "lr": 0.1, "positions": "all"}, "bias_fit")
+FAST = settings_from_block(
+    FitSettings, {"inits": 2, "batch": 16, "max_iter": 40, "lr": 0.1, "positions": "all"}, "bias_fit"
+)
 
 
 @pytest.fixture(scope="module")
@@ -71,8 +73,20 @@ def test_bad_fit_settings_are_config_errors():
 
 
 # The summary columns the evidence stage reads (one row per held-out initialization).
-SUMMARY = ["heldout_init", "imbalance_before", "context_share_before", "total_before", "imbalance_after",
-           "context_share_after", "total_after", "c0", "lag_slope", "self_attention_init", "self_attention_init_b0", "accepted"]
+SUMMARY = [
+    "heldout_init",
+    "imbalance_before",
+    "context_share_before",
+    "total_before",
+    "imbalance_after",
+    "context_share_after",
+    "total_after",
+    "c0",
+    "lag_slope",
+    "self_attention_init",
+    "self_attention_init_b0",
+    "accepted",
+]
 
 
 def test_the_summary_has_one_row_per_held_out_init_and_accepts_a_fit_that_flattened(fit):
@@ -83,7 +97,15 @@ def test_the_summary_has_one_row_per_held_out_init_and_accepts_a_fit_that_flatte
 
 
 def test_the_blogs_output_jacobian_target_is_flattened_on_the_no_residual_model():
-    block = {"inits": 2, "batch": 8, "max_iter": 30, "lr": 0.1, "positions": "all", "param": "full", "target": "output_jacobian"}
+    block = {
+        "inits": 2,
+        "batch": 8,
+        "max_iter": 30,
+        "lr": 0.1,
+        "positions": "all",
+        "param": "full",
+        "target": "output_jacobian",
+    }
     result = bias_fit.fit_bias(TINY, settings_from_block(FitSettings, block, "bias_fit"))
     assert result.accepted and result.after < 0.5 * result.before
     assert result.summary.lag_slope.iloc[0] < 0  # later keys weighted more
@@ -116,13 +138,26 @@ def test_c0_and_the_lag_slope_summarize_b_apart_from_the_diagonal():
     assert bias_fit.bias_summary(bias_fit.gauge_fix(torch.zeros(L, L))) == {"c0": 0.0, "lag_slope": 0.0}
 
 
-def test_a_fit_that_does_not_flatten_stops_the_command_with_one_line_naming_the_variant_and_both_numbers(tmp_path, capsys):
+def test_a_fit_that_does_not_flatten_stops_the_command_with_one_line_naming_the_variant_and_both_numbers(
+    tmp_path, capsys
+):
     from lostmid.cli.main import main
 
-    outputs = {f"--out-{name}": str(tmp_path / f"{name}.parquet") for name in ("matrix", "iterations", "profiles", "summary")}
-    args = ["bias-fit", "--variant", "debiased_x", "--model", json.dumps(TINY.to_dict()),
-            "--settings", json.dumps({"inits": 1, "batch": 4, "max_iter": 0, "heldout": 3}),
-            "--out-tensor", str(tmp_path / "B.pt"), *[x for item in outputs.items() for x in item]]
+    outputs = {
+        f"--out-{name}": str(tmp_path / f"{name}.parquet") for name in ("matrix", "iterations", "profiles", "summary")
+    }
+    args = [
+        "bias-fit",
+        "--variant",
+        "debiased_x",
+        "--model",
+        json.dumps(TINY.to_dict()),
+        "--settings",
+        json.dumps({"inits": 1, "batch": 4, "max_iter": 0, "heldout": 3}),
+        "--out-tensor",
+        str(tmp_path / "B.pt"),
+        *[x for item in outputs.items() for x in item],
+    ]
     assert main(args) == 2
     lines = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
     assert len(lines) == 1 and "debiased_x rejected" in lines[0]
@@ -133,7 +168,9 @@ def test_a_fit_that_does_not_flatten_stops_the_command_with_one_line_naming_the_
 def test_the_fit_refuses_training_seeds():
     settings = settings_from_block(FitSettings, {"inits": 2, "heldout": 2, "seed": 10}, "bias_fit")
     assert set(settings.seeds()) == {10, 11, 510, 511, 1010, 1011, 1510, 1511}
-    with pytest.raises(ConfigError, match=r"variants\.d\.remedy\.fit\.seed=10: the fit would use training seeds \[11\]"):
+    with pytest.raises(
+        ConfigError, match=r"variants\.d\.remedy\.fit\.seed=10: the fit would use training seeds \[11\]"
+    ):
         check_disjoint_from_training(settings, [11], "variants.d.remedy.fit")
 
 
@@ -159,7 +196,9 @@ def test_a_fit_model_that_is_not_a_variant_is_a_config_error():
 
     config = cfg.load(REPO / "config" / "smoke.yaml")
     config["variants"]["debiased"] = {"remedy": {"kind": "bias", "fit": {"fit_model": "nores"}}}
-    with pytest.raises(ConfigError, match=r"^config key variants\.debiased\.remedy\.fit\.fit_model: 'nores' is not a variant"):
+    with pytest.raises(
+        ConfigError, match=r"^config key variants\.debiased\.remedy\.fit\.fit_model: 'nores' is not a variant"
+    ):
         workflow.check(config)
 
 

@@ -10,8 +10,8 @@ import pytest
 import torch
 from torch.func import jacrev
 
-from lostmid.core import adjoint
 from lostmid.analysis import channels
+from lostmid.core import adjoint
 from lostmid.core.model import FlagTransformer
 
 from conftest import model_config

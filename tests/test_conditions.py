@@ -10,27 +10,36 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import model_config, tiny_spec
 
-from lostmid.cli import main as cli
-from lostmid.analysis import conditions
-from lostmid.analysis import metrics
+from lostmid.analysis import conditions, metrics
 from lostmid.analysis.channels import CHANNELS, PAIRS, Profiles, channel_profiles
-from lostmid.training.checkpoint import TrainingState
 from lostmid.analysis.conditions import Regional, SoundnessError
 from lostmid.analysis.settings import ChannelSettings
+from lostmid.cli import main as cli
 from lostmid.config import settings_from_block
-from lostmid.errors import ConfigError
 from lostmid.core.model import FlagTransformer
+from lostmid.errors import ConfigError
+from lostmid.training.checkpoint import TrainingState
 from lostmid.training.train import train_steps
 
-SETTINGS = {"batch_per_position": 2, "seed": 5, "deltas": [0.1, 0.2, 0.3], "power_iterations": 30, "batch_size": 64, "float64": True}
+from conftest import model_config, tiny_spec
+
+SETTINGS = {
+    "batch_per_position": 2,
+    "seed": 5,
+    "deltas": [0.1, 0.2, 0.3],
+    "power_iterations": 30,
+    "batch_size": 64,
+    "float64": True,
+}
 CHANNEL_SETTINGS = settings_from_block(ChannelSettings, SETTINGS, "channels")
 
 
 def random_model(block, seed, scale=None, **overrides):
     torch.manual_seed(seed)
-    model = FlagTransformer(model_config(**{**dict(seq_len=10, depth=2, d_model=8, heads=2, mlp_ratio=2, block=block), **overrides}))
+    model = FlagTransformer(
+        model_config(**{**dict(seq_len=10, depth=2, d_model=8, heads=2, mlp_ratio=2, block=block), **overrides})
+    )
     if scale is not None:
         with torch.no_grad():
             for p in model.parameters():
@@ -43,7 +52,12 @@ def random_profiles(seed, L=10, n=6, d=3):
     """Profiles of random channels whose pairwise correlations have both signs."""
     g = torch.Generator().manual_seed(seed)
     base = torch.randn(n, L, d, generator=g, dtype=torch.float64)
-    parts = {a: torch.randn(n, L, d, generator=g, dtype=torch.float64) * torch.rand(1, L, 1, generator=g, dtype=torch.float64) * 3 for a in CHANNELS}
+    parts = {
+        a: torch.randn(n, L, d, generator=g, dtype=torch.float64)
+        * torch.rand(1, L, 1, generator=g, dtype=torch.float64)
+        * 3
+        for a in CHANNELS
+    }
     parts["cone"] = parts["cone"] - 0.8 * parts["res"] + 0.3 * base  # strong negative correlation with res
     parts["loc"] = parts["loc"] + 0.5 * base
     return Profiles.from_channels(sum(parts.values()), parts)
@@ -75,7 +89,9 @@ def test_rho_is_a_correlation_and_the_two_bounds_bracket_the_regional_density(se
         for pair in PAIRS:
             rho = regional.rho(region, pair)
             assert -1 - 1e-12 <= rho <= 1 + 1e-12
-            assert 2 * rho * np.sqrt(regional.J[region][pair[0]] * regional.J[region][pair[1]]) == pytest.approx(regional.xi[region][pair])
+            assert 2 * rho * np.sqrt(regional.J[region][pair[0]] * regional.J[region][pair[1]]) == pytest.approx(
+                regional.xi[region][pair]
+            )
         m = regional.m[region]
         assert regional.lower_universal(region) <= regional.lower(region) + 1e-12  # rho = 1 is the cruder bound
         assert regional.lower(region) <= m + 1e-12 <= regional.upper(region) + 2e-12
@@ -140,16 +156,52 @@ def test_cone_primacy_certifies_a_cone_channel_that_decays_from_the_left():
 def test_a_condition_that_holds_while_its_conclusion_fails_is_named():
     rows = pd.DataFrame(
         [
-            {"step": 10, "delta": 0.2, "test": "sufficient_universal", "holds": True, "conclusion_holds": True, "lhs": 2.0, "rhs": 1.0},
-            {"step": 20, "delta": 0.3, "test": "cone_primacy", "holds": True, "conclusion_holds": False, "lhs": 2.0, "rhs": 1.0},
-            {"step": 20, "delta": 0.3, "test": "exact", "holds": False, "conclusion_holds": True, "lhs": 1.0, "rhs": 1.0},  # a tie: within tolerance
-            {"step": 30, "delta": 0.1, "test": "exact_left", "holds": False, "conclusion_holds": True, "lhs": 0.5, "rhs": 1.0},
+            {
+                "step": 10,
+                "delta": 0.2,
+                "test": "sufficient_universal",
+                "holds": True,
+                "conclusion_holds": True,
+                "lhs": 2.0,
+                "rhs": 1.0,
+            },
+            {
+                "step": 20,
+                "delta": 0.3,
+                "test": "cone_primacy",
+                "holds": True,
+                "conclusion_holds": False,
+                "lhs": 2.0,
+                "rhs": 1.0,
+            },
+            {
+                "step": 20,
+                "delta": 0.3,
+                "test": "exact",
+                "holds": False,
+                "conclusion_holds": True,
+                "lhs": 1.0,
+                "rhs": 1.0,
+            },  # a tie: within tolerance
+            {
+                "step": 30,
+                "delta": 0.1,
+                "test": "exact_left",
+                "holds": False,
+                "conclusion_holds": True,
+                "lhs": 0.5,
+                "rhs": 1.0,
+            },
         ]
     )
     assert list(conditions.violations(rows).index) == [1, 3]
     with pytest.raises(SoundnessError) as err:
         conditions.check_soundness(rows)
-    assert "2 soundness violation" in str(err.value) and "cone_primacy" in str(err.value) and "exact_left" in str(err.value)
+    assert (
+        "2 soundness violation" in str(err.value)
+        and "cone_primacy" in str(err.value)
+        and "exact_left" in str(err.value)
+    )
 
 
 def test_settings_fill_defaults_and_errors_name_the_key():
@@ -182,8 +234,25 @@ def trained_run(tmp_path_factory):
 
 
 def run_command(spec, checkpoints, out, settings=SETTINGS):
-    argv = ["channels", "--spec", json.dumps(spec), "--settings", json.dumps(settings), "--device", "cpu", "--checkpoints", *map(str, checkpoints)]
-    argv += ["--channels", str(out / "channels.parquet"), "--cross-terms", str(out / "cross.parquet"), "--conditions", str(out / "conditions.parquet")]
+    argv = [
+        "channels",
+        "--spec",
+        json.dumps(spec),
+        "--settings",
+        json.dumps(settings),
+        "--device",
+        "cpu",
+        "--checkpoints",
+        *map(str, checkpoints),
+    ]
+    argv += [
+        "--channels",
+        str(out / "channels.parquet"),
+        "--cross-terms",
+        str(out / "cross.parquet"),
+        "--conditions",
+        str(out / "conditions.parquet"),
+    ]
     return cli.main(argv)
 
 
@@ -209,9 +278,8 @@ def test_the_command_writes_three_tidy_tables_for_every_checkpoint_without_viola
     assert len(channels) == 2 * 3 * 3 * 3 and len(cross) == 2 * 3 * 3 * 3 and len(rows) == 2 * 3 * len(conditions.TESTS)
     assert conditions.violations(rows).empty
     # The identity m_B = sum J + Xi, re-derived from the written tables against an independent P_0 density.
-    from lostmid.core import adjoint
+    from lostmid.core import adjoint, task
     from lostmid.training import checkpoint
-    from lostmid.core import task
 
     model, _ = checkpoint.load_model(checkpoints[1], spec, "cpu")
     tokens, targets, _ = task.stratified_eval_set(10, SETTINGS["batch_per_position"], SETTINGS["seed"])
@@ -224,10 +292,30 @@ def test_the_command_writes_three_tidy_tables_for_every_checkpoint_without_viola
 
 
 def test_the_figures_are_drawn_from_the_tables(written, tmp_path):
-    assert cli.main(["figures", "--channels", str(written / "channels.parquet"), "--cross-terms", str(written / "cross.parquet"),
-                     "--conditions", str(written / "conditions.parquet"), "--figures", "channel_energies", "conditions",
-                     "--delta", "0.2", "--out-dir", str(tmp_path)]) == 0
-    assert (tmp_path / "channel_energies.png").stat().st_size > 10_000 and (tmp_path / "conditions.png").stat().st_size > 10_000
+    assert (
+        cli.main(
+            [
+                "figures",
+                "--channels",
+                str(written / "channels.parquet"),
+                "--cross-terms",
+                str(written / "cross.parquet"),
+                "--conditions",
+                str(written / "conditions.parquet"),
+                "--figures",
+                "channel_energies",
+                "conditions",
+                "--delta",
+                "0.2",
+                "--out-dir",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
+    assert (tmp_path / "channel_energies.png").stat().st_size > 10_000 and (
+        tmp_path / "conditions.png"
+    ).stat().st_size > 10_000
 
 
 def test_the_command_refuses_a_run_without_residual_path(trained_run, tmp_path, capsys):
@@ -245,7 +333,14 @@ def test_the_command_fails_loudly_on_a_soundness_violation(trained_run, tmp_path
 
     def broken(self):
         return [{**row, "holds": True} if row["test"] == "sufficient_universal" else row for row in original(self)] + [
-            {"delta": self.delta, "test": "cone_primacy", "holds": True, "conclusion_holds": False, "lhs": 1.0, "rhs": 0.0}
+            {
+                "delta": self.delta,
+                "test": "cone_primacy",
+                "holds": True,
+                "conclusion_holds": False,
+                "lhs": 1.0,
+                "rhs": 0.0,
+            }
         ]
 
     monkeypatch.setattr(conditions.Regional, "tests", broken)

@@ -20,8 +20,14 @@ from lostmid.training.evaluate import EvaluationSettings
 
 from conftest import REPO, SCHEMA, tiny_spec
 
-SHIPPED = [("config.yaml",), ("smoke.yaml",), ("config.yaml", "ablations.yaml"), ("config.yaml", "cluster.yaml"),
-           ("config.yaml", "pilot.yaml"), ("config.yaml", "pilot.yaml", "pilot_nores.yaml")]
+SHIPPED = [
+    ("config.yaml",),
+    ("smoke.yaml",),
+    ("config.yaml", "ablations.yaml"),
+    ("config.yaml", "cluster.yaml"),
+    ("config.yaml", "pilot.yaml"),
+    ("config.yaml", "pilot.yaml", "pilot_nores.yaml"),
+]
 
 
 def shipped(*names) -> dict:
@@ -63,22 +69,54 @@ def broken(config, edit):
         (lambda c: c["grid"][0].update(depth=[0]), r"grid\[0\]\.depth\[0\]: 0 is less than the minimum of 1"),
         (lambda c: c["train"].update(every=7), r"train\.every=7 does not divide train\.steps=20"),
         (lambda c: c["grid"][0].update(variants=["nope"]), r"grid\[0\]\.variants names 'nope'"),
-        (lambda c: c["variants"].update({"bad/name": {}}), r"variants\.bad/name is not allowed here: 'bad/name' does not match"),
+        (
+            lambda c: c["variants"].update({"bad/name": {}}),
+            r"variants\.bad/name is not allowed here: 'bad/name' does not match",
+        ),
         (lambda c: c["model"].update(block="diagonal"), r"model\.block: 'diagonal' is not one of"),
-        (lambda c: c["variants"]["baseline"].update(train={"steps": 5}), r"variants\.baseline\.train: every=10 does not divide steps=5"),
+        (
+            lambda c: c["variants"]["baseline"].update(train={"steps": 5}),
+            r"variants\.baseline\.train: every=10 does not divide steps=5",
+        ),
         (lambda c: c.update(remedies={"baseline": "nope"}), r"remedies\.baseline names 'nope'"),
-        (lambda c: c.update(seeds_per_job=3, train={**c["train"], "seed_batch": 2}), r"seeds_per_job=3 is not a multiple"),
+        (
+            lambda c: c.update(seeds_per_job=3, train={**c["train"], "seed_batch": 2}),
+            r"seeds_per_job=3 is not a multiple",
+        ),
         (lambda c: c["model"].update(heads=3), r"model\.d_model=8 is not divisible by model\.heads=3"),
         (lambda c: c["train"].update(seed_batch=0), r"train\.seed_batch: 0 is less than the minimum of 1"),
-        (lambda c: c["remedies"].update(baseline="nope"), r"remedies\.baseline names 'nope', which is not defined under variants"),
-        (lambda c: c["remedies"].update(baseline="balance") or c["grid"][1]["variants"].remove("balance"),
-         r"remedies\.baseline names 'balance', which no grid block runs"),
-        (lambda c: c.pop("remedies") and c["variants"].update(plain=c["variants"].pop("baseline")) or c["grid"][0].update(variants=["plain"]),
-         r"remedies\.baseline names 'baseline', which is not defined"),
-        (lambda c: c["influence"].update(flow_variants=["baseline", "nope"]), r"influence\.flow_variants names \['nope'\], which are not defined"),
-        (lambda c: c["grid"][1].update(L=[4]), r"influence\.deltas: delta=0\.1 leaves region\(s\) \['left', 'right'\] empty for L=4"),
-        (lambda c: c["channels"].update(deltas=[0.05]), r"channels\.deltas: delta=0\.05 leaves region\(s\) \['left', 'right'\] empty for L=8"),
-        (lambda c: c.pop("channels") and c["influence"].update(deltas=[0.3]) or c["grid"][0].update(L=[8, 4]), r"channels\.deltas: delta=0\.1 leaves region\(s\) \['left', 'right'\] empty for L=4"),
+        (
+            lambda c: c["remedies"].update(baseline="nope"),
+            r"remedies\.baseline names 'nope', which is not defined under variants",
+        ),
+        (
+            lambda c: c["remedies"].update(baseline="balance") or c["grid"][1]["variants"].remove("balance"),
+            r"remedies\.baseline names 'balance', which no grid block runs",
+        ),
+        (
+            lambda c: (
+                c.pop("remedies")
+                and c["variants"].update(plain=c["variants"].pop("baseline"))
+                or c["grid"][0].update(variants=["plain"])
+            ),
+            r"remedies\.baseline names 'baseline', which is not defined",
+        ),
+        (
+            lambda c: c["influence"].update(flow_variants=["baseline", "nope"]),
+            r"influence\.flow_variants names \['nope'\], which are not defined",
+        ),
+        (
+            lambda c: c["grid"][1].update(L=[4]),
+            r"influence\.deltas: delta=0\.1 leaves region\(s\) \['left', 'right'\] empty for L=4",
+        ),
+        (
+            lambda c: c["channels"].update(deltas=[0.05]),
+            r"channels\.deltas: delta=0\.05 leaves region\(s\) \['left', 'right'\] empty for L=8",
+        ),
+        (
+            lambda c: c.pop("channels") and c["influence"].update(deltas=[0.3]) or c["grid"][0].update(L=[8, 4]),
+            r"channels\.deltas: delta=0\.1 leaves region\(s\) \['left', 'right'\] empty for L=4",
+        ),
     ],
 )
 def test_bad_config_is_an_error_naming_the_key(smoke_config, edit, message):
@@ -126,10 +164,16 @@ def test_jobs_are_blocks_of_the_seeds_of_one_variant_L_and_depth(smoke_config):
     assert len(blocks) == len({(run.variant, run.L, run.depth) for run in cfg.runs(smoke_config)})
     smoke_config["seeds_per_job"] = 2
     smoke_config["grid"][0]["seeds"] = [0, 1, 2, 5]
-    assert [b.seeds for b in workflow.blocks(cfg.validate(smoke_config, SCHEMA)) if b.variant == "baseline"] == [(0, 1), (2,), (5,)]
+    assert [b.seeds for b in workflow.blocks(cfg.validate(smoke_config, SCHEMA)) if b.variant == "baseline"] == [
+        (0, 1),
+        (2,),
+        (5,),
+    ]
     baseline = next(b for b in workflow.blocks(smoke_config) if b.variant == "baseline")
     assert baseline.paths(workflow.CHECKPOINT, step="{step}") == [
-        "results/checkpoints/baseline/L8_M1_seed0/step{step}.pt", "results/checkpoints/baseline/L8_M1_seed1/step{step}.pt"]
+        "results/checkpoints/baseline/L8_M1_seed0/step{step}.pt",
+        "results/checkpoints/baseline/L8_M1_seed1/step{step}.pt",
+    ]
 
 
 def test_a_variant_may_train_on_its_own_schedule(smoke_config):
@@ -148,26 +192,46 @@ def test_seed_batch_enters_the_spec_only_above_one(smoke_config):
     plain = cfg.run_spec(smoke_config, run)
     assert "seed_batch" not in plain["train"]
     assert cfg.run_spec(broken(smoke_config, lambda c: c["train"].update(seed_batch=1)), run) == plain
-    assert cfg.run_spec(broken(smoke_config, lambda c: c["train"].update(seed_batch=4)), run)["train"]["seed_batch"] == 4
+    assert (
+        cfg.run_spec(broken(smoke_config, lambda c: c["train"].update(seed_batch=4)), run)["train"]["seed_batch"] == 4
+    )
 
 
 def test_keys_at_their_neutral_value_leave_the_run_spec_and_its_fingerprint_unchanged():
     from lostmid.config import Run, fingerprint, run_spec
 
-    base = {"model": {"d_model": 8, "heads": 2}, "train": {"lr": 0.003, "steps": 10, "every": 5},
-            "variants": {"baseline": {}, "neutral": {"model": {"positions": "learned", "init": "normal", "layernorm_eps": 1e-5},
-                                                     "train": {"warmup": 0, "seed_batch": 1}},
-                         "warm": {"train": {"warmup": 100}}, "nopos": {"model": {"positions": "none"}}}}
+    base = {
+        "model": {"d_model": 8, "heads": 2},
+        "train": {"lr": 0.003, "steps": 10, "every": 5},
+        "variants": {
+            "baseline": {},
+            "neutral": {
+                "model": {"positions": "learned", "init": "normal", "layernorm_eps": 1e-5},
+                "train": {"warmup": 0, "seed_batch": 1},
+            },
+            "warm": {"train": {"warmup": 100}},
+            "nopos": {"model": {"positions": "none"}},
+        },
+    }
     spec = {name: run_spec(base, Run(name, 8, 1, 0)) for name in base["variants"]}
-    assert {k: v for k, v in spec["neutral"].items() if k != "variant"} == {k: v for k, v in spec["baseline"].items() if k != "variant"}
+    assert {k: v for k, v in spec["neutral"].items() if k != "variant"} == {
+        k: v for k, v in spec["baseline"].items() if k != "variant"
+    }
     assert spec["warm"]["train"]["warmup"] == 100 and spec["nopos"]["model"]["positions"] == "none"
     assert len({fingerprint({**s, "variant": "x"}) for s in spec.values()}) == 3
 
 
 def test_the_neutral_values_are_the_schema_defaults_of_the_run_spec_blocks_and_never_filled_in(smoke_config):
-    assert cfg.neutral_values() == {("train", "seed_batch"): 1, ("train", "warmup"): 0, ("model", "positions"): "learned",
-                                    ("model", "attention"): "softmax", ("model", "layernorm"): True, ("model", "mlp"): True,
-                                    ("model", "init"): "normal", ("model", "layernorm_eps"): 1e-5}
+    assert cfg.neutral_values() == {
+        ("train", "seed_batch"): 1,
+        ("train", "warmup"): 0,
+        ("model", "positions"): "learned",
+        ("model", "attention"): "softmax",
+        ("model", "layernorm"): True,
+        ("model", "mlp"): True,
+        ("model", "init"): "normal",
+        ("model", "layernorm_eps"): 1e-5,
+    }
     config = cfg.validate(smoke_config, SCHEMA)
     assert not {"seed_batch", "warmup"} & set(config["train"]) and "positions" not in config["model"]
     assert cfg.train_value(config["train"], "warmup") == 0 and cfg.train_value({"warmup": 5}, "warmup") == 5
@@ -207,10 +271,24 @@ def test_an_unknown_key_of_any_block_is_one_line_naming_it(name, smoke_config):
 def test_a_command_refuses_an_unknown_key_in_one_line(capsys, tmp_path):
     from lostmid.cli import main as cli
 
-    code = cli.main(["density-flow", "--spec", json.dumps(tiny_spec()), "--checkpoints", str(tmp_path / "step0.pt"),
-                     "--settings", '{"flw_step": 0.001}', "--out", str(tmp_path / "flow.parquet")])
+    code = cli.main(
+        [
+            "density-flow",
+            "--spec",
+            json.dumps(tiny_spec()),
+            "--checkpoints",
+            str(tmp_path / "step0.pt"),
+            "--settings",
+            '{"flw_step": 0.001}',
+            "--out",
+            str(tmp_path / "flow.parquet"),
+        ]
+    )
     assert code == 2
-    assert capsys.readouterr().err.strip().splitlines()[-1] == "lostmid density-flow: error: config key influence.flw_step is unknown"
+    assert (
+        capsys.readouterr().err.strip().splitlines()[-1]
+        == "lostmid density-flow: error: config key influence.flw_step is unknown"
+    )
 
 
 @pytest.mark.parametrize("name", sorted(SETTINGS))
@@ -325,15 +403,20 @@ def test_every_figure_and_page_names_a_function_taking_its_tables_the_path_and_i
 
     for name, figure in workflow.FIGURES.items():
         module, function = figure.plot.split(".")
-        parameters = list(inspect.signature(getattr(importlib.import_module(f"lostmid.plots.{module}"), function)).parameters)
+        parameters = list(
+            inspect.signature(getattr(importlib.import_module(f"lostmid.plots.{module}"), function)).parameters
+        )
         assert len(parameters) >= len(figure.tables) + 1 and set(figure.options) <= set(parameters), name
     for name, page in workflow.PAGES.items():
         if page.summary:
             parameters = list(inspect.signature(getattr(summaries, page.summary)).parameters)
-            assert len(parameters) == len(page.tables) + len(page.options) and set(page.options) <= set(parameters), name
+            assert len(parameters) == len(page.tables) + len(page.options) and set(page.options) <= set(parameters), (
+                name
+            )
 
 
 # --- No silently wrong value (issue 25) -----------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     "edit, message",
@@ -342,9 +425,14 @@ def test_every_figure_and_page_names_a_function_taking_its_tables_the_path_and_i
         (lambda c: c["train"].update(lr=float("inf")), "config key train.lr: inf is not a finite number"),
         (lambda c: c["train"].update(grad_clip=float("nan")), "config key train.grad_clip: nan is not a finite number"),
         (lambda c: c["evidence"].update(level=float("nan")), "config key evidence.level: nan is not a finite number"),
-        (lambda c: c["variants"]["balance"]["remedy"].update(beta=float("-inf")),
-         "config key variants.balance.remedy.beta: -inf is not a finite number"),
-        (lambda c: c["grid"][0].update(seeds=[0, float("nan")]), r"config key grid[0].seeds[1]: nan is not a finite number"),
+        (
+            lambda c: c["variants"]["balance"]["remedy"].update(beta=float("-inf")),
+            "config key variants.balance.remedy.beta: -inf is not a finite number",
+        ),
+        (
+            lambda c: c["grid"][0].update(seeds=[0, float("nan")]),
+            r"config key grid[0].seeds[1]: nan is not a finite number",
+        ),
     ],
 )
 def test_nan_and_infinity_anywhere_are_one_line_naming_the_key(smoke_config, edit, message):
@@ -363,15 +451,25 @@ def test_nan_in_a_block_a_command_gets_as_json_is_refused_too():
 def test_an_integral_float_where_an_integer_is_meant_is_that_integer_with_the_same_fingerprint(smoke_config):
     run = cfg.Run("reweight", 8, 1, 0)
     plain = cfg.fingerprint(cfg.run_spec(cfg.validate(copy.deepcopy(smoke_config), SCHEMA), run))
-    floats = broken(smoke_config, lambda c: c["train"].update(batch_size=16.0, steps=20.0, every=10.0)
-                    or c["variants"]["reweight"]["remedy"].update(every=5.0))
+    floats = broken(
+        smoke_config,
+        lambda c: (
+            c["train"].update(batch_size=16.0, steps=20.0, every=10.0)
+            or c["variants"]["reweight"]["remedy"].update(every=5.0)
+        ),
+    )
     config = cfg.validate(floats, SCHEMA)
     assert type(config["train"]["batch_size"]) is int and type(config["train"]["steps"]) is int
-    assert config["variants"]["reweight"]["remedy"]["every"] == 5 and type(config["variants"]["reweight"]["remedy"]["every"]) is int
+    assert (
+        config["variants"]["reweight"]["remedy"]["every"] == 5
+        and type(config["variants"]["reweight"]["remedy"]["every"]) is int
+    )
     assert cfg.fingerprint(cfg.run_spec(config, run)) == plain
     assert cfg.checkpoint_steps(config, "baseline") == [0, 10, 20]
     # a fraction stays a fraction where the schema takes one (observability.monitored: a count or a fraction)
-    fraction = cfg.validate(broken(smoke_config, lambda c: c["variants"]["observability"]["remedy"].update(monitored=1.0)), SCHEMA)
+    fraction = cfg.validate(
+        broken(smoke_config, lambda c: c["variants"]["observability"]["remedy"].update(monitored=1.0)), SCHEMA
+    )
     assert type(fraction["variants"]["observability"]["remedy"]["monitored"]) is float
     with pytest.raises(ConfigError, match=r"^config key train\.batch_size: 16\.5 is not of type 'integer'$"):
         cfg.validate(broken(smoke_config, lambda c: c["train"].update(batch_size=16.5)), SCHEMA)
@@ -382,11 +480,15 @@ def test_a_key_written_twice_in_one_mapping_is_an_error_naming_the_file_and_line
     twice.write_text("train: {lr: 0.01}\nmodel: {d_model: 8}\ntrain: {batch_size: 8}\n")
     with pytest.raises(ConfigError) as err:
         cfg.read_yaml(twice)
-    assert str(err.value) == (f"config file {twice}, line 3, column 1: not valid YAML: key 'train' appears twice in one "
-                              "mapping (first at line 1); YAML would keep only the last")
+    assert str(err.value) == (
+        f"config file {twice}, line 3, column 1: not valid YAML: key 'train' appears twice in one "
+        "mapping (first at line 1); YAML would keep only the last"
+    )
     nested = tmp_path / "nested.yaml"
     nested.write_text("train:\n  lr: 0.01\n  lr: 0.02\n")
-    with pytest.raises(ConfigError, match=rf"^config file {nested}, line 3, column 3: not valid YAML: key 'lr' appears twice"):
+    with pytest.raises(
+        ConfigError, match=rf"^config file {nested}, line 3, column 3: not valid YAML: key 'lr' appears twice"
+    ):
         cfg.read_yaml(nested)
 
 
@@ -394,17 +496,25 @@ def test_an_L_no_device_could_train_is_refused_with_the_memory_it_would_take(smo
     with pytest.raises(ConfigError) as err:
         cfg.validate(broken(smoke_config, lambda c: c["grid"][0].update(L=[8, 100000])), SCHEMA)
     # 3 float32 x batch 16 x heads 2 x depth 1 x 100000^2
-    assert str(err.value) == ("config key grid[0].L: L=100000 would need 3,576 GiB of attention maps per training step "
-                              "(variant baseline, depth 1), more than the 256 GiB a device holds")
-    assert cfg.attention_bytes(cfg.run_spec(cfg.validate(copy.deepcopy(smoke_config), SCHEMA), cfg.Run("baseline", 8, 1, 0))) \
+    assert str(err.value) == (
+        "config key grid[0].L: L=100000 would need 3,576 GiB of attention maps per training step "
+        "(variant baseline, depth 1), more than the 256 GiB a device holds"
+    )
+    assert (
+        cfg.attention_bytes(
+            cfg.run_spec(cfg.validate(copy.deepcopy(smoke_config), SCHEMA), cfg.Run("baseline", 8, 1, 0))
+        )
         == 3 * 4 * 16 * 2 * 1 * 8**2
+    )
     cfg.validate(shipped("config.yaml", "cluster.yaml"), SCHEMA)  # L up to 512 at depth 8: fine
 
 
 def test_a_missing_pretrained_folder_is_refused_before_any_job(smoke_config, tmp_path):
     missing = tmp_path / "gpt2"
     with pytest.raises(ConfigError) as err:
-        cfg.validate(broken(smoke_config, lambda c: c["architectures"].update(pretrained=[{"path": str(missing)}])), SCHEMA)
+        cfg.validate(
+            broken(smoke_config, lambda c: c["architectures"].update(pretrained=[{"path": str(missing)}])), SCHEMA
+        )
     assert str(err.value) == f"config key architectures.pretrained[0].path: {missing} does not exist"
     missing.mkdir()
     cfg.validate(broken(smoke_config, lambda c: c["architectures"].update(pretrained=[{"path": str(missing)}])), SCHEMA)
@@ -415,9 +525,18 @@ def test_a_missing_pretrained_folder_is_refused_before_any_job(smoke_config, tmp
     [
         ({"L": 8}, "--spec key variant is required"),
         ([1], "--spec must be a run spec, a JSON object of variant, L, depth, seed, model, train, remedy; got a list"),
-        ({**tiny_spec(), "train": {**tiny_spec()["train"], "lr": float("nan")}}, "--spec key train.lr: nan is not a finite number"),
-        ({**tiny_spec(), "model": {**tiny_spec()["model"], "heads": "two"}}, "--spec key model.heads: 'two' is not of type 'integer'"),
-        ({**tiny_spec(), "model": {**tiny_spec()["model"], "seq_len": 9}}, "--spec key model.seq_len must be the run's L, 8"),
+        (
+            {**tiny_spec(), "train": {**tiny_spec()["train"], "lr": float("nan")}},
+            "--spec key train.lr: nan is not a finite number",
+        ),
+        (
+            {**tiny_spec(), "model": {**tiny_spec()["model"], "heads": "two"}},
+            "--spec key model.heads: 'two' is not of type 'integer'",
+        ),
+        (
+            {**tiny_spec(), "model": {**tiny_spec()["model"], "seq_len": 9}},
+            "--spec key model.seq_len must be the run's L, 8",
+        ),
         ({**tiny_spec(), "remedy": {"kind": "bais"}}, "--spec key remedy.kind: 'bais' is not one of"),
     ],
     ids=["no variant", "a list", "nan", "a string for a number", "seq_len is not L", "an unknown remedy"],

@@ -12,12 +12,10 @@ import numpy as np
 import pytest
 import torch
 
-from lostmid.core import adjoint
-from lostmid.analysis import channels
-from lostmid.analysis import conditions
-from lostmid.analysis import metrics
+from lostmid.analysis import channels, conditions, metrics
 from lostmid.analysis.channels import Profiles
 from lostmid.analysis.conditions import Regional
+from lostmid.core import adjoint
 from lostmid.core.model import FlagTransformer
 
 from conftest import model_config
@@ -104,7 +102,9 @@ def test_negative_cross_terms_turn_two_u_shaped_channels_into_an_inverted_u():
         assert [regional.J[b][a] * zbar for b in conditions.REGIONS] == pytest.approx([1, 0.25, 1])
     assert [regional.m[b] * zbar for b in conditions.REGIONS] == pytest.approx([0, 1, 0])  # the total: (0, 1, 0)
     assert [regional.Xi(b) * zbar for b in conditions.REGIONS] == pytest.approx([-2, 0.5, -2])
-    assert regional.rho("left", ("res", "cone")) == pytest.approx(-1) and regional.rho("middle", ("res", "cone")) == pytest.approx(1)
+    assert regional.rho("left", ("res", "cone")) == pytest.approx(-1) and regional.rho(
+        "middle", ("res", "cone")
+    ) == pytest.approx(1)
     regional.check_identity()
     tests = {row["test"]: row for row in regional.tests()}
     assert regional.delta_gap < 0

@@ -20,7 +20,10 @@ def flow():
 
 def test_finite_difference_error_shrinks_with_the_step_size(flow):
     *_, predicted = flow
-    errors = [density_flow.relative_error(density_flow.finite_difference(predicted, eta), predicted["predicted"]) for eta in (1e-2, 1e-3, 1e-4)]
+    errors = [
+        density_flow.relative_error(density_flow.finite_difference(predicted, eta), predicted["predicted"])
+        for eta in (1e-2, 1e-3, 1e-4)
+    ]
     assert errors[0] > errors[1] > errors[2]
     assert errors[0] / errors[2] > 20  # O(eta): two decades of eta give about two decades of error
     assert errors[2] < 1e-2

@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import tomllib
 
+import tomllib
 import yaml
 from packaging.requirements import Requirement
 
@@ -77,7 +77,13 @@ def test_the_environment_installs_the_lostmid_package():
 
 
 def test_the_post_deploy_step_refuses_a_folder_that_is_not_the_checkout(tmp_path):
-    result = subprocess.run(["bash", str(POST_DEPLOY)], cwd=tmp_path, capture_output=True, text=True, timeout=30,
-                            env=dict(os.environ, LOSTMID_SOURCE=str(tmp_path)))
+    result = subprocess.run(
+        ["bash", str(POST_DEPLOY)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=dict(os.environ, LOSTMID_SOURCE=str(tmp_path)),
+    )
     assert result.returncode == 1
     assert "is not the lostmid checkout" in result.stderr

@@ -43,8 +43,20 @@ def failure_table(variant: str, curves: dict, seeds, L: int = 16, n: int = 64, r
             rate = _expit(a + b * p)
             failures = rng.binomial(n, rate) if rng is not None else np.rint(n * rate).astype(int)
             for fi, pi, k in zip(f, p, failures):
-                rows.append({"variant": variant, "L": L_key or L, "depth": 2, "seed": seed, "step": step, "flag_pos": fi,
-                             "p": pi, "n": n, "failures": int(k), "failure_rate": k / n})
+                rows.append(
+                    {
+                        "variant": variant,
+                        "L": L_key or L,
+                        "depth": 2,
+                        "seed": seed,
+                        "step": step,
+                        "flag_pos": fi,
+                        "p": pi,
+                        "n": n,
+                        "failures": int(k),
+                        "failure_rate": k / n,
+                    }
+                )
     table = pd.DataFrame(rows)
     # the columns of a per-run failure table (lostmid.tables.keys.RUN_TABLE_COLUMNS), Wilson intervals included
     table["ci_low"], table["ci_high"] = task.wilson_interval(table.failures.to_numpy(), table.n.to_numpy())
@@ -60,21 +72,47 @@ def run_claim(name: str, variants=VARIANTS, **tables) -> list[dict]:
 CHANCE = (0.0, 0.0)  # failure 0.5 everywhere
 
 
-def summary_table(variant: str = "debiased", before: float = 4.0, after: float = 0.05, share_before: float = 0.5,
-                  share_after: float = 0.55, inits: int = 4, L: int = 16, depth: int = 2, accepted: bool = True,
-                  jitter: float = 0.02) -> pd.DataFrame:
+def summary_table(
+    variant: str = "debiased",
+    before: float = 4.0,
+    after: float = 0.05,
+    share_before: float = 0.5,
+    share_after: float = 0.55,
+    inits: int = 4,
+    L: int = 16,
+    depth: int = 2,
+    accepted: bool = True,
+    jitter: float = 0.02,
+) -> pd.DataFrame:
     """A bias_fit_summary (docs/bias_interface: one row per held-out initialization): per init, the
     imbalance and the context share before (B = 0) and after (fitted B), each times exp(N(0, jitter))."""
     rng = np.random.default_rng(20)
     rows = []
     for j in range(inits):
         e = np.exp(rng.normal(0, jitter, 4))
-        rows.append({"variant": variant, "L": L, "depth": depth, "target": "output_jacobian", "positions": "all",
-                     "fit_model": "baseline_nores", "param": "full", "heldout_init": j,
-                     "imbalance_before": before * e[0], "imbalance_after": after * e[1],
-                     "context_share_before": share_before * e[2], "context_share_after": share_after * e[3],
-                     "total_before": 1.0, "total_after": 1.2, "c0": 0.1, "lag_slope": -0.4,
-                     "self_attention_init": 0.2, "self_attention_init_b0": 0.07, "accepted": accepted})
+        rows.append(
+            {
+                "variant": variant,
+                "L": L,
+                "depth": depth,
+                "target": "output_jacobian",
+                "positions": "all",
+                "fit_model": "baseline_nores",
+                "param": "full",
+                "heldout_init": j,
+                "imbalance_before": before * e[0],
+                "imbalance_after": after * e[1],
+                "context_share_before": share_before * e[2],
+                "context_share_after": share_after * e[3],
+                "total_before": 1.0,
+                "total_after": 1.2,
+                "c0": 0.1,
+                "lag_slope": -0.4,
+                "self_attention_init": 0.2,
+                "self_attention_init_b0": 0.07,
+                "accepted": accepted,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -86,8 +124,13 @@ FLATTENED = summary_table()  # a fit that did what it is for: E_inf 4 -> 0.05, c
 
 def test_planted_position_effect_is_supported():
     # Mid-training (step 200): mean failure ~0.2 rising with p, slope 3 log-odds per unit p.
-    table = failure_table("baseline", {0: CHANCE, 100: (0.0, 0.1), 200: (-3.0, 3.0), 300: (-6.0, 0.0)}, range(6),
-                          rng=np.random.default_rng(0), n=128)
+    table = failure_table(
+        "baseline",
+        {0: CHANCE, 100: (0.0, 0.1), 200: (-3.0, 3.0), 300: (-6.0, 0.0)},
+        range(6),
+        rng=np.random.default_rng(0),
+        n=128,
+    )
     (row,) = run_claim("failure_rises_with_position", failure=table)
     assert row["checkpoint"] == "step 200 (mid-training)"
     assert row["verdict"] == "supported"
@@ -116,18 +159,29 @@ def test_a_smaller_position_effect_than_the_baselines_at_matched_accuracy_is_sup
     assert row["verdict"] == "supported" and row["ci_high"] < 0 and "paired by seed" in row["method"]
     assert row["checkpoint"] == "step 100 vs step 100 (each at its own mid-training)" and row["reading"] == "debiased"
     steep = failure_table("debiased", {0: CHANCE, 100: (-3.5, 3.0)}, range(6), rng=np.random.default_rng(6), n=256)
-    (row,) = run_claim("debiased_has_less_position_preference", failure=pd.concat([base, steep]),
-                       bias_summary=FLATTENED)
+    (row,) = run_claim(
+        "debiased_has_less_position_preference", failure=pd.concat([base, steep]), bias_summary=FLATTENED
+    )
     assert row["verdict"] == "contradicted" and row["ci_low"] > -EV.slope_margin
 
 
 def test_the_position_preference_is_compared_with_each_arm_at_its_own_mid_training():
     # The debiased model is still at chance at the baseline's mid-training step (100), flat for the
     # wrong reason; at its own mid-training step (200) it has the baseline's position effect.
-    table = pd.concat([failure_table("baseline", {0: CHANCE, 100: (-3.5, 3.0), 200: (-4.0, 0.0)}, range(6),
-                                     rng=np.random.default_rng(11), n=256),
-                       failure_table("debiased", {0: CHANCE, 100: CHANCE, 200: (-3.5, 3.0)}, range(6),
-                                     rng=np.random.default_rng(12), n=256)])
+    table = pd.concat(
+        [
+            failure_table(
+                "baseline",
+                {0: CHANCE, 100: (-3.5, 3.0), 200: (-4.0, 0.0)},
+                range(6),
+                rng=np.random.default_rng(11),
+                n=256,
+            ),
+            failure_table(
+                "debiased", {0: CHANCE, 100: CHANCE, 200: (-3.5, 3.0)}, range(6), rng=np.random.default_rng(12), n=256
+            ),
+        ]
+    )
     (row,) = run_claim("debiased_has_less_position_preference", failure=table, bias_summary=FLATTENED)
     assert row["checkpoint"] == "step 200 vs step 100 (each at its own mid-training)"
     assert row["verdict"] == "contradicted"
@@ -138,15 +192,19 @@ def test_the_position_preference_is_compared_with_each_arm_at_its_own_mid_traini
 def test_mid_training_is_the_first_checkpoint_past_the_level_and_not_evaluable_when_never_reached():
     table = failure_table("baseline", {0: CHANCE, 100: (-0.5, 0.0), 200: (-1.2, 0.0), 300: (-3.0, 0.0)}, range(2))
     # accuracies 0.5, 0.62, 0.77, 0.95: the first at or above 0.75 is step 200.
-    assert claims.mid_training_step(table, "baseline", 16, 2, 0.75) == (200, pytest.approx(1 - round(64 * _expit(-3.0)) / 64))
+    assert claims.mid_training_step(table, "baseline", 16, 2, 0.75) == (
+        200,
+        pytest.approx(1 - round(64 * _expit(-3.0)) / 64),
+    )
     assert claims.mid_training_step(table, "baseline", 16, 2, 0.99)[0] is None
     never = failure_table("baseline", {0: CHANCE, 100: CHANCE}, range(3))
     (row,) = run_claim("failure_rises_with_position", failure=never)
     assert row["verdict"] == "inconclusive" and math.isnan(row["estimate"])
     assert row["method"].startswith("not evaluable: mid-training undefined") and row["rule"].startswith("No verdict")
     learns = failure_table("debiased", {0: CHANCE, 100: (-3.0, 0.0)}, range(3))
-    (row,) = run_claim("debiased_has_less_position_preference", failure=pd.concat([never, learns]),
-                       bias_summary=FLATTENED)
+    (row,) = run_claim(
+        "debiased_has_less_position_preference", failure=pd.concat([never, learns]), bias_summary=FLATTENED
+    )
     assert row["checkpoint"] == "mid-training not reached by baseline"
     assert row["method"].startswith("not evaluable: mid-training undefined, baseline's")
     assert row["verdict"] == "inconclusive"
@@ -156,12 +214,18 @@ def test_mid_training_is_the_first_checkpoint_past_the_level_and_not_evaluable_w
 
 
 def test_faster_training_is_supported_paired_by_seed_and_slower_is_contradicted():
-    base = failure_table("baseline", {0: CHANCE, 100: (-0.5, 0.0), 200: (-1.5, 0.0)}, range(5), rng=np.random.default_rng(5))
-    fast = failure_table("debiased", {0: CHANCE, 100: (-2.0, 0.0), 200: (-3.0, 0.0)}, range(5), rng=np.random.default_rng(6))
+    base = failure_table(
+        "baseline", {0: CHANCE, 100: (-0.5, 0.0), 200: (-1.5, 0.0)}, range(5), rng=np.random.default_rng(5)
+    )
+    fast = failure_table(
+        "debiased", {0: CHANCE, 100: (-2.0, 0.0), 200: (-3.0, 0.0)}, range(5), rng=np.random.default_rng(6)
+    )
     (row,) = run_claim("debiased_trains_faster", failure=pd.concat([base, fast]), bias_summary=FLATTENED)
     assert row["verdict"] == "supported" and row["ci_high"] < 0
     assert "paired by seed" in row["method"] and row["reading"] == "debiased"
-    slow = failure_table("debiased", {0: CHANCE, 100: (0.0, 0.0), 200: (-0.3, 0.0)}, range(5), rng=np.random.default_rng(7))
+    slow = failure_table(
+        "debiased", {0: CHANCE, 100: (0.0, 0.0), 200: (-0.3, 0.0)}, range(5), rng=np.random.default_rng(7)
+    )
     (row,) = run_claim("debiased_trains_faster", failure=pd.concat([base, slow]), bias_summary=FLATTENED)
     assert row["verdict"] == "contradicted" and row["ci_low"] > -EV.speed_margin
 
@@ -169,17 +233,21 @@ def test_faster_training_is_supported_paired_by_seed_and_slower_is_contradicted(
 def test_late_recall_at_the_baselines_mid_training_is_reported_with_the_speed_as_one_finding():
     # The baseline is confused at step 100 (mid-training) and fails most on late flags; a debiased
     # model still at chance there fails half of them: the same slowness the speed row measures.
-    base = failure_table("baseline", {0: CHANCE, 100: (-3.0, 3.0), 200: (-4.0, 0.0)}, range(6),
-                         rng=np.random.default_rng(13), n=128)
+    base = failure_table(
+        "baseline", {0: CHANCE, 100: (-3.0, 3.0), 200: (-4.0, 0.0)}, range(6), rng=np.random.default_rng(13), n=128
+    )
     chance = failure_table("debiased", {0: CHANCE, 100: CHANCE, 200: CHANCE}, range(6))
     table = pd.concat([base, chance])
     (row,) = run_claim("debiased_trains_faster", failure=table, bias_summary=FLATTENED)
     assert row["verdict"] == "contradicted"
-    late = (blog_claims.late_failure_per_seed(table, "debiased", 16, 2, 100)
-            - blog_claims.late_failure_per_seed(table, "baseline", 16, 2, 100))
+    late = blog_claims.late_failure_per_seed(table, "debiased", 16, 2, 100) - blog_claims.late_failure_per_seed(
+        table, "baseline", 16, 2, 100
+    )
     assert (late > 0).all()
-    words = (f"failure on late flags (p > 1/2) at step 100 (baseline's mid-training), "
-             f"debiased - baseline {late.mean():.3g} [")
+    words = (
+        f"failure on late flags (p > 1/2) at step 100 (baseline's mid-training), "
+        f"debiased - baseline {late.mean():.3g} ["
+    )
     assert words in row["note"]
     assert "debiased_recalls_late_flags" not in claims.CLAIMS_BY_NAME  # no finding of its own
 
@@ -187,8 +255,9 @@ def test_late_recall_at_the_baselines_mid_training_is_reported_with_the_speed_as
 def test_a_comparison_with_a_reference_that_never_learns_is_not_evaluable_never_contradicted():
     # Both models answer a constant (the no-residual pair of the default run): the difference is
     # computed and shown, but no verdict is given.
-    table = pd.concat([failure_table(v, {0: CHANCE, 100: CHANCE, 200: CHANCE}, range(4))
-                       for v in ("baseline", "debiased")])
+    table = pd.concat(
+        [failure_table(v, {0: CHANCE, 100: CHANCE, 200: CHANCE}, range(4)) for v in ("baseline", "debiased")]
+    )
     (row,) = run_claim("debiased_trains_faster", failure=table, bias_summary=FLATTENED)
     assert row["estimate"] == 0.0 and row["verdict"] == "inconclusive" and row["adjusted_verdict"] == "inconclusive"
     assert row["method"].startswith("not evaluable: the reference baseline never reaches the mid-training accuracy")
@@ -196,8 +265,11 @@ def test_a_comparison_with_a_reference_that_never_learns_is_not_evaluable_never_
 
 
 def test_a_no_residual_debiased_variant_is_paired_with_the_no_residual_baseline():
-    variants = {"baseline": {}, "baseline_nores": {"model": {"residual": False}},
-                "debiased_nores": {"model": {"residual": False}, "remedy": {"kind": "bias"}}}
+    variants = {
+        "baseline": {},
+        "baseline_nores": {"model": {"residual": False}},
+        "debiased_nores": {"model": {"residual": False}, "remedy": {"kind": "bias"}},
+    }
     table = pd.concat([failure_table(v, {0: CHANCE, 100: (-1.5, 0.0)}, range(3)) for v in variants])
     inputs = claims.Inputs(variants=variants, model=MODEL, failure=table)
     assert inputs.reference("debiased_nores") == "baseline_nores"
@@ -218,8 +290,13 @@ def test_a_missing_table_or_variant_gives_an_explicit_not_run_row():
     (row,) = run_claim("balance_lowers_e_inf", failure=table)
     assert row["method"] == "not run: table metrics not given"
     # A bias variant whose reference lacks an L: that setting's row says so, the others are evaluated.
-    two = pd.concat([table, failure_table("debiased", {0: CHANCE, 100: (-1.5, 0.0)}, range(3)),
-                     failure_table("debiased", {0: CHANCE, 100: (-1.5, 0.0)}, range(3), L=8)])
+    two = pd.concat(
+        [
+            table,
+            failure_table("debiased", {0: CHANCE, 100: (-1.5, 0.0)}, range(3)),
+            failure_table("debiased", {0: CHANCE, 100: (-1.5, 0.0)}, range(3), L=8),
+        ]
+    )
     rows = run_claim("debiased_trains_faster", failure=two, bias_summary=FLATTENED)
     assert [r["L"] for r in rows] == [8, 16]
     assert rows[0]["method"] == "not run: baseline (the reference of debiased) has no failure rows at L 8, depth 2"
@@ -244,25 +321,59 @@ def test_malformed_tables_are_one_clear_error():
 def test_the_command_reports_bad_input_in_one_line(tmp_path, capsys):
     path = tmp_path / "failure.parquet"
     failure_table("baseline", {0: CHANCE, 100: (-1.5, 0.0)}, range(2)).drop(columns="n").to_parquet(path)
-    code = main(["evidence", "--variants", '{"baseline": {}}', "--failure", str(path), "--out", str(tmp_path / "e.parquet")])
+    code = main(
+        ["evidence", "--variants", '{"baseline": {}}', "--failure", str(path), "--out", str(tmp_path / "e.parquet")]
+    )
     assert code == 2
     err = capsys.readouterr().err.strip().splitlines()
     aside = tmp_path / ".failure.parquet.damaged"
-    assert err[-1] == (f"lostmid evidence: error: failure table {path} lacks the column(s) ['n']; moved it aside to "
-                       f"{aside}: the next run rebuilds it")
+    assert err[-1] == (
+        f"lostmid evidence: error: failure table {path} lacks the column(s) ['n']; moved it aside to "
+        f"{aside}: the next run rebuilds it"
+    )
     assert aside.is_file() and not path.exists()
 
 
 def test_the_command_writes_the_table_the_forest_plot_and_markdown(tmp_path, capsys):
     path = tmp_path / "failure.parquet"
-    pd.concat([failure_table("baseline", {0: CHANCE, 100: (-3.0, 3.0)}, range(4), rng=np.random.default_rng(8)),
-               failure_table("debiased", {0: CHANCE, 100: (-1.5, 0.0)}, range(4), rng=np.random.default_rng(9))]).to_parquet(path)
+    pd.concat(
+        [
+            failure_table("baseline", {0: CHANCE, 100: (-3.0, 3.0)}, range(4), rng=np.random.default_rng(8)),
+            failure_table("debiased", {0: CHANCE, 100: (-1.5, 0.0)}, range(4), rng=np.random.default_rng(9)),
+        ]
+    ).to_parquet(path)
     out, forest = tmp_path / "evidence.parquet", tmp_path / "forest.png"
-    code = main(["evidence", "--variants", '{"baseline": {}, "debiased": {"remedy": {"kind": "bias"}}}', "--failure", str(path),
-                 "--settings", '{"slope_margin": 0.5}', "--out", str(out), "--forest", str(forest), "--markdown"])
+    code = main(
+        [
+            "evidence",
+            "--variants",
+            '{"baseline": {}, "debiased": {"remedy": {"kind": "bias"}}}',
+            "--failure",
+            str(path),
+            "--settings",
+            '{"slope_margin": 0.5}',
+            "--out",
+            str(out),
+            "--forest",
+            str(forest),
+            "--markdown",
+        ]
+    )
     assert code == 0
     table = pd.read_parquet(out)
-    assert {"claim", "source", "setting", "statistic", "estimate", "ci_low", "ci_high", "n_seeds", "method", "verdict", "rule"} <= set(table)
+    assert {
+        "claim",
+        "source",
+        "setting",
+        "statistic",
+        "estimate",
+        "ci_low",
+        "ci_high",
+        "n_seeds",
+        "method",
+        "verdict",
+        "rule",
+    } <= set(table)
     assert set(table.verdict) <= {"supported", "contradicted", "inconclusive"}
     assert table.set_index("claim").loc["failure_rises_with_position", "verdict"] == "supported"
     assert forest.stat().st_size > 20_000
@@ -273,19 +384,29 @@ def test_the_command_writes_the_table_the_forest_plot_and_markdown(tmp_path, cap
     assert capsys.readouterr().out == printed
     # The blocks can come from the config files instead (here: smoke.yaml, whose variants include both).
     smoke = Path(__file__).resolve().parents[1] / "config" / "smoke.yaml"
-    assert main(["evidence", "--config", str(smoke), "--failure", str(path), "--out", str(tmp_path / "again.parquet")]) == 0
+    assert (
+        main(["evidence", "--config", str(smoke), "--failure", str(path), "--out", str(tmp_path / "again.parquet")])
+        == 0
+    )
     pd.testing.assert_series_equal(pd.read_parquet(tmp_path / "again.parquet").verdict, table.verdict)
     assert main(["evidence", "--failure", str(path)]) == 2
-    assert capsys.readouterr().err.strip().splitlines()[-1].endswith("--variants JSON or --config with a variants block")
-
+    assert (
+        capsys.readouterr().err.strip().splitlines()[-1].endswith("--variants JSON or --config with a variants block")
+    )
 
 
 def test_the_command_reads_the_bias_fit_summary_and_decides_the_fix_only_with_it(tmp_path):
     failure, summary = tmp_path / "failure.parquet", tmp_path / "summary.parquet"
-    pd.concat([failure_table("baseline", {0: CHANCE, 100: (-0.5, 0.0), 200: (-1.5, 0.0)}, range(5),
-                             rng=np.random.default_rng(5)),
-               failure_table("debiased", {0: CHANCE, 100: (0.0, 0.0), 200: (-0.3, 0.0)}, range(5),
-                             rng=np.random.default_rng(7))]).to_parquet(failure)
+    pd.concat(
+        [
+            failure_table(
+                "baseline", {0: CHANCE, 100: (-0.5, 0.0), 200: (-1.5, 0.0)}, range(5), rng=np.random.default_rng(5)
+            ),
+            failure_table(
+                "debiased", {0: CHANCE, 100: (0.0, 0.0), 200: (-0.3, 0.0)}, range(5), rng=np.random.default_rng(7)
+            ),
+        ]
+    ).to_parquet(failure)
     FLATTENED.to_parquet(summary)
     variants = '{"baseline": {}, "debiased": {"remedy": {"kind": "bias"}}}'
     tables = {}
@@ -336,8 +457,18 @@ def sweep_table(ratio_by_depth: dict, seeds=range(3), L: int = 8, jitter: float 
                 shift = rng.normal(0, jitter)
                 for position in range(1, L + 1):
                     value = 10.0 ** ((orders + shift) * (L - position) / (L - 1)) if not residual else 1.0
-                    rows.append({"residual": residual, "depth": depth, "seed": seed, "position": position, "p": position / L,
-                                 "energy": value**2, "density": value**2, "output_jacobian": value})
+                    rows.append(
+                        {
+                            "residual": residual,
+                            "depth": depth,
+                            "seed": seed,
+                            "position": position,
+                            "p": position / L,
+                            "energy": value**2,
+                            "density": value**2,
+                            "output_jacobian": value,
+                        }
+                    )
     return pd.DataFrame(rows)
 
 
@@ -363,6 +494,7 @@ def test_output_jacobian_norms_match_one_jacobian_per_sequence():
     tokens, _, _ = task.stratified_eval_set(6, 2, seed=0)
     expected = torch.zeros(6, dtype=torch.float64)
     for sequence in tokens:
+
         def output(x):
             for k in range(len(model.steps)):
                 x = model.advance(k, x, None)
@@ -375,8 +507,21 @@ def test_output_jacobian_norms_match_one_jacobian_per_sequence():
 
 def bias_matrix_table(bias, L: int = 8, variant: str = "debiased", depth: int = 2) -> pd.DataFrame:
     """The fitted B in long format (1-based query, key), ``bias(i, j)`` on and below the diagonal."""
-    return pd.DataFrame([{"variant": variant, "L": L, "depth": depth, "block": "sequential", "query": i, "key": j,
-                          "bias": bias(i, j)} for i in range(1, L + 1) for j in range(1, i + 1)])
+    return pd.DataFrame(
+        [
+            {
+                "variant": variant,
+                "L": L,
+                "depth": depth,
+                "block": "sequential",
+                "query": i,
+                "key": j,
+                "bias": bias(i, j),
+            }
+            for i in range(1, L + 1)
+            for j in range(1, i + 1)
+        ]
+    )
 
 
 def test_the_bias_by_lag_leaves_the_diagonal_apart():
@@ -426,22 +571,33 @@ def test_a_whole_profile_fit_that_gives_a_voiceless_last_position_its_share_keep
     (share,) = run_claim("bias_fit_keeps_context_share", bias_summary=voiced)
     assert share["verdict"] == "supported" and share["estimate"] == pytest.approx(math.log(0.93 / (15 / 16)), abs=0.03)
     # the same fall from a share below (L-1)/L is a silenced context
-    (silenced,) = run_claim("bias_fit_keeps_context_share", bias_summary=summary_table(share_before=0.5, share_after=0.3))
+    (silenced,) = run_claim(
+        "bias_fit_keeps_context_share", bias_summary=summary_table(share_before=0.5, share_after=0.3)
+    )
     assert silenced["verdict"] == "contradicted"
 
 
-@pytest.mark.parametrize("summary, failed", [
-    (summary_table(before=0.063, after=0.131), "bias_fit_flattens_profile is contradicted"),  # issue 21: made worse
-    (summary_table(share_before=0.015, share_after=0.0003), "bias_fit_keeps_context_share is contradicted"),  # silenced
-    (summary_table(accepted=False), "the fit failed its own guard"),
-    (summary_table(inits=1), "bias_fit_flattens_profile is inconclusive"),  # one held-out init: no interval
-])
+@pytest.mark.parametrize(
+    "summary, failed",
+    [
+        (summary_table(before=0.063, after=0.131), "bias_fit_flattens_profile is contradicted"),  # issue 21: made worse
+        (
+            summary_table(share_before=0.015, share_after=0.0003),
+            "bias_fit_keeps_context_share is contradicted",
+        ),  # silenced
+        (summary_table(accepted=False), "the fit failed its own guard"),
+        (summary_table(inits=1), "bias_fit_flattens_profile is inconclusive"),  # one held-out init: no interval
+    ],
+)
 def test_claims_about_a_fit_that_did_not_do_what_it_is_for_are_not_evaluable(summary, failed):
     rng = np.random.default_rng(5)
     base = failure_table("baseline", {0: CHANCE, 100: (-3.5, 3.0), 200: (-4.0, 0.0)}, range(5), rng=rng)
     fast = failure_table("debiased", {0: CHANCE, 100: (-2.0, 0.0), 200: (-3.0, 0.0)}, range(5), rng=rng)
-    tables = {"failure": pd.concat([base, fast]), "bias_summary": summary,
-              "bias_matrix": bias_matrix_table(lambda i, j: -0.3 * (i - j), L=16)}
+    tables = {
+        "failure": pd.concat([base, fast]),
+        "bias_summary": summary,
+        "bias_matrix": bias_matrix_table(lambda i, j: -0.3 * (i - j), L=16),
+    }
     for name in ("fitted_bias_weights_recent_keys", "debiased_trains_faster", "debiased_has_less_position_preference"):
         (row,) = run_claim(name, **tables)
         assert row["method"].startswith("not evaluable: the fit did not do what it is for: "), name
@@ -466,7 +622,8 @@ def test_without_a_bias_fit_summary_the_checks_are_not_run_and_the_claims_not_ev
     inputs = claims.Inputs(variants=variants, model=MODEL, failure=failure, bias_summary=summary_table())
     table = claims.evidence_table(inputs, EV).set_index(["claim", "reading"])
     assert table.loc[("bias_fit_flattens_profile", "debiased_literal"), "method"] == (
-        "not run: bias_fit_summary has no rows of debiased_literal at L 16, depth 2")
+        "not run: bias_fit_summary has no rows of debiased_literal at L 16, depth 2"
+    )
     assert table.loc[("bias_fit_flattens_profile", "debiased"), "verdict"] == "supported"
 
 
@@ -489,18 +646,25 @@ def _fixed_claim(name: str, values, family="blog") -> claims.Claim:
         rule = decisions.DecisionRule("greater_than_zero", 0.5, ev.level)
         return claims.Result(statistics.t_interval(values, ev.level), rule)
 
-    return claims.Claim(name, "blog (test)", "effect", "unit", (), lambda inputs, ev: [claims.Setting()], compute,
-                        family=family)
+    return claims.Claim(
+        name, "blog (test)", "effect", "unit", (), lambda inputs, ev: [claims.Setting()], compute, family=family
+    )
 
 
 def test_the_blog_rows_are_decided_family_wise_on_bonferroni_intervals():
     # t over 6 seeds: the 95% interval excludes 0, the 1 - 0.05/3 interval does not.
     edge = np.array([0.1, 0.9, 0.5, 1.4, 0.3, 1.1])
     strong = edge + 3.0
-    rows = claims.evidence_table(claims.Inputs(variants=VARIANTS, model=MODEL), EV,
-                                 [_fixed_claim("edge", edge), _fixed_claim("strong", strong),
-                                  _fixed_claim("other", strong), _fixed_claim("outside", edge, family=None)]
-                                 ).set_index("claim")
+    rows = claims.evidence_table(
+        claims.Inputs(variants=VARIANTS, model=MODEL),
+        EV,
+        [
+            _fixed_claim("edge", edge),
+            _fixed_claim("strong", strong),
+            _fixed_claim("other", strong),
+            _fixed_claim("outside", edge, family=None),
+        ],
+    ).set_index("claim")
     assert (rows.loc[["edge", "strong", "other"], "family_size"] == 3).all()
     assert rows.loc["edge", "adjusted_level"] == pytest.approx(1 - 0.05 / 3)
     assert rows.loc["edge", "verdict"] == "supported" and rows.loc["edge", "adjusted_verdict"] == "inconclusive"
@@ -517,29 +681,59 @@ def test_the_blog_rows_are_decided_family_wise_on_bonferroni_intervals():
 
 
 def test_paper_claims_on_known_tables():
-    structural = pd.DataFrame({"residual": True, "L": 4, "depth": 1, "layer": 0, "position": [1, 2, 3, 4],
-                               "measured": [1.0, 2.0, 3.0, 4.0], "closed_form": [1.0, 2.0, 3.0, 4.0 + 1e-3]})
+    structural = pd.DataFrame(
+        {
+            "residual": True,
+            "L": 4,
+            "depth": 1,
+            "layer": 0,
+            "position": [1, 2, 3, 4],
+            "measured": [1.0, 2.0, 3.0, 4.0],
+            "closed_form": [1.0, 2.0, 3.0, 4.0 + 1e-3],
+        }
+    )
     (row,) = run_claim("structural_baseline_matches_closed_form", structural=structural)
     assert row["verdict"] == "contradicted" and row["estimate"] == pytest.approx(1e-3 / 4.001)
-    (row,) = run_claim("structural_baseline_matches_closed_form", structural=structural.assign(closed_form=structural.measured))
+    (row,) = run_claim(
+        "structural_baseline_matches_closed_form", structural=structural.assign(closed_form=structural.measured)
+    )
     assert row["verdict"] == "supported" and row["estimate"] == 0.0
     base = {"variant": "baseline", "L": 8, "depth": 1, "seed": 0, "step": 0, "delta": 0.2}
-    conditions = pd.DataFrame([{**base, "test": "t", "holds": h, "conclusion_holds": c} for h, c in
-                               [(True, True), (False, False), (False, True)]])
+    conditions = pd.DataFrame(
+        [
+            {**base, "test": "t", "holds": h, "conclusion_holds": c}
+            for h, c in [(True, True), (False, False), (False, True)]
+        ]
+    )
     (row,) = run_claim("sufficient_conditions_sound", conditions=conditions)
     assert row["verdict"] == "supported" and row["estimate"] == 0
     bad = pd.concat([conditions, pd.DataFrame([{**base, "test": "t", "holds": True, "conclusion_holds": False}])])
     (row,) = run_claim("sufficient_conditions_sound", conditions=bad)
     assert row["verdict"] == "contradicted" and row["estimate"] == 1
     # The paper's Table 1 (docs/algebraic.md): every qualitative finding holds.
-    table = pd.DataFrame({"method": ["baseline", "alg1", "alg2", "alg3"], "left": [3.27, 1.005, 3.06, 2.78],
-                          "middle": [0.143, 0.999, 0.166, 0.673], "right": [1.30, 0.998, 1.44, 0.207],
-                          "LIM": [0.89, -0.001, 0.885, -2.26], "E_inf": [8.29, 1.3e-5, 7.50, 1.25],
-                          "Z": [1.0, 2.3, 0.91, 0.28], "obs_imbalance": [35.2, 30.0, 34.0, 0.21]})
+    table = pd.DataFrame(
+        {
+            "method": ["baseline", "alg1", "alg2", "alg3"],
+            "left": [3.27, 1.005, 3.06, 2.78],
+            "middle": [0.143, 0.999, 0.166, 0.673],
+            "right": [1.30, 0.998, 1.44, 0.207],
+            "LIM": [0.89, -0.001, 0.885, -2.26],
+            "E_inf": [8.29, 1.3e-5, 7.50, 1.25],
+            "Z": [1.0, 2.3, 0.91, 0.28],
+            "obs_imbalance": [35.2, 30.0, 34.0, 0.21],
+        }
+    )
     probes = pd.DataFrame({"n_probe": [1, 2, 32], "rel_bias": [0.37, 0.2, 0.021], "rel_std": [1.88, 1.3, 0.234]})
-    names = ["observability_lowers_trace_imbalance", "algebraic_baseline_left_right_middle", "algebraic_balance_e_inf_near_zero",
-             "algebraic_balance_z_grows", "algebraic_reweight_moves_little", "algebraic_observability_right_below_middle",
-             "probe_bias_falls", "probe_spread_falls"]
+    names = [
+        "observability_lowers_trace_imbalance",
+        "algebraic_baseline_left_right_middle",
+        "algebraic_balance_e_inf_near_zero",
+        "algebraic_balance_z_grows",
+        "algebraic_reweight_moves_little",
+        "algebraic_observability_right_below_middle",
+        "probe_bias_falls",
+        "probe_spread_falls",
+    ]
     for name in names:
         (row,) = run_claim(name, algebraic_table=table, algebraic_probes=probes)
         assert row["verdict"] == "supported", name
@@ -551,9 +745,24 @@ def test_paper_claims_on_known_tables():
 
 def test_the_density_flow_error_falls_with_the_step_only_with_several_steps():
     # Per seed, per checkpoint: a first-order error c * eta (slope 1 on the log-log scale).
-    rows = [{"variant": "baseline", "L": 8, "depth": 1, "seed": seed, "step": step, "position": 1, "p": 0.125, "eta": eta,
-             "predicted": 1.0, "finite_difference": 1.0, "rel_error": (1 + seed + step / 100) * eta}
-            for seed in range(3) for step in (0, 100) for eta in (1e-2, 1e-3, 1e-4)]
+    rows = [
+        {
+            "variant": "baseline",
+            "L": 8,
+            "depth": 1,
+            "seed": seed,
+            "step": step,
+            "position": 1,
+            "p": 0.125,
+            "eta": eta,
+            "predicted": 1.0,
+            "finite_difference": 1.0,
+            "rel_error": (1 + seed + step / 100) * eta,
+        }
+        for seed in range(3)
+        for step in (0, 100)
+        for eta in (1e-2, 1e-3, 1e-4)
+    ]
     flow = pd.DataFrame(rows)
     (falls,) = run_claim("density_flow_error_falls_with_step", density_flow=flow)
     assert falls["verdict"] == "supported" and falls["estimate"] == pytest.approx(1.0) and falls["n_seeds"] == 3
@@ -564,15 +773,28 @@ def test_the_density_flow_error_falls_with_the_step_only_with_several_steps():
 
 
 def test_algorithm_claims_are_paired_by_seed():
-    variants = {"baseline": {}, "balance": {"remedy": {"kind": "balance"}}, "reweight": {"remedy": {"kind": "reweight"}}}
+    variants = {
+        "baseline": {},
+        "balance": {"remedy": {"kind": "balance"}},
+        "reweight": {"remedy": {"kind": "reweight"}},
+    }
     rng = np.random.default_rng(11)
     rows = []
     for seed in range(5):
         level = rng.normal(0, 1.0)  # a large seed effect shared by the variants: pairing removes it
         for variant, shift in (("baseline", 0.0), ("balance", -1.5), ("reweight", 0.02)):
             for step in (0, 100):
-                rows.append({"variant": variant, "L": 8, "depth": 2, "seed": seed, "step": step, "delta": 0.2,
-                             "E_inf": math.exp(level + shift + rng.normal(0, 0.05))})
+                rows.append(
+                    {
+                        "variant": variant,
+                        "L": 8,
+                        "depth": 2,
+                        "seed": seed,
+                        "step": step,
+                        "delta": 0.2,
+                        "E_inf": math.exp(level + shift + rng.normal(0, 0.05)),
+                    }
+                )
     metrics = pd.DataFrame(rows)
     (row,) = run_claim("balance_lowers_e_inf", variants=variants, metrics=metrics)
     assert row["verdict"] == "supported" and row["estimate"] == pytest.approx(-1.5, abs=0.2)
@@ -609,7 +831,9 @@ def test_a_constant_predictor_fails_equally_at_every_position_and_has_no_slope(a
     from lostmid.training.evaluate import failure_by_position
 
     for run_seed in (0, 1):
-        table = failure_by_position(ConstantModel(answer), L=12, per_position=8, base_seed=1000, run_seed=run_seed, device="cpu")
+        table = failure_by_position(
+            ConstantModel(answer), L=12, per_position=8, base_seed=1000, run_seed=run_seed, device="cpu"
+        )
         assert (table.failures == 4).all() and (table.failure_rate == 0.5).all()
         assert st.logistic_slope(table.failures, table.n, table.p).slope == 0.0
 
@@ -642,15 +866,40 @@ def _train_and_evaluate(seed_batch: int, L: int = 6, seeds=range(4), segments=(4
     recency = (-0.3 * (i[:, None] - i[None, :]).float()).tril()  # a fixed bias favouring recent keys
     tables = []
     for variant in ("baseline", "debiased"):
-        def spec(seed):
-            return {"variant": variant, "L": L, "depth": 1, "seed": seed,
-                    "model": {"seq_len": L, "depth": 1, "d_model": 16, "heads": 2, "mlp_ratio": 2, "block": "sequential",
-                              "residual": True, "epsilon": 1.0, "readout": "last"},
-                    "train": {"batch_size": 16, "lr": 0.01, "beta1": 0.9, "beta2": 0.99, "weight_decay": 0.0, "grad_clip": 1.0,
-                              "flag_law": "uniform", "seed_batch": seed_batch},
-                    "remedy": {"kind": "bias"} if variant == "debiased" else {"kind": "none"}}
 
-        states = [TrainingState.initial(spec(seed), "cpu", recency if variant == "debiased" else None) for seed in seeds]
+        def spec(seed):
+            return {
+                "variant": variant,
+                "L": L,
+                "depth": 1,
+                "seed": seed,
+                "model": {
+                    "seq_len": L,
+                    "depth": 1,
+                    "d_model": 16,
+                    "heads": 2,
+                    "mlp_ratio": 2,
+                    "block": "sequential",
+                    "residual": True,
+                    "epsilon": 1.0,
+                    "readout": "last",
+                },
+                "train": {
+                    "batch_size": 16,
+                    "lr": 0.01,
+                    "beta1": 0.9,
+                    "beta2": 0.99,
+                    "weight_decay": 0.0,
+                    "grad_clip": 1.0,
+                    "flag_law": "uniform",
+                    "seed_batch": seed_batch,
+                },
+                "remedy": {"kind": "bias"} if variant == "debiased" else {"kind": "none"},
+            }
+
+        states = [
+            TrainingState.initial(spec(seed), "cpu", recency if variant == "debiased" else None) for seed in seeds
+        ]
         step = 0
         for n_steps in (0, *segments):
             if n_steps:
@@ -661,7 +910,7 @@ def _train_and_evaluate(seed_batch: int, L: int = 6, seeds=range(4), segments=(4
                         train_steps(state, n_steps, "cpu", progress=False)
                 else:
                     for k in range(0, len(states), seed_batch):
-                        train_seed_batch(states[k:k + seed_batch], n_steps, "cpu", progress=False)
+                        train_seed_batch(states[k : k + seed_batch], n_steps, "cpu", progress=False)
                 step += n_steps
             for state in states:
                 table = failure_by_position(state.model, L, 16, 1000, state.spec["seed"], "cpu")
@@ -674,7 +923,9 @@ def test_runs_that_differ_only_in_rounding_get_the_same_verdict_for_every_claim(
     # The two trainings differ at float rounding, and that moves some failure counts.
     assert not alone.failures.equals(batched.failures)
     # Margins of this test (not the config's): wide enough that four tiny seeds decide something.
-    ev = settings_from_block(EvidenceSettings, {"mid_accuracy": 0.6, "slope_margin": 2.0, "speed_margin": 0.1}, "evidence")
+    ev = settings_from_block(
+        EvidenceSettings, {"mid_accuracy": 0.6, "slope_margin": 2.0, "speed_margin": 0.1}, "evidence"
+    )
     verdicts = []
     for failure in (alone, batched):
         # The fit's checks pass (a synthetic report of a fit that flattened), so (d) and (e) are decided.

@@ -8,16 +8,16 @@ import pytest
 import torch
 from torch.func import jacrev
 
-from conftest import SCHEMA, model_config, tiny_spec
-from lostmid.training import checkpoint
-from lostmid.cli import main as cli
-from lostmid.analysis import influence, structural
-from lostmid.analysis import metrics
-from lostmid.analysis.settings import InfluenceSettings, InitSweepSettings, StructuralSettings
-from lostmid.core import density, task
 from lostmid import config as cfg
-from lostmid.errors import ConfigError
+from lostmid.analysis import influence, metrics, structural
+from lostmid.analysis.settings import InfluenceSettings, InitSweepSettings, StructuralSettings
+from lostmid.cli import main as cli
+from lostmid.core import density, task
 from lostmid.core.model import FlagTransformer, ModelConfig
+from lostmid.errors import ConfigError
+from lostmid.training import checkpoint
+
+from conftest import SCHEMA, model_config, tiny_spec
 
 # --- one backward pass equals per-position Jacobians ---------------------------------------------
 
@@ -63,7 +63,9 @@ def test_chunking_the_batch_changes_nothing():
     torch.manual_seed(1)
     model = FlagTransformer(model_config(seq_len=6, depth=1, d_model=8, heads=2, mlp_ratio=2)).double()
     tokens, targets, _ = task.stratified_eval_set(6, 3, seed=5)
-    torch.testing.assert_close(influence.energies(model, tokens, targets, chunk=4), influence.energies(model, tokens, targets))
+    torch.testing.assert_close(
+        influence.energies(model, tokens, targets, chunk=4), influence.energies(model, tokens, targets)
+    )
 
 
 # --- regional metrics ----------------------------------------------------------------------------
@@ -73,7 +75,11 @@ def test_regional_metrics_reproduce_the_paper_row():
     # L = 10, delta = 0.2: left = positions 1-2 (p < 0.2), middle = 3-8, right = 9-10 (p >= 0.8).
     profile = np.array([3.2269] * 2 + [0.1417] * 6 + [1.3479] * 2)
     out = metrics.regional_metrics(profile, delta=0.2)
-    assert out["m_left"] == pytest.approx(3.2269) and out["m_middle"] == pytest.approx(0.1417) and out["m_right"] == pytest.approx(1.3479)
+    assert (
+        out["m_left"] == pytest.approx(3.2269)
+        and out["m_middle"] == pytest.approx(0.1417)
+        and out["m_right"] == pytest.approx(1.3479)
+    )
     assert out["Delta"] == pytest.approx(1.2062, abs=5e-5)
     assert out["SC"] == pytest.approx(0.8097, abs=5e-5)
     assert out["LIM"] == pytest.approx(0.8949, abs=5e-5)
@@ -165,21 +171,28 @@ def test_the_structural_model_is_the_linear_recursion_N_X():
 
 
 def test_structural_table_overlays_measurement_and_closed_form():
-    table = structural.structural_baseline(cfg.settings_from_block(StructuralSettings, {"L": [6], "depths": [1, 2]}, "influence.structural"))
+    table = structural.structural_baseline(
+        cfg.settings_from_block(StructuralSettings, {"L": [6], "depths": [1, 2]}, "influence.structural")
+    )
     assert list(table.columns) == ["residual", "L", "depth", "layer", "position", "p", "measured", "closed_form"]
     np.testing.assert_allclose(table.measured, table.closed_form, rtol=1e-10, atol=1e-12)
     with pytest.raises(ConfigError, match=r"^config key influence\.structural\.depth is unknown$"):
         cfg.settings_from_block(StructuralSettings, {"depth": [1]}, "influence.structural")
-    with pytest.raises(ConfigError, match=r"influence\.structural\.d_model=4 is not divisible by influence\.structural\.heads=3"):
-        cfg.settings_from_block(StructuralSettings, {"heads": 3}, "influence.structural")  # the block's own rule (check)
+    with pytest.raises(
+        ConfigError, match=r"influence\.structural\.d_model=4 is not divisible by influence\.structural\.heads=3"
+    ):
+        cfg.settings_from_block(
+            StructuralSettings, {"heads": 3}, "influence.structural"
+        )  # the block's own rule (check)
 
 
 # --- the initialization sweep of the blog post ---------------------------------------------------
 
 
 def test_init_sweep_first_token_dominates_without_residual_and_a_u_shape_forms_with_it():
-    settings = cfg.settings_from_block(InitSweepSettings, {"L": 16, "depths": [1, 8], "seeds": [0, 1], "batch_per_position": 2},
-                                       "influence.init_sweep")
+    settings = cfg.settings_from_block(
+        InitSweepSettings, {"L": 16, "depths": [1, 8], "seeds": [0, 1], "batch_per_position": 2}, "influence.init_sweep"
+    )
     model_block = {"d_model": 32, "heads": 4, "mlp_ratio": 2, "block": "sequential", "epsilon": 1.0, "readout": "last"}
     sweep = influence.init_sweep(model_block, settings)
     assert list(sweep.columns) == ["residual", "depth", "seed", "position", "p", "energy", "density", "output_jacobian"]
@@ -196,16 +209,29 @@ def test_init_sweep_first_token_dominates_without_residual_and_a_u_shape_forms_w
 
 def _baselines_argv(tmp_path, model: dict) -> list[str]:
     """The command on the tiny spec's model block with ``model`` changed (the rule passes the config's whole block)."""
-    return ["influence-baselines", "--device", "cpu", "--model", json.dumps({**tiny_spec()["model"], **model}),
-            "--init-sweep", json.dumps({"L": 4, "depths": [1], "seeds": [0], "batch_per_position": 1}),
-            "--structural", json.dumps({"L": [4], "depths": [1]}),
-            "--sweep-out", str(tmp_path / "sweep.parquet"), "--structural-out", str(tmp_path / "structural.parquet")]
+    return [
+        "influence-baselines",
+        "--device",
+        "cpu",
+        "--model",
+        json.dumps({**tiny_spec()["model"], **model}),
+        "--init-sweep",
+        json.dumps({"L": 4, "depths": [1], "seeds": [0], "batch_per_position": 1}),
+        "--structural",
+        json.dumps({"L": [4], "depths": [1]}),
+        "--sweep-out",
+        str(tmp_path / "sweep.parquet"),
+        "--structural-out",
+        str(tmp_path / "structural.parquet"),
+    ]
 
 
 def test_influence_baselines_calls_a_bad_model_block_a_config_error_and_nothing_else(tmp_path, capsys, monkeypatch):
     assert cli.main(_baselines_argv(tmp_path, {"d_model": 8, "heads": 3})) == 2
-    assert capsys.readouterr().err.strip().splitlines()[-1] == \
-        "lostmid influence-baselines: error: config key model: model.d_model=8 is not divisible by model.heads=3"
+    assert (
+        capsys.readouterr().err.strip().splitlines()[-1]
+        == "lostmid influence-baselines: error: config key model: model.d_model=8 is not divisible by model.heads=3"
+    )
 
     def failing_sweep(*args, **kwargs):
         raise ValueError("a failure of the computation")
@@ -227,8 +253,25 @@ def test_the_evaluate_command_writes_tidy_influence_tables_with_the_documented_c
     checkpoint.TrainingState.initial(spec, "cpu").save(path)
     settings = {"batch_per_position": 2, "seed": 2000, "deltas": [0.1, 0.2]}
     profiles, table = tmp_path / "influence.parquet", tmp_path / "metrics.parquet"
-    argv = ["evaluate", "--device", "cpu", "--spec", json.dumps(spec), "--checkpoints", str(path), "--evaluation", EVALUATION,
-            "--influence", json.dumps(settings), "--failure", str(tmp_path / "failure.parquet"), "--profiles", str(profiles), "--metrics", str(table)]
+    argv = [
+        "evaluate",
+        "--device",
+        "cpu",
+        "--spec",
+        json.dumps(spec),
+        "--checkpoints",
+        str(path),
+        "--evaluation",
+        EVALUATION,
+        "--influence",
+        json.dumps(settings),
+        "--failure",
+        str(tmp_path / "failure.parquet"),
+        "--profiles",
+        str(profiles),
+        "--metrics",
+        str(table),
+    ]
     assert cli.main(argv) == 0
 
     prof, met = pd.read_parquet(profiles), pd.read_parquet(table)
@@ -248,8 +291,24 @@ def test_a_delta_that_empties_a_region_at_this_L_exits_with_a_config_error(tmp_p
     spec = tiny_spec(seq_len=4)
     path = tmp_path / "step0.pt"
     checkpoint.TrainingState.initial(spec, "cpu").save(path)
-    argv = ["evaluate", "--device", "cpu", "--spec", json.dumps(spec), "--checkpoints", str(path), "--evaluation", EVALUATION,
-            "--influence", json.dumps({"deltas": [0.1]}), "--failure", str(tmp_path / "f.parquet"),
-            "--profiles", str(tmp_path / "a.parquet"), "--metrics", str(tmp_path / "b.parquet")]
+    argv = [
+        "evaluate",
+        "--device",
+        "cpu",
+        "--spec",
+        json.dumps(spec),
+        "--checkpoints",
+        str(path),
+        "--evaluation",
+        EVALUATION,
+        "--influence",
+        json.dumps({"deltas": [0.1]}),
+        "--failure",
+        str(tmp_path / "f.parquet"),
+        "--profiles",
+        str(tmp_path / "a.parquet"),
+        "--metrics",
+        str(tmp_path / "b.parquet"),
+    ]
     assert cli.main(argv) == 2
     assert "influence.deltas" in capsys.readouterr().err

@@ -90,6 +90,7 @@ def test_a_read_only_folder_is_one_line_naming_the_file(tmp_path, capsys, monkey
     folder.chmod(0o555)
     out = folder / "step0.pt"
     if os.geteuid() == 0:  # root writes anyway: refuse as the kernel refuses everyone else
+
         def refused(*args, dir=None, **kwargs):
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), dir)
 
@@ -117,7 +118,10 @@ def test_a_full_disk_is_one_line_naming_the_file(tmp_path, capsys, monkeypatch):
 
 def test_an_os_error_outside_the_outputs_is_one_line_too(tmp_path, capsys):
     missing = tmp_path / "missing.parquet"
-    assert cli.main(["figures", "--failure", str(missing), "--figures", "failure_by_position", "--out-dir", str(tmp_path)]) == 2
+    assert (
+        cli.main(["figures", "--failure", str(missing), "--figures", "failure_by_position", "--out-dir", str(tmp_path)])
+        == 2
+    )
     (line,) = [line for line in error_lines(capsys) if line.startswith("lostmid")]
     assert line.startswith("lostmid figures: error: ") and str(missing) in line
 
@@ -149,4 +153,7 @@ def test_a_bias_file_that_is_not_an_LxL_tensor_is_one_line_naming_it(tmp_path, c
 
     assert re.search(found, line), line
     # a workflow output (results/bias_tensors): moved aside, so that the next run refits it
-    assert line.endswith(f"; moved it aside to {tmp_path / '.bias.pt.damaged'}: the next run rebuilds it") and not bias.exists()
+    assert (
+        line.endswith(f"; moved it aside to {tmp_path / '.bias.pt.damaged'}: the next run rebuilds it")
+        and not bias.exists()
+    )

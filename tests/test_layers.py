@@ -47,12 +47,20 @@ def test_imports_only_go_down_the_layers():
 
 
 def test_no_module_is_longer_than_about_400_lines():
-    long = {str(p.relative_to(REPO)): n for p in (REPO / "src").rglob("*.py") if (n := len(p.read_text().splitlines())) > 420}
+    long = {
+        str(p.relative_to(REPO)): n
+        for p in (REPO / "src").rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > 420
+    }
     assert long == {}
 
 
 def test_the_library_never_imports_snakemake():
-    found = [str(p.relative_to(REPO)) for p in (REPO / "src").rglob("*.py") if re.search(r"^\s*(import|from) snakemake", p.read_text(), re.M)]
+    found = [
+        str(p.relative_to(REPO))
+        for p in (REPO / "src").rglob("*.py")
+        if re.search(r"^\s*(import|from) snakemake", p.read_text(), re.M)
+    ]
     assert found == []
 
 
@@ -61,6 +69,9 @@ def test_nothing_in_the_repository_refers_to_files_outside_it():
     # The team's design notes, cluster notes and shared folder live outside the repository (the
     # names are assembled here so that this file does not name them itself).
     outside = ["DESIGN" + ".md", "SLURM" + "_NOTES", "../" + "shared"]
-    found = [name for name in files if (REPO / name).is_file()
-             and any(ref in (REPO / name).read_text(errors="ignore") for ref in outside)]
+    found = [
+        name
+        for name in files
+        if (REPO / name).is_file() and any(ref in (REPO / name).read_text(errors="ignore") for ref in outside)
+    ]
     assert found == []

@@ -96,8 +96,8 @@ def test_the_default_init_is_nanogpts_normal_and_the_other_inits_change_only_the
     torch.manual_seed(0)
     pytorch = FlagTransformer(model_config(seq_len=8, d_model=16, heads=2, init="pytorch"))
     qkv = [m.steps[0].attn.qkv.weight for m in (default, fan_in, pytorch)]
-    assert abs(qkv[0].std().item() - 0.02) < 0.003 and abs(qkv[1].std().item() - 16 ** -0.5) < 0.03
-    assert qkv[2].abs().max().item() <= 16 ** -0.5  # PyTorch's Linear default: U(-1/sqrt(fan_in), 1/sqrt(fan_in))
+    assert abs(qkv[0].std().item() - 0.02) < 0.003 and abs(qkv[1].std().item() - 16**-0.5) < 0.03
+    assert qkv[2].abs().max().item() <= 16**-0.5  # PyTorch's Linear default: U(-1/sqrt(fan_in), 1/sqrt(fan_in))
     assert abs(fan_in.token_embedding.weight.std().item() - 1.0) < 0.3
     assert fan_in.steps[0].attn.qkv.bias.abs().max() == 0 and pytorch.steps[0].attn.qkv.bias.abs().max() > 0
 

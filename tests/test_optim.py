@@ -92,10 +92,10 @@ def test_a_training_segment_never_imports_torch_dynamo_and_a_figure_never_import
     script = f"""
 import sys
 from lostmid.cli.main import main
-assert main(["init", "--spec", {spec!r}, "--device", "cpu", "--out", {str(tmp_path / 's0.pt')!r}]) == 0
+assert main(["init", "--spec", {spec!r}, "--device", "cpu", "--out", {str(tmp_path / "s0.pt")!r}]) == 0
 assert main(["train", "--spec", {spec!r}, "--device", "cpu", "--threads", "1",
-             "--checkpoint", {str(tmp_path / 's0.pt')!r}, "--steps", "3", "--out", {str(tmp_path / 's3.pt')!r},
-             "--table", {str(tmp_path / 'log.parquet')!r}]) == 0
+             "--checkpoint", {str(tmp_path / "s0.pt")!r}, "--steps", "3", "--out", {str(tmp_path / "s3.pt")!r},
+             "--table", {str(tmp_path / "log.parquet")!r}]) == 0
 print(sorted(m for m in ("torch._dynamo", "torch._inductor") if m in sys.modules))
 """
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
@@ -106,8 +106,8 @@ import sys
 import pandas as pd
 from lostmid.cli.main import main
 table = {{"variant": ["baseline"], "L": [8], "depth": [1], "seed": [0], "step": [1], "loss": [0.7], "accuracy": [0.5]}}
-pd.DataFrame(table).to_parquet({str(tmp_path / 't.parquet')!r})
-assert main(["figures", "--threads", "1", "--train", {str(tmp_path / 't.parquet')!r}, "--figures", "training_curves",
+pd.DataFrame(table).to_parquet({str(tmp_path / "t.parquet")!r})
+assert main(["figures", "--threads", "1", "--train", {str(tmp_path / "t.parquet")!r}, "--figures", "training_curves",
              "--out-dir", {str(tmp_path)!r}]) == 0
 print("torch" in sys.modules)
 """

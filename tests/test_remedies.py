@@ -9,13 +9,13 @@ import pytest
 import torch
 
 from lostmid import config as cfg
-from lostmid.objectives import algorithm1_balance, algorithm2_reweight, algorithm3_observability
-from lostmid.tables import remedies as remedy_tables
 from lostmid.core import task
-from lostmid.training.checkpoint import TrainingState
-from lostmid.errors import ConfigError
 from lostmid.core.model import FlagTransformer, ModelConfig
+from lostmid.errors import ConfigError
+from lostmid.objectives import algorithm1_balance, algorithm2_reweight, algorithm3_observability
 from lostmid.objectives.registry import make_objective
+from lostmid.tables import remedies as remedy_tables
+from lostmid.training.checkpoint import TrainingState
 from lostmid.training.train import train_steps
 
 from conftest import SCHEMA, model_config, tiny_spec
@@ -112,7 +112,9 @@ def test_hutchinson_trace_estimate_is_unbiased_for_the_exact_gramian_trace():
     positions = torch.arange(6).repeat(n)
     probes = torch.randn(6 * n, 4, generator=torch.Generator().manual_seed(1), dtype=x0.dtype)
     with torch.no_grad():
-        samples = algorithm3_observability.observability_traces(model, x0.expand(6 * n, -1, -1), positions, probes).view(n, 6)
+        samples = algorithm3_observability.observability_traces(
+            model, x0.expand(6 * n, -1, -1), positions, probes
+        ).view(n, 6)
     estimate, se = samples.mean(0), samples.std(0) / n**0.5
     assert (exact > 0).all()
     assert ((estimate - exact).abs() < 4 * se + 1e-6).all(), (estimate, exact, se)
@@ -132,7 +134,9 @@ def test_stratified_monitored_positions_give_an_unbiased_total_and_the_exact_pen
     # every position monitored (q = 1): the exact imbalance (1/L) sum (tau - 1)^2
     tau = L * traces / traces.sum()
     exact = ((tau - 1) ** 2).mean()
-    assert algorithm3_observability.trace_imbalance(traces, torch.ones(L, dtype=torch.float64), L).item() == pytest.approx(exact.item())
+    assert algorithm3_observability.trace_imbalance(
+        traces, torch.ones(L, dtype=torch.float64), L
+    ).item() == pytest.approx(exact.item())
 
 
 def test_observability_objective_penalizes_and_backpropagates():
@@ -224,21 +228,50 @@ def test_the_shipped_remedy_variants_are_valid_and_build_objectives(smoke_config
 def test_remedy_table_joins_metrics_accuracy_and_overhead_against_the_baseline():
     keys = dict(L=8, depth=1, seed=0)
     metrics = pd.DataFrame(
-        [{"variant": v, **keys, "step": s, "delta": d, "Delta": 0.1, "SC": 0.1, "LIM": 0.2, "E_inf": 1.0 + s, "Z": 3.0}
-         for v in ("baseline", "balance") for s in (0, 10) for d in (0.2, 0.3)]
+        [
+            {
+                "variant": v,
+                **keys,
+                "step": s,
+                "delta": d,
+                "Delta": 0.1,
+                "SC": 0.1,
+                "LIM": 0.2,
+                "E_inf": 1.0 + s,
+                "Z": 3.0,
+            }
+            for v in ("baseline", "balance")
+            for s in (0, 10)
+            for d in (0.2, 0.3)
+        ]
     )
     failure = pd.DataFrame(
-        [{"variant": v, **keys, "step": s, "flag_pos": f, "n": 4, "failures": 2 if s == 0 else 0}
-         for v in ("baseline", "balance") for s in (0, 10) for f in range(2, 9)]
+        [
+            {"variant": v, **keys, "step": s, "flag_pos": f, "n": 4, "failures": 2 if s == 0 else 0}
+            for v in ("baseline", "balance")
+            for s in (0, 10)
+            for f in range(2, 9)
+        ]
     )
     train = pd.DataFrame(
-        [{"variant": v, **keys, "step": s, "loss": 0.1, "accuracy": min(1.0, s / 5), "seconds_per_step": 0.01 if v == "baseline" else 0.03}
-         for v in ("baseline", "balance") for s in range(1, 11)]
+        [
+            {
+                "variant": v,
+                **keys,
+                "step": s,
+                "loss": 0.1,
+                "accuracy": min(1.0, s / 5),
+                "seconds_per_step": 0.01 if v == "baseline" else 0.03,
+            }
+            for v in ("baseline", "balance")
+            for s in range(1, 11)
+        ]
     )
     variants = {"baseline": {}, "balance": {"remedy": {"kind": "balance", "beta": 0.5}}}
     settings = cfg.settings_from_block(remedy_tables.RemedyTableSettings, {"window": 2}, "remedies")
-    table = remedy_tables.remedy_table(metrics, failure, train, pd.DataFrame(),
-                                       {k: (v or {}).get("remedy") for k, v in variants.items()}, settings)
+    table = remedy_tables.remedy_table(
+        metrics, failure, train, pd.DataFrame(), {k: (v or {}).get("remedy") for k, v in variants.items()}, settings
+    )
     assert len(table) == 4 and list(table.columns[:5]) == ["variant", "L", "depth", "seed", "step"]
     balance = table[table.variant == "balance"].set_index("step")
     assert balance.loc[10, "accuracy"] == 1.0 and balance.loc[0, "accuracy"] == 0.5

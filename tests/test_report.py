@@ -43,7 +43,11 @@ def declared_report_outputs(configfile: Path, workdir: Path) -> dict[str, dict]:
             for output in rule.output:
                 if is_flagged(output, "report"):
                     flag = get_flag_value(output, "report")
-                    declared[str(output)] = {"rule": rule.name, "caption": Path(flag.caption).resolve(), "category": flag.category}
+                    declared[str(output)] = {
+                        "rule": rule.name,
+                        "caption": Path(flag.caption).resolve(),
+                        "category": flag.category,
+                    }
     os.chdir(cwd)
     return declared
 

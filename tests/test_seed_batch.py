@@ -39,7 +39,9 @@ def test_a_seed_batch_trains_each_seed_as_it_would_train_alone_up_to_float_round
         alone_log = train_steps(alone, 10, "cpu", progress=False)
         assert state.step == alone.step == 10
         assert list(batch_log["step"]) == list(alone_log["step"])
-        torch.testing.assert_close(torch.tensor(batch_log["loss"].values), torch.tensor(alone_log["loss"].values), rtol=0, atol=1e-5)
+        torch.testing.assert_close(
+            torch.tensor(batch_log["loss"].values), torch.tensor(alone_log["loss"].values), rtol=0, atol=1e-5
+        )
         batch_weights, alone_weights = weights(state), weights(alone)
         for name in alone_weights:  # Adam divides by sqrt(v): rounding grows to ~1e-5 in ten steps
             torch.testing.assert_close(batch_weights[name], alone_weights[name], rtol=0, atol=2e-4, msg=name)
@@ -56,7 +58,9 @@ def test_chained_batch_segments_give_bitwise_one_uninterrupted_batch(tmp_path):
         state.save(paths[state.spec["seed"]])
     losses = {seed: [] for seed in SEEDS}
     for start, end in [(0, 5), (5, 12)]:
-        states = [TrainingState.load(tmp_path / f"seed{seed}_step{start}.pt", {**spec, "seed": seed}, "cpu") for seed in SEEDS]
+        states = [
+            TrainingState.load(tmp_path / f"seed{seed}_step{start}.pt", {**spec, "seed": seed}, "cpu") for seed in SEEDS
+        ]
         for seed, log in zip(SEEDS, train_seed_batch(states, end - start, "cpu", progress=False)):
             losses[seed] += list(log["loss"])
         for seed, state in zip(SEEDS, states):
@@ -110,15 +114,57 @@ def test_the_train_command_trains_a_seed_batch_into_per_run_files(tmp_path, caps
     spec = batch_spec(seed_batch=2)
     for state in initial_states(spec, seeds=(4, 5)):
         state.save(tmp_path / f"seed{state.spec['seed']}_step0.pt")
-    files = {kind: [str(tmp_path / f"seed{seed}_{kind}") for seed in (4, 5)] for kind in ("step0.pt", "step3.pt", "log.parquet")}
-    main(["train", "--spec", json.dumps(spec), "--seeds", "4", "5", "--device", "cpu", "--steps", "3",
-          "--checkpoint", *files["step0.pt"], "--out", *files["step3.pt"], "--table", *files["log.parquet"]])
+    files = {
+        kind: [str(tmp_path / f"seed{seed}_{kind}") for seed in (4, 5)]
+        for kind in ("step0.pt", "step3.pt", "log.parquet")
+    }
+    main(
+        [
+            "train",
+            "--spec",
+            json.dumps(spec),
+            "--seeds",
+            "4",
+            "5",
+            "--device",
+            "cpu",
+            "--steps",
+            "3",
+            "--checkpoint",
+            *files["step0.pt"],
+            "--out",
+            *files["step3.pt"],
+            "--table",
+            *files["log.parquet"],
+        ]
+    )
     for seed, path, table in zip((4, 5), files["step3.pt"], files["log.parquet"]):
         assert checkpoint.TrainingState.load(path, {**spec, "seed": seed}, "cpu").step == 3
         assert list(pd.read_parquet(table)["seed"]) == [seed] * 3
 
-    assert main(["train", "--spec", json.dumps(spec), "--seeds", "4", "5", "--device", "cpu", "--steps", "3",
-              "--checkpoint", files["step0.pt"][0], "--out", *files["step3.pt"], "--table", *files["log.parquet"]]) == 2
+    assert (
+        main(
+            [
+                "train",
+                "--spec",
+                json.dumps(spec),
+                "--seeds",
+                "4",
+                "5",
+                "--device",
+                "cpu",
+                "--steps",
+                "3",
+                "--checkpoint",
+                files["step0.pt"][0],
+                "--out",
+                *files["step3.pt"],
+                "--table",
+                *files["log.parquet"],
+            ]
+        )
+        == 2
+    )
     assert "--checkpoint names 1 files for 2 seeds [4, 5]" in capsys.readouterr().err
 
 
@@ -131,5 +177,10 @@ def test_a_seed_batch_benchmark_record_stands_for_each_of_its_seeds(tmp_path):
         path.parent.mkdir()
         path.write_text(record)
     table = read_benchmarks(paths)
-    assert list(zip(table["variant"], table["seed"])) == [("baseline", 0), ("baseline", 1), ("baseline", 2), ("balance", 4)]
+    assert list(zip(table["variant"], table["seed"])) == [
+        ("baseline", 0),
+        ("baseline", 1),
+        ("baseline", 2),
+        ("balance", 4),
+    ]
     assert (table["step"] == 10).all() and (table["max_rss_mb"] == 300.0).all()

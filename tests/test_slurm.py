@@ -38,8 +38,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import REPO
 from lostmid.core import devices
+
+from conftest import REPO
 
 SCRIPT = REPO / "scripts" / "slurm_cluster.sh"
 PROFILE = REPO / "profiles" / "slurm"
@@ -58,13 +59,19 @@ def unmeasured(table: pd.DataFrame) -> pd.DataFrame:
     return table[[c for c in table.columns if not MEASURED.search(c)]].reset_index(drop=True)
 
 
-
-
 def snakemake(workdir: Path, *args, env=None, timeout=300) -> subprocess.CompletedProcess:
     command = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir)]
     command += ["--configfile", str(workdir / "config.yaml"), *args]
     # A new session, so a timeout can stop Snakemake and everything it started.
-    process = subprocess.Popen(command, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    process = subprocess.Popen(
+        command,
+        cwd=workdir,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         out, _ = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -85,12 +92,14 @@ def dry_run_jobs(workdir: Path, *args) -> list[dict]:
         output = re.search(r"^\s+output: (.*)$", block, re.M)
         resources = re.search(r"^\s+resources: (.*)$", block, re.M)
         shell = re.search(r"^Shell command: (.*)$", block, re.M)
-        jobs.append({
-            "rule": rule,
-            "output": output.group(1) if output else "",
-            "resources": dict(kv.split("=", 1) for kv in resources.group(1).split(", ")) if resources else {},
-            "shell": shell.group(1) if shell else "",
-        })
+        jobs.append(
+            {
+                "rule": rule,
+                "output": output.group(1) if output else "",
+                "resources": dict(kv.split("=", 1) for kv in resources.group(1).split(", ")) if resources else {},
+                "shell": shell.group(1) if shell else "",
+            }
+        )
     return jobs
 
 
@@ -103,7 +112,16 @@ def smoke_workdir(tmp_path, smoke_config):
 # --- without a cluster -------------------------------------------------------------------------
 
 
-MODEL_RULES = ("init_", "train_", "evaluate_", "density_flow_", "channels_", "bias_fit", "influence_baselines", "architectures_")
+MODEL_RULES = (
+    "init_",
+    "train_",
+    "evaluate_",
+    "density_flow_",
+    "channels_",
+    "bias_fit",
+    "influence_baselines",
+    "architectures_",
+)
 
 
 def is_model_rule(rule: str) -> bool:
@@ -177,10 +195,28 @@ def test_no_profile_sets_gpu_which_would_override_the_rules_whatever_the_device(
 
 def test_the_comparison_leaves_out_every_measured_column_and_row():
     """Regression: max_rss_* columns and the measured rows of remedies_summary slipped through."""
-    wide = pd.DataFrame({"variant": ["a"], "accuracy": [0.5], "seconds_per_step": [0.1], "peak_mem_mb": [3.0],
-                         "max_rss_mb": [100.0], "time_ratio": [1.1], "peak_mem_ratio": [1.0], "max_rss_ratio": [0.9]})
+    wide = pd.DataFrame(
+        {
+            "variant": ["a"],
+            "accuracy": [0.5],
+            "seconds_per_step": [0.1],
+            "peak_mem_mb": [3.0],
+            "max_rss_mb": [100.0],
+            "time_ratio": [1.1],
+            "peak_mem_ratio": [1.0],
+            "max_rss_ratio": [0.9],
+        }
+    )
     assert list(unmeasured(wide).columns) == ["variant", "accuracy"]
-    quantities = ["final_accuracy", "LIM", "seconds_per_step", "peak_mem_mb", "max_rss_mb", "time_ratio", "max_rss_ratio"]
+    quantities = [
+        "final_accuracy",
+        "LIM",
+        "seconds_per_step",
+        "peak_mem_mb",
+        "max_rss_mb",
+        "time_ratio",
+        "max_rss_ratio",
+    ]
     long = pd.DataFrame({"quantity": quantities, "mean": range(len(quantities))})
     assert unmeasured(long)["quantity"].tolist() == ["final_accuracy", "LIM"]
 
@@ -192,7 +228,9 @@ def test_the_cluster_script_and_profiles_refer_only_to_files_in_the_repository()
         for ref in re.findall(r"[\w./-]+\.(?:md|sh|yaml|py)\b", source.read_text()):
             if ref.lower().startswith("dir/"):  # files the script writes into its cluster folder DIR
                 continue
-            assert ref in files or ("/" not in ref and ref in names), f"{source.relative_to(REPO)} refers to {ref}, which is not in the repository"
+            assert ref in files or ("/" not in ref and ref in names), (
+                f"{source.relative_to(REPO)} refers to {ref}, which is not in the repository"
+            )
 
 
 # --- with a one-node Slurm cluster -------------------------------------------------------------
@@ -232,7 +270,14 @@ def cluster(tmp_path_factory):
 def slurm_jobs(env) -> pd.DataFrame:
     """Every job the cluster knows (finished ones stay listed for MinJobAge = 10 minutes)."""
     fields = "JobID:20,Name:60,State:20,tres-per-job:40,TimeLimit:20,Reason:40,Comment:200"
-    out = subprocess.run(["squeue", "--states=all", "--noheader", "-O", fields], env=env, capture_output=True, text=True, timeout=30, check=True).stdout
+    out = subprocess.run(
+        ["squeue", "--states=all", "--noheader", "-O", fields],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    ).stdout
     rows = [line.split() for line in out.splitlines() if line.strip()]
     # The plugin's comment is rule_<group>_<its rules, cut after five>: no spaces.
     return pd.DataFrame(rows, columns=["jobid", "name", "state", "tres_per_job", "time_limit", "reason", "comment"])
@@ -249,7 +294,9 @@ def submission_logs(workdir: Path) -> dict[str, list[tuple[str, str]]]:
         text = log.read_text()
         jobs = re.findall(r"^localrule (\w+):\n(?:    .*\n)*?    output: (.*)$", text, re.M)
         done = re.findall(r"^(\d+) of (\d+) steps \(100%\) done$", text, re.M)
-        assert jobs and done and done[-1] == (str(len(jobs)),) * 2, f"{log} did not run its jobs to the end:\n{text[-3000:]}"
+        assert jobs and done and done[-1] == (str(len(jobs)),) * 2, (
+            f"{log} did not run its jobs to the end:\n{text[-3000:]}"
+        )
         found[log.stem] = jobs
     return found
 
@@ -269,15 +316,19 @@ def slurm_and_local_runs(cluster, tmp_path_factory):
         workdir = tmp_path_factory.mktemp(kind)
         (workdir / "config.yaml").write_text(yaml.safe_dump(config))
         runs[kind] = workdir
-    planned = [job for job in dry_run_jobs(runs["slurm"], "--profile", str(PROFILE)) if job["rule"] != "all"]  # `all` runs nothing
+    planned = [
+        job for job in dry_run_jobs(runs["slurm"], "--profile", str(PROFILE)) if job["rule"] != "all"
+    ]  # `all` runs nothing
 
     # The profile as users run it; only faster first status checks and no retries for a test.
     start = time.monotonic()
     slurm = snakemake(runs["slurm"], "--profile", str(PROFILE), *SLURM_ARGS, "--retries", "0", env=env, timeout=1200)
     seconds = time.monotonic() - start
     jobs = slurm_jobs(env)
-    print(f"\nsnakemake --profile profiles/slurm (whole smoke DAG): {seconds:.0f} s; "
-          f"squeue --states=all:\n{jobs.to_string(index=False)}")
+    print(
+        f"\nsnakemake --profile profiles/slurm (whole smoke DAG): {seconds:.0f} s; "
+        f"squeue --states=all:\n{jobs.to_string(index=False)}"
+    )
     assert slurm.returncode == 0, slurm.stdout[-8000:]
     local = snakemake(runs["local"], "--cores", "2", timeout=900)
     assert local.returncode == 0, local.stdout[-5000:]
@@ -302,20 +353,26 @@ def test_slurm_gave_a_gpu_to_exactly_the_submissions_with_gpu_rules(slurm_and_lo
     assert gpu_rules == {job["rule"] for job in planned if is_model_rule(job["rule"])}
     asked = jobs.set_index("jobid")["tres_per_job"]
     # `cores: 1` in the profile runs a submission's rule jobs one after another: one GPU at most.
-    expected = {jobid: "gres:gpu:1" if any(rule in gpu_rules for rule, _ in inside) else "N/A" for jobid, inside in submissions.items()}
+    expected = {
+        jobid: "gres:gpu:1" if any(rule in gpu_rules for rule, _ in inside) else "N/A"
+        for jobid, inside in submissions.items()
+    }
     assert asked.to_dict() == expected, jobs
     assert "gres:gpu:1" in expected.values()
     # The fake GPUs are not CUDA devices: a GPU rule's own log says it ran on the CPU.
     log = (runs["slurm"] / "results/logs/evaluate/baseline/L8_M1_seeds0-1.log").read_text()
     if "device: cuda" not in log:
         assert "asked for a GPU and was given one" in log and "running on the CPU" in log, log
-    assert re.match(r"== rule evaluate_baseline_L8_M1_seeds0-1, attempt 1, .* ==$", log.splitlines()[0]), log
+    assert re.match(r"== log results/logs/evaluate/baseline/L8_M1_seeds0-1.log, attempt 1, .* ==$", log.splitlines()[0]), log
 
 
 @pytest.mark.slow
 def test_the_slurm_results_equal_a_local_run(slurm_and_local_runs):
     runs = slurm_and_local_runs[0]
-    tables = {kind: sorted(p.relative_to(workdir) for p in (workdir / "results").rglob("*.parquet")) for kind, workdir in runs.items()}
+    tables = {
+        kind: sorted(p.relative_to(workdir) for p in (workdir / "results").rglob("*.parquet"))
+        for kind, workdir in runs.items()
+    }
     assert tables["slurm"] == tables["local"] and tables["local"]
     for path in tables["local"]:
         local, slurm = (unmeasured(pd.read_parquet(runs[kind] / path)) for kind in ("local", "slurm"))
@@ -330,6 +387,8 @@ def test_groups_make_at_most_one_slurm_job_per_three_rule_jobs(slurm_and_local_r
     submitted = re.findall(r"has been submitted with SLURM jobid (\d+)", log)
     assert sorted(submitted) == sorted(jobs["jobid"]) == sorted(submissions)
     sizes = sorted((len(inside) for inside in submissions.values()), reverse=True)
-    print(f"\nwhole smoke DAG under Slurm: {len(planned)} rule jobs in {len(submitted)} Slurm jobs "
-          f"(rule jobs per Slurm job: {sizes}), {seconds:.0f} s")
+    print(
+        f"\nwhole smoke DAG under Slurm: {len(planned)} rule jobs in {len(submitted)} Slurm jobs "
+        f"(rule jobs per Slurm job: {sizes}), {seconds:.0f} s"
+    )
     assert 3 * len(submitted) <= len(planned)

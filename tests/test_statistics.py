@@ -18,18 +18,20 @@ import pytest
 import torch
 from scipy import stats as scipy_stats
 
-from conftest import REPO
 from lostmid.core import task
 from lostmid.evidence import decisions as D
 from lostmid.evidence import statistics as S
 from lostmid.tables.summaries import seed_half_width, t_half_width
 
+from conftest import REPO
+
 L = 16
 P = np.arange(2, L + 1) / L  # relative flag positions of a context of length 16
 
 
-def simulate_failures(rng, seeds: int, slope: float, per_position: int = 32, intercept: float = -1.0,
-                      intercept_sd: float = 0.7) -> np.ndarray:
+def simulate_failures(
+    rng, seeds: int, slope: float, per_position: int = 32, intercept: float = -1.0, intercept_sd: float = 0.7
+) -> np.ndarray:
     """Failure counts (seeds x positions) from logit(failure) = a_s + slope * p, a_s ~ N(intercept, intercept_sd).
 
     The seed's own intercept is the between-seed variation of a real workflow (some seeds
@@ -42,9 +44,16 @@ def simulate_failures(rng, seeds: int, slope: float, per_position: int = 32, int
 
 def as_table(failures: np.ndarray, per_position: int, **keys) -> pd.DataFrame:
     seeds, positions = failures.shape
-    return pd.DataFrame({**keys, "seed": np.repeat(np.arange(seeds), positions),
-                         "flag_pos": np.tile(np.arange(2, L + 1), seeds), "p": np.tile(P, seeds),
-                         "n": per_position, "failures": failures.ravel()})
+    return pd.DataFrame(
+        {
+            **keys,
+            "seed": np.repeat(np.arange(seeds), positions),
+            "flag_pos": np.tile(np.arange(2, L + 1), seeds),
+            "p": np.tile(P, seeds),
+            "n": per_position,
+            "failures": failures.ravel(),
+        }
+    )
 
 
 # --------------------------------------------------------------------------- the position effect per seed
@@ -99,8 +108,9 @@ def test_on_the_stratified_set_a_constant_predictor_shows_a_spurious_slope():
     assert S.logistic_slope(failures, np.full(L - 1, 8), P).slope != 0.0
 
 
-@pytest.mark.parametrize("failures, n", [([0, 0, 0], [10, 10, 10]), ([10, 10, 10], [10, 10, 10]),
-                                         ([2, 4, 6], [10, 20, 30])])
+@pytest.mark.parametrize(
+    "failures, n", [([0, 0, 0], [10, 10, 10]), ([10, 10, 10], [10, 10, 10]), ([2, 4, 6], [10, 20, 30])]
+)
 def test_identical_failure_rates_give_slope_exactly_zero(failures, n):
     fit = S.logistic_slope(failures, n, [0.2, 0.5, 0.9])
     assert fit.slope == 0.0 and fit.se > 0
@@ -129,8 +139,9 @@ def test_a_slope_needs_two_positions_and_valid_counts():
 
 def test_per_seed_slopes_keep_the_grouping_keys_and_match_one_fit_per_seed():
     rng = np.random.default_rng(3)
-    table = pd.concat([as_table(simulate_failures(rng, 3, slope), 32, variant=name)
-                       for name, slope in (("a", 0.0), ("b", 1.0))])
+    table = pd.concat(
+        [as_table(simulate_failures(rng, 3, slope), 32, variant=name) for name, slope in (("a", 0.0), ("b", 1.0))]
+    )
     slopes = S.per_seed_slopes(table, keys=["variant"])
     assert list(slopes.columns[:2]) == ["variant", "seed"] and len(slopes) == 6
     part = table[(table.variant == "b") & (table.seed == 2)]
@@ -225,8 +236,17 @@ def test_paired_difference_is_the_t_interval_of_the_per_seed_differences():
         S.paired_difference(pd.Series([1.0, 2.0], index=[0, 0]), b)
 
 
-@pytest.mark.parametrize("rates", [[0.0, 0.0, 0.0, 0.0, 1 / 64], [1.0, 1.0, 63 / 64], [0.0, 1.0], [0.0] * 4,
-                                   [1.0] * 3, [0.02, 0.0, 0.05, 0.01, 0.0, 0.03]])
+@pytest.mark.parametrize(
+    "rates",
+    [
+        [0.0, 0.0, 0.0, 0.0, 1 / 64],
+        [1.0, 1.0, 63 / 64],
+        [0.0, 1.0],
+        [0.0] * 4,
+        [1.0] * 3,
+        [0.02, 0.0, 0.05, 0.01, 0.0, 0.03],
+    ],
+)
 def test_the_bootstrap_rate_band_stays_inside_0_1(rates):
     interval = S.rate_interval_over_seeds(rates, n_resamples=2000)
     assert 0.0 <= interval.low <= interval.estimate <= interval.high <= 1.0
@@ -289,26 +309,52 @@ def test_area_under_failure_is_the_mean_failure_over_the_horizon():
 
 
 CASES = {
-    ("greater_than_zero", 0.5): [((0.1, 0.9), D.SUPPORTED), ((0.1, 0.3), D.SUPPORTED), ((0.0, 0.9), D.INCONCLUSIVE),
-                                 ((-0.2, 0.4), D.CONTRADICTED), ((-0.2, 0.5), D.INCONCLUSIVE),
-                                 ((-1.0, -0.5), D.CONTRADICTED), ((0.0, 0.0), D.CONTRADICTED)],
-    ("less_than_zero", 0.5): [((-0.9, -0.1), D.SUPPORTED), ((-0.9, 0.0), D.INCONCLUSIVE),
-                              ((-0.4, 0.2), D.CONTRADICTED), ((-0.5, 0.2), D.INCONCLUSIVE),
-                              ((0.5, 1.0), D.CONTRADICTED), ((0.0, 0.0), D.CONTRADICTED)],
-    ("equivalent_to_zero", 0.5): [((-0.4, 0.4), D.SUPPORTED), ((0.0, 0.0), D.SUPPORTED),
-                                  ((-0.5, 0.4), D.INCONCLUSIVE), ((0.1, 0.7), D.INCONCLUSIVE),
-                                  ((0.6, 0.9), D.CONTRADICTED), ((0.5, 0.9), D.INCONCLUSIVE),
-                                  ((-0.9, -0.6), D.CONTRADICTED), ((-0.9, -0.5), D.INCONCLUSIVE),
-                                  ((-0.9, 0.9), D.INCONCLUSIVE)],
-    ("at_most", 1e-6): [((0.0, 1e-6), D.SUPPORTED), ((0.0, 2e-6), D.INCONCLUSIVE), ((1e-6, 3e-6), D.INCONCLUSIVE),
-                        ((2e-6, 3e-6), D.CONTRADICTED)],
-    ("at_least", 0.9): [((0.9, 1.0), D.SUPPORTED), ((0.8, 0.95), D.INCONCLUSIVE), ((0.5, 0.89), D.CONTRADICTED),
-                        ((0.5, 0.9), D.INCONCLUSIVE)],
+    ("greater_than_zero", 0.5): [
+        ((0.1, 0.9), D.SUPPORTED),
+        ((0.1, 0.3), D.SUPPORTED),
+        ((0.0, 0.9), D.INCONCLUSIVE),
+        ((-0.2, 0.4), D.CONTRADICTED),
+        ((-0.2, 0.5), D.INCONCLUSIVE),
+        ((-1.0, -0.5), D.CONTRADICTED),
+        ((0.0, 0.0), D.CONTRADICTED),
+    ],
+    ("less_than_zero", 0.5): [
+        ((-0.9, -0.1), D.SUPPORTED),
+        ((-0.9, 0.0), D.INCONCLUSIVE),
+        ((-0.4, 0.2), D.CONTRADICTED),
+        ((-0.5, 0.2), D.INCONCLUSIVE),
+        ((0.5, 1.0), D.CONTRADICTED),
+        ((0.0, 0.0), D.CONTRADICTED),
+    ],
+    ("equivalent_to_zero", 0.5): [
+        ((-0.4, 0.4), D.SUPPORTED),
+        ((0.0, 0.0), D.SUPPORTED),
+        ((-0.5, 0.4), D.INCONCLUSIVE),
+        ((0.1, 0.7), D.INCONCLUSIVE),
+        ((0.6, 0.9), D.CONTRADICTED),
+        ((0.5, 0.9), D.INCONCLUSIVE),
+        ((-0.9, -0.6), D.CONTRADICTED),
+        ((-0.9, -0.5), D.INCONCLUSIVE),
+        ((-0.9, 0.9), D.INCONCLUSIVE),
+    ],
+    ("at_most", 1e-6): [
+        ((0.0, 1e-6), D.SUPPORTED),
+        ((0.0, 2e-6), D.INCONCLUSIVE),
+        ((1e-6, 3e-6), D.INCONCLUSIVE),
+        ((2e-6, 3e-6), D.CONTRADICTED),
+    ],
+    ("at_least", 0.9): [
+        ((0.9, 1.0), D.SUPPORTED),
+        ((0.8, 0.95), D.INCONCLUSIVE),
+        ((0.5, 0.89), D.CONTRADICTED),
+        ((0.5, 0.9), D.INCONCLUSIVE),
+    ],
 }
 
 
-@pytest.mark.parametrize("kind, margin, bounds, expected",
-                         [(k, m, b, e) for (k, m), cases in CASES.items() for b, e in cases])
+@pytest.mark.parametrize(
+    "kind, margin, bounds, expected", [(k, m, b, e) for (k, m), cases in CASES.items() for b, e in cases]
+)
 def test_each_rule_on_hand_made_intervals_including_the_boundaries(kind, margin, bounds, expected):
     assert D.verdict(*bounds, D.DecisionRule(kind, margin)) == expected
 

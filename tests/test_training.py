@@ -5,9 +5,9 @@ import re
 import pytest
 import torch
 
+from lostmid.errors import CheckpointError
 from lostmid.training import checkpoint
 from lostmid.training.checkpoint import TrainingState
-from lostmid.errors import CheckpointError
 from lostmid.training.train import train_steps
 
 
@@ -114,12 +114,39 @@ def test_a_block_of_seeds_in_one_job_gives_bitwise_the_weights_of_one_job_per_se
     for seed in seeds:
         TrainingState.initial({**spec, "seed": seed}, "cpu").save(tmp_path / f"seed{seed}_step0.pt")
     common = ["train", "--spec", json.dumps(spec), "--device", "cpu", "--threads", "1", "--steps", "4"]
-    assert main([*common, "--seeds", *map(str, seeds), "--checkpoint", *(str(tmp_path / f"seed{s}_step0.pt") for s in seeds),
-                 "--out", *(str(tmp_path / f"block{s}.pt") for s in seeds),
-                 "--table", *(str(tmp_path / f"block{s}.parquet") for s in seeds)]) == 0
+    assert (
+        main(
+            [
+                *common,
+                "--seeds",
+                *map(str, seeds),
+                "--checkpoint",
+                *(str(tmp_path / f"seed{s}_step0.pt") for s in seeds),
+                "--out",
+                *(str(tmp_path / f"block{s}.pt") for s in seeds),
+                "--table",
+                *(str(tmp_path / f"block{s}.parquet") for s in seeds),
+            ]
+        )
+        == 0
+    )
     for seed in reversed(seeds):  # another order, another process state: still the same numbers
-        assert main([*common, "--seeds", str(seed), "--checkpoint", str(tmp_path / f"seed{seed}_step0.pt"),
-                     "--out", str(tmp_path / f"alone{seed}.pt"), "--table", str(tmp_path / f"alone{seed}.parquet")]) == 0
+        assert (
+            main(
+                [
+                    *common,
+                    "--seeds",
+                    str(seed),
+                    "--checkpoint",
+                    str(tmp_path / f"seed{seed}_step0.pt"),
+                    "--out",
+                    str(tmp_path / f"alone{seed}.pt"),
+                    "--table",
+                    str(tmp_path / f"alone{seed}.parquet"),
+                ]
+            )
+            == 0
+        )
     for seed in seeds:
         block = TrainingState.load(tmp_path / f"block{seed}.pt", {**spec, "seed": seed}, "cpu")
         alone = TrainingState.load(tmp_path / f"alone{seed}.pt", {**spec, "seed": seed}, "cpu")
@@ -145,9 +172,26 @@ def test_a_checkpoint_of_another_step_of_the_same_run_is_refused_naming_both_ste
     with pytest.raises(CheckpointError, match="would hold step 2, expected step 4"):
         state.save(tmp_path / "step4.pt")
     # every reader: the analysis commands go through checkpoint.analyze_run
-    argv = ["evaluate", "--spec", json.dumps(spec), "--device", "cpu", "--evaluation", '{"per_position": 2, "seed": 0}',
-            "--influence", "{}", "--checkpoints", str(tmp_path / "step2.pt"), str(tmp_path / "step4.pt"),
-            "--failure", str(tmp_path / "failure.parquet"), "--profiles", str(tmp_path / "p.parquet"), "--metrics", str(tmp_path / "m.parquet")]
+    argv = [
+        "evaluate",
+        "--spec",
+        json.dumps(spec),
+        "--device",
+        "cpu",
+        "--evaluation",
+        '{"per_position": 2, "seed": 0}',
+        "--influence",
+        "{}",
+        "--checkpoints",
+        str(tmp_path / "step2.pt"),
+        str(tmp_path / "step4.pt"),
+        "--failure",
+        str(tmp_path / "failure.parquet"),
+        "--profiles",
+        str(tmp_path / "p.parquet"),
+        "--metrics",
+        str(tmp_path / "m.parquet"),
+    ]
     assert cli.main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     aside = tmp_path / ".step4.pt.damaged"  # moved aside, so that the workflow's next run rebuilds it
@@ -214,9 +258,10 @@ def test_a_checkpoint_made_from_another_attention_bias_is_refused_naming_both_di
     initialized from another fit was trained on, 10 tables differed)."""
     import json
 
-    from conftest import tiny_spec
     from lostmid import config as cfg
     from lostmid.cli import main as cli
+
+    from conftest import tiny_spec
 
     spec = {**tiny_spec(), "variant": "debiased", "remedy": {"kind": "bias"}}
     ours, other = tmp_path / "ours.pt", tmp_path / "other.pt"
@@ -227,12 +272,25 @@ def test_a_checkpoint_made_from_another_attention_bias_is_refused_naming_both_di
     assert cli.main(["init", *common, "--attention-bias", str(other), "--out", str(tmp_path / "step0.pt")]) == 0
     raw = checkpoint.read(tmp_path / "step0.pt", spec)
     assert raw["inputs"] == {"attention_bias": digest[other]} and raw["fingerprint"] != cfg.fingerprint(spec)
-    train = ["train", *common, "--checkpoint", str(tmp_path / "step0.pt"), "--steps", "2", "--out", str(tmp_path / "step2.pt"),
-             "--table", str(tmp_path / "train.parquet")]
+    train = [
+        "train",
+        *common,
+        "--checkpoint",
+        str(tmp_path / "step0.pt"),
+        "--steps",
+        "2",
+        "--out",
+        str(tmp_path / "step2.pt"),
+        "--table",
+        str(tmp_path / "train.parquet"),
+    ]
     assert cli.main([*train, "--attention-bias", str(ours)]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
-        f"lostmid train: error: checkpoint {tmp_path / 'step0.pt'} was made with attention bias sha256 {digest[other][:12]}… "
-        f"but {ours} has {digest[ours][:12]}…; moved it aside to {tmp_path / '.step0.pt.damaged'}: the next run rebuilds it")
+        f"lostmid train: error: checkpoint {tmp_path / 'step0.pt'} was made with attention bias sha256 "
+        f"{digest[other][:12]}… "
+        f"but {ours} has {digest[ours][:12]}…; moved it aside to {tmp_path / '.step0.pt.damaged'}: the next run "
+        "rebuilds it"
+    )
     assert not (tmp_path / "step2.pt").exists()
     # made from the right B, the segment trains, and its checkpoint keeps the record
     assert cli.main(["init", *common, "--attention-bias", str(ours), "--out", str(tmp_path / "step0.pt")]) == 0
@@ -260,5 +318,8 @@ def test_random_bytes_are_not_a_torch_file(tmp_path):
     path.write_bytes(bytes(range(7, 250)) * 10)
     with pytest.raises(CheckpointError) as caught:
         checkpoint.read(path)
-    assert str(caught.value) == f"checkpoint {path} is not a torch file (neither a zip archive, as torch.save writes, nor a pickle)"
+    assert (
+        str(caught.value)
+        == f"checkpoint {path} is not a torch file (neither a zip archive, as torch.save writes, nor a pickle)"
+    )
     assert caught.value.path == path

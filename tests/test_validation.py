@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 import torch
 from scipy import stats
+from test_evidence import EV, MODEL, ConstantModel, failure_table
 
 from lostmid import config as lostmid_config
 from lostmid import workflow as wf
@@ -21,7 +22,6 @@ from lostmid.evidence import claims
 from lostmid.evidence import validation_claims as vc
 
 from conftest import REPO
-from test_evidence import EV, MODEL, ConstantModel, failure_table
 
 SCHEDULE = {"steps": 1500, "every": 250}
 VARIANTS = {
@@ -31,7 +31,10 @@ VARIANTS = {
     "reweight_blog": {"remedy": {"kind": "reweight", "eta": 1.0}, "train": SCHEDULE},
     "observability_blog": {"remedy": {"kind": "observability", "lam": 0.1}, "train": SCHEDULE},
     "baseline_shift_early": {"train": {**SCHEDULE, "flag_law": "early"}},
-    "balance_shift_early": {"remedy": {"kind": "balance", "beta": 0.1, "target": "uniform"}, "train": {**SCHEDULE, "flag_law": "early"}},
+    "balance_shift_early": {
+        "remedy": {"kind": "balance", "beta": 0.1, "target": "uniform"},
+        "train": {**SCHEDULE, "flag_law": "early"},
+    },
 }
 SEEDS = range(6)
 LEARNED, CHANCE = (-4.0, 0.0), (0.0, 0.0)
@@ -42,12 +45,27 @@ def curves(mid: int) -> dict:
     return {step: (CHANCE if step < mid else LEARNED) for step in (0, 250, 500, 750)}
 
 
-def metrics_rows(variant: str, e_inf_by_step: dict, z: float = 1.0, lim: float = 0.0, seeds=SEEDS, jitter: float = 0.05,
-                 L: int = 16) -> pd.DataFrame:
+def metrics_rows(
+    variant: str, e_inf_by_step: dict, z: float = 1.0, lim: float = 0.0, seeds=SEEDS, jitter: float = 0.05, L: int = 16
+) -> pd.DataFrame:
     rng = np.random.default_rng(abs(hash(variant)) % 2**32)
-    return pd.DataFrame([{"variant": variant, "L": L, "depth": 2, "seed": seed, "step": step, "delta": 0.2,
-                          "E_inf": value * math.exp(jitter * rng.standard_normal()), "Z": z, "LIM": lim}
-                         for seed in seeds for step, value in e_inf_by_step.items()])
+    return pd.DataFrame(
+        [
+            {
+                "variant": variant,
+                "L": L,
+                "depth": 2,
+                "seed": seed,
+                "step": step,
+                "delta": 0.2,
+                "E_inf": value * math.exp(jitter * rng.standard_normal()),
+                "Z": z,
+                "LIM": lim,
+            }
+            for seed in seeds
+            for step, value in e_inf_by_step.items()
+        ]
+    )
 
 
 def observability_rows(variant: str, spike_by_step: dict, seeds=SEEDS, L: int = 16) -> pd.DataFrame:
@@ -59,9 +77,19 @@ def observability_rows(variant: str, spike_by_step: dict, seeds=SEEDS, L: int = 
             trace = np.ones(L)
             trace[-1] = spike * math.exp(0.05 * rng.standard_normal())
             for i in range(L):
-                rows.append({"variant": variant, "L": L, "depth": 2, "seed": seed, "step": step, "position": i + 1,
-                             "trace": trace[i], "trace_density": trace[i] / trace.mean(),
-                             "jacobian_density": trace[i] / trace.mean()})
+                rows.append(
+                    {
+                        "variant": variant,
+                        "L": L,
+                        "depth": 2,
+                        "seed": seed,
+                        "step": step,
+                        "position": i + 1,
+                        "trace": trace[i],
+                        "trace_density": trace[i] / trace.mean(),
+                        "jacobian_density": trace[i] / trace.mean(),
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -71,11 +99,17 @@ def rows(name: str, **tables) -> list[dict]:
 
 
 def test_algorithm_1_is_compared_with_its_baseline_at_each_arms_own_mid_training_checkpoint():
-    failure = pd.concat([failure_table("baseline", curves(250), SEEDS), failure_table("balance_blog", curves(500), SEEDS)])
+    failure = pd.concat(
+        [failure_table("baseline", curves(250), SEEDS), failure_table("balance_blog", curves(500), SEEDS)]
+    )
     # Read at the right checkpoints (baseline 250, balance 500) the remedy halves E_inf; read at one
     # common step it would look worse.
-    metrics = pd.concat([metrics_rows("baseline", {0: 1.0, 250: 2.0, 500: 0.1, 750: 0.1}, z=1.0),
-                         metrics_rows("balance_blog", {0: 1.0, 250: 3.0, 500: 0.5, 750: 0.5}, z=2.0)])
+    metrics = pd.concat(
+        [
+            metrics_rows("baseline", {0: 1.0, 250: 2.0, 500: 0.1, 750: 0.1}, z=1.0),
+            metrics_rows("balance_blog", {0: 1.0, 250: 3.0, 500: 0.5, 750: 0.5}, z=2.0),
+        ]
+    )
     (row,) = rows("balance_lowers_e_inf_at_matched_accuracy", failure=failure, metrics=metrics)
     assert row["verdict"] == "supported" and row["estimate"] == pytest.approx(math.log(0.25), abs=0.1)
     assert "balance_blog at step 500, baseline at step 250" in row["method"]
@@ -83,8 +117,12 @@ def test_algorithm_1_is_compared_with_its_baseline_at_each_arms_own_mid_training
 
 
 def test_an_arm_that_never_reaches_mid_training_gets_a_not_run_row_saying_so():
-    failure = pd.concat([failure_table("baseline", curves(250), SEEDS),
-                         failure_table("balance_blog", {s: CHANCE for s in (0, 250, 500, 750)}, SEEDS)])
+    failure = pd.concat(
+        [
+            failure_table("baseline", curves(250), SEEDS),
+            failure_table("balance_blog", {s: CHANCE for s in (0, 250, 500, 750)}, SEEDS),
+        ]
+    )
     metrics = pd.concat([metrics_rows(v, {0: 1.0, 250: 1.0, 500: 1.0, 750: 1.0}) for v in ("baseline", "balance_blog")])
     (row,) = rows("balance_lowers_e_inf_at_matched_accuracy", failure=failure, metrics=metrics)
     assert row["verdict"] == "inconclusive" and "balance_blog's mean evaluation accuracy never reached" in row["method"]
@@ -92,7 +130,9 @@ def test_an_arm_that_never_reaches_mid_training_gets_a_not_run_row_saying_so():
 
 def test_algorithm_2_changing_the_profile_little_is_an_equivalence_at_matched_accuracy():
     failure = pd.concat([failure_table(v, curves(250), SEEDS) for v in ("baseline", "reweight_blog")])
-    metrics = pd.concat([metrics_rows(v, {0: 1.0, 250: 2.0, 500: 1.0, 750: 1.0}) for v in ("baseline", "reweight_blog")])
+    metrics = pd.concat(
+        [metrics_rows(v, {0: 1.0, 250: 2.0, 500: 1.0, 750: 1.0}) for v in ("baseline", "reweight_blog")]
+    )
     (row,) = rows("reweight_changes_profile_little_at_matched_accuracy", failure=failure, metrics=metrics)
     assert row["verdict"] == "supported" and row["rule_kind"] == "equivalent_to_zero"
 
@@ -100,11 +140,24 @@ def test_algorithm_2_changing_the_profile_little_is_an_equivalence_at_matched_ac
 def test_algorithm_3_trace_claim_reads_the_exact_trace_density_at_matched_accuracy_and_at_the_last_checkpoint():
     failure = pd.concat([failure_table(v, curves(250), SEEDS) for v in ("baseline", "observability_blog")])
     steps = (0, 250, 500, 750)
-    observability = pd.concat([observability_rows("baseline", {s: 8.0 for s in steps}),
-                               observability_rows("observability_blog", {0: 8.0, 250: 2.0, 500: 2.0, 750: 9.0})])
-    metrics = pd.concat([metrics_rows(v, {s: 1.0 for s in steps}, lim=lim) for v, lim in (("baseline", 0.5), ("observability_blog", -1.0))])
-    matched, last = rows("observability_lowers_trace_imbalance_on_transformer", failure=failure, metrics=metrics,
-                         observability=observability)
+    observability = pd.concat(
+        [
+            observability_rows("baseline", {s: 8.0 for s in steps}),
+            observability_rows("observability_blog", {0: 8.0, 250: 2.0, 500: 2.0, 750: 9.0}),
+        ]
+    )
+    metrics = pd.concat(
+        [
+            metrics_rows(v, {s: 1.0 for s in steps}, lim=lim)
+            for v, lim in (("baseline", 0.5), ("observability_blog", -1.0))
+        ]
+    )
+    matched, last = rows(
+        "observability_lowers_trace_imbalance_on_transformer",
+        failure=failure,
+        metrics=metrics,
+        observability=observability,
+    )
     assert matched["checkpoint"] == vc.MATCHED and matched["verdict"] == "supported"
     assert last["checkpoint"] == vc.LAST and last["verdict"] == "contradicted"
     assert "LIM (delta 0.2) remedy - baseline -1.5" in matched["note"] and "raw trace total" in matched["note"]
@@ -120,31 +173,58 @@ def test_without_the_loss_free_profiles_the_trace_claim_says_which_table_is_miss
 def test_the_shift_is_checked_to_bite_and_a_remedy_is_judged_on_the_flags_its_law_under_trains():
     # Trained with early flags, the baseline fails late flags (p > 1/2); the balanced arm fails them less.
     late_failing, less_failing = {750: (-6.0, 6.0)}, {750: (-6.0, 3.0)}
-    failure = pd.concat([failure_table("baseline", {750: LEARNED}, SEEDS, rng=np.random.default_rng(0)),
-                         failure_table("balance_blog", {750: LEARNED}, SEEDS, rng=np.random.default_rng(1)),
-                         failure_table("baseline_shift_early", late_failing, SEEDS, rng=np.random.default_rng(2)),
-                         failure_table("balance_shift_early", less_failing, SEEDS, rng=np.random.default_rng(3))])
+    failure = pd.concat(
+        [
+            failure_table("baseline", {750: LEARNED}, SEEDS, rng=np.random.default_rng(0)),
+            failure_table("balance_blog", {750: LEARNED}, SEEDS, rng=np.random.default_rng(1)),
+            failure_table("baseline_shift_early", late_failing, SEEDS, rng=np.random.default_rng(2)),
+            failure_table("balance_shift_early", less_failing, SEEDS, rng=np.random.default_rng(3)),
+        ]
+    )
     bites = {r["variant"]: r for r in rows("flag_shift_raises_untrained_failure", failure=failure)}
     assert bites["baseline_shift_early"]["setting"].startswith("baseline_shift_early vs baseline,")
     assert bites["balance_shift_early"]["setting"].startswith("balance_shift_early vs balance_blog,")
     assert bites["baseline_shift_early"]["verdict"] == "supported"
     assert {r["rule_kind"] for r in bites.values()} == {"greater_than_zero"}
     (recall,) = rows("remedy_recalls_untrained_positions", failure=failure)
-    assert recall["setting"].startswith("balance_shift_early vs baseline_shift_early") and recall["verdict"] == "supported"
+    assert (
+        recall["setting"].startswith("balance_shift_early vs baseline_shift_early") and recall["verdict"] == "supported"
+    )
 
 
 def train_rows(variant: str, seconds: float, memory: float) -> pd.DataFrame:
     rng = np.random.default_rng(abs(hash(variant)) % 2**32)
-    return pd.DataFrame([{"variant": variant, "L": 16, "depth": 2, "seed": seed, "step": step,
-                          "seconds_per_step": seconds * math.exp(0.05 * rng.standard_normal()), "peak_mem_mb": memory}
-                         for seed in SEEDS for step in range(1, 21)])
+    return pd.DataFrame(
+        [
+            {
+                "variant": variant,
+                "L": 16,
+                "depth": 2,
+                "seed": seed,
+                "step": step,
+                "seconds_per_step": seconds * math.exp(0.05 * rng.standard_normal()),
+                "peak_mem_mb": memory,
+            }
+            for seed in SEEDS
+            for step in range(1, 21)
+        ]
+    )
 
 
 def test_overhead_is_the_geometric_mean_ratio_to_the_baseline_and_a_ratio_past_the_bound_is_contradicted():
-    train = pd.concat([train_rows("baseline", 0.01, 400.0), train_rows("balance_blog", 0.02, 440.0),
-                       train_rows("observability_blog", 0.05, 400.0), train_rows("reweight_blog", 0.01, 400.0)])
+    train = pd.concat(
+        [
+            train_rows("baseline", 0.01, 400.0),
+            train_rows("balance_blog", 0.02, 440.0),
+            train_rows("observability_blog", 0.05, 400.0),
+            train_rows("reweight_blog", 0.01, 400.0),
+        ]
+    )
     time = {r["variant"]: r for r in rows("remedy_time_overhead", train=train)}
-    assert time["balance_blog"]["estimate"] == pytest.approx(2.0, rel=0.05) and time["balance_blog"]["verdict"] == "supported"
+    assert (
+        time["balance_blog"]["estimate"] == pytest.approx(2.0, rel=0.05)
+        and time["balance_blog"]["verdict"] == "supported"
+    )
     assert time["observability_blog"]["verdict"] == "contradicted"
     memory = {r["variant"]: r for r in rows("remedy_memory_overhead", train=train)}
     assert memory["balance_blog"]["estimate"] == pytest.approx(1.1) and memory["balance_blog"]["verdict"] == "supported"
@@ -152,10 +232,17 @@ def test_overhead_is_the_geometric_mean_ratio_to_the_baseline_and_a_ratio_past_t
 
 def test_a_stronger_penalty_that_lowers_its_target_more_is_a_supported_dose_response():
     failure = pd.concat([failure_table(v, curves(250), SEEDS) for v in ("baseline", "balance_blog", "balance_strong")])
-    metrics = pd.concat([metrics_rows("baseline", {250: 1.0}), metrics_rows("balance_blog", {250: 0.5}),
-                         metrics_rows("balance_strong", {250: 0.1})])
+    metrics = pd.concat(
+        [
+            metrics_rows("baseline", {250: 1.0}),
+            metrics_rows("balance_blog", {250: 0.5}),
+            metrics_rows("balance_strong", {250: 0.1}),
+        ]
+    )
     (row,) = rows("penalty_strength_lowers_its_target", failure=failure, metrics=metrics)
-    assert row["variant"] == "balance_blog,balance_strong" and row["setting"].endswith("vs baseline, L 16, depth 2, residual true, checkpoint own mid-training (matched accuracy)")
+    assert row["variant"] == "balance_blog,balance_strong" and row["setting"].endswith(
+        "vs baseline, L 16, depth 2, residual true, checkpoint own mid-training (matched accuracy)"
+    )
     assert row["verdict"] == "supported" and row["estimate"] < math.log(0.2)
 
 
@@ -165,8 +252,12 @@ def test_the_one_sided_p_value_of_a_row_is_the_t_tests():
     p = vc.rule_p_value(ci.estimate, ci.low, ci.high, ci.n, 0.95, "less_than_zero", 0.4)
     assert p == pytest.approx(stats.ttest_1samp(values, 0.0, alternative="less").pvalue)
     tost = vc.rule_p_value(ci.estimate, ci.low, ci.high, ci.n, 0.95, "equivalent_to_zero", 1.0)
-    assert tost == pytest.approx(max(stats.ttest_1samp(values, -1.0, alternative="greater").pvalue,
-                                     stats.ttest_1samp(values, 1.0, alternative="less").pvalue))
+    assert tost == pytest.approx(
+        max(
+            stats.ttest_1samp(values, -1.0, alternative="greater").pvalue,
+            stats.ttest_1samp(values, 1.0, alternative="less").pvalue,
+        )
+    )
     assert math.isnan(vc.rule_p_value(1.0, 1.0, 1.0, 6, 0.95, "greater_than_zero", 0.5))
 
 
@@ -243,8 +334,13 @@ def test_the_remedies_table_puts_the_held_out_and_the_training_loss_beside_each_
     from lostmid.tables.remedies import losses_per_checkpoint
 
     keys = dict(variant="baseline", L=8, depth=1, seed=0)
-    failure = pd.DataFrame([{**keys, "step": s, "flag_pos": f, "n": n, "loss": loss}
-                            for s in (0, 4) for f, n, loss in ((2, 2, 0.2), (3, 6, 0.6))])
+    failure = pd.DataFrame(
+        [
+            {**keys, "step": s, "flag_pos": f, "n": n, "loss": loss}
+            for s in (0, 4)
+            for f, n, loss in ((2, 2, 0.2), (3, 6, 0.6))
+        ]
+    )
     train = pd.DataFrame([{**keys, "step": s, "loss": float(s)} for s in range(1, 5)])
     table = losses_per_checkpoint(failure, train, window=2).set_index("step")
     assert table.val_loss.to_numpy() == pytest.approx([0.5, 0.5])  # (2 * 0.2 + 6 * 0.6) / 8
@@ -259,17 +355,51 @@ def test_every_validation_claim_has_a_row_on_the_smoke_run_with_its_loss_free_pr
     results = workdir / "results"
     profiles = []
     for variant in ("baseline", "observability"):
-        checkpoints = sorted((results / "checkpoints" / variant / "L8_M1_seed0").glob("step*.pt"), key=lambda p: int(p.stem[4:]))
+        checkpoints = sorted(
+            (results / "checkpoints" / variant / "L8_M1_seed0").glob("step*.pt"), key=lambda p: int(p.stem[4:])
+        )
         out = tmp_path / f"{variant}.parquet"
-        run_spec = lostmid_config.run_spec(lostmid_config.load(workdir / "config.yaml"), lostmid_config.Run(variant, 8, 1, 0))
-        assert main(["observability", "--spec", json.dumps(run_spec), "--checkpoints", *map(str, checkpoints),
-                     "--settings", json.dumps({"seed": 2000, "trace_batch_per_position": 1}), "--out", str(out)]) == 0
+        run_spec = lostmid_config.run_spec(
+            lostmid_config.load(workdir / "config.yaml"), lostmid_config.Run(variant, 8, 1, 0)
+        )
+        assert (
+            main(
+                [
+                    "observability",
+                    "--spec",
+                    json.dumps(run_spec),
+                    "--checkpoints",
+                    *map(str, checkpoints),
+                    "--settings",
+                    json.dumps({"seed": 2000, "trace_batch_per_position": 1}),
+                    "--out",
+                    str(out),
+                ]
+            )
+            == 0
+        )
         profiles.append(str(out))
     table = tmp_path / "evidence.parquet"
-    assert main(["evidence", "--config", str(workdir / "config.yaml"), "--out", str(table),
-                 "--failure", *map(str, (results / "failure").rglob("*.parquet")),
-                 "--metrics", *map(str, (results / "metrics").rglob("*.parquet")),
-                 "--train", *map(str, (results / "train").rglob("*.parquet")), "--observability", *profiles]) == 0
+    assert (
+        main(
+            [
+                "evidence",
+                "--config",
+                str(workdir / "config.yaml"),
+                "--out",
+                str(table),
+                "--failure",
+                *map(str, (results / "failure").rglob("*.parquet")),
+                "--metrics",
+                *map(str, (results / "metrics").rglob("*.parquet")),
+                "--train",
+                *map(str, (results / "train").rglob("*.parquet")),
+                "--observability",
+                *profiles,
+            ]
+        )
+        == 0
+    )
     rows = pd.read_parquet(table)
     validation = [c.name for c in claims.CLAIMS if getattr(c.compute, "effect", None)]
     assert set(validation) <= set(rows.claim)
@@ -282,14 +412,20 @@ def test_the_evidence_table_is_written_into_a_docs_page_between_its_markers(tmp_
     from lostmid.cli.main import main
 
     failure = pd.concat([failure_table(v, curves(250), SEEDS) for v in ("baseline", "reweight_blog")])
-    metrics = pd.concat([metrics_rows(v, {0: 1.0, 250: 2.0, 500: 1.0, 750: 1.0}) for v in ("baseline", "reweight_blog")])
+    metrics = pd.concat(
+        [metrics_rows(v, {0: 1.0, 250: 2.0, 500: 1.0, 750: 1.0}) for v in ("baseline", "reweight_blog")]
+    )
     table = claims.evidence_table(claims.Inputs(variants=VARIANTS, model=MODEL, failure=failure, metrics=metrics), EV)
     table.to_parquet(tmp_path / "evidence.parquet")
     page = tmp_path / "page.md"
     page.write_text(f"# Page\n\nbefore\n{PAGE_MARKERS[0]}\nold table\n{PAGE_MARKERS[1]}\nafter\n")
     assert main(["evidence", "--markdown", "--table", str(tmp_path / "evidence.parquet"), "--into", str(page)]) == 0
     text = page.read_text()
-    assert "old table" not in text and text.startswith("# Page\n\nbefore\n") and text.endswith(f"{PAGE_MARKERS[1]}\nafter\n")
+    assert (
+        "old table" not in text
+        and text.startswith("# Page\n\nbefore\n")
+        and text.endswith(f"{PAGE_MARKERS[1]}\nafter\n")
+    )
     assert "reweight_changes_profile_little_at_matched_accuracy" in text and "**supported**" in text
     page.write_text("no markers\n")
     assert main(["evidence", "--markdown", "--table", str(tmp_path / "evidence.parquet"), "--into", str(page)]) == 2

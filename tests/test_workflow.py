@@ -26,14 +26,25 @@ pytestmark = pytest.mark.slow
 def planned_jobs(workdir, configfile=None, *targets) -> dict[str, int]:
     """Jobs per rule that a dry run would execute."""
     out = run_snakemake(workdir, "--dry-run", "--quiet", "rules", *targets, configfile=configfile).stdout
-    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\S+)\s+(\d+)$", out, re.M) if m.group(1) not in ("total", "all")}
+    return {
+        m.group(1): int(m.group(2))
+        for m in re.finditer(r"^(\S+)\s+(\d+)$", out, re.M)
+        if m.group(1) not in ("total", "all")
+    }
 
 
 def by_stage(jobs: dict[str, int]) -> dict[str, int]:
     """Jobs per stage: block rules (train_<block>, evaluate_<block>, ...) summed by their prefix."""
     stages: dict[str, int] = {}
     for rule, count in jobs.items():
-        stage = next((prefix for prefix in ("init", "train", "evaluate", "density_flow", "channels") if rule.startswith(prefix + "_")), rule)
+        stage = next(
+            (
+                prefix
+                for prefix in ("init", "train", "evaluate", "density_flow", "channels")
+                if rule.startswith(prefix + "_")
+            ),
+            rule,
+        )
         stages[stage] = stages.get(stage, 0) + count
     return stages
 
@@ -214,17 +225,33 @@ def test_a_plain_rerun_after_kill_9_completes(tmp_path):
     config = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     target = "results/failure/baseline/L8_M1_seed0.parquet"
-    command = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
-               "--cores", "1", target, "--configfile", str(tmp_path / "config.yaml")]
+    command = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(tmp_path),
+        "--cores",
+        "1",
+        target,
+        "--configfile",
+        str(tmp_path / "config.yaml"),
+    ]
     snakemake = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     log = tmp_path / "results/logs/train/baseline/L8_M1_seeds0-1_step10.log"  # written as <log>.attempt1 while it runs
-    outputs = [tmp_path / "results/checkpoints/baseline/L8_M1_seed0/step10.pt",
-               tmp_path / "results/train/baseline/L8_M1_seed0_step10.parquet"]
+    outputs = [
+        tmp_path / "results/checkpoints/baseline/L8_M1_seed0/step10.pt",
+        tmp_path / "results/train/baseline/L8_M1_seed0_step10.parquet",
+    ]
     try:
         deadline = time.monotonic() + 120
         while not list(log.parent.glob(log.name + "*")) and snakemake.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not log.exists() and list(log.parent.glob(log.name + "*")), "the training segment did not start, or has ended"
+        assert not log.exists() and list(log.parent.glob(log.name + "*")), (
+            "the training segment did not start, or has ended"
+        )
     finally:
         os.kill(snakemake.pid, signal.SIGKILL)  # Snakemake only, as kill -9 <pid> does
         snakemake.wait()
@@ -256,11 +283,22 @@ def test_a_yaml_error_in_the_workflow_config_names_the_file_and_line(tmp_path):
 
     (tmp_path / "config").mkdir()
     (tmp_path / "config" / "config.yaml").write_text(BROKEN_YAML)
-    command = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path), "--dry-run"]
+    command = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(tmp_path),
+        "--dry-run",
+    ]
     result = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert result.returncode != 0
-    assert ("config file config/config.yaml, line 4, column 6: not valid YAML: while parsing a flow sequence"
-            " started at line 3, column 10") in result.stdout + result.stderr
+    assert (
+        "config file config/config.yaml, line 4, column 6: not valid YAML: while parsing a flow sequence"
+        " started at line 3, column 10"
+    ) in result.stdout + result.stderr
 
 
 def test_a_yaml_error_in_a_configfile_is_located_by_lostmid_check_config(tmp_path, capsys):
@@ -272,13 +310,27 @@ def test_a_yaml_error_in_a_configfile_is_located_by_lostmid_check_config(tmp_pat
     bad.write_text(BROKEN_YAML)
     result = run_snakemake(tmp_path, "--dry-run", configfile=bad, check=False)
     assert result.returncode != 0 and "not valid JSON or YAML" in result.stdout + result.stderr
-    assert cli.main(["check-config", "--base", str(REPO / "config" / "config.yaml"),
-                     "--schema", str(SCHEMA), str(bad)]) == 2
+    assert (
+        cli.main(["check-config", "--base", str(REPO / "config" / "config.yaml"), "--schema", str(SCHEMA), str(bad)])
+        == 2
+    )
     assert capsys.readouterr().err.splitlines()[-1] == (
         f"lostmid check-config: error: config file {bad}, line 4, column 6: not valid YAML:"
-        " while parsing a flow sequence started at line 3, column 10: expected ',' or ']', but got ':'")
-    assert cli.main(["check-config", "--base", str(REPO / "config" / "config.yaml"),
-                     "--schema", str(SCHEMA), str(REPO / "config" / "smoke.yaml")]) == 0
+        " while parsing a flow sequence started at line 3, column 10: expected ',' or ']', but got ':'"
+    )
+    assert (
+        cli.main(
+            [
+                "check-config",
+                "--base",
+                str(REPO / "config" / "config.yaml"),
+                "--schema",
+                str(SCHEMA),
+                str(REPO / "config" / "smoke.yaml"),
+            ]
+        )
+        == 0
+    )
 
 
 def test_every_table_folder_holds_one_table(smoke_run):
@@ -291,8 +343,17 @@ def test_every_table_folder_holds_one_table(smoke_run):
     for path in (workdir / "results").rglob("*.parquet"):
         top = path.relative_to(workdir / "results").parts[0]
         folders.setdefault(top, set()).add(tuple(pq.read_schema(path).names))
-    assert {"bias_fit_matrix", "bias_fit_iterations", "bias_fit_profiles", "algebraic_table", "algebraic_profiles",
-            "algebraic_probes", "failure", "train", "remedies_summary"} <= set(folders)
+    assert {
+        "bias_fit_matrix",
+        "bias_fit_iterations",
+        "bias_fit_profiles",
+        "algebraic_table",
+        "algebraic_profiles",
+        "algebraic_probes",
+        "failure",
+        "train",
+        "remedies_summary",
+    } <= set(folders)
     assert {top: schemas for top, schemas in folders.items() if len(schemas) > 1} == {}
 
 
@@ -313,7 +374,7 @@ def test_a_retried_job_keeps_the_log_of_every_attempt(tmp_path):
         found = {}
         for path in [log, *log.parent.glob(log.name + ".attempt*")]:
             text = path.read_text()
-            headers = re.findall(r"^== rule train_baseline_L8_M1_seeds0-1, attempt (\d+), .* ==$", text, re.M)
+            headers = re.findall(r"^== log results/logs/train/baseline/L8_M1_seeds0-1_step\d+.log, attempt (\d+), .* ==$", text, re.M)
             assert len(headers) == 1 and "lostmid train: error: " in text, (path, text)
             found[path.name] = headers[0]
         return found
@@ -322,8 +383,11 @@ def test_a_retried_job_keeps_the_log_of_every_attempt(tmp_path):
     assert result.returncode != 0
     assert attempts() == {log.name: "2", log.name + ".attempt1": "1", log.name + ".attempt2": "2"}
     # the failed job printed its log's error line, not only Snakemake's report of the command
-    assert re.search(r"^lostmid train: error: .*\(log: results/logs/train/baseline/L8_M1_seeds0-1_step10\.log\)$",
-                     result.stderr, re.M), result.stderr[-3000:]
+    assert re.search(
+        r"^lostmid train: error: .*\(log: results/logs/train/baseline/L8_M1_seeds0-1_step10\.log\)$",
+        result.stderr,
+        re.M,
+    ), result.stderr[-3000:]
     # a new run of the job (not a retry) starts afresh
     assert run_snakemake(tmp_path, target, check=False).returncode != 0
     assert attempts() == {log.name: "1", log.name + ".attempt1": "1"}
@@ -332,12 +396,15 @@ def test_a_retried_job_keeps_the_log_of_every_attempt(tmp_path):
         start.rmdir()
     run_snakemake(tmp_path, target)
     assert sorted(p.name for p in log.parent.iterdir() if p.name.startswith(log.name)) == [log.name]
-    assert re.findall(r"^== rule train_baseline_L8_M1_seeds0-1, attempt (\d+)", log.read_text(), re.M) == ["1"]
+    assert re.findall(r"^== log results/logs/train/baseline/L8_M1_seeds0-1_step\d+.log, attempt (\d+)", log.read_text(), re.M) == ["1"]
 
 
 # --- A damaged input is repaired, not propagated (issue 25) ----------------------------------------
 
-BALANCE_TABLES = [f"results/{name}/balance/L8_M1_seed0.parquet" for name in ("failure", "influence", "metrics", "channels", "cross_terms", "conditions")]
+BALANCE_TABLES = [
+    f"results/{name}/balance/L8_M1_seed0.parquet"
+    for name in ("failure", "influence", "metrics", "channels", "cross_terms", "conditions")
+]
 
 
 def copy_of(smoke_run, tmp_path):
@@ -349,7 +416,9 @@ def copy_of(smoke_run, tmp_path):
     return workdir, copy
 
 
-@pytest.mark.parametrize("damage", ["truncated checkpoint", "checkpoint of another run", "zero-byte table", "renamed columns"])
+@pytest.mark.parametrize(
+    "damage", ["truncated checkpoint", "checkpoint of another run", "zero-byte table", "renamed columns"]
+)
 def test_a_damaged_input_is_moved_aside_and_one_plain_rerun_rebuilds_every_table(smoke_run, tmp_path, damage):
     """The job that reads the damaged file says so in one line, moves the file aside and fails; the next
     plain run rebuilds it and everything after it, equal to the untouched run."""
@@ -375,8 +444,10 @@ def test_a_damaged_input_is_moved_aside_and_one_plain_rerun_rebuilds_every_table
     assert printed and line in printed[0] and "(log: results/logs/" in printed[0], failed.stderr[-3000:]
     run_snakemake(workdir, *targets)  # one plain rerun
     for table in [*BALANCE_TABLES, "results/train/balance/L8_M1_seed0_step20.parquet"]:
-        pd.testing.assert_frame_equal(pd.read_parquet(workdir / table).drop(columns=["seconds_per_step", "peak_mem_mb"], errors="ignore"),
-                                      pd.read_parquet(reference / table).drop(columns=["seconds_per_step", "peak_mem_mb"], errors="ignore"))
+        pd.testing.assert_frame_equal(
+            pd.read_parquet(workdir / table).drop(columns=["seconds_per_step", "peak_mem_mb"], errors="ignore"),
+            pd.read_parquet(reference / table).drop(columns=["seconds_per_step", "peak_mem_mb"], errors="ignore"),
+        )
     remedies = [pd.read_parquet(folder / "results/remedies/remedies.parquet") for folder in (workdir, reference)]
     measured = [c for c in remedies[0] if re.search(r"time|mem", c)]
     pd.testing.assert_frame_equal(*(table.drop(columns=measured) for table in remedies))
@@ -400,8 +471,10 @@ def test_a_key_written_twice_in_a_configfile_stops_snakemake_naming_the_line(tmp
     twice.write_text((REPO / "config" / "smoke.yaml").read_text() + "train: {batch_size: 8}\n")
     result = run_snakemake(tmp_path, "--dry-run", configfile=twice, check=False)
     assert result.returncode != 0
-    assert re.search(rf"config file {twice}, line \d+, column 1: not valid YAML: key 'train' appears twice in one mapping",
-                     result.stdout + result.stderr)
+    assert re.search(
+        rf"config file {twice}, line \d+, column 1: not valid YAML: key 'train' appears twice in one mapping",
+        result.stdout + result.stderr,
+    )
 
 
 def test_every_per_run_table_has_its_declared_columns(smoke_run):
@@ -418,8 +491,13 @@ def test_each_bias_fit_job_runs_its_own_variant_with_the_training_seeds(tmp_path
     config["variants"]["debiased_context"] = {"remedy": {"kind": "bias", "fit": {"positions": "context"}}}
     config["grid"][1]["variants"].append("debiased_context")
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-    out = run_snakemake(tmp_path, "--dry-run", "--printshellcmds", "results/bias_fit_summary/debiased_L8_M1.parquet",
-                        "results/bias_fit_summary/debiased_context_L8_M1.parquet").stdout
+    out = run_snakemake(
+        tmp_path,
+        "--dry-run",
+        "--printshellcmds",
+        "results/bias_fit_summary/debiased_L8_M1.parquet",
+        "results/bias_fit_summary/debiased_context_L8_M1.parquet",
+    ).stdout
     commands = [line for line in out.splitlines() if "lostmid bias-fit" in line]
     assert len(commands) == 2
     for variant in ("debiased", "debiased_context"):

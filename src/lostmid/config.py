@@ -82,9 +82,11 @@ def check_sizes(config: dict) -> None:
         for run in runs({**config, "grid": [block]}):
             need = attention_bytes(run_spec(config, run))
             if need > MAX_STEP_BYTES:
-                raise ConfigError(f"config key grid[{i}].L: L={run.L} would need {need / 2**30:,.0f} GiB of attention maps per "
-                                  f"training step (variant {run.variant}, depth {run.depth}), more than the "
-                                  f"{MAX_STEP_BYTES / 2**30:.0f} GiB a device holds")
+                raise ConfigError(
+                    f"config key grid[{i}].L: L={run.L} would need {need / 2**30:,.0f} GiB of attention maps per "
+                    f"training step (variant {run.variant}, depth {run.depth}), more than the "
+                    f"{MAX_STEP_BYTES / 2**30:.0f} GiB a device holds"
+                )
 
 
 def check_paths(config: dict) -> None:
@@ -111,8 +113,10 @@ def check_cross_keys(config: dict) -> None:
         seed_batch = train_value(merge(train, own), "seed_batch")  # a run spec key: validation never fills it in
         per_job = config["seeds_per_job"]
         if per_job and seed_batch > 1 and per_job % seed_batch:
-            raise ConfigError(f"config key seeds_per_job={per_job} is not a multiple of the train.seed_batch={seed_batch} of "
-                              f"variant {name}: a job must hold whole seed batches")
+            raise ConfigError(
+                f"config key seeds_per_job={per_job} is not a multiple of the train.seed_batch={seed_batch} of "
+                f"variant {name}: a job must hold whole seed batches"
+            )
     for i, block in enumerate(config["grid"]):
         for name in block["variants"]:
             if name not in variants:
@@ -120,18 +124,24 @@ def check_cross_keys(config: dict) -> None:
     check_variant_names(config)
     for name in architecture_flag_variants(config):
         if name not in variants:
-            raise ConfigError(f"config key architectures.flag.variants names {name!r}, which is not defined under variants")
+            raise ConfigError(
+                f"config key architectures.flag.variants names {name!r}, which is not defined under variants"
+            )
         if not any(name in block["variants"] for block in config["grid"]):
             raise ConfigError(f"config key architectures.flag.variants names {name!r}, which no grid block trains")
     model = config["model"]
     if model["d_model"] % model["heads"]:
-        raise ConfigError(f"config key model.d_model={model['d_model']} is not divisible by model.heads={model['heads']}")
+        raise ConfigError(
+            f"config key model.d_model={model['d_model']} is not divisible by model.heads={model['heads']}"
+        )
     for name, variant in variants.items():
         overrides = (variant or {}).get("model", {})
         if "d_model" in overrides or "heads" in overrides:
             d_model, heads = overrides.get("d_model", model["d_model"]), overrides.get("heads", model["heads"])
             if d_model % heads:
-                raise ConfigError(f"config key variants.{name}.model: d_model={d_model} is not divisible by heads={heads}")
+                raise ConfigError(
+                    f"config key variants.{name}.model: d_model={d_model} is not divisible by heads={heads}"
+                )
 
 
 def architecture_flag_variants(config: dict) -> list[str]:
@@ -149,7 +159,9 @@ def check_variant_names(config: dict) -> None:
         raise ConfigError(f"config key remedies.baseline names {baseline!r}, which is not defined under variants")
     in_grid = {name for block in config["grid"] for name in block["variants"]}
     if baseline not in in_grid:
-        raise ConfigError(f"config key remedies.baseline names {baseline!r}, which no grid block runs (grid[*].variants)")
+        raise ConfigError(
+            f"config key remedies.baseline names {baseline!r}, which no grid block runs (grid[*].variants)"
+        )
     for key in ("flow_variants", "trace_variants"):
         unknown = sorted(set(config["influence"][key] or []) - set(variants))
         if unknown:
@@ -166,8 +178,12 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             key = self.construct_object(key_node, deep=deep)
             if key in seen:
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"key {key!r} appears twice in one mapping (first at line {seen[key] + 1}); "
-                                "YAML would keep only the last", key_node.start_mark)
+                    None,
+                    None,
+                    f"key {key!r} appears twice in one mapping (first at line {seen[key] + 1}); "
+                    "YAML would keep only the last",
+                    key_node.start_mark,
+                )
             seen[key] = key_node.start_mark.line
         return super().construct_mapping(node, deep=deep)
 
@@ -239,7 +255,9 @@ def merge(base: dict, override: dict) -> dict:
     everything else replaced."""
     merged = copy.deepcopy(base)
     for key, value in override.items():
-        merged[key] = merge(merged[key], value) if isinstance(value, dict) and isinstance(merged.get(key), dict) else value
+        merged[key] = (
+            merge(merged[key], value) if isinstance(value, dict) and isinstance(merged.get(key), dict) else value
+        )
     return merged
 
 
@@ -253,8 +271,12 @@ def neutral_values() -> dict[tuple[str, str], object]:
     value: the ``default:`` of a property of the schema's ``$defs`` model or train (never filled
     into a config: lostmid.schema.fill_defaults stops at a ``$ref``)."""
     defs = schema.load()["$defs"]
-    return {(block, key): sub["default"] for block in ("model", "train")
-            for key, sub in defs[block]["properties"].items() if "default" in sub}
+    return {
+        (block, key): sub["default"]
+        for block in ("model", "train")
+        for key, sub in defs[block]["properties"].items()
+        if "default" in sub
+    }
 
 
 def train_value(train: dict, key: str):
@@ -305,15 +327,29 @@ def check_spec(spec) -> dict:
     violation is a ConfigError naming the key (``--spec key model is required``); returns the spec
     (integral floats made ints: lostmid.schema.check)."""
     if not isinstance(spec, dict):
-        raise ConfigError(f"--spec must be a run spec, a JSON object of {', '.join(SPEC_KEYS)}; got a {type(spec).__name__}")
+        raise ConfigError(
+            f"--spec must be a run spec, a JSON object of {', '.join(SPEC_KEYS)}; got a {type(spec).__name__}"
+        )
     root = schema.load()
     grid = root["properties"]["grid"]["items"]["properties"]
     train = root["properties"]["train"]
-    outline = {"type": "object", "additionalProperties": False, "required": list(SPEC_KEYS), "properties": {
-        "variant": {"$ref": "#/$defs/name"}, "L": grid["L"]["items"], "depth": grid["depth"]["items"], "seed": grid["seeds"]["items"],
-        "model": {"type": "object"}, "train": {"$ref": "#/$defs/train",
-                                                "required": [key for key in train["required"] if key not in _SCHEDULE_KEYS]},
-        "remedy": {"$ref": "#/$defs/remedy"}}}
+    outline = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": list(SPEC_KEYS),
+        "properties": {
+            "variant": {"$ref": "#/$defs/name"},
+            "L": grid["L"]["items"],
+            "depth": grid["depth"]["items"],
+            "seed": grid["seeds"]["items"],
+            "model": {"type": "object"},
+            "train": {
+                "$ref": "#/$defs/train",
+                "required": [key for key in train["required"] if key not in _SCHEDULE_KEYS],
+            },
+            "remedy": {"$ref": "#/$defs/remedy"},
+        },
+    }
     spec = copy.deepcopy(spec)
     schema.check(spec, outline, root, noun="--spec key")
     model = spec["model"]

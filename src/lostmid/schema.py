@@ -82,11 +82,15 @@ def check(instance, schema: dict, root: dict, key: str = "", noun: str = "config
 
 @functools.cache
 def _strict_validator_class():
-    """Draft 2020-12 whose ``integer`` is an int only (jsonschema's takes 16.0): check turns integral floats into ints."""
+    """Draft 2020-12 whose ``integer`` is an int only (jsonschema's takes 16.0): check turns integral floats into
+    ints.
+    """
     import jsonschema
 
     base = jsonschema.Draft202012Validator
-    strict = base.TYPE_CHECKER.redefine("integer", lambda checker, value: isinstance(value, int) and not isinstance(value, bool))
+    strict = base.TYPE_CHECKER.redefine(
+        "integer", lambda checker, value: isinstance(value, int) and not isinstance(value, bool)
+    )
     return jsonschema.validators.extend(base, type_checker=strict)
 
 
@@ -111,7 +115,9 @@ def check_finite(instance, path: list, noun: str = "config key") -> None:
     schema's minimum or maximum never catches NaN, and training on it runs to a NaN loss."""
     if isinstance(instance, float) and not math.isfinite(instance):
         raise ConfigError(f"{noun} {key_path(path)}: {instance} is not a finite number")
-    children = instance.items() if isinstance(instance, dict) else enumerate(instance) if isinstance(instance, list) else ()
+    children = (
+        instance.items() if isinstance(instance, dict) else enumerate(instance) if isinstance(instance, list) else ()
+    )
     for name, value in children:
         check_finite(value, [*path, name], noun)
 

@@ -33,8 +33,8 @@ from lostmid.analysis.settings import (
     check_disjoint_from_training,
     fit_block,
 )
-from lostmid.errors import ConfigError
 from lostmid.architectures.settings import ArchSettings, FlagSettings, TextSettings
+from lostmid.errors import ConfigError
 from lostmid.evidence.settings import EvidenceSettings
 from lostmid.evidence.tables import TABLES as EVIDENCE_INPUTS
 
@@ -66,7 +66,9 @@ RUN_TABLES = {name: f"results/{name}/" + RUN + ".parquet" for stage in BLOCK_STA
 # A fitted attention-logit bias, one per (bias variant, L, depth), on the model its fit_model names.
 FIT = "{variant}_L{L}_M{depth}"
 BIAS_TENSOR = "results/bias_tensors/" + FIT + ".pt"
-BIAS_TABLES = {name: f"results/bias_fit_{name}/" + FIT + ".parquet" for name in ("matrix", "iterations", "profiles", "summary")}
+BIAS_TABLES = {
+    name: f"results/bias_fit_{name}/" + FIT + ".parquet" for name in ("matrix", "iterations", "profiles", "summary")
+}
 
 
 @dataclass(frozen=True)
@@ -110,19 +112,28 @@ class Block:
     def paths(self, pattern: str, **fields) -> list[str]:
         """``pattern`` for every seed of the block, seed-major; ``fields`` fill the other names
         (``step="{step}"`` leaves a wildcard)."""
-        return [pattern.format(variant=self.variant, L=self.L, depth=self.depth, seed=seed, **fields) for seed in self.seeds]
+        return [
+            pattern.format(variant=self.variant, L=self.L, depth=self.depth, seed=seed, **fields) for seed in self.seeds
+        ]
 
     def checkpoints(self) -> list[str]:
         """Every checkpoint of every seed, seed-major, step 0 to the last."""
-        return [path for seed in self.seeds for path in
-                (CHECKPOINT.format(variant=self.variant, L=self.L, depth=self.depth, seed=seed, step=step)
-                 for step in self.checkpoint_steps)]
+        return [
+            path
+            for seed in self.seeds
+            for path in (
+                CHECKPOINT.format(variant=self.variant, L=self.L, depth=self.depth, seed=seed, step=step)
+                for step in self.checkpoint_steps
+            )
+        ]
 
     def previous_checkpoints(self, step) -> list[str]:
         """The checkpoints a segment ending at ``step`` continues from."""
         step = int(step)
         if step % self.every or not 0 < step <= self.steps:
-            raise ValueError(f"no training segment of {self.id} ends at step {step} (every {self.every}, steps {self.steps})")
+            raise ValueError(
+                f"no training segment of {self.id} ends at step {step} (every {self.every}, steps {self.steps})"
+            )
         return self.paths(CHECKPOINT, step=step - self.every)
 
     def bias_tensor(self) -> str:
@@ -153,11 +164,21 @@ def blocks(config: dict) -> list[Block]:
     for (variant, L, depth, _), runs in sorted(grouped.items()):
         spec = cfg.run_spec(config, runs[0])
         steps, every = cfg.schedule(config, variant)
-        found.append(Block(
-            variant=variant, L=L, depth=depth, seeds=tuple(run.seed for run in runs), steps=steps, every=every,
-            spec=cfg.canonical_json(spec), residual=spec["model"]["residual"], bias=spec["remedy"]["kind"] == "bias",
-            flow=variant in flow_variants, traces=variant in config["influence"]["trace_variants"],
-        ))
+        found.append(
+            Block(
+                variant=variant,
+                L=L,
+                depth=depth,
+                seeds=tuple(run.seed for run in runs),
+                steps=steps,
+                every=every,
+                spec=cfg.canonical_json(spec),
+                residual=spec["model"]["residual"],
+                bias=spec["remedy"]["kind"] == "bias",
+                flow=variant in flow_variants,
+                traces=variant in config["influence"]["trace_variants"],
+            )
+        )
     return found
 
 
@@ -169,13 +190,20 @@ def architecture_flag_runs(config: dict) -> list[tuple[dict, list[str]]]:
     for run in cfg.runs(config):
         if run.variant in variants:
             steps = cfg.checkpoint_steps(config, run.variant)
-            found.append((cfg.run_spec(config, run), [CHECKPOINT.format(**run.keys(), step=step) for step in (steps[0], steps[-1])]))
+            found.append(
+                (
+                    cfg.run_spec(config, run),
+                    [CHECKPOINT.format(**run.keys(), step=step) for step in (steps[0], steps[-1])],
+                )
+            )
     return found
 
 
 def remedy_blocks(config: dict) -> str:
     """Variant name -> its remedy block, as JSON (the remedies table's parameter columns)."""
-    return cfg.canonical_json({name: (v or {}).get("remedy", {"kind": "none"}) for name, v in config["variants"].items()})
+    return cfg.canonical_json(
+        {name: (v or {}).get("remedy", {"kind": "none"}) for name, v in config["variants"].items()}
+    )
 
 
 def training_benchmark(block: Block, step="{step}") -> str:
@@ -243,13 +271,21 @@ def bias_fits(config: dict, all_blocks: list[Block]) -> list[Fit]:
         remedy = config["variants"][variant]["remedy"]
         fit_model = (remedy.get("fit") or {}).get("fit_model", variant)
         if fit_model not in config["variants"]:
-            raise ConfigError(f"config key variants.{variant}.remedy.fit.fit_model: {fit_model!r} is not a variant of the config")
-        found.append(Fit(
-            variant=variant, L=L, depth=depth, fit_model=fit_model,
-            model=cfg.canonical_json(cfg.model_spec(config, variant, L, depth)),
-            fit_model_spec=cfg.canonical_json(cfg.model_spec(config, fit_model, L, depth)),
-            settings=cfg.canonical_json(fit_block(config.get("bias_fit"), remedy)), training_seeds=seeds,
-        ))
+            raise ConfigError(
+                f"config key variants.{variant}.remedy.fit.fit_model: {fit_model!r} is not a variant of the config"
+            )
+        found.append(
+            Fit(
+                variant=variant,
+                L=L,
+                depth=depth,
+                fit_model=fit_model,
+                model=cfg.canonical_json(cfg.model_spec(config, variant, L, depth)),
+                fit_model_spec=cfg.canonical_json(cfg.model_spec(config, fit_model, L, depth)),
+                settings=cfg.canonical_json(fit_block(config.get("bias_fit"), remedy)),
+                training_seeds=seeds,
+            )
+        )
     return found
 
 
@@ -411,8 +447,11 @@ def _block(config: dict, key: str):
 def settings(config: dict) -> dict:
     """Settings class -> its settings (lostmid.config.settings_from_block), for every class of ``SETTINGS``
     whose block a validated config has: all but ``architectures``, whose absence turns the stage off."""
-    return {cls: cfg.settings_from_block(cls, _block(config, key), key) for cls, key in SETTINGS.items()
-            if key.partition(".")[0] in config}
+    return {
+        cls: cfg.settings_from_block(cls, _block(config, key), key)
+        for cls, key in SETTINGS.items()
+        if key.partition(".")[0] in config
+    }
 
 
 def settings_json(config: dict, cls) -> str:

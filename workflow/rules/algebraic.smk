@@ -7,8 +7,6 @@ rule algebraic:
         table="results/algebraic_table/table.parquet",
         profiles="results/algebraic_profiles/profiles.parquet",
         probes="results/algebraic_probes/probes.parquet",
-    params:
-        settings=wf.settings_json(config, AlgebraicSettings),
     log:
         "results/logs/algebraic/algebraic.log",
     benchmark:
@@ -23,6 +21,8 @@ rule algebraic:
         mem_mb=1000,
         runtime=10,
         gpu=0,
+    params:
+        settings=wf.settings_json(config, AlgebraicSettings),
     shell:
         logged(
             "lostmid algebraic --threads {threads} --settings {params.settings:q}"

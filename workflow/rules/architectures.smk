@@ -11,10 +11,11 @@ rule architectures_sweep:
         profiles="results/architectures_profiles/sweep.parquet",
         layers="results/architectures_layers/sweep.parquet",
         comparison="results/architectures_comparison/sweep.parquet",
-        figure=report("results/figures/architectures_sweep.png", caption="../report/architectures_sweep.rst", category="Architectures"),
-    params:
-        device=config["device"],
-        settings=config_json("architectures", exclude=("flag", "pretrained", "text")),
+        figure=report(
+            "results/figures/architectures_sweep.png",
+            caption="../report/architectures_sweep.rst",
+            category="Architectures",
+        ),
     log:
         "results/logs/architectures/sweep.log",
     benchmark:
@@ -29,6 +30,9 @@ rule architectures_sweep:
         mem_mb=4000,
         runtime=30,
         gpu=GPU,
+    params:
+        device=config["device"],
+        settings=config_json("architectures", exclude=("flag", "pretrained", "text")),
     shell:
         logged(
             "lostmid architectures --device {params.device} --threads {threads} --settings {params.settings:q}"
@@ -44,10 +48,11 @@ rule architectures_pretrained:
         profiles="results/architectures_pretrained/profiles.parquet",
         layers="results/architectures_pretrained/layers.parquet",
         comparison="results/architectures_pretrained/comparison.parquet",
-        figure=report("results/figures/architectures_pretrained.png", caption="../report/architectures_pretrained.rst", category="Architectures"),
-    params:
-        device=config["device"],
-        settings=config_json("architectures", ("pretrained", "text")),
+        figure=report(
+            "results/figures/architectures_pretrained.png",
+            caption="../report/architectures_pretrained.rst",
+            category="Architectures",
+        ),
     log:
         "results/logs/architectures/pretrained.log",
     benchmark:
@@ -62,6 +67,9 @@ rule architectures_pretrained:
         mem_mb=8000,
         runtime=120,
         gpu=GPU,
+    params:
+        device=config["device"],
+        settings=config_json("architectures", ("pretrained", "text")),
     shell:
         logged(
             "lostmid architectures-pretrained --device {params.device} --threads {threads} --settings {params.settings:q}"
@@ -77,11 +85,11 @@ rule architectures_flag:
         profiles="results/architectures_profiles/flag.parquet",
         layers="results/architectures_layers/flag.parquet",
         comparison="results/architectures_comparison/flag.parquet",
-        figure=report("results/figures/architectures_flag.png", caption="../report/architectures_flag.rst", category="Architectures"),
-    params:
-        device=config["device"],
-        settings=config_json("architectures", ("flag",)),
-        runs=canonical_json(ARCHITECTURE_FLAG_RUNS),
+        figure=report(
+            "results/figures/architectures_flag.png",
+            caption="../report/architectures_flag.rst",
+            category="Architectures",
+        ),
     log:
         "results/logs/architectures/flag.log",
     benchmark:
@@ -96,6 +104,10 @@ rule architectures_flag:
         mem_mb=2000,
         runtime=10,
         gpu=GPU,
+    params:
+        device=config["device"],
+        settings=config_json("architectures", ("flag",)),
+        runs=canonical_json(ARCHITECTURE_FLAG_RUNS),
     shell:
         logged(
             "lostmid architectures-flag --device {params.device} --threads {threads} --settings {params.settings:q}"

@@ -13,11 +13,6 @@ for block in wf.stage_blocks(BLOCKS, "channels"):
             channels=block.paths(wf.RUN_TABLES["channels"]),
             cross_terms=block.paths(wf.RUN_TABLES["cross_terms"]),
             conditions=block.paths(wf.RUN_TABLES["conditions"]),
-        params:
-            spec=block.spec,
-            seeds=block.seed_list,
-            device=config["device"],
-            settings=wf.settings_json(config, ChannelSettings),
         log:
             f"results/logs/channels/{block.id}.log",
         benchmark:
@@ -32,6 +27,11 @@ for block in wf.stage_blocks(BLOCKS, "channels"):
             mem_mb=2000,
             runtime=30 * len(block.seeds),
             gpu=GPU,
+        params:
+            spec=block.spec,
+            seeds=block.seed_list,
+            device=config["device"],
+            settings=wf.settings_json(config, ChannelSettings),
         shell:
             logged(
                 "lostmid channels --spec {params.spec:q} --seeds {params.seeds} --device {params.device} --threads {threads}"

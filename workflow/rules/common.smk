@@ -22,11 +22,12 @@ FITS = wf.bias_fits(config, BLOCKS)
 ARCHITECTURES = config.get("architectures") or {}
 ARCHITECTURE_FLAG_RUNS = wf.architecture_flag_runs(config)
 
-# GPUs a rule that runs models asks for (`sbatch --gpus`; locally, with `--resources gpu=N`):
+# GPUs asked for by each rule that runs models (`sbatch --gpus`; locally, `--resources gpu=N`) --
 # one, unless the config runs on the CPU (`device: cpu`), where a GPU would sit idle. Rules that
 # only read tables declare gpu=0. Declared in the rules, not in the profiles' set-resources,
 # which would override them whatever the device.
 GPU = 0 if config["device"] == "cpu" else 1
+
 
 # Rule logs with retries (--retries; the Slurm profile sets 2): Snakemake deletes a job's log
 # before each attempt, so every attempt writes {log}.attempt<N> (under a header line) and the
@@ -40,7 +41,7 @@ def attempt_number(wildcards, attempt):
 
 LOG_ATTEMPT = (
     "if [ {resources.attempt} -le 1 ]; then rm -f {log}.attempt*; fi; "
-    'echo "== rule {rule}, attempt {resources.attempt}, $(date -u +%Y-%m-%dT%H:%M:%SZ), host $(uname -n) ==" > {log}.attempt{resources.attempt}; '
+    'echo "== log {log}, attempt {resources.attempt}, $(date -u +%Y-%m-%dT%H:%M:%SZ), host $(uname -n) ==" > {log}.attempt{resources.attempt}; '
 )
 # A failed job prints its log's last error line (lostmid's `lostmid <command>: error: ...`, or a
 # traceback's last line) to the terminal, above Snakemake's report of the failed command.
@@ -54,7 +55,7 @@ LOG_KEEP = (
 def logged(command):
     """A rule's shell: ``command`` with its output going to this attempt's log, between
     LOG_ATTEMPT and LOG_KEEP (which prints the log's last error line when the command fails)."""
-    return LOG_ATTEMPT + command + " >> {log}.attempt{resources.attempt} 2>&1" + LOG_KEEP
+    return "".join((LOG_ATTEMPT, command, " >> {log}.attempt{resources.attempt} 2>&1", LOG_KEEP))
 
 
 # A bias variant's block: its fitted attention bias is an input of init and of every training

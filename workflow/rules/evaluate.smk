@@ -14,12 +14,6 @@ for block in wf.stage_blocks(BLOCKS, "evaluate"):
             failure=block.paths(wf.RUN_TABLES["failure"]),
             profiles=block.paths(wf.RUN_TABLES["influence"]),
             metrics=block.paths(wf.RUN_TABLES["metrics"]),
-        params:
-            spec=block.spec,
-            seeds=block.seed_list,
-            device=config["device"],
-            evaluation=config_json("evaluation"),
-            influence=wf.settings_json(config, InfluenceSettings),
         log:
             f"results/logs/evaluate/{block.id}.log",
         benchmark:
@@ -34,6 +28,12 @@ for block in wf.stage_blocks(BLOCKS, "evaluate"):
             mem_mb=2000,
             runtime=10 * len(block.seeds),
             gpu=GPU,
+        params:
+            spec=block.spec,
+            seeds=block.seed_list,
+            device=config["device"],
+            evaluation=config_json("evaluation"),
+            influence=wf.settings_json(config, InfluenceSettings),
         shell:
             logged(
                 "lostmid evaluate --spec {params.spec:q} --seeds {params.seeds} --device {params.device} --threads {threads}"

@@ -12,11 +12,9 @@ rule evidence:
     output:
         table="results/evidence/evidence.parquet",
         # "0." sorts the category before every other one: the forest plot opens the report.
-        forest=report("results/figures/evidence_forest.png", caption="../report/evidence_forest.rst", category="0. Evidence"),
-    params:
-        settings=wf.settings_json(config, EvidenceSettings),
-        variants=canonical_json(config["variants"]),
-        model=config_json("model"),
+        forest=report(
+            "results/figures/evidence_forest.png", caption="../report/evidence_forest.rst", category="0. Evidence"
+        ),
     log:
         "results/logs/evidence/evidence.log",
     benchmark:
@@ -31,6 +29,10 @@ rule evidence:
         mem_mb=2000,
         runtime=10,
         gpu=0,
+    params:
+        settings=wf.settings_json(config, EvidenceSettings),
+        variants=canonical_json(config["variants"]),
+        model=config_json("model"),
     shell:
         logged(
             "lostmid evidence --threads {threads} --settings {params.settings:q} --variants {params.variants:q} --model {params.model:q} "

@@ -15,15 +15,11 @@ rule figures:
             for name in FIGURE_NAMES
         ],
         pages=[
-            report(f"results/report_tables/{name}.html", caption=f"../report/table_{name}.rst", category="Summary tables")
+            report(
+                f"results/report_tables/{name}.html", caption=f"../report/table_{name}.rst", category="Summary tables"
+            )
             for name in PAGE_NAMES
         ],
-    params:
-        figures=" ".join(FIGURE_NAMES),
-        pages=" ".join(PAGE_NAMES),
-        baseline=config["remedies"]["baseline"],
-        delta=config["remedies"]["delta"],
-        steps=" ".join(str(s) for s in config["remedies"].get("plot_steps", [])),  # none: the middle and last
     log:
         "results/logs/figures/figures.log",
     benchmark:
@@ -38,6 +34,12 @@ rule figures:
         mem_mb=2000,
         runtime=20,
         gpu=0,
+    params:
+        figures=" ".join(FIGURE_NAMES),
+        pages=" ".join(PAGE_NAMES),
+        baseline=config["remedies"]["baseline"],
+        delta=config["remedies"]["delta"],
+        steps=" ".join(str(s) for s in config["remedies"].get("plot_steps", [])),  # none: the middle and last
     shell:
         logged(
             "lostmid figures --threads {threads} "

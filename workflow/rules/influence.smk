@@ -11,11 +11,6 @@ for block in wf.stage_blocks(BLOCKS, "density_flow"):
             block.checkpoints(),
         output:
             block.paths(wf.RUN_TABLES["density_flow"]),
-        params:
-            spec=block.spec,
-            seeds=block.seed_list,
-            device=config["device"],
-            settings=wf.settings_json(config, FlowSettings),
         log:
             f"results/logs/density_flow/{block.id}.log",
         benchmark:
@@ -30,6 +25,11 @@ for block in wf.stage_blocks(BLOCKS, "density_flow"):
             mem_mb=2000,
             runtime=10 * len(block.seeds),
             gpu=GPU,
+        params:
+            spec=block.spec,
+            seeds=block.seed_list,
+            device=config["device"],
+            settings=wf.settings_json(config, FlowSettings),
         shell:
             logged(
                 "lostmid density-flow --spec {params.spec:q} --seeds {params.seeds} --device {params.device} --threads {threads}"
@@ -48,11 +48,6 @@ for block in wf.stage_blocks(BLOCKS, "observability"):
             block.checkpoints(),
         output:
             block.paths(wf.RUN_TABLES["observability"]),
-        params:
-            spec=block.spec,
-            seeds=block.seed_list,
-            device=config["device"],
-            settings=wf.settings_json(config, TraceSettings),
         log:
             f"results/logs/observability/{block.id}.log",
         benchmark:
@@ -67,6 +62,11 @@ for block in wf.stage_blocks(BLOCKS, "observability"):
             mem_mb=2000,
             runtime=10 * len(block.seeds),
             gpu=GPU,
+        params:
+            spec=block.spec,
+            seeds=block.seed_list,
+            device=config["device"],
+            settings=wf.settings_json(config, TraceSettings),
         shell:
             logged(
                 "lostmid observability --spec {params.spec:q} --seeds {params.seeds} --device {params.device} --threads {threads}"
@@ -78,11 +78,6 @@ rule influence_baselines:
     output:
         sweep="results/influence_init_sweep/sweep.parquet",
         structural="results/structural_baseline/baseline.parquet",
-    params:
-        device=config["device"],
-        model=config_json("model"),
-        init_sweep=wf.settings_json(config, InitSweepSettings),
-        structural=wf.settings_json(config, StructuralSettings),
     log:
         "results/logs/influence/baselines.log",
     benchmark:
@@ -97,6 +92,11 @@ rule influence_baselines:
         mem_mb=1000,
         runtime=10,
         gpu=GPU,
+    params:
+        device=config["device"],
+        model=config_json("model"),
+        init_sweep=wf.settings_json(config, InitSweepSettings),
+        structural=wf.settings_json(config, StructuralSettings),
     shell:
         logged(
             "lostmid influence-baselines --device {params.device} --threads {threads} --model {params.model:q}"

@@ -12,14 +12,6 @@ for fit in FITS:
         output:
             **{name: fit.path(pattern) for name, pattern in wf.BIAS_TABLES.items()},
             tensor=fit.path(wf.BIAS_TENSOR),
-        params:
-            variant=fit.variant,
-            fit_model_name=fit.fit_model,
-            model=fit.model,
-            fit_model=fit.fit_model_spec,
-            settings=fit.settings,
-            training_seeds=fit.training_seeds,
-            device=config["device"],
         log:
             f"results/logs/bias_fit/{fit.id}.log",
         benchmark:
@@ -34,6 +26,14 @@ for fit in FITS:
             mem_mb=1000,
             runtime=10,
             gpu=GPU,
+        params:
+            variant=fit.variant,
+            fit_model_name=fit.fit_model,
+            model=fit.model,
+            fit_model=fit.fit_model_spec,
+            settings=fit.settings,
+            training_seeds=fit.training_seeds,
+            device=config["device"],
         shell:
             logged(
                 "lostmid bias-fit --variant {params.variant} --fit-model-name {params.fit_model_name}"
@@ -53,9 +53,6 @@ rule remedies_table:
     output:
         table="results/remedies/remedies.parquet",
         summary="results/remedies_summary/summary.parquet",
-    params:
-        variants=wf.remedy_blocks(config),
-        settings=config_json("remedies", exclude=("plot_steps",)),
     log:
         "results/logs/remedies/table.log",
     benchmark:
@@ -70,6 +67,9 @@ rule remedies_table:
         mem_mb=1000,
         runtime=10,
         gpu=0,
+    params:
+        variants=wf.remedy_blocks(config),
+        settings=config_json("remedies", exclude=("plot_steps",)),
     shell:
         logged(
             "lostmid remedies-table --threads {threads} --variants {params.variants:q}"

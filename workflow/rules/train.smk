@@ -12,11 +12,6 @@ for block in BLOCKS:
             bias=bias_inputs(block),
         output:
             block.paths(wf.CHECKPOINT, step=0),
-        params:
-            spec=block.spec,
-            seeds=block.seed_list,
-            device=config["device"],
-            bias=bias_option(block),
         log:
             f"results/logs/init/{block.id}.log",
         benchmark:
@@ -31,6 +26,11 @@ for block in BLOCKS:
             mem_mb=1000,
             runtime=10,
             gpu=GPU,
+        params:
+            spec=block.spec,
+            seeds=block.seed_list,
+            device=config["device"],
+            bias=bias_option(block),
         shell:
             logged(
                 "lostmid init --spec {params.spec:q} --seeds {params.seeds} --device {params.device}"
@@ -46,18 +46,12 @@ for block in BLOCKS:
         output:
             checkpoints=block.paths(wf.CHECKPOINT, step="{step}"),
             tables=block.paths(wf.TRAIN_TABLE, step="{step}"),
-        wildcard_constraints:
-            step=r"[1-9]\d*",
-        params:
-            spec=block.spec,
-            seeds=block.seed_list,
-            device=config["device"],
-            steps=block.every,
-            bias=bias_option(block),
         log:
             f"results/logs/train/{block.id}_step{{step}}.log",
         benchmark:
             wf.training_benchmark(block)
+        wildcard_constraints:
+            step=r"[1-9]\d*",
         group:
             "chain"
         conda:
@@ -68,6 +62,12 @@ for block in BLOCKS:
             mem_mb=2000,
             runtime=60 * len(block.seeds),
             gpu=GPU,
+        params:
+            spec=block.spec,
+            seeds=block.seed_list,
+            device=config["device"],
+            steps=block.every,
+            bias=bias_option(block),
         shell:
             logged(
                 "lostmid train --spec {params.spec:q} --seeds {params.seeds} --device {params.device} --threads {threads}"

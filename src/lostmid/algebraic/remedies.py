@@ -13,7 +13,14 @@ import numpy as np
 import pandas as pd
 import torch
 
-from lostmid.algebraic.linear_model import DTYPE, condition_numbers, gramian_traces, gramians, influence_energy, traces_of
+from lostmid.algebraic.linear_model import (
+    DTYPE,
+    condition_numbers,
+    gramian_traces,
+    gramians,
+    influence_energy,
+    traces_of,
+)
 from lostmid.algebraic.settings import AlgebraicSettings
 from lostmid.analysis.metrics import influence_metrics, normalize, regional_metrics
 from lostmid.core.density import density, imbalance, positions

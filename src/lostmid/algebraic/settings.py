@@ -43,6 +43,8 @@ class AlgebraicSettings:
 
     def check(self) -> None:
         if self.step * self.mixing > 1:
-            raise ConfigError(f"config key algebraic.mixing={self.mixing}: step * mixing must be <= 1 (B must stay a "
-                              f"nonnegative, row-stochastic mix), got algebraic.step={self.step}")
+            raise ConfigError(
+                f"config key algebraic.mixing={self.mixing}: step * mixing must be <= 1 (B must stay a "
+                f"nonnegative, row-stochastic mix), got algebraic.step={self.step}"
+            )
         check_deltas(self.length, (self.delta,), "algebraic.delta")  # regions non-empty at this L

@@ -122,7 +122,7 @@ class Problems:
     target: str  # loss | output_jacobian
 
     @classmethod
-    def draw(cls, config: ModelConfig, settings: FitSettings, first: int, count: int) -> "Problems":
+    def draw(cls, config: ModelConfig, settings: FitSettings, first: int, count: int) -> Problems:
         """``count`` initializations: weights seed + first + j, batches seed + BATCHES + first + j."""
         law = task.flag_law(config.seq_len, "uniform")
         models, batches = [], []
@@ -187,13 +187,21 @@ def fit_bias(config: ModelConfig, settings: FitSettings, inserted: ModelConfig |
     inserted = inserted or config
     # The same measures in the model B is inserted into (equal to the above when it is the fit's own).
     _, in_model = held_out_tables(Problems.draw(inserted, settings, HELD_OUT, settings.heldout), bias, part)
-    summary = summary.assign(**{f"inserted_{name}": in_model[name] for name in in_model.columns if name != "heldout_init"})
+    summary = summary.assign(
+        **{f"inserted_{name}": in_model[name] for name in in_model.columns if name != "heldout_init"}
+    )
     summary = summary.assign(**bias_summary(bias), **self_attention_at_init(inserted, settings, held_out.tokens, bias))
     differences = (summary.imbalance_after - summary.imbalance_before).to_numpy()
     half = t_half_width(float(differences.std(ddof=1)), differences.size, settings.level)
     change = (float(differences.mean()), float(differences.mean() - half), float(differences.mean() + half))
-    log.info("bias fit L=%d: %d iterations, held-out imbalance %.4g -> %.4g, change %.4g [%.4g, %.4g]",
-             L, len(rows) - 1, summary.imbalance_before.mean(), summary.imbalance_after.mean(), *change)
+    log.info(
+        "bias fit L=%d: %d iterations, held-out imbalance %.4g -> %.4g, change %.4g [%.4g, %.4g]",
+        L,
+        len(rows) - 1,
+        summary.imbalance_before.mean(),
+        summary.imbalance_after.mean(),
+        *change,
+    )
     return FitResult(bias, iterations, profiles, summary.assign(accepted=change[2] < 0), change, converged)
 
 
@@ -210,11 +218,19 @@ def held_out_tables(problems: Problems, bias: torch.Tensor, part: slice) -> tupl
         per_init[f"imbalance_{stage}"] = fitted_imbalance(energies, part).numpy()
         per_init[f"context_share_{stage}"] = context_share(energies).numpy()
         per_init[f"total_{stage}"] = energies.sum(-1).numpy()
-        frames.append(pd.DataFrame({
-            "stage": stage, "position": np.arange(1, L + 1), "p": positions(L), "density": density(energies).mean(0).numpy(),
-            "density_fit": fit_density, "E_inf_fit": per_init[f"imbalance_{stage}"].mean(),
-            "E_inf": fitted_imbalance(energies, slice(0, L)).mean().item(),
-        }))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "stage": stage,
+                    "position": np.arange(1, L + 1),
+                    "p": positions(L),
+                    "density": density(energies).mean(0).numpy(),
+                    "density_fit": fit_density,
+                    "E_inf_fit": per_init[f"imbalance_{stage}"].mean(),
+                    "E_inf": fitted_imbalance(energies, slice(0, L)).mean().item(),
+                }
+            )
+        )
     summary = pd.DataFrame({"heldout_init": np.arange(len(problems.models)), **per_init})
     return pd.concat(frames, ignore_index=True), summary
 
@@ -247,7 +263,9 @@ def bias_summary(bias: torch.Tensor) -> dict[str, float]:
     return {"c0": float(c0), "lag_slope": num / den if den else float("nan")}
 
 
-def self_attention_at_init(config: ModelConfig, settings: FitSettings, tokens: torch.Tensor, bias: torch.Tensor) -> dict[str, float]:
+def self_attention_at_init(
+    config: ModelConfig, settings: FitSettings, tokens: torch.Tensor, bias: torch.Tensor
+) -> dict[str, float]:
     """The mean attention weight a query pays itself (every layer, head and query) in the model B
     is inserted into, at the held-out initializations on their batches: with B and with B = 0."""
     from lostmid.architectures.measure import flag_pairs, flag_weights, record

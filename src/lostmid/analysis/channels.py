@@ -83,7 +83,9 @@ class ChannelSplit:
         return float((total - self.p0).abs().max() / scale)
 
 
-def channel_split(model: FlagTransformer, tokens: torch.Tensor, targets: torch.Tensor, keep_states: bool = False) -> ChannelSplit:
+def channel_split(
+    model: FlagTransformer, tokens: torch.Tensor, targets: torch.Tensor, keep_states: bool = False
+) -> ChannelSplit:
     """P_0 and its residual, cone and local channels from one forward and one backward pass.
 
     The loss is the sum of the per-sequence losses, so each sequence gets its own adjoint.
@@ -185,7 +187,7 @@ class Profiles:
     gronwall: float = float("nan")
 
     @classmethod
-    def from_channels(cls, p0, channels: dict, gronwall: float = float("nan")) -> "Profiles":
+    def from_channels(cls, p0, channels: dict, gronwall: float = float("nan")) -> Profiles:
         """Profiles of explicit channel tensors (batch, L, d), e.g. for hand-built counterexamples."""
         return cls(
             energy=energy(p0),

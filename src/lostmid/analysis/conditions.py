@@ -33,8 +33,8 @@ import pandas as pd
 
 from lostmid.analysis import metrics
 from lostmid.analysis.channel_names import CHANNELS, PAIRS, pair_name
-from lostmid.core.density import positions
 from lostmid.analysis.settings import ChannelSettings
+from lostmid.core.density import positions
 
 if TYPE_CHECKING:  # lostmid.analysis.channels imports torch, which the tables and figures of this module do not need
     from lostmid.analysis.channels import Profiles
@@ -108,7 +108,13 @@ class Regional:
 
     def cross_rows(self) -> list[dict]:
         return [
-            {"delta": self.delta, "region": b, "pair": pair_name(pair), "xi": self.xi[b][pair], "rho": self.rho(b, pair)}
+            {
+                "delta": self.delta,
+                "region": b,
+                "pair": pair_name(pair),
+                "xi": self.xi[b][pair],
+                "rho": self.rho(b, pair),
+            }
             for b in REGIONS
             for pair in PAIRS
         ]
@@ -147,7 +153,16 @@ class Regional:
 
         def row(test, lhs, rhs, conclusion, holds=None):
             holds = self._holds(lhs, rhs) if holds is None else holds
-            rows.append({"delta": self.delta, "test": test, "holds": bool(holds), "conclusion_holds": bool(conclusion), "lhs": float(lhs), "rhs": float(rhs)})
+            rows.append(
+                {
+                    "delta": self.delta,
+                    "test": test,
+                    "holds": bool(holds),
+                    "conclusion_holds": bool(conclusion),
+                    "lhs": float(lhs),
+                    "rhs": float(rhs),
+                }
+            )
 
         gap = self.delta_gap > 0
         # 1. The exact channel comparison: an equivalence, so no tolerance margin on holds.
@@ -202,7 +217,11 @@ def violations(conditions: pd.DataFrame, tolerance: float = TOLERANCE["float64"]
     sufficient = conditions["test"].isin(SUFFICIENT) & conditions["holds"] & ~conditions["conclusion_holds"]
     margin = (conditions["lhs"] - conditions["rhs"]).abs()
     scale = np.maximum(1.0, conditions["rhs"].abs())
-    equivalence = conditions["test"].isin(EQUIVALENCES) & (conditions["holds"] != conditions["conclusion_holds"]) & (margin > tolerance * scale)
+    equivalence = (
+        conditions["test"].isin(EQUIVALENCES)
+        & (conditions["holds"] != conditions["conclusion_holds"])
+        & (margin > tolerance * scale)
+    )
     return conditions[sufficient | equivalence]
 
 
@@ -210,10 +229,13 @@ def check_soundness(conditions: pd.DataFrame, tolerance: float = TOLERANCE["floa
     """Raise SoundnessError naming every violating row (see ``violations``)."""
     bad = violations(conditions, tolerance)
     if len(bad):
-        raise SoundnessError(f"{len(bad)} soundness violation(s) in the condition tests:\n" + bad.to_string(index=False))
+        raise SoundnessError(
+            f"{len(bad)} soundness violation(s) in the condition tests:\n" + bad.to_string(index=False)
+        )
 
 
 # The stage: one checkpoint's three tables --------------------------------------------------
+
 
 def checkpoint_tables(model, settings: ChannelSettings, device):
     """Channels, cross_terms and conditions rows of one model (no grid keys), and diagnostics.
@@ -223,8 +245,8 @@ def checkpoint_tables(model, settings: ChannelSettings, device):
     """
     import torch
 
-    from lostmid.core import task
     from lostmid.analysis.channels import channel_profiles
+    from lostmid.core import task
 
     L = model.config.seq_len
     metrics.check_deltas(L, settings.deltas, "channels.deltas")
@@ -236,6 +258,8 @@ def checkpoint_tables(model, settings: ChannelSettings, device):
     )
     tolerance = TOLERANCE["float64" if model.token_embedding.weight.dtype == torch.float64 else "float32"]
     if diagnostics["split_error"] > tolerance:
-        raise SoundnessError(f"P_res + P_cone + P_loc differs from P_0 by {diagnostics['split_error']:.3g} (relative) > {tolerance}")
+        raise SoundnessError(
+            f"P_res + P_cone + P_loc differs from P_0 by {diagnostics['split_error']:.3g} (relative) > {tolerance}"
+        )
     channel_rows, cross_rows, test_rows = regional_tables(profiles, settings.deltas, tolerance)
     return channel_rows, cross_rows, test_rows, {**diagnostics, "tolerance": tolerance}

@@ -68,8 +68,16 @@ def predicted_flow(model, tokens, targets) -> dict:
     zbar = energy.mean()
     m = density(energy)
     predicted = -directional / zbar + m * directional.mean() / zbar
-    return {"model": model, "energy_of": energy_of, "params": params, "g": g, "energy": energy,
-            "density": m, "directional": directional, "predicted": predicted}
+    return {
+        "model": model,
+        "energy_of": energy_of,
+        "params": params,
+        "g": g,
+        "energy": energy,
+        "density": m,
+        "directional": directional,
+        "predicted": predicted,
+    }
 
 
 def finite_difference(flow: dict, eta: float) -> torch.Tensor:
@@ -97,15 +105,17 @@ def flow_table(model, tokens, targets, etas) -> pd.DataFrame:
     tables = []
     for eta in np.atleast_1d(etas):
         fd = finite_difference(flow, float(eta))
-        tables.append(pd.DataFrame(
-            {
-                "position": np.arange(1, L + 1),
-                "p": positions(L),
-                "eta": float(eta),
-                "predicted": flow["predicted"].cpu().numpy(),
-                "finite_difference": fd.cpu().numpy(),
-                "rel_error": relative_error(fd, flow["predicted"]),
-            },
-            columns=FLOW_COLUMNS,
-        ))
+        tables.append(
+            pd.DataFrame(
+                {
+                    "position": np.arange(1, L + 1),
+                    "p": positions(L),
+                    "eta": float(eta),
+                    "predicted": flow["predicted"].cpu().numpy(),
+                    "finite_difference": fd.cpu().numpy(),
+                    "rel_error": relative_error(fd, flow["predicted"]),
+                },
+                columns=FLOW_COLUMNS,
+            )
+        )
     return pd.concat(tables, ignore_index=True)

@@ -35,9 +35,13 @@ def evaluation_batch(L: int, settings: InfluenceSettings | FlowSettings | TraceS
     """The fixed, seeded influence batch: ``batch_per_position`` sequences at every flag position 2..L;
     for the density flow (FlowSettings) the smaller ``flow_batch_per_position``, for the loss-free
     profiles (TraceSettings) ``trace_batch_per_position``, same seed."""
-    per_position = (settings.flow_batch_per_position if isinstance(settings, FlowSettings)
-                    else settings.trace_batch_per_position if isinstance(settings, TraceSettings)
-                    else settings.batch_per_position)
+    per_position = (
+        settings.flow_batch_per_position
+        if isinstance(settings, FlowSettings)
+        else settings.trace_batch_per_position
+        if isinstance(settings, TraceSettings)
+        else settings.batch_per_position
+    )
     tokens, targets, _ = task.stratified_eval_set(L, per_position, settings.seed)
     return tokens.to(device), targets.to(device)
 
@@ -165,6 +169,14 @@ def observability_profile(model, tokens: torch.Tensor, chunk: int = 64) -> pd.Da
     jacobian = output_jacobian_norms(model, tokens, chunk).double().numpy()
     L = tokens.shape[1]
     position = np.arange(1, L + 1)
-    return pd.DataFrame({"position": position, "p": relative_position(position, L), "trace": trace,
-                         "trace_density": metrics.normalize(trace), "output_jacobian": jacobian,
-                         "jacobian_density": metrics.normalize(jacobian)}, columns=OBSERVABILITY_COLUMNS)
+    return pd.DataFrame(
+        {
+            "position": position,
+            "p": relative_position(position, L),
+            "trace": trace,
+            "trace_density": metrics.normalize(trace),
+            "output_jacobian": jacobian,
+            "jacobian_density": metrics.normalize(jacobian),
+        },
+        columns=OBSERVABILITY_COLUMNS,
+    )

@@ -63,8 +63,10 @@ class StructuralSettings:
 
     def check(self) -> None:
         if self.d_model % self.heads:
-            raise ConfigError(f"config key influence.structural.d_model={self.d_model} is not divisible by "
-                              f"influence.structural.heads={self.heads}")
+            raise ConfigError(
+                f"config key influence.structural.d_model={self.d_model} is not divisible by "
+                f"influence.structural.heads={self.heads}"
+            )
 
 
 @dataclass(frozen=True)
@@ -106,7 +108,9 @@ class FitSettings:
 
     def seeds(self) -> list[int]:
         """Every seed the fit uses: check these are not training seeds."""
-        weights = [self.seed + FIT_INITS + j for j in range(self.inits)] + [self.seed + HELD_OUT + j for j in range(self.heldout)]
+        weights = [self.seed + FIT_INITS + j for j in range(self.inits)] + [
+            self.seed + HELD_OUT + j for j in range(self.heldout)
+        ]
         return weights + [seed + BATCHES for seed in weights]
 
 
@@ -121,5 +125,7 @@ def check_disjoint_from_training(settings: FitSettings, training_seeds, key: str
     """The fit must draw its initializations and batches from seeds no training run uses."""
     clash = sorted(set(settings.seeds()) & set(training_seeds))
     if clash:
-        raise ConfigError(f"config key {key}.seed={settings.seed}: the fit would use training seeds {clash[:5]}; "
-                          "choose a seed far from them")
+        raise ConfigError(
+            f"config key {key}.seed={settings.seed}: the fit would use training seeds {clash[:5]}; "
+            "choose a seed far from them"
+        )

@@ -33,7 +33,9 @@ def structural_density(L: int, depth: int, residual: bool, epsilon: float = 1.0,
     return metrics.normalize(row**2)
 
 
-def structural_model(L: int, depth: int, residual: bool, epsilon: float = 1.0, d_model: int = 4, heads: int = 2, seed: int = 0):
+def structural_model(
+    L: int, depth: int, residual: bool, epsilon: float = 1.0, d_model: int = 4, heads: int = 2, seed: int = 0
+):
     """A FlagTransformer whose steps are exactly X_{k+1} = X_k + h C X_k (or C X_k): the structural baseline.
 
     Uniform attention (all logits zero: Cesaro averaging), value and output maps the identity,
@@ -43,8 +45,18 @@ def structural_model(L: int, depth: int, residual: bool, epsilon: float = 1.0, d
     from lostmid.core.model import ModelConfig, model_at_init
 
     config = ModelConfig(
-        seq_len=L, depth=depth, d_model=d_model, heads=heads, mlp_ratio=4, block="sequential", residual=residual,
-        epsilon=epsilon, readout="last", attention="uniform", layernorm=False, mlp=False,
+        seq_len=L,
+        depth=depth,
+        d_model=d_model,
+        heads=heads,
+        mlp_ratio=4,
+        block="sequential",
+        residual=residual,
+        epsilon=epsilon,
+        readout="last",
+        attention="uniform",
+        layernorm=False,
+        mlp=False,
     )
     model = model_at_init(config, seed)
     eye = torch.eye(d_model)
@@ -67,7 +79,9 @@ def structural_baseline(settings: StructuralSettings) -> pd.DataFrame:
         for L in settings.L:
             tokens, targets, _ = task.stratified_eval_set(L, settings.batch_per_position, settings.seed)
             for depth in settings.depths:
-                model = structural_model(L, depth, residual, settings.epsilon, settings.d_model, settings.heads).double()
+                model = structural_model(
+                    L, depth, residual, settings.epsilon, settings.d_model, settings.heads
+                ).double()
                 table = profile_table(energies(model, tokens, targets))
                 table["closed_form"] = np.concatenate(
                     [structural_density(L, depth, residual, settings.epsilon, layer) for layer in range(depth + 1)]

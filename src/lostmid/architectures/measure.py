@@ -85,7 +85,9 @@ def _attention_hook(stats: LayerStats, t: int, cell, weights_of, scale: float):
         stats.lam_count[t] += ratio.numel()
         weights = weights_of(module, args, kwargs, output)  # (batch, heads, n, n)
         if weights is None:
-            raise LostmidError("the attention module returned no weights: load the model with attn_implementation='eager'")
+            raise LostmidError(
+                "the attention module returned no weights: load the model with attn_implementation='eager'"
+            )
         mean = weights.detach().float().mean(1).sum(0)  # (n, n)
         stats.attention_sum[t] = mean if stats.attention_sum[t] is None else stats.attention_sum[t] + mean
         stats.sequences[t] += weights.shape[0]
@@ -112,7 +114,11 @@ def record(pairs, weights_of=hf_weights, scales=None):
         for t, (layer, attention) in enumerate(pairs):
             cell = [None]
             handles.append(layer.register_forward_pre_hook(_residual_hook(cell), with_kwargs=True))
-            handles.append(attention.register_forward_hook(_attention_hook(stats, t, cell, weights_of, scales[t]), with_kwargs=True))
+            handles.append(
+                attention.register_forward_hook(
+                    _attention_hook(stats, t, cell, weights_of, scales[t]), with_kwargs=True
+                )
+            )
         yield stats
     finally:
         for handle in handles:
@@ -152,7 +158,9 @@ def accumulate(grads: torch.Tensor, powers, sums: dict) -> None:
         sums[p] = part if p not in sums else sums[p] + part
 
 
-def measure_hf(arch, ids: torch.Tensor, target: str, powers=(1,), chunk: int = 8, probe_seed: int = 0, stats_pairs=None):
+def measure_hf(
+    arch, ids: torch.Tensor, target: str, powers=(1,), chunk: int = 8, probe_seed: int = 0, stats_pairs=None
+):
     """Measured influence of a Hugging Face causal LM on token ids (S, n).
 
     Returns ({p: mean ||d f/d x_j||^p, shape (n,)}, LayerStats or None). With ``stats_pairs``
@@ -169,8 +177,14 @@ def measure_hf(arch, ids: torch.Tensor, target: str, powers=(1,), chunk: int = 8
             x = embedding(part).detach().requires_grad_(True)  # (s, n, d)
             out = model(inputs_embeds=x, use_cache=False, output_hidden_states=target == "jacobian")
             hidden_last = out.hidden_states[-1][:, -1] if target == "jacobian" else None  # (s, d)
-            value = target_sum(target, out.logits[:, -1], logits=out.logits, next_ids=part[:, 1:], hidden_last=hidden_last,
-                               probe=None if probe is None else probe[start : start + chunk])
+            value = target_sum(
+                target,
+                out.logits[:, -1],
+                logits=out.logits,
+                next_ids=part[:, 1:],
+                hidden_last=hidden_last,
+                probe=None if probe is None else probe[start : start + chunk],
+            )
             (grad,) = torch.autograd.grad(value, x)
             accumulate(grad, powers, sums)
     return {p: (sums[p] / ids.shape[0]).numpy() for p in powers}, stats
@@ -193,12 +207,21 @@ def flag_weights(module, args, kwargs, output):
         return module.attention_weights(args[0], args[1])
 
 
-def measure_flag(model, tokens: torch.Tensor, answers: torch.Tensor, target: str, powers=(1,), chunk: int = 256,
-                 probe_seed: int = 0, record_stats: bool = True):
+def measure_flag(
+    model,
+    tokens: torch.Tensor,
+    answers: torch.Tensor,
+    target: str,
+    powers=(1,),
+    chunk: int = 256,
+    probe_seed: int = 0,
+    record_stats: bool = True,
+):
     """Measured influence of a FlagTransformer on flag-task tokens (S, L) with answers (S,).
 
     The input is X_0 (token + position embedding); its gradient is read through a zero tap added to
-    X_0 (``lostmid.core.adjoint.tapped_logits``, explicit attention). Targets: ``loss`` = cross-entropy of the answer at the
+    X_0 (``lostmid.core.adjoint.tapped_logits``, explicit attention). Targets: ``loss`` = cross-entropy of the
+    answer at the
     readout, ``top1`` = the top-1 answer probability, ``jacobian`` as for language models with h_n the
     final-normed last state. Returns ({p: profile (L,)}, LayerStats or None).
     """
@@ -215,8 +238,13 @@ def measure_flag(model, tokens: torch.Tensor, answers: torch.Tensor, target: str
                 part = tokens[start : start + chunk]  # (s, L)
                 logits, (tap,) = tapped_logits(model, part, explicit=True)  # tap: (s, L, d)
                 logits_last = logits[:, -1] if logits.dim() == 3 else logits  # (s, 2)
-                value = target_sum(target, logits_last, answers=answers[start : start + chunk],
-                                   hidden_last=hidden[0][:, -1], probe=None if probe is None else probe[start : start + chunk])
+                value = target_sum(
+                    target,
+                    logits_last,
+                    answers=answers[start : start + chunk],
+                    hidden_last=hidden[0][:, -1],
+                    probe=None if probe is None else probe[start : start + chunk],
+                )
                 (grad,) = torch.autograd.grad(value, tap)
                 accumulate(grad, powers, sums)
     finally:

@@ -65,7 +65,10 @@ def check_family(family: str, encoding: str, key: str = "architectures.families"
     if family not in ENCODINGS:
         raise ConfigError(f"config key {key}: unknown family {family!r} (known: {', '.join(FAMILIES)})")
     if encoding not in ENCODINGS[family]:
-        raise ConfigError(f"config key {key}.{family}: encoding {encoding!r} is not available for {family} (allowed: {', '.join(ENCODINGS[family])})")
+        raise ConfigError(
+            f"config key {key}.{family}: encoding {encoding!r} is not available for {family} (allowed: "
+            f"{', '.join(ENCODINGS[family])})"
+        )
 
 
 class IdentityRotary(nn.Module):
@@ -113,11 +116,27 @@ def hf_config(family: str, depth: int, d_model: int, heads: int, vocab: int, max
         raise ConfigError(f"config key architectures.d_model={d_model} is not divisible by architectures.heads={heads}")
     common = dict(vocab_size=vocab, bos_token_id=0, eos_token_id=0, attn_implementation="eager")
     if family == "gpt2":
-        return tf.GPT2Config(n_embd=d_model, n_layer=depth, n_head=heads, n_inner=4 * d_model, n_positions=max_length,
-                             resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, **common)
+        return tf.GPT2Config(
+            n_embd=d_model,
+            n_layer=depth,
+            n_head=heads,
+            n_inner=4 * d_model,
+            n_positions=max_length,
+            resid_pdrop=0.0,
+            embd_pdrop=0.0,
+            attn_pdrop=0.0,
+            **common,
+        )
     cls = {"llama": tf.LlamaConfig, "qwen2": tf.Qwen2Config}[family]
-    return cls(hidden_size=d_model, intermediate_size=4 * d_model, num_hidden_layers=depth, num_attention_heads=heads,
-               num_key_value_heads=heads, max_position_embeddings=max_length, **common)
+    return cls(
+        hidden_size=d_model,
+        intermediate_size=4 * d_model,
+        num_hidden_layers=depth,
+        num_attention_heads=heads,
+        num_key_value_heads=heads,
+        max_position_embeddings=max_length,
+        **common,
+    )
 
 
 def remove_positions(arch: Arch) -> None:
@@ -133,7 +152,9 @@ def remove_positions(arch: Arch) -> None:
         model.model.rotary_emb = IdentityRotary(head_dim)
 
 
-def build(family: str, encoding: str, depth: int, d_model: int, heads: int, vocab: int, max_length: int, seed: int) -> Arch:
+def build(
+    family: str, encoding: str, depth: int, d_model: int, heads: int, vocab: int, max_length: int, seed: int
+) -> Arch:
     """A randomly initialized ``family`` model (weights drawn after ``torch.manual_seed(seed)``), in eval mode."""
     check_family(family, encoding)
     tf = transformers()
@@ -188,7 +209,8 @@ def source_info(source, key: str = "architectures.pretrained") -> tuple[str, int
         return family, length
     if not (source / "config.json").is_file():
         raise ConfigError(
-            f"config key {key}.path: {source} is not a folder with a config.json (a save_pretrained folder) nor a .gguf file"
+            f"config key {key}.path: {source} is not a folder with a config.json (a save_pretrained folder) nor "
+            "a .gguf file"
         )
     config = json.loads((source / "config.json").read_text())
     family = config.get("model_type")

@@ -41,8 +41,10 @@ class TextSettings:
 
     def check(self) -> None:
         if len(self.sequences) != len(self.lengths):
-            raise ConfigError(f"config key architectures.text.sequences has {len(self.sequences)} counts for "
-                              f"{len(self.lengths)} lengths (one count per length)")
+            raise ConfigError(
+                f"config key architectures.text.sequences has {len(self.sequences)} counts for "
+                f"{len(self.lengths)} lengths (one count per length)"
+            )
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,9 @@ class ArchSettings:
 
     def check(self) -> None:
         if self.d_model % self.heads:
-            raise ConfigError(f"config key architectures.d_model={self.d_model} is not divisible by architectures.heads={self.heads}")
+            raise ConfigError(
+                f"config key architectures.d_model={self.d_model} is not divisible by architectures.heads={self.heads}"
+            )
 
     def sequences_at(self, n: int) -> int:
         """Sequences measured at length n: min(sequences, max(1, token_budget // n))."""

@@ -52,16 +52,40 @@ def tables(keys: dict, measured: dict, stats: measure.LayerStats) -> tuple[pd.Da
     profiles, comparison = [], []
     for (target, power), raw in measured.items():
         mass = theory.mass(raw)
-        profiles.append(pd.DataFrame({"target": target, "power": power, "profile": "measured", "position": position, "mass": mass, "raw": raw}))
+        profiles.append(
+            pd.DataFrame(
+                {
+                    "target": target,
+                    "power": power,
+                    "profile": "measured",
+                    "position": position,
+                    "mass": mass,
+                    "raw": raw,
+                }
+            )
+        )
         for name, profile in theories.items():
-            profiles.append(pd.DataFrame({"target": target, "power": power, "profile": name, "position": position, "mass": profile, "raw": np.nan}))
+            profiles.append(
+                pd.DataFrame(
+                    {
+                        "target": target,
+                        "power": power,
+                        "profile": name,
+                        "position": position,
+                        "mass": profile,
+                        "raw": np.nan,
+                    }
+                )
+            )
         comparison.append(pd.DataFrame(theory.compare(mass, theories, lambdas)).assign(target=target, power=power))
-    layers = pd.DataFrame({
-        "layer": np.arange(1, len(lambdas) + 1),
-        "lam": lambdas,
-        "attention_first": attention[:, :, 0].mean(1),
-        "attention_self": np.diagonal(attention, axis1=1, axis2=2).mean(1),
-    })
+    layers = pd.DataFrame(
+        {
+            "layer": np.arange(1, len(lambdas) + 1),
+            "lam": lambdas,
+            "attention_first": attention[:, :, 0].mean(1),
+            "attention_self": np.diagonal(attention, axis1=1, axis2=2).mean(1),
+        }
+    )
     comparison = pd.concat(comparison, ignore_index=True)
     comparison = comparison[["target", "power"] + [c for c in comparison.columns if c not in ("target", "power")]]
     return tuple(keyed(df, keys) for df in (pd.concat(profiles, ignore_index=True), layers, comparison))
@@ -82,8 +106,15 @@ def measure_arch(arch: models.Arch, settings: ArchSettings, n: int, device, keys
     ids = token_ids(arch.vocab, sequences, n, settings.seed + n, device)
     measured, stats = {}, None
     for target in settings.targets:
-        profiles, recorded = measure.measure_hf(arch, ids, target, settings.powers, settings.chunk_at(n), settings.seed + n + 1,
-                                                stats_pairs=models.layers(arch) if stats is None else None)
+        profiles, recorded = measure.measure_hf(
+            arch,
+            ids,
+            target,
+            settings.powers,
+            settings.chunk_at(n),
+            settings.seed + n + 1,
+            stats_pairs=models.layers(arch) if stats is None else None,
+        )
         stats = stats or recorded
         measured.update({(target, p): profile for p, profile in profiles.items()})
     return tables(keys, measured, stats)
@@ -91,8 +122,16 @@ def measure_arch(arch: models.Arch, settings: ArchSettings, n: int, device, keys
 
 def _log_row(what: str, comparison: pd.DataFrame, seconds: float) -> None:
     row = comparison.query("theory == 'rollout_attention'").iloc[0]
-    log.info("%s: %.2f s, alpha %.3f, last mass %.3f vs (1-alpha)^H %.3f, rollout_attention rho %.3f W1/(n-1) %.4f",
-             what, seconds, row.alpha, row.measured_last, row.recency_bound, row.spearman, row.w1)
+    log.info(
+        "%s: %.2f s, alpha %.3f, last mass %.3f vs (1-alpha)^H %.3f, rollout_attention rho %.3f W1/(n-1) %.4f",
+        what,
+        seconds,
+        row.alpha,
+        row.measured_last,
+        row.recency_bound,
+        row.spearman,
+        row.w1,
+    )
 
 
 def concat(parts) -> tuple[pd.DataFrame, ...]:
@@ -106,13 +145,26 @@ def random_sweep(settings: ArchSettings, device) -> tuple[pd.DataFrame, ...]:
         for encoding in encodings:
             for depth in settings.depths:
                 for seed in settings.seeds:
-                    arch = models.build(family, encoding, depth, settings.d_model, settings.heads, settings.vocab, max(settings.lengths), seed)
+                    arch = models.build(
+                        family,
+                        encoding,
+                        depth,
+                        settings.d_model,
+                        settings.heads,
+                        settings.vocab,
+                        max(settings.lengths),
+                        seed,
+                    )
                     arch.model.to(device)
                     for n in settings.lengths:
                         start = time.perf_counter()
-                        keys = dict(family=family, encoding=encoding, variant="init", depth=depth, n=n, seed=seed, step=0)
+                        keys = dict(
+                            family=family, encoding=encoding, variant="init", depth=depth, n=n, seed=seed, step=0
+                        )
                         part = measure_arch(arch, settings, n, device, keys)
-                        _log_row(f"{family}/{encoding} H={depth} seed={seed} n={n}", part[2], time.perf_counter() - start)
+                        _log_row(
+                            f"{family}/{encoding} H={depth} seed={seed} n={n}", part[2], time.perf_counter() - start
+                        )
                         parts.append(part)
     return concat(parts)
 
@@ -126,11 +178,21 @@ def flag_tables(model, spec: dict, step: int, settings: FlagSettings, device) ->
     tokens, answers = tokens.to(device), answers.to(device)
     measured, stats = {}, None
     for target in settings.targets:
-        profiles, recorded = measure.measure_flag(model, tokens, answers, target, settings.powers, settings.chunk,
-                                                  settings.seed + 1, record_stats=stats is None)
+        profiles, recorded = measure.measure_flag(
+            model,
+            tokens,
+            answers,
+            target,
+            settings.powers,
+            settings.chunk,
+            settings.seed + 1,
+            record_stats=stats is None,
+        )
         stats = stats or recorded
         measured.update({(target, p): profile for p, profile in profiles.items()})
-    keys = dict(family="flag", encoding="learned", variant=spec["variant"], depth=stats.depth, n=L, seed=spec["seed"], step=step)
+    keys = dict(
+        family="flag", encoding="learned", variant=spec["variant"], depth=stats.depth, n=L, seed=spec["seed"], step=step
+    )
     return tables(keys, measured, stats)
 
 
@@ -143,6 +205,10 @@ def flag_comparison(checkpoints, settings: FlagSettings, device) -> tuple[pd.Dat
         start = time.perf_counter()
         model, step = load_model(path, spec, device)
         part = flag_tables(model, spec, step, settings, device)
-        _log_row(f"flag {spec['variant']} L={spec['L']} M={spec['depth']} seed={spec['seed']} step={step}", part[2], time.perf_counter() - start)
+        _log_row(
+            f"flag {spec['variant']} L={spec['L']} M={spec['depth']} seed={spec['seed']} step={step}",
+            part[2],
+            time.perf_counter() - start,
+        )
         parts.append(part)
     return concat(parts)

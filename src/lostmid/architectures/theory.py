@@ -114,17 +114,19 @@ def compare(measured, theories: dict, lambdas) -> list[dict]:
     rows = []
     for name, profile in theories.items():
         t = shape_metrics(profile)
-        rows.append({
-            "theory": name,
-            "spearman": spearman(measured, profile),
-            "w1": w1(measured, profile),
-            "alpha": alpha,
-            "recency_bound": (1 - alpha) ** depth,
-            "measured_first": m["first"],
-            "measured_last": m["last"],
-            "measured_middle_depth": m["middle_depth"],
-            "theory_first": t["first"],
-            "theory_last": t["last"],
-            "theory_middle_depth": t["middle_depth"],
-        })
+        rows.append(
+            {
+                "theory": name,
+                "spearman": spearman(measured, profile),
+                "w1": w1(measured, profile),
+                "alpha": alpha,
+                "recency_bound": (1 - alpha) ** depth,
+                "measured_first": m["first"],
+                "measured_last": m["last"],
+                "measured_middle_depth": m["middle_depth"],
+                "theory_first": t["first"],
+                "theory_last": t["last"],
+                "theory_middle_depth": t["middle_depth"],
+            }
+        )
     return rows

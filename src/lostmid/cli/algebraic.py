@@ -32,13 +32,21 @@ def algebraic(args):
     table, profiles = remedy_table(settings)
     for row in table.itertuples():
         if not row.converged:
-            log.warning("%s: optimizer stopped with max|grad| = %.3g > tol_grad = %g", row.method, row.grad_max, settings.tol_grad)
+            log.warning(
+                "%s: optimizer stopped with max|grad| = %.3g > tol_grad = %g",
+                row.method,
+                row.grad_max,
+                settings.tol_grad,
+            )
     log.info("algebraic table:\n%s", table.round(4).to_string(index=False))
     io.write_parquet(table, args.table)
     io.write_parquet(profiles, args.profiles)
     probes = probe_study(settings)
     log.info("probe study:\n%s", probes.round(4).to_string(index=False))
     if (probes.rel_bias > 0).all():
-        log.info("log-log slopes: rel_bias %.3f (expect -1), rel_std %.3f (expect -0.5)",
-                 loglog_slope(probes.n_probe, probes.rel_bias), loglog_slope(probes.n_probe, probes.rel_std))
+        log.info(
+            "log-log slopes: rel_bias %.3f (expect -1), rel_std %.3f (expect -0.5)",
+            loglog_slope(probes.n_probe, probes.rel_bias),
+            loglog_slope(probes.n_probe, probes.rel_std),
+        )
     io.write_parquet(probes, args.probes)

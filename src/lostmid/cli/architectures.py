@@ -18,7 +18,9 @@ def _tables(parser):
     parser.add_argument("--profiles", required=True, help="Parquet: measured and theory profiles")
     parser.add_argument("--layers", required=True, help="Parquet: lambda_t and attention statistics per layer")
     parser.add_argument("--comparison", required=True, help="Parquet: Spearman, W1/(n-1), endpoint masses per theory")
-    parser.add_argument("--figure", default=None, help="PNG: measured profiles against the theories (drawn in the same process)")
+    parser.add_argument(
+        "--figure", default=None, help="PNG: measured profiles against the theories (drawn in the same process)"
+    )
 
 
 def _write(args, tables, draw) -> None:
@@ -28,7 +30,11 @@ def _write(args, tables, draw) -> None:
         draw(tables[0], args.figure)
 
 
-@command("architectures", "influence profiles of random-init (and pretrained) Hugging Face causal LMs against the rollout theories", _tables)
+@command(
+    "architectures",
+    "influence profiles of random-init (and pretrained) Hugging Face causal LMs against the rollout theories",
+    _tables,
+)
 def architectures(args):
     from lostmid.architectures import sweep
     from lostmid.architectures.settings import ArchSettings
@@ -37,14 +43,25 @@ def architectures(args):
 
     settings = settings_from_block(ArchSettings, args.settings, "architectures")
     device = devices.resolve(args.device)
-    log.info("sweep: %s, depths %s, lengths %s, seeds %s, targets %s, powers %s", settings.families, settings.depths,
-             settings.lengths, settings.seeds, settings.targets, settings.powers)
+    log.info(
+        "sweep: %s, depths %s, lengths %s, seeds %s, targets %s, powers %s",
+        settings.families,
+        settings.depths,
+        settings.lengths,
+        settings.seeds,
+        settings.targets,
+        settings.powers,
+    )
     from lostmid.plots.architectures import sweep_profiles
 
     _write(args, sweep.random_sweep(settings, device), sweep_profiles)
 
 
-@command("architectures-pretrained", "pretrained causal LMs on real text and their random-init twins, with intervals", _tables)
+@command(
+    "architectures-pretrained",
+    "pretrained causal LMs on real text and their random-init twins, with intervals",
+    _tables,
+)
 def architectures_pretrained(args):
     from lostmid.architectures import pretrained
     from lostmid.architectures.settings import TextSettings
@@ -56,8 +73,14 @@ def architectures_pretrained(args):
     if not entries:
         raise ConfigError("config key architectures.pretrained: no pretrained model is listed")
     device = devices.resolve(args.device)
-    log.info("pretrained: %d entries, lengths %s, sequences %s, corpus %s, twin seed %s", len(entries),
-             settings.lengths, settings.sequences, settings.corpus, settings.twin_seed)
+    log.info(
+        "pretrained: %d entries, lengths %s, sequences %s, corpus %s, twin seed %s",
+        len(entries),
+        settings.lengths,
+        settings.sequences,
+        settings.corpus,
+        settings.twin_seed,
+    )
     from lostmid.plots.architectures import pretrained_profiles
 
     _write(args, pretrained.pretrained_tables(entries, settings, device), pretrained_profiles)
@@ -87,7 +110,9 @@ def architectures_flag(args):
 def _summary_args(parser):
     parser.add_argument("--markdown", required=True, help="comparison table (Parquet file or folder)")
     parser.add_argument("--target", default=None, help="target summarized (default: that of the table's first row)")
-    parser.add_argument("--power", type=int, default=None, help="norm power summarized (default: that of the first row)")
+    parser.add_argument(
+        "--power", type=int, default=None, help="norm power summarized (default: that of the first row)"
+    )
     parser.add_argument("--n", type=int, default=None, help="length of the endpoint table (default: the largest)")
     parser.add_argument("--query", default=None, help="pandas query selecting rows first, e.g. \"family != 'flag'\"")
     parser.add_argument("--out", default=None, help="write the Markdown here (default: print it)")

@@ -13,10 +13,20 @@ log = logging.getLogger(__name__)
 
 
 def _args(parser):
-    parser.add_argument("files", nargs="+", help="config files, merged in this order as --configfile merges them; they stand "
-                                                  "alone, as in the Snakefile (to check config/config.yaml under them, name it first)")
-    parser.add_argument("--schema", default=str(SCHEMA), help="JSON schema of the config (default: the one the package ships, %(default)s)")
-    parser.add_argument("--base", default="", help="a config file merged first if present (default: none, as the Snakefile merges none)")
+    parser.add_argument(
+        "files",
+        nargs="+",
+        help="config files, merged in this order as --configfile merges them; they stand "
+        "alone, as in the Snakefile (to check config/config.yaml under them, name it first)",
+    )
+    parser.add_argument(
+        "--schema",
+        default=str(SCHEMA),
+        help="JSON schema of the config (default: the one the package ships, %(default)s)",
+    )
+    parser.add_argument(
+        "--base", default="", help="a config file merged first if present (default: none, as the Snakefile merges none)"
+    )
 
 
 @command("check-config", "check config files: YAML syntax (file and line), then the schema and cross-key rules", _args)

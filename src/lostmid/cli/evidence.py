@@ -23,25 +23,45 @@ def quote_into(page: str, markdown: str) -> None:
     begin, end = text.find(PAGE_MARKERS[0]), text.find(PAGE_MARKERS[1])
     if begin < 0 or end < begin:
         raise ConfigError(f"{page} lacks the lines {PAGE_MARKERS[0]!r} and {PAGE_MARKERS[1]!r} (in this order)")
-    io.write_text(text[:begin + len(PAGE_MARKERS[0])] + "\n\n" + markdown.rstrip("\n") + "\n\n" + text[end:], page)
+    io.write_text(text[: begin + len(PAGE_MARKERS[0])] + "\n\n" + markdown.rstrip("\n") + "\n\n" + text[end:], page)
 
 
 def _args(parser):
-    parser.add_argument("--config", nargs="+", default=None,
-                        help="config YAML files, merged as Snakemake merges --configfile: the evidence, variants and model "
-                             "blocks are read from them (the JSON options below override)")
+    parser.add_argument(
+        "--config",
+        nargs="+",
+        default=None,
+        help="config YAML files, merged as Snakemake merges --configfile: the evidence, variants and model "
+        "blocks are read from them (the JSON options below override)",
+    )
     parser.add_argument("--settings", type=json_arg, default=None, help="the config's evidence block (JSON)")
-    parser.add_argument("--variants", type=json_arg, default=None, help="the config's variants block (JSON): name -> overrides")
-    parser.add_argument("--model", type=json_arg, default=None, help="the config's model block (JSON): defaults of the variants")
+    parser.add_argument(
+        "--variants", type=json_arg, default=None, help="the config's variants block (JSON): name -> overrides"
+    )
+    parser.add_argument(
+        "--model", type=json_arg, default=None, help="the config's model block (JSON): defaults of the variants"
+    )
     for name, table in TABLES.items():
-        parser.add_argument("--" + name.replace("_", "-"), nargs="*", default=None,
-                            help=f"{table.help}; left out: the claims that need it get a 'not run' row")
+        parser.add_argument(
+            "--" + name.replace("_", "-"),
+            nargs="*",
+            default=None,
+            help=f"{table.help}; left out: the claims that need it get a 'not run' row",
+        )
     parser.add_argument("--out", help="Parquet: one row per claim and setting")
     parser.add_argument("--forest", help="PNG: the forest plot")
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown (for the README)")
-    parser.add_argument("--table", default=None, help="an evidence table already written (Parquet file or folder): print it, compute nothing")
-    parser.add_argument("--into", default=None, help="a docs page: with --markdown, write the table between its lines "
-                                                      f"'{PAGE_MARKERS[0]}' and '{PAGE_MARKERS[1]}' instead of printing it")
+    parser.add_argument(
+        "--table",
+        default=None,
+        help="an evidence table already written (Parquet file or folder): print it, compute nothing",
+    )
+    parser.add_argument(
+        "--into",
+        default=None,
+        help="a docs page: with --markdown, write the table between its lines "
+        f"'{PAGE_MARKERS[0]}' and '{PAGE_MARKERS[1]}' instead of printing it",
+    )
 
 
 def load_tables(args) -> dict:
@@ -63,7 +83,9 @@ def show(markdown: str, page: str | None) -> None:
         print(markdown)
 
 
-@command("evidence", "evidence table: every claim of the blog and the paper with its interval over seeds and verdict", _args)
+@command(
+    "evidence", "evidence table: every claim of the blog and the paper with its interval over seeds and verdict", _args
+)
 def evidence(args):
     from lostmid.config import read_merged, settings_from_block
     from lostmid.evidence import claims
@@ -75,7 +97,9 @@ def evidence(args):
         show(claims.markdown(pd.read_parquet(args.table)), args.into)
         return
     blocks = read_merged(args.config or [])  # no files: an empty config
-    settings = settings_from_block(EvidenceSettings, args.settings if args.settings is not None else blocks.get("evidence"), "evidence")
+    settings = settings_from_block(
+        EvidenceSettings, args.settings if args.settings is not None else blocks.get("evidence"), "evidence"
+    )
     variants = args.variants if args.variants is not None else blocks.get("variants")
     if variants is None:
         raise ConfigError("lostmid evidence needs the variants: --variants JSON or --config with a variants block")

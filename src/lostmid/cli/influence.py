@@ -15,11 +15,25 @@ log = logging.getLogger(__name__)
 
 def _flow_args(parser):
     block_analysis_args(parser)
-    parser.add_argument("--settings", type=json_arg, required=True, help="the config's influence keys of the flow check (JSON; lostmid.analysis.settings.FlowSettings)")
-    parser.add_argument("--out", nargs="+", required=True, help="Parquet: predicted d_s m, finite difference and relative error per position, one per seed")
+    parser.add_argument(
+        "--settings",
+        type=json_arg,
+        required=True,
+        help="the config's influence keys of the flow check (JSON; lostmid.analysis.settings.FlowSettings)",
+    )
+    parser.add_argument(
+        "--out",
+        nargs="+",
+        required=True,
+        help="Parquet: predicted d_s m, finite difference and relative error per position, one per seed",
+    )
 
 
-@command("density-flow", "predicted density flow (eq. 69) against one finite gradient step, at every checkpoint of a block of runs", _flow_args)
+@command(
+    "density-flow",
+    "predicted density flow (eq. 69) against one finite gradient step, at every checkpoint of a block of runs",
+    _flow_args,
+)
 def density_flow(args):
     from lostmid.analysis import density_flow as flow
     from lostmid.analysis import influence
@@ -45,12 +59,23 @@ def density_flow(args):
 
 def _observability_args(parser):
     block_analysis_args(parser)
-    parser.add_argument("--settings", type=json_arg, required=True, help="the config's influence keys of the loss-free profiles (JSON)")
-    parser.add_argument("--out", nargs="+", required=True, help="Parquet: observability traces and output-Jacobian norms per position, one per seed")
+    parser.add_argument(
+        "--settings", type=json_arg, required=True, help="the config's influence keys of the loss-free profiles (JSON)"
+    )
+    parser.add_argument(
+        "--out",
+        nargs="+",
+        required=True,
+        help="Parquet: observability traces and output-Jacobian norms per position, one per seed",
+    )
 
 
-@command("observability", "loss-free profiles (exact observability traces of Algorithm 3, output-Jacobian norms) at every "
-         "checkpoint of a block of runs", _observability_args)
+@command(
+    "observability",
+    "loss-free profiles (exact observability traces of Algorithm 3, output-Jacobian norms) at every "
+    "checkpoint of a block of runs",
+    _observability_args,
+)
 def observability(args):
     from lostmid.analysis import influence
     from lostmid.analysis.settings import TraceSettings
@@ -64,7 +89,12 @@ def observability(args):
 
     def analyze(model, step):
         table = influence.observability_profile(model, tokens)
-        log.info("step %d: trace total %.4g, output-Jacobian total %.4g", step, table.trace.sum(), table.output_jacobian.sum())
+        log.info(
+            "step %d: trace total %.4g, output-Jacobian total %.4g",
+            step,
+            table.trace.sum(),
+            table.output_jacobian.sum(),
+        )
         return (table,)
 
     for spec, paths, out in block_runs(args, "checkpoints", "out"):
@@ -74,14 +104,26 @@ def observability(args):
 
 def _baselines_args(parser):
     parser.add_argument("--model", type=json_arg, required=True, help="the config's model block (JSON)")
-    parser.add_argument("--init-sweep", type=json_arg, required=True, help="the config's influence.init_sweep block (JSON)")
-    parser.add_argument("--structural", type=json_arg, required=True, help="the config's influence.structural block (JSON)")
-    parser.add_argument("--sweep-out", required=True, help="Parquet: input-influence density at init per residual, depth, seed")
-    parser.add_argument("--structural-out", required=True, help="Parquet: measured and closed-form densities of the structural baseline")
+    parser.add_argument(
+        "--init-sweep", type=json_arg, required=True, help="the config's influence.init_sweep block (JSON)"
+    )
+    parser.add_argument(
+        "--structural", type=json_arg, required=True, help="the config's influence.structural block (JSON)"
+    )
+    parser.add_argument(
+        "--sweep-out", required=True, help="Parquet: input-influence density at init per residual, depth, seed"
+    )
+    parser.add_argument(
+        "--structural-out", required=True, help="Parquet: measured and closed-form densities of the structural baseline"
+    )
 
 
-@command("influence-baselines", "influence at initialization versus depth (with and without the residual path), and the "
-         "structural baseline (uniform attention, identity maps) against its closed form", _baselines_args)
+@command(
+    "influence-baselines",
+    "influence at initialization versus depth (with and without the residual path), and the "
+    "structural baseline (uniform attention, identity maps) against its closed form",
+    _baselines_args,
+)
 def influence_baselines(args):
     from lostmid.analysis import influence, structural
     from lostmid.analysis.settings import InitSweepSettings, StructuralSettings

@@ -66,7 +66,11 @@ def main(argv=None) -> int:
         print(f"lostmid {args.command}: error: {message}", file=sys.stderr)
         return 2
     except OSError as err:  # the operating system's reasons (a file that cannot be read, ...): one line too
-        message = f"cannot access {err.filename}: {err.strerror}" if err.filename and err.strerror else f"{type(err).__name__}: {err}"
+        message = (
+            f"cannot access {err.filename}: {err.strerror}"
+            if err.filename and err.strerror
+            else f"{type(err).__name__}: {err}"
+        )
         log.error("%s", message)
         print(f"lostmid {args.command}: error: {message}", file=sys.stderr)
         return 2
@@ -102,8 +106,13 @@ def run() -> None:
 
     usage = resource.getrusage(resource.RUSAGE_SELF)
     # benchmarks/bench_pipeline.py sums these lines over a run's logs (the job CPU of its start-up share).
-    log.info("job cpu %.2f s (user %.2f s, system %.2f s), peak memory %.0f MB",
-             usage.ru_utime + usage.ru_stime, usage.ru_utime, usage.ru_stime, usage.ru_maxrss / 1024)
+    log.info(
+        "job cpu %.2f s (user %.2f s, system %.2f s), peak memory %.0f MB",
+        usage.ru_utime + usage.ru_stime,
+        usage.ru_utime,
+        usage.ru_stime,
+        usage.ru_maxrss / 1024,
+    )
     # At exit CPython traverses every object once more before it frees the modules: 0.8 s of
     # CPU with torch and pandas loaded, a fifth of a short analysis job, and the default pipeline
     # runs ~200 of them. Every output is written and closed by now, so move all objects to

@@ -38,14 +38,20 @@ def spec_arg(parser: argparse.ArgumentParser) -> None:
     One job processes a block of runs that differ only in their seed (lostmid.workflow): the
     spec of one of them, and the seeds of all; every per-run file option then names one file per
     seed (``--checkpoints``: the seeds' checkpoint lists one after another)."""
-    parser.add_argument("--spec", type=json_arg, required=True, help="run spec (JSON), as built by lostmid.config.run_spec")
-    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="the seeds of the block (default: the spec's seed)")
+    parser.add_argument(
+        "--spec", type=json_arg, required=True, help="run spec (JSON), as built by lostmid.config.run_spec"
+    )
+    parser.add_argument(
+        "--seeds", type=int, nargs="+", default=None, help="the seeds of the block (default: the spec's seed)"
+    )
 
 
 def block_analysis_args(parser: argparse.ArgumentParser) -> None:
     """``--spec``, ``--seeds`` and the ``--checkpoints`` of a block: what every per-checkpoint analysis reads."""
     spec_arg(parser)
-    parser.add_argument("--checkpoints", nargs="+", required=True, help="every checkpoint of every seed, seed after seed")
+    parser.add_argument(
+        "--checkpoints", nargs="+", required=True, help="every checkpoint of every seed, seed after seed"
+    )
 
 
 def block_runs(args, *per_run: str) -> list[tuple]:
@@ -65,5 +71,7 @@ def block_runs(args, *per_run: str) -> list[tuple]:
         if len(values) % len(seeds) or (option != "checkpoints" and len(values) != len(seeds)):
             raise ConfigError(f"--{option.replace('_', '-')} names {len(values)} files for {len(seeds)} seeds {seeds}")
         size = len(values) // len(seeds)
-        columns.append([values[i * size:(i + 1) * size] if option == "checkpoints" else values[i] for i in range(len(seeds))])
+        columns.append(
+            [values[i * size : (i + 1) * size] if option == "checkpoints" else values[i] for i in range(len(seeds))]
+        )
     return [({**args.spec, "seed": seed}, *(column[i] for column in columns)) for i, seed in enumerate(seeds)]

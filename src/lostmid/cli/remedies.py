@@ -13,12 +13,27 @@ log = logging.getLogger(__name__)
 
 def _bias_fit_args(parser):
     parser.add_argument("--variant", required=True, help="the bias variant the fit is for (a key column of its tables)")
-    parser.add_argument("--model", type=json_arg, required=True, help="the variant's model config (JSON) with seq_len and depth: B is inserted into it")
-    parser.add_argument("--fit-model", type=json_arg, default=None, help="the model the fit runs on (JSON; default: --model)")
-    parser.add_argument("--fit-model-name", default=None, help="the variant whose model --fit-model is (default: --variant)")
-    parser.add_argument("--settings", type=json_arg, required=True, help="the variant's fit block: bias_fit under remedy.fit (JSON)")
-    parser.add_argument("--training-seeds", type=int, nargs="*", default=[], help="seeds of the training runs (the fit must avoid them)")
-    parser.add_argument("--out-tensor", required=True, help="tensor file (.pt) of B that `lostmid init --attention-bias` loads")
+    parser.add_argument(
+        "--model",
+        type=json_arg,
+        required=True,
+        help="the variant's model config (JSON) with seq_len and depth: B is inserted into it",
+    )
+    parser.add_argument(
+        "--fit-model", type=json_arg, default=None, help="the model the fit runs on (JSON; default: --model)"
+    )
+    parser.add_argument(
+        "--fit-model-name", default=None, help="the variant whose model --fit-model is (default: --variant)"
+    )
+    parser.add_argument(
+        "--settings", type=json_arg, required=True, help="the variant's fit block: bias_fit under remedy.fit (JSON)"
+    )
+    parser.add_argument(
+        "--training-seeds", type=int, nargs="*", default=[], help="seeds of the training runs (the fit must avoid them)"
+    )
+    parser.add_argument(
+        "--out-tensor", required=True, help="tensor file (.pt) of B that `lostmid init --attention-bias` loads"
+    )
     parser.add_argument("--out-matrix", required=True, help="Parquet: B in long format")
     parser.add_argument("--out-iterations", required=True, help="Parquet: the objective per iteration")
     parser.add_argument("--out-profiles", required=True, help="Parquet: density profile before and after")
@@ -36,11 +51,11 @@ def _model_config(block: dict, key: str):
 
 @command("bias-fit", "fit the attention-logit bias that flattens the influence profile at init", _bias_fit_args)
 def bias_fit(args):
-    from lostmid.tables import keys as tables
     from lostmid.analysis.bias_fit import bias_long, fit_bias
     from lostmid.analysis.settings import FitSettings, check_disjoint_from_training
     from lostmid.config import settings_from_block
     from lostmid.errors import FitRejected
+    from lostmid.tables import keys as tables
 
     settings = settings_from_block(FitSettings, args.settings, "bias_fit")
     check_disjoint_from_training(settings, args.training_seeds)
@@ -53,19 +68,30 @@ def bias_fit(args):
         log.warning("bias fit stopped at max_iter=%d before the tolerance %g was met", settings.max_iter, settings.tol)
     if not fit.accepted:
         raise FitRejected(
-            f"bias fit of variant {args.variant} rejected: held-out imbalance {fit.before:.4g} at B = 0, {fit.after:.4g} "
+            f"bias fit of variant {args.variant} rejected: held-out imbalance {fit.before:.4g} at B = 0, "
+            f"{fit.after:.4g} "
             f"with the fitted B (change {fit.change[0]:+.3g}, {settings.level:.0%} interval [{fit.change[1]:+.3g}, "
-            f"{fit.change[2]:+.3g}] over {settings.heldout} held-out inits, not below 0)")
+            f"{fit.change[2]:+.3g}] over {settings.heldout} held-out inits, not below 0)"
+        )
     keys = {"variant": args.variant, "L": config.seq_len, "depth": config.depth, "block": config.block}
-    reading = {"target": settings.target, "positions": settings.positions, "fit_model": args.fit_model_name or args.variant,
-               "param": settings.param}
+    reading = {
+        "target": settings.target,
+        "positions": settings.positions,
+        "fit_model": args.fit_model_name or args.variant,
+        "param": settings.param,
+    }
     io.save_torch(fit.bias.contiguous(), args.out_tensor)
     io.write_parquet(tables.with_keys(bias_long(fit.bias), **keys), args.out_matrix)
     io.write_parquet(tables.with_keys(fit.iterations.assign(converged=fit.converged), **keys), args.out_iterations)
     io.write_parquet(tables.with_keys(fit.profiles, **keys), args.out_profiles)
     io.write_parquet(tables.with_keys(fit.summary, **keys, **reading), args.out_summary)
-    log.info("held-out imbalance of the fitted positions %.4g -> %.4g (change %+.3g [%+.3g, %+.3g]) in %d iterations",
-             fit.before, fit.after, *fit.change, len(fit.iterations) - 1)
+    log.info(
+        "held-out imbalance of the fitted positions %.4g -> %.4g (change %+.3g [%+.3g, %+.3g]) in %d iterations",
+        fit.before,
+        fit.after,
+        *fit.change,
+        len(fit.iterations) - 1,
+    )
 
 
 def _table_args(parser):
@@ -82,8 +108,8 @@ def _table_args(parser):
 @command("remedies-table", "remedies table: accuracy, influence metrics and overhead of every run", _table_args)
 def remedies_table(args):
     from lostmid.config import settings_from_block
-    from lostmid.tables import remedies as remedy_tables
     from lostmid.tables import keys as tables
+    from lostmid.tables import remedies as remedy_tables
 
     table = remedy_tables.remedy_table(
         tables.read(args.metrics, "metrics"),
@@ -98,4 +124,6 @@ def remedies_table(args):
     io.write_parquet(summary, args.summary)
     final = table[table.step == table.step.max()]
     cols = ["final_accuracy", "steps_to_99", "LIM", "E_inf", "time_ratio"]
-    log.info("final checkpoint, mean over seeds:\n%s", final.groupby(["variant", "L"])[cols].mean().round(3).to_string())
+    log.info(
+        "final checkpoint, mean over seeds:\n%s", final.groupby(["variant", "L"])[cols].mean().round(3).to_string()
+    )

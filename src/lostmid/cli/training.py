@@ -12,7 +12,9 @@ log = logging.getLogger(__name__)
 
 
 def _attention_bias_arg(parser, help):
-    parser.add_argument("--attention-bias", default=None, help=f"tensor file (.pt) of a fitted L x L attention-logit bias: {help}")
+    parser.add_argument(
+        "--attention-bias", default=None, help=f"tensor file (.pt) of a fitted L x L attention-logit bias: {help}"
+    )
 
 
 def _init_args(parser):
@@ -40,7 +42,9 @@ def _train_args(parser):
     _attention_bias_arg(parser, "the checkpoints must have been made from it (its digest is in their fingerprint)")
     parser.add_argument("--steps", type=int, required=True, help="optimizer steps in this segment")
     parser.add_argument("--out", nargs="+", required=True, help="checkpoint to write after the segment, one per seed")
-    parser.add_argument("--table", nargs="+", required=True, help="Parquet file of the segment's per-step log, one per seed")
+    parser.add_argument(
+        "--table", nargs="+", required=True, help="Parquet file of the segment's per-step log, one per seed"
+    )
 
 
 @command("train", "continue a block of runs from their checkpoints for one segment of steps", _train_args)
@@ -63,8 +67,14 @@ def train(args):
     # One after another, each seed's arithmetic is that of a job of its own (bitwise); with
     # train.seed_batch > 1, aligned groups of seeds train as vmapped batches (lostmid.training.seed_batch).
     for batch in seed_batches(list(states), seed_batch):
-        log.info("training %s seeds %s from step %d for %d steps on %s", args.spec["variant"], batch,
-                 states[batch[0]].step, args.steps, device)
+        log.info(
+            "training %s seeds %s from step %d for %d steps on %s",
+            args.spec["variant"],
+            batch,
+            states[batch[0]].step,
+            args.steps,
+            device,
+        )
         if seed_batch > 1:
             logs.update(zip(batch, train_seed_batch([states[seed] for seed in batch], args.steps, device)))
         else:
@@ -78,13 +88,26 @@ def train(args):
 def _evaluate_args(parser):
     block_analysis_args(parser)
     parser.add_argument("--evaluation", type=json_arg, required=True, help="the config's evaluation block (JSON)")
-    parser.add_argument("--influence", type=json_arg, required=True, help="the config's influence keys of this stage (JSON)")
+    parser.add_argument(
+        "--influence", type=json_arg, required=True, help="the config's influence keys of this stage (JSON)"
+    )
     parser.add_argument("--failure", nargs="+", required=True, help="Parquet: failure by flag position, one per seed")
-    parser.add_argument("--profiles", nargs="+", required=True, help="Parquet: influence energy and density per layer and position, one per seed")
-    parser.add_argument("--metrics", nargs="+", required=True, help="Parquet: regional metrics and Z per delta, one per seed")
+    parser.add_argument(
+        "--profiles",
+        nargs="+",
+        required=True,
+        help="Parquet: influence energy and density per layer and position, one per seed",
+    )
+    parser.add_argument(
+        "--metrics", nargs="+", required=True, help="Parquet: regional metrics and Z per delta, one per seed"
+    )
 
 
-@command("evaluate", "failure by flag position, influence profiles and metrics at every checkpoint of a block of runs", _evaluate_args)
+@command(
+    "evaluate",
+    "failure by flag position, influence profiles and metrics at every checkpoint of a block of runs",
+    _evaluate_args,
+)
 def evaluate(args):
     from lostmid.analysis import influence, metrics
     from lostmid.analysis.settings import InfluenceSettings
@@ -106,13 +129,24 @@ def evaluate(args):
             failure = failure_by_position(model, L, evaluation.per_position, evaluation.seed, run_seed, device)
             profile, metric = influence.analyze(model, tokens, targets, settings.deltas, settings.chunk)
             last = metric.iloc[-1]
-            log.info("seed %d step %d: mean failure rate %.3f; delta %.2f Delta %.4f LIM %.4f E_inf %.4g Z %.4g",
-                     run_seed, step, failure.failure_rate.mean(), last.delta, last.Delta, last.LIM, last.E_inf, last.Z)
+            log.info(
+                "seed %d step %d: mean failure rate %.3f; delta %.2f Delta %.4f LIM %.4f E_inf %.4g Z %.4g",
+                run_seed,
+                step,
+                failure.failure_rate.mean(),
+                last.delta,
+                last.Delta,
+                last.LIM,
+                last.E_inf,
+                last.Z,
+            )
             return failure, profile, metric
 
         return analyze
 
-    for spec, paths, failure_out, profiles_out, metrics_out in block_runs(args, "checkpoints", "failure", "profiles", "metrics"):
+    for spec, paths, failure_out, profiles_out, metrics_out in block_runs(
+        args, "checkpoints", "failure", "profiles", "metrics"
+    ):
         failure, profiles, metric_table = checkpoint.analyze_run(paths, spec, device, analyze_seed(spec["seed"]))
         io.write_parquet(failure, failure_out)
         io.write_parquet(profiles, profiles_out)

@@ -85,6 +85,7 @@ def functional_input_adjoint(model, weights: dict, buffers: dict, tokens, target
     P_0 comes from an inner torch.func.grad of the per-sequence loss sum with respect to a zero
     tap on X_0, so an outer transform over the weights (grad, jvp, vmap) differentiates through it.
     """
+
     def loss_sum(tap):
         logits = functional_logits(model, weights, buffers, tokens, taps=[tap])
         loss = model.loss(logits, targets)

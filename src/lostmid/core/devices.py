@@ -55,7 +55,9 @@ def resolve(device: str = "auto") -> torch.device:
             log.warning(
                 "this job asked for a GPU and was given one (%s) but torch sees no CUDA device "
                 "(torch %s, CUDA build %s): running on the CPU",
-                where, torch.__version__, torch.version.cuda or "none",
+                where,
+                torch.__version__,
+                torch.version.cuda or "none",
             )
     log.info("device: %s", chosen if chosen.type == "cpu" else f"{chosen} ({torch.cuda.get_device_name(chosen)})")
     return chosen

@@ -67,7 +67,9 @@ class ModelConfig:
     layernorm: bool = _neutral("layernorm")
     mlp: bool = _neutral("mlp")
     positions: str = _neutral("positions")  # none: no position embedding; the causal mask alone carries position
-    init: str = _neutral("init")  # normal: N(0, 0.02) (nanoGPT); fan_in: N(0, 1/fan_in), embeddings N(0, 1); pytorch: its defaults
+    init: str = _neutral(
+        "init"
+    )  # normal: N(0, 0.02) (nanoGPT); fan_in: N(0, 1/fan_in), embeddings N(0, 1); pytorch: its defaults
     layernorm_eps: float = _neutral("layernorm_eps")  # eps of every LayerNorm (PyTorch's default)
 
     def __post_init__(self):
@@ -208,7 +210,7 @@ def init_weights(module: nn.Module, fan_in: bool = False) -> None:
     0.02 sqrt(fan_in) (0.08 at d = 16). ``fan_in``: N(0, 1/fan_in) weights, which keep the scale
     through every map, and N(0, 1) embeddings. Biases start at zero either way."""
     if isinstance(module, nn.Linear):
-        nn.init.normal_(module.weight, mean=0.0, std=module.in_features ** -0.5 if fan_in else 0.02)
+        nn.init.normal_(module.weight, mean=0.0, std=module.in_features**-0.5 if fan_in else 0.02)
     elif isinstance(module, nn.Embedding):
         nn.init.normal_(module.weight, mean=0.0, std=1.0 if fan_in else 0.02)
     if isinstance(module, nn.Linear) and module.bias is not None:
@@ -298,7 +300,9 @@ class FlagTransformer(nn.Module):
         With readout 'all' every position is supervised with the sequence's target, weight 1/L.
         """
         if logits.dim() == 3:
-            per_sequence = F.cross_entropy(logits.transpose(1, 2), targets[:, None].expand(-1, logits.shape[1]), reduction="none").mean(1)
+            per_sequence = F.cross_entropy(
+                logits.transpose(1, 2), targets[:, None].expand(-1, logits.shape[1]), reduction="none"
+            ).mean(1)
         else:
             per_sequence = F.cross_entropy(logits, targets, reduction="none")
         if weights is not None:

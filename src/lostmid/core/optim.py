@@ -20,8 +20,14 @@ FUSED_DEVICES = ("cpu", "cuda")
 
 
 class AdamW:
-    def __init__(self, params: Iterable[torch.nn.Parameter], lr: float, betas: tuple[float, float],
-                 weight_decay: float, eps: float = 1e-8):
+    def __init__(
+        self,
+        params: Iterable[torch.nn.Parameter],
+        lr: float,
+        betas: tuple[float, float],
+        weight_decay: float,
+        eps: float = 1e-8,
+    ):
         self.params = [p for p in params if p.requires_grad]
         self.lr, self.betas, self.weight_decay, self.eps = lr, tuple(betas), weight_decay, eps
         # One fused kernel per step instead of ~10 small ops per tensor: the model is small, so
@@ -75,9 +81,17 @@ class AdamW:
     def state_dict(self) -> dict:
         """torch.optim.AdamW's layout: per-parameter state by index, and one parameter group."""
         group = {
-            "lr": self.lr, "betas": self.betas, "eps": self.eps, "weight_decay": self.weight_decay,
-            "amsgrad": False, "maximize": False, "foreach": False, "capturable": False,
-            "differentiable": False, "fused": self.fused, "decoupled_weight_decay": True,
+            "lr": self.lr,
+            "betas": self.betas,
+            "eps": self.eps,
+            "weight_decay": self.weight_decay,
+            "amsgrad": False,
+            "maximize": False,
+            "foreach": False,
+            "capturable": False,
+            "differentiable": False,
+            "fused": self.fused,
+            "decoupled_weight_decay": True,
             "params": list(range(len(self.params))),
         }
         return {"state": self.state, "param_groups": [group]}
@@ -90,15 +104,19 @@ class AdamW:
         """
         groups = state_dict["param_groups"]
         if len(groups) != 1 or len(groups[0]["params"]) != len(self.params):
-            raise ValueError(f"optimizer state is for {sum(len(g['params']) for g in groups)} parameters "
-                             f"in {len(groups)} groups, the model has {len(self.params)} in one")
+            raise ValueError(
+                f"optimizer state is for {sum(len(g['params']) for g in groups)} parameters "
+                f"in {len(groups)} groups, the model has {len(self.params)} in one"
+            )
         self.state = {}
         for index, saved in state_dict["state"].items():
             p = self.params[int(index)]
             for key in ("exp_avg", "exp_avg_sq"):
                 if tuple(saved[key].shape) != tuple(p.shape):
-                    raise ValueError(f"optimizer {key} of parameter {index} has shape {tuple(saved[key].shape)}, "
-                                     f"the parameter {tuple(p.shape)}")
+                    raise ValueError(
+                        f"optimizer {key} of parameter {index} has shape {tuple(saved[key].shape)}, "
+                        f"the parameter {tuple(p.shape)}"
+                    )
             self.state[int(index)] = {
                 "step": saved["step"].to(torch.float32).to(p.device if self.fused else "cpu"),
                 "exp_avg": saved["exp_avg"].to(p),

@@ -8,7 +8,6 @@ seed gives the same data on every machine.
 
 from __future__ import annotations
 
-
 import torch
 
 FLAG = 2
@@ -31,7 +30,7 @@ def flag_law(L: int, law: str = "uniform") -> torch.Tensor:
     if law == "uniform":
         weights = torch.ones_like(f)
     elif law == "early":
-        weights = (L + 1 - f)
+        weights = L + 1 - f
     elif law == "late":
         weights = f - 1
     else:

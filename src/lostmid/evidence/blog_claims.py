@@ -14,13 +14,25 @@ import pandas as pd
 from lostmid.evidence import decisions as dec
 from lostmid.evidence import statistics as st
 from lostmid.evidence.fit_checks import fit_not_evaluable, fit_rows, gate
-from lostmid.evidence.inputs import (EvidenceError, Inputs, NotRun, Result, Setting, deterministic, last_common_step,
-                                     pair_settings, rows_of, runs_of)
+from lostmid.evidence.inputs import (
+    EvidenceError,
+    Inputs,
+    NotRun,
+    Result,
+    Setting,
+    deterministic,
+    last_common_step,
+    pair_settings,
+    rows_of,
+    runs_of,
+)
 from lostmid.evidence.settings import EvidenceSettings
 from lostmid.tables.summaries import accuracy_per_checkpoint
 
 
-def mid_training_step(failure: pd.DataFrame, variant: str, L: int, depth: int, level: float) -> tuple[int | None, float]:
+def mid_training_step(
+    failure: pd.DataFrame, variant: str, L: int, depth: int, level: float
+) -> tuple[int | None, float]:
     """The "mid-training" checkpoint of ``variant`` at (L, depth), by the rule fixed in the config.
 
     The first checkpoint after step 0, among those every seed has, at which the mean over seeds
@@ -54,14 +66,22 @@ def slope_at_mid_training(inputs: Inputs, ev: EvidenceSettings, s: Setting, rule
         return Result(_not_reached(s.variant, best, ev), rule)
     slopes = slopes_at(inputs.failure, s.variant, s.L, s.depth, step)
     interval = st.t_interval(slopes.to_numpy(), ev.level)
-    return Result(interval._replace(method=f"per-seed binomial logistic slope (Haldane +0.5) at step {step}; {interval.method}"), rule,
-                  f"mid-training = first checkpoint with mean accuracy >= {ev.mid_accuracy:g} (best {best:.3f})")
+    return Result(
+        interval._replace(method=f"per-seed binomial logistic slope (Haldane +0.5) at step {step}; {interval.method}"),
+        rule,
+        f"mid-training = first checkpoint with mean accuracy >= {ev.mid_accuracy:g} (best {best:.3f})",
+    )
 
 
 def _not_reached(variant: str, best: float, ev: EvidenceSettings) -> st.Interval:
-    return st.Interval(math.nan, math.nan, math.nan, 0,
-                       f"not evaluable: mid-training undefined, {variant}'s mean evaluation accuracy never reached "
-                       f"{ev.mid_accuracy:g} (best {best:.3f})")
+    return st.Interval(
+        math.nan,
+        math.nan,
+        math.nan,
+        0,
+        f"not evaluable: mid-training undefined, {variant}'s mean evaluation accuracy never reached "
+        f"{ev.mid_accuracy:g} (best {best:.3f})",
+    )
 
 
 # =========================================================================== blog (a): failure rises with position
@@ -91,17 +111,18 @@ def failure_rises_with_position(inputs: Inputs, ev: EvidenceSettings, s: Setting
     return slope_at_mid_training(inputs, ev, s, rule)
 
 
-# =========================================================================== blog (b): influence at init grows with depth
+# ======================================================================= blog (b): influence at init grows with depth
 
 
 def init_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
     sweep = inputs.init_sweep
     depths = sorted(sweep[~sweep.residual.astype(bool)].depth.unique())
     if ev.init_depth not in depths or 1 not in depths:
-        raise NotRun(f"the init sweep without the residual path has depths {depths}; the claim needs 1 and "
-                     f"evidence.init_depth = {ev.init_depth}")
-    return [Setting(residual=False, depth=ev.init_depth, checkpoint="initialization",
-                    L=int(sweep.position.max()))]
+        raise NotRun(
+            f"the init sweep without the residual path has depths {depths}; the claim needs 1 and "
+            f"evidence.init_depth = {ev.init_depth}"
+        )
+    return [Setting(residual=False, depth=ev.init_depth, checkpoint="initialization", L=int(sweep.position.max()))]
 
 
 def _first_over_last(sweep: pd.DataFrame, column: str, depth: int) -> pd.Series:
@@ -112,7 +133,9 @@ def _first_over_last(sweep: pd.DataFrame, column: str, depth: int) -> pd.Series:
     last = part[part.position == L].set_index("seed")[column]
     ratio = first / last
     if not (np.isfinite(ratio).all() and (ratio > 0).all()):
-        raise EvidenceError(f"the init sweep's {column} at depth {depth} is not positive and finite at positions 1 and L")
+        raise EvidenceError(
+            f"the init sweep's {column} at depth {depth} is not positive and finite at positions 1 and L"
+        )
     return np.log10(ratio)
 
 
@@ -121,17 +144,29 @@ def _growth(inputs: Inputs, ev: EvidenceSettings, column: str, power: int, what:
     deep = _first_over_last(sweep, column, ev.init_depth)
     shallow = _first_over_last(sweep, column, 1)
     interval = st.paired_difference(deep, shallow, st.t_interval, level=ev.level)
-    rule = dec.DecisionRule("greater_than_zero", ev.init_growth_margin, ev.level,
-                           f"the orders of magnitude (log10) by which the first token's {what} over the last's grows "
-                           f"from depth 1 to depth {ev.init_depth}")
+    rule = dec.DecisionRule(
+        "greater_than_zero",
+        ev.init_growth_margin,
+        ev.level,
+        f"the orders of magnitude (log10) by which the first token's {what} over the last's grows "
+        f"from depth 1 to depth {ev.init_depth}",
+    )
     at_depth = float(deep.mean())
     blog = ev.blog_init_orders * (2 if power == 2 else 1)
-    note = (f"first/last at depth {ev.init_depth}: 10^{at_depth:.1f} (geometric mean over {deep.size} init seeds; "
-            f"depth 1: 10^{float(shallow.mean()):.1f}); blog: ~10^{ev.blog_init_orders:g} after 4 layers in its power-1 "
-            f"measure" + (f" (~10^{blog:g} squared)" if power == 2 else "")
-            + f"; here L = {int(sweep.position.max())}, d = {inputs.model.get('d_model', '?')}")
-    return Result(interval._replace(method=f"per init seed, log10 ratio at depth {ev.init_depth} minus at depth 1; "
-                                           f"{interval.method}"), rule, note)
+    note = (
+        f"first/last at depth {ev.init_depth}: 10^{at_depth:.1f} (geometric mean over {deep.size} init seeds; "
+        f"depth 1: 10^{float(shallow.mean()):.1f}); blog: ~10^{ev.blog_init_orders:g} after 4 layers in its power-1 "
+        f"measure"
+        + (f" (~10^{blog:g} squared)" if power == 2 else "")
+        + f"; here L = {int(sweep.position.max())}, d = {inputs.model.get('d_model', '?')}"
+    )
+    return Result(
+        interval._replace(
+            method=f"per init seed, log10 ratio at depth {ev.init_depth} minus at depth 1; {interval.method}"
+        ),
+        rule,
+        note,
+    )
 
 
 def first_token_jacobian_grows_with_depth(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
@@ -156,9 +191,17 @@ def bias_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
         variant = values.get("variant")
         residual = values.get("residual", inputs.residual(variant) if variant in inputs.variants else None)
         L, depth = int(values["L"]), int(values["depth"])
-        found.append(Setting(variant, L, depth, None if residual is None else bool(residual),
-                             "initialization (fitted B)", reading=variant,
-                             not_evaluable=fit_not_evaluable(inputs, ev, variant, L, depth)))
+        found.append(
+            Setting(
+                variant,
+                L,
+                depth,
+                None if residual is None else bool(residual),
+                "initialization (fitted B)",
+                reading=variant,
+                not_evaluable=fit_not_evaluable(inputs, ev, variant, L, depth),
+            )
+        )
     return found
 
 
@@ -203,20 +246,29 @@ def fitted_bias_weights_recent_keys(inputs: Inputs, ev: EvidenceSettings, s: Set
     shape = bias_shape(matrix)
     far = int(shape.by_lag.index.max())
     near = ", ".join(f"{v:.3g}" for v in shape.by_lag.loc[1:3])
-    note = (f"lag slope {shape.slope:.3g} logit per lag; c(1..3) = {near}, c({far}) = {shape.by_lag.loc[far]:.3g}; "
-            f"c(0) apart: the diagonal exceeds the lags >= 1 by {shape.c0:.3g}")
+    note = (
+        f"lag slope {shape.slope:.3g} logit per lag; c(1..3) = {near}, c({far}) = {shape.by_lag.loc[far]:.3g}; "
+        f"c(0) apart: the diagonal exceeds the lags >= 1 by {shape.c0:.3g}"
+    )
     if s.variant is not None and inputs.bias_summary is not None:
         try:
             first = fit_rows(inputs, s).iloc[0]
-            note += (f"; attention a query pays itself at init {first.self_attention_init:.3g} with B, "
-                     f"{first.self_attention_init_b0:.3g} at B = 0")
+            note += (
+                f"; attention a query pays itself at init {first.self_attention_init:.3g} with B, "
+                f"{first.self_attention_init_b0:.3g} at B = 0"
+            )
         except NotRun:
             pass
-    interval = deterministic(shape.fall, int(shape.by_lag.size) - 1,
-                             "one fitted B; least-squares line of c(k) over the lags k >= 1")
-    rule = dec.DecisionRule("at_least", ev.recency_margin, ev.level,
-                           "the fall of the fitted bias from the nearest key to the farthest (least-squares line "
-                           "of the mean bias by lag over lags >= 1, the diagonal left out)")
+    interval = deterministic(
+        shape.fall, int(shape.by_lag.size) - 1, "one fitted B; least-squares line of c(k) over the lags k >= 1"
+    )
+    rule = dec.DecisionRule(
+        "at_least",
+        ev.recency_margin,
+        ev.level,
+        "the fall of the fitted bias from the nearest key to the farthest (least-squares line "
+        "of the mean bias by lag over lags >= 1, the diagonal left out)",
+    )
     return Result(interval, rule, note)
 
 
@@ -224,11 +276,15 @@ def fitted_bias_weights_recent_keys(inputs: Inputs, ev: EvidenceSettings, s: Set
 
 
 def area_under_failure_per_seed(accuracy: pd.DataFrame, variant: str, L: int, depth: int, horizon: int) -> pd.Series:
-    """Per seed: the area under the failure curve of ``accuracy_per_checkpoint`` rows, steps 0 to ``horizon``, over the span."""
+    """Per seed: the area under the failure curve of ``accuracy_per_checkpoint`` rows, steps 0 to ``horizon``,
+    over the span.
+    """
     part = rows_of(accuracy, "failure", variant, L, depth)
     part = part[part.step <= horizon]
-    areas = {int(seed): st.area_under_failure(g.step.to_numpy(), g.failure.to_numpy(), horizon)
-             for seed, g in part.sort_values("step").groupby("seed")}
+    areas = {
+        int(seed): st.area_under_failure(g.step.to_numpy(), g.failure.to_numpy(), horizon)
+        for seed, g in part.sort_values("step").groupby("seed")
+    }
     return pd.Series(areas, dtype=np.float64)
 
 
@@ -238,8 +294,11 @@ def training_speed_per_seed(failure: pd.DataFrame, s: Setting) -> tuple[pd.Serie
     have; returns (variant's, reference's, that step)."""
     acc = accuracy_per_checkpoint(failure)
     horizon = last_common_step(acc, s)
-    return (area_under_failure_per_seed(acc, s.variant, s.L, s.depth, horizon),
-            area_under_failure_per_seed(acc, s.reference, s.L, s.depth, horizon), horizon)
+    return (
+        area_under_failure_per_seed(acc, s.variant, s.L, s.depth, horizon),
+        area_under_failure_per_seed(acc, s.reference, s.L, s.depth, horizon),
+        horizon,
+    )
 
 
 def late_failure_per_seed(failure: pd.DataFrame, variant: str, L: int, depth: int, step: int) -> pd.Series:
@@ -253,15 +312,20 @@ def _never_learns(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> str | Non
     step, best = mid_training_step(inputs.failure, s.reference, s.L, s.depth, ev.mid_accuracy)
     if step is not None:
         return None
-    return (f"the reference {s.reference} never reaches the mid-training accuracy {ev.mid_accuracy:g} "
-            f"(best {best:.3f}): a comparison with a model that does not learn says nothing about the fix")
+    return (
+        f"the reference {s.reference} never reaches the mid-training accuracy {ev.mid_accuracy:g} "
+        f"(best {best:.3f}): a comparison with a model that does not learn says nothing about the fix"
+    )
 
 
 def debiased_speed_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
     found = []
     for s in pair_settings("bias", "failure", "steps 0 to the last common checkpoint")(inputs, ev):
-        why = None if s.missing else gate(fit_not_evaluable(inputs, ev, s.variant, s.L, s.depth),
-                                          _never_learns(inputs, ev, s))
+        why = (
+            None
+            if s.missing
+            else gate(fit_not_evaluable(inputs, ev, s.variant, s.L, s.depth), _never_learns(inputs, ev, s))
+        )
         found.append(replace(s, reading=s.variant, not_evaluable=why))
     return found
 
@@ -282,17 +346,23 @@ def debiased_trains_faster(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> 
     """
     debiased, baseline, horizon = training_speed_per_seed(inputs.failure, s)
     interval = st.paired_difference(debiased, baseline, st.t_interval, level=ev.level)
-    rule = dec.DecisionRule("less_than_zero", ev.speed_margin, ev.level,
-                           "the difference (debiased - baseline) of the mean failure rate over training")
+    rule = dec.DecisionRule(
+        "less_than_zero",
+        ev.speed_margin,
+        ev.level,
+        "the difference (debiased - baseline) of the mean failure rate over training",
+    )
     note = f"mean failure over training: debiased {debiased.mean():.3f}, baseline {baseline.mean():.3f}"
     step, _ = mid_training_step(inputs.failure, s.reference, s.L, s.depth, ev.mid_accuracy)
     if step is not None:
         late = [late_failure_per_seed(inputs.failure, v, s.L, s.depth, step) for v in (s.variant, s.reference)]
         diff = st.paired_difference(*late, st.t_interval, level=ev.level)
-        note += (f"; (e)'s second half, the same slowness at one checkpoint: failure on late flags (p > 1/2) at "
-                 f"step {step} ({s.reference}'s mid-training), debiased - baseline {diff.estimate:.3g} "
-                 f"[{diff.low:.3g}, {diff.high:.3g}] over {diff.n} seeds (debiased {late[0].mean():.3f}, "
-                 f"baseline {late[1].mean():.3f})")
+        note += (
+            f"; (e)'s second half, the same slowness at one checkpoint: failure on late flags (p > 1/2) at "
+            f"step {step} ({s.reference}'s mid-training), debiased - baseline {diff.estimate:.3g} "
+            f"[{diff.low:.3g}, {diff.high:.3g}] over {diff.n} seeds (debiased {late[0].mean():.3f}, "
+            f"baseline {late[1].mean():.3f})"
+        )
     method = f"per-seed area under the failure curve, steps 0-{horizon}, divided by the span; {interval.method}"
     return Result(interval._replace(method=method), rule, note)
 
@@ -309,8 +379,11 @@ def debiased_preference_settings(inputs: Inputs, ev: EvidenceSettings) -> list[S
             arms = (s.variant, s.reference)
             steps = [mid_training_step(inputs.failure, v, s.L, s.depth, ev.mid_accuracy)[0] for v in arms]
             unreached = " and ".join(v for v, t in zip(arms, steps) if t is None)
-            checkpoint = (f"step {steps[0]} vs step {steps[1]} (each at its own mid-training)" if not unreached
-                          else f"mid-training not reached by {unreached}")
+            checkpoint = (
+                f"step {steps[0]} vs step {steps[1]} (each at its own mid-training)"
+                if not unreached
+                else f"mid-training not reached by {unreached}"
+            )
             why = fit_not_evaluable(inputs, ev, s.variant, s.L, s.depth)
         found.append(replace(s, checkpoint=checkpoint, reading=s.variant, not_evaluable=why))
     return found
@@ -326,18 +399,22 @@ def debiased_has_less_position_preference(inputs: Inputs, ev: EvidenceSettings, 
     checkpoint: the row is not evaluable (at an earlier step a model near chance is flat for the
     wrong reason).
     """
-    rule = _slope_rule(ev, "less_than_zero", "the difference (debiased - baseline) of the slope of logit(failure) "
-                                             "on p, each at its own mid-training checkpoint")
+    rule = _slope_rule(
+        ev,
+        "less_than_zero",
+        "the difference (debiased - baseline) of the slope of logit(failure) "
+        "on p, each at its own mid-training checkpoint",
+    )
     slopes, words = [], []
     for variant in (s.variant, s.reference):
         step, best = mid_training_step(inputs.failure, variant, s.L, s.depth, ev.mid_accuracy)
         if step is None:
             return Result(_not_reached(variant, best, ev), rule)
         slopes.append(slopes_at(inputs.failure, variant, s.L, s.depth, step))
-        words.append(f"{variant} {slopes[-1].mean():.3g} at step {step} "
-                     f"(mean accuracy {mean_accuracy_at(inputs.failure, variant, s.L, s.depth, step):.3f})")
+        words.append(
+            f"{variant} {slopes[-1].mean():.3g} at step {step} "
+            f"(mean accuracy {mean_accuracy_at(inputs.failure, variant, s.L, s.depth, step):.3f})"
+        )
     interval = st.paired_difference(*slopes, st.t_interval, level=ev.level)
     method = f"per-seed binomial logistic slope (Haldane +0.5), each arm at its own mid-training; {interval.method}"
     return Result(interval._replace(method=method), rule, "slopes at matched accuracy: " + ", ".join(words))
-
-

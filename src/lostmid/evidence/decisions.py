@@ -57,22 +57,32 @@ class DecisionRule:
         """The rule in plain English, for the evidence table."""
         ci, q, m = f"the {self.level:.0%} interval over seeds", self.quantity, f"{self.margin:g}"
         if self.kind == "greater_than_zero":
-            return (f"Claim: {q} is positive. Supported if the lower bound of {ci} is above 0; contradicted if "
-                    f"its upper bound is below the margin {m} fixed in advance (no effect as large as {m}, "
-                    f"which includes an effect of the other sign); otherwise inconclusive.")
+            return (
+                f"Claim: {q} is positive. Supported if the lower bound of {ci} is above 0; contradicted if "
+                f"its upper bound is below the margin {m} fixed in advance (no effect as large as {m}, "
+                f"which includes an effect of the other sign); otherwise inconclusive."
+            )
         if self.kind == "less_than_zero":
-            return (f"Claim: {q} is negative. Supported if the upper bound of {ci} is below 0; contradicted if "
-                    f"its lower bound is above -{m}, the margin fixed in advance (no effect as large as -{m}, "
-                    f"which includes an effect of the other sign); otherwise inconclusive.")
+            return (
+                f"Claim: {q} is negative. Supported if the upper bound of {ci} is below 0; contradicted if "
+                f"its lower bound is above -{m}, the margin fixed in advance (no effect as large as -{m}, "
+                f"which includes an effect of the other sign); otherwise inconclusive."
+            )
         if self.kind == "equivalent_to_zero":
-            return (f"Claim: {q} is negligible, within +-{m} (margin fixed in advance). Supported if {ci} lies "
-                    f"inside (-{m}, {m}); contradicted if it lies entirely beyond the margin (lower bound above "
-                    f"{m} or upper bound below -{m}); otherwise inconclusive.")
+            return (
+                f"Claim: {q} is negligible, within +-{m} (margin fixed in advance). Supported if {ci} lies "
+                f"inside (-{m}, {m}); contradicted if it lies entirely beyond the margin (lower bound above "
+                f"{m} or upper bound below -{m}); otherwise inconclusive."
+            )
         if self.kind == "at_most":
-            return (f"Claim: {q} is at most {m}. Supported if the upper bound of {ci} is at most {m}; "
-                    f"contradicted if its lower bound is above {m}; otherwise inconclusive.")
-        return (f"Claim: {q} is at least {m}. Supported if the lower bound of {ci} is at least {m}; "
-                f"contradicted if its upper bound is below {m}; otherwise inconclusive.")
+            return (
+                f"Claim: {q} is at most {m}. Supported if the upper bound of {ci} is at most {m}; "
+                f"contradicted if its lower bound is above {m}; otherwise inconclusive."
+            )
+        return (
+            f"Claim: {q} is at least {m}. Supported if the lower bound of {ci} is at least {m}; "
+            f"contradicted if its upper bound is below {m}; otherwise inconclusive."
+        )
 
 
 def verdict(low: float, high: float, rule: DecisionRule) -> str:
@@ -126,9 +136,15 @@ def verdict(low: float, high: float, rule: DecisionRule) -> str:
 
 def claim_row(interval: Interval, rule: DecisionRule) -> dict:
     """One row of the evidence table: estimate, ci_low, ci_high, n_seeds, method, verdict, rule (in words)."""
-    return {"estimate": interval.estimate, "ci_low": interval.low, "ci_high": interval.high,
-            "n_seeds": interval.n, "method": interval.method,
-            "verdict": verdict(interval.low, interval.high, rule), "rule": rule.words}
+    return {
+        "estimate": interval.estimate,
+        "ci_low": interval.low,
+        "ci_high": interval.high,
+        "n_seeds": interval.n,
+        "method": interval.method,
+        "verdict": verdict(interval.low, interval.high, rule),
+        "rule": rule.words,
+    }
 
 
 # --------------------------------------------------------------------------- planning the number of seeds
@@ -164,8 +180,9 @@ class SeedPlan(NamedTuple):
     n_seeds_conservative: int
 
 
-def pilot_seed_plan(pilot_values, target_half_width: float, level: float = 0.95,
-                    sd_confidence: float = 0.8) -> SeedPlan:
+def pilot_seed_plan(
+    pilot_values, target_half_width: float, level: float = 0.95, sd_confidence: float = 0.8
+) -> SeedPlan:
     """Power (precision) estimate on pilot data: how many seeds make the interval's half-width <= target.
 
     Estimator: the pilot's between-seed sd s of the per-seed effect (ddof=1, k pilot
@@ -181,5 +198,10 @@ def pilot_seed_plan(pilot_values, target_half_width: float, level: float = 0.95,
         raise ValueError("a pilot needs at least 2 seeds to estimate the spread")
     sd = float(values.std(ddof=1))
     sd_upper = sd * math.sqrt((k - 1) / stats.chi2.ppf(1 - sd_confidence, k - 1))
-    return SeedPlan(k, sd, sd_upper, seeds_for_half_width(sd, target_half_width, level),
-                    seeds_for_half_width(sd_upper, target_half_width, level))
+    return SeedPlan(
+        k,
+        sd,
+        sd_upper,
+        seeds_for_half_width(sd, target_half_width, level),
+        seeds_for_half_width(sd_upper, target_half_width, level),
+    )

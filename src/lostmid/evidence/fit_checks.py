@@ -29,13 +29,16 @@ def fit_rows(inputs: Inputs, s: Setting) -> pd.DataFrame:
     if part.empty:
         raise NotRun(f"not run: bias_fit_summary has no rows of {s.variant} at L {s.L}, depth {s.depth}")
     if not part.heldout_init.is_unique:
-        raise EvidenceError(f"bias_fit_summary lists a held-out initialization of {s.variant} at L {s.L}, "
-                            f"depth {s.depth} twice")
+        raise EvidenceError(
+            f"bias_fit_summary lists a held-out initialization of {s.variant} at L {s.L}, depth {s.depth} twice"
+        )
     columns = [f"{q}_{stage}" for q in ("imbalance", "context_share") for stage in ("before", "after")]
     values = part[columns].to_numpy(np.float64)
     if not (np.isfinite(values).all() and (values > 0).all()):
-        raise EvidenceError(f"bias_fit_summary of {s.variant} at L {s.L}, depth {s.depth}: an imbalance or context "
-                            "share is not positive and finite")
+        raise EvidenceError(
+            f"bias_fit_summary of {s.variant} at L {s.L}, depth {s.depth}: an imbalance or context "
+            "share is not positive and finite"
+        )
     return part.sort_values("heldout_init")
 
 
@@ -57,13 +60,17 @@ def log_share_change_per_init(part: pd.DataFrame, L: int) -> pd.Series:
 
 def _fit_words(part: pd.DataFrame) -> str:
     first = part.iloc[0]
-    return (f"fit: target {first.target}, positions {first.positions}, fit model {first.fit_model}, "
-            f"param {first.param}; the fit's guard accepted it: {bool(part.accepted.astype(bool).all())}")
+    return (
+        f"fit: target {first.target}, positions {first.positions}, fit model {first.fit_model}, "
+        f"param {first.param}; the fit's guard accepted it: {bool(part.accepted.astype(bool).all())}"
+    )
 
 
 def _over_inits(interval: st.Interval, what: str) -> st.Interval:
-    return interval._replace(method=f"per held-out initialization of the fit (the unit of replication: n_seeds counts "
-                                    f"them), {what}; {interval.method.replace('seed', 'held-out init')}")
+    return interval._replace(
+        method=f"per held-out initialization of the fit (the unit of replication: n_seeds counts "
+        f"them), {what}; {interval.method.replace('seed', 'held-out init')}"
+    )
 
 
 def reading_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
@@ -75,8 +82,10 @@ def reading_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
                 found |= {(name, L, depth) for L, depth in runs_of(table, name)}
     if not found:
         raise NotRun("no bias variant (remedy kind bias) in the run's tables")
-    return [Setting(v, L, depth, inputs.residual(v), "initialization (held-out inits of the fit)", reading=v)
-            for v, L, depth in sorted(found)]
+    return [
+        Setting(v, L, depth, inputs.residual(v), "initialization (held-out inits of the fit)", reading=v)
+        for v, L, depth in sorted(found)
+    ]
 
 
 def bias_fit_flattens_profile(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
@@ -91,9 +100,12 @@ def bias_fit_flattens_profile(inputs: Inputs, ev: EvidenceSettings, s: Setting) 
     part = fit_rows(inputs, s)
     change = log_change_per_init(part, "imbalance")
     interval = _over_inits(st.t_interval(change.to_numpy(), ev.level), "log(E_inf with the fitted B / at B = 0)")
-    rule = dec.DecisionRule("at_most", -ev.log_ratio_margin, ev.level,
-                           "log(E_inf with the fitted B / E_inf at B = 0) of the fitted profile on held-out "
-                           "initializations")
+    rule = dec.DecisionRule(
+        "at_most",
+        -ev.log_ratio_margin,
+        ev.level,
+        "log(E_inf with the fitted B / E_inf at B = 0) of the fitted profile on held-out initializations",
+    )
     before, after = (float(np.exp(np.log(part[f"imbalance_{stage}"]).mean())) for stage in ("before", "after"))
     note = f"E_inf {before:.3g} -> {after:.3g} (geometric means over {len(part)} held-out inits); "
     return Result(interval, rule, note + _fit_words(part))
@@ -110,11 +122,16 @@ def bias_fit_keeps_context_share(inputs: Inputs, ev: EvidenceSettings, s: Settin
     """
     part = fit_rows(inputs, s)
     change = log_share_change_per_init(part, s.L)
-    interval = _over_inits(st.t_interval(change.to_numpy(), ev.level),
-                           "log(context share with the fitted B / min(share at B = 0, (L-1)/L))")
-    rule = dec.DecisionRule("at_least", -ev.share_margin, ev.level,
-                           "log(context share with the fitted B / min(share at B = 0, (L-1)/L)) on held-out "
-                           "initializations")
+    interval = _over_inits(
+        st.t_interval(change.to_numpy(), ev.level),
+        "log(context share with the fitted B / min(share at B = 0, (L-1)/L))",
+    )
+    rule = dec.DecisionRule(
+        "at_least",
+        -ev.share_margin,
+        ev.level,
+        "log(context share with the fitted B / min(share at B = 0, (L-1)/L)) on held-out initializations",
+    )
     before, after = (100 * float(part[f"context_share_{stage}"].mean()) for stage in ("before", "after"))
     note = f"context share {before:.3g}% -> {after:.3g}% (mean over {len(part)} held-out inits); "
     return Result(interval, rule, note + _fit_words(part))
@@ -147,5 +164,3 @@ def gate(*reasons: str | None) -> str | None:
     """Why a row is not evaluable: the reasons given, joined (None when there are none)."""
     found = [r for r in reasons if r]
     return "; ".join(found) if found else None
-
-

@@ -19,9 +19,34 @@ from lostmid.evidence.tables import TABLES
 BLOG = "blog"  # the family of the blog's rows (Claim.family; docs/evidence.md, "Family-wise correction")
 PAPER = "paper"
 
-COLUMNS = ["claim", "source", "setting", "variant", "L", "depth", "residual", "checkpoint", "statistic", "unit",
-           "estimate", "ci_low", "ci_high", "n_seeds", "method", "verdict", "rule", "rule_kind", "margin", "note",
-           "reading", "family_size", "adjusted_level", "adjusted_low", "adjusted_high", "adjusted_verdict"]
+COLUMNS = [
+    "claim",
+    "source",
+    "setting",
+    "variant",
+    "L",
+    "depth",
+    "residual",
+    "checkpoint",
+    "statistic",
+    "unit",
+    "estimate",
+    "ci_low",
+    "ci_high",
+    "n_seeds",
+    "method",
+    "verdict",
+    "rule",
+    "rule_kind",
+    "margin",
+    "note",
+    "reading",
+    "family_size",
+    "adjusted_level",
+    "adjusted_low",
+    "adjusted_high",
+    "adjusted_verdict",
+]
 
 
 class EvidenceError(LostmidError):
@@ -67,12 +92,17 @@ class _Config:
 
     def reference(self, name: str) -> str | None:
         """The variant without a remedy and with the same model and train overrides (see the module doc)."""
+
         def train(b: dict) -> dict:  # seed_batch changes float rounding only, not what is trained
             return {k: v for k, v in (b.get("train") or {}).items() if k != "seed_batch"}
 
         block = self.variants[name]
-        same = [other for other in self.of_kind("none") if (self.variants[other].get("model") or {}) == (block.get("model") or {})
-                and train(self.variants[other]) == train(block)]
+        same = [
+            other
+            for other in self.of_kind("none")
+            if (self.variants[other].get("model") or {}) == (block.get("model") or {})
+            and train(self.variants[other]) == train(block)
+        ]
         if not same:
             return None
         return "baseline" if "baseline" in same else same[0]
@@ -167,13 +197,18 @@ def rows_of(table: pd.DataFrame, what: str, variant: str, L: int, depth: int, st
         mask &= table.step == step
     part = table[mask]
     if part.empty:
-        raise NotRun(f"{variant} at L {L}, depth {depth} has no {what} rows" + (f" at step {step}" if step is not None else ""))
+        raise NotRun(
+            f"{variant} at L {L}, depth {depth} has no {what} rows" + (f" at step {step}" if step is not None else "")
+        )
     return part
 
 
 def last_common_step(table: pd.DataFrame, s: Setting) -> int:
     """The last step at which both the setting's variant and its reference have rows of ``table``."""
-    steps = [set(table[(table.variant == v) & (table.L == s.L) & (table.depth == s.depth)].step) for v in (s.variant, s.reference)]
+    steps = [
+        set(table[(table.variant == v) & (table.L == s.L) & (table.depth == s.depth)].step)
+        for v in (s.variant, s.reference)
+    ]
     return max(steps[0] & steps[1])
 
 

@@ -49,7 +49,9 @@ class EvidenceSettings:
     algebraic_tolerance: float  # a difference of regional densities smaller than this counts as no difference
     einf_zero: float  # "E_inf close to 0"
     imbalance_ratio: float  # "lowers the trace imbalance": at most this fraction of the baseline's
-    probe_ratio: float  # "falls with the probe count": the largest count's value at most this fraction of the smallest's
+    probe_ratio: (
+        float  # "falls with the probe count": the largest count's value at most this fraction of the smallest's
+    )
     # The validation protocol (docs/validation.md): a remedy's step costs at most this many times the
     # baseline's, in time and in peak memory (the paper: the same order, a larger constant).
     overhead_ratio: float

@@ -24,7 +24,8 @@ from __future__ import annotations
 import inspect
 import math
 import warnings
-from typing import Callable, Iterable, NamedTuple
+from collections.abc import Callable, Iterable
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -33,7 +34,6 @@ from scipy import integrate, stats
 from statsmodels.tools.sm_exceptions import PerfectSeparationWarning
 
 from lostmid.tables.summaries import t_half_width
-
 
 # Haldane-Anscombe correction: added to the failure and to the success count of every row
 # of every logistic fit (see logistic_slope).
@@ -133,8 +133,15 @@ def per_seed_slopes(table: pd.DataFrame, keys: Iterable[str] = (), seed: str = "
     rows = []
     for group, part in table.groupby(keys + [seed], sort=True):
         fit = logistic_slope(part["failures"].to_numpy(), part["n"].to_numpy(), part["p"].to_numpy())
-        rows.append({**dict(zip(keys + [seed], group)), "slope": fit.slope, "se": fit.se,
-                     "positions": len(part), "sequences": int(part["n"].sum())})
+        rows.append(
+            {
+                **dict(zip(keys + [seed], group)),
+                "slope": fit.slope,
+                "se": fit.se,
+                "positions": len(part),
+                "sequences": int(part["n"].sum()),
+            }
+        )
     return pd.DataFrame(rows, columns=keys + [seed, "slope", "se", "positions", "sequences"])
 
 
@@ -185,8 +192,10 @@ def restricted_mean_time(times, horizon: float, level: float = 0.95) -> Interval
     # The restricted mean lies in [0, horizon]; a t interval of few seeds can reach past
     # either end, and cutting it there loses no coverage.
     result = result._replace(low=min(max(result.low, 0.0), horizon), high=min(max(result.high, 0.0), horizon))
-    return result._replace(method=f"restricted mean time to threshold (censored at horizon {horizon:g}: "
-                                  f"{censored} of {result.n} seeds); {result.method}")
+    return result._replace(
+        method=f"restricted mean time to threshold (censored at horizon {horizon:g}: "
+        f"{censored} of {result.n} seeds); {result.method}"
+    )
 
 
 def area_under_failure(steps, failure, horizon: float | None = None) -> float:
@@ -276,8 +285,9 @@ def t_interval(values, level: float = 0.95) -> Interval:
     return Interval(mean, mean - half, mean + half, n, method)
 
 
-def bootstrap_interval(values, level: float = 0.95, method: str = "BCa", n_resamples: int = 9999,
-                       seed: int = 0) -> Interval:
+def bootstrap_interval(
+    values, level: float = 0.95, method: str = "BCa", n_resamples: int = 9999, seed: int = 0
+) -> Interval:
     """Mean over seeds with a bootstrap interval over seeds (scipy.stats.bootstrap, seeded).
 
     The alternative to ``t_interval`` when per-seed values are skewed (e.g. times or ratios):
@@ -294,9 +304,15 @@ def bootstrap_interval(values, level: float = 0.95, method: str = "BCa", n_resam
     degenerate = _without_spread(values, label)
     if degenerate:
         return degenerate
-    result = stats.bootstrap((values,), np.mean, confidence_level=level, method=method,
-                             n_resamples=n_resamples, vectorized=True,
-                             **{_BOOTSTRAP_RNG: np.random.default_rng(seed)})
+    result = stats.bootstrap(
+        (values,),
+        np.mean,
+        confidence_level=level,
+        method=method,
+        n_resamples=n_resamples,
+        vectorized=True,
+        **{_BOOTSTRAP_RNG: np.random.default_rng(seed)},
+    )
     ci = result.confidence_interval
     return Interval(float(values.mean()), float(ci.low), float(ci.high), n, label)
 
@@ -353,5 +369,10 @@ def log_mean_interval(values, level: float = 0.95) -> Interval:
     if (values <= 0).any():
         raise ValueError("log_mean_interval needs positive values")
     result = t_interval(np.log(values), level)
-    return Interval(math.exp(result.estimate), math.exp(result.low), math.exp(result.high), result.n,
-                    f"geometric mean; {result.method} on the log scale, mapped back by exp")
+    return Interval(
+        math.exp(result.estimate),
+        math.exp(result.low),
+        math.exp(result.high),
+        result.n,
+        f"geometric mean; {result.method} on the log scale, mapped back by exp",
+    )

@@ -34,9 +34,25 @@ TABLES = {
     ),
     # One row per held-out initialization of a bias fit (docs/evidence.md, "The bias fit's checks").
     "bias_summary": EvidenceTable(
-        ("variant", "L", "depth", "target", "positions", "fit_model", "param", "heldout_init", "imbalance_before",
-         "imbalance_after", "context_share_before", "context_share_after", "c0", "lag_slope", "self_attention_init",
-         "self_attention_init_b0", "accepted"),
+        (
+            "variant",
+            "L",
+            "depth",
+            "target",
+            "positions",
+            "fit_model",
+            "param",
+            "heldout_init",
+            "imbalance_before",
+            "imbalance_after",
+            "context_share_before",
+            "context_share_after",
+            "c0",
+            "lag_slope",
+            "self_attention_init",
+            "self_attention_init_b0",
+            "accepted",
+        ),
         "results/bias_fit_summary files (the bias fit's checks, one row per held-out initialization)",
     ),
     "algebraic_table": EvidenceTable(
@@ -49,6 +65,7 @@ TABLES = {
         "results/observability files (loss-free profiles of the runs of influence.trace_variants)",
     ),
     "train": EvidenceTable(
-        (*_RUN_KEYS, "seconds_per_step", "peak_mem_mb"), "results/train files (per-step time and peak memory: the overhead claims)"
+        (*_RUN_KEYS, "seconds_per_step", "peak_mem_mb"),
+        "results/train files (per-step time and peak memory: the overhead claims)",
     ),
 }

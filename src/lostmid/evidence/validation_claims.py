@@ -14,7 +14,8 @@ Algorithm 3: the observability trace density). The last common checkpoint is rep
 carries the paired log ratio of its raw total (Z, the trace total) in the note.
 
 Each claim's per-seed effect is a function (``*_effect``, kept on the claim's compute function as
-``effect``) that the claim and the power plan (``scripts/evidence_power.py --validation``) share. Every row is a Student t interval over paired
+``effect``) that the claim and the power plan (``scripts/evidence_power.py --validation``) share. Every row is a
+Student t interval over paired
 seeds (on the log scale for the overhead ratios), so its t statistic and one-sided p-value follow
 from the row itself (``rule_p_value``): what a family-wise correction across rows reads.
 """
@@ -22,7 +23,8 @@ from the row itself (``rule_p_value``): what a family-wise correction across row
 from __future__ import annotations
 
 import math
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -62,7 +64,10 @@ def flag_law(inputs: Inputs, name: str) -> str:
 
 def _aimed_at_uniform(inputs: Inputs, name: str) -> bool:
     """Trained on the uniform flag law with the uniform target density (Algorithm 1's ``target``)."""
-    return flag_law(inputs, name) == "uniform" and (inputs.variants[name].get("remedy") or {}).get("target", "uniform") == "uniform"
+    return (
+        flag_law(inputs, name) == "uniform"
+        and (inputs.variants[name].get("remedy") or {}).get("target", "uniform") == "uniform"
+    )
 
 
 def uniform_arm_settings(kind: str, table: str, checkpoints: tuple[str, ...]):
@@ -70,11 +75,16 @@ def uniform_arm_settings(kind: str, table: str, checkpoints: tuple[str, ...]):
     their references (``pair_settings``), once per checkpoint reading in ``checkpoints``."""
 
     def settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
-        found = [Setting(s.variant, s.L, s.depth, s.residual, checkpoint, s.reference, s.missing)
-                 for s in pair_settings(kind, table, "")(inputs, ev) if _aimed_at_uniform(inputs, s.variant)
-                 for checkpoint in checkpoints]
+        found = [
+            Setting(s.variant, s.L, s.depth, s.residual, checkpoint, s.reference, s.missing)
+            for s in pair_settings(kind, table, "")(inputs, ev)
+            if _aimed_at_uniform(inputs, s.variant)
+            for checkpoint in checkpoints
+        ]
         if not found:
-            raise NotRun(f"no {kind} variant trained on the uniform flag law for the uniform target in the {table} table")
+            raise NotRun(
+                f"no {kind} variant trained on the uniform flag law for the uniform target in the {table} table"
+            )
         return found
 
     return settings
@@ -90,8 +100,10 @@ def arm_steps(inputs: Inputs, ev: EvidenceSettings, s: Setting, table: pd.DataFr
     for name in (s.variant, s.reference):
         step, best = mid_training_step(inputs.failure, name, s.L, s.depth, ev.mid_accuracy)
         if step is None:
-            raise NotRun(f"mid-training undefined: {name}'s mean evaluation accuracy never reached {ev.mid_accuracy:g} "
-                         f"(best {best:.3f})")
+            raise NotRun(
+                f"mid-training undefined: {name}'s mean evaluation accuracy never reached {ev.mid_accuracy:g} "
+                f"(best {best:.3f})"
+            )
         steps.append(step)
     return steps[0], steps[1]
 
@@ -107,7 +119,11 @@ def _interval_words(values: pd.Series, ev: EvidenceSettings) -> str:
 
 
 def _steps_words(s: Setting, steps: tuple[int, int]) -> str:
-    return f"step {steps[0]}" if steps[0] == steps[1] else f"{s.variant} at step {steps[0]}, {s.reference} at step {steps[1]}"
+    return (
+        f"step {steps[0]}"
+        if steps[0] == steps[1]
+        else f"{s.variant} at step {steps[0]}, {s.reference} at step {steps[1]}"
+    )
 
 
 # =========================================================================== the loss-free profiles
@@ -142,8 +158,12 @@ def balance_e_inf_effect(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Pe
     values = _log_ratio(lambda v, step: log_metric(inputs, ev, v, s, step), s, steps)
     z = _log_ratio(lambda v, step: log_metric(inputs, ev, v, s, step, "Z"), s, steps)
     rule = dec.DecisionRule("less_than_zero", ev.log_ratio_margin, ev.level, "log(E_inf Alg. 1 / E_inf baseline)")
-    return PerSeed(values, rule, f"per-seed log(E_inf remedy / E_inf baseline), {_steps_words(s, steps)}, delta {ev.delta:g}",
-                   f"raw total energy: log(Z remedy / Z baseline) {_interval_words(z, ev)}")
+    return PerSeed(
+        values,
+        rule,
+        f"per-seed log(E_inf remedy / E_inf baseline), {_steps_words(s, steps)}, delta {ev.delta:g}",
+        f"raw total energy: log(Z remedy / Z baseline) {_interval_words(z, ev)}",
+    )
 
 
 def reweight_e_inf_effect(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> PerSeed:
@@ -155,21 +175,34 @@ def reweight_e_inf_effect(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> P
 def balance_jacobian_effect(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> PerSeed:
     steps = arm_steps(inputs, ev, s, inputs.observability if inputs.observability is not None else inputs.metrics)
     values = _log_ratio(lambda v, step: observability_per_seed(inputs, v, s, step, "jacobian"), s, steps)
-    rule = dec.DecisionRule("less_than_zero", ev.log_ratio_margin, ev.level,
-                            "log(output-Jacobian imbalance Alg. 1 / baseline's)")
-    return PerSeed(values, rule, f"per-seed log ratio of the imbalance of the output-Jacobian density, {_steps_words(s, steps)}")
+    rule = dec.DecisionRule(
+        "less_than_zero", ev.log_ratio_margin, ev.level, "log(output-Jacobian imbalance Alg. 1 / baseline's)"
+    )
+    return PerSeed(
+        values, rule, f"per-seed log ratio of the imbalance of the output-Jacobian density, {_steps_words(s, steps)}"
+    )
 
 
 def observability_trace_effect(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> PerSeed:
     steps = arm_steps(inputs, ev, s, inputs.observability if inputs.observability is not None else inputs.metrics)
     values = _log_ratio(lambda v, step: observability_per_seed(inputs, v, s, step, "trace"), s, steps)
     total = _log_ratio(lambda v, step: observability_per_seed(inputs, v, s, step, "trace_total"), s, steps)
-    lim = _paired(*(rows_of(inputs.metrics[np.isclose(inputs.metrics.delta, ev.delta)], "metrics", v, s.L, s.depth, step)
-                    .set_index("seed").LIM for v, step in zip((s.variant, s.reference), steps)))
+    lim = _paired(
+        *(
+            rows_of(inputs.metrics[np.isclose(inputs.metrics.delta, ev.delta)], "metrics", v, s.L, s.depth, step)
+            .set_index("seed")
+            .LIM
+            for v, step in zip((s.variant, s.reference), steps)
+        )
+    )
     rule = dec.DecisionRule("less_than_zero", ev.log_ratio_margin, ev.level, "log(E_obs Alg. 3 / E_obs baseline)")
-    return PerSeed(values, rule, f"per-seed log ratio of the exact trace imbalance E_obs (every position), {_steps_words(s, steps)}",
-                   f"raw trace total: log ratio {_interval_words(total, ev)}; LIM (delta {ev.delta:g}) remedy - baseline "
-                   f"{_interval_words(lim, ev)} (the paper: trace balancing need not lower LIM)")
+    return PerSeed(
+        values,
+        rule,
+        f"per-seed log ratio of the exact trace imbalance E_obs (every position), {_steps_words(s, steps)}",
+        f"raw trace total: log ratio {_interval_words(total, ev)}; LIM (delta {ev.delta:g}) remedy - baseline "
+        f"{_interval_words(lim, ev)} (the paper: trace balancing need not lower LIM)",
+    )
 
 
 # --------------------------------------------------------------------------- the position shift
@@ -187,13 +220,30 @@ def shift_settings(remedies: bool):
                 continue
             reference = inputs.reference(name) if remedies else uniform_counterpart(inputs, name)
             for L, depth in runs_of(inputs.failure, name):
-                missing = None if reference is not None and (L, depth) in runs_of(inputs.failure, reference) else \
-                    f"{name} has no {'baseline' if remedies else 'uniform-law counterpart'} with failure rows at L {L}, depth {depth}"
-                found.append(Setting(name, L, depth, inputs.residual(name), f"{LAST}, evaluated on the uniform balanced set",
-                                     reference, missing))
+                missing = (
+                    None
+                    if reference is not None and (L, depth) in runs_of(inputs.failure, reference)
+                    else (
+                        f"{name} has no {'baseline' if remedies else 'uniform-law counterpart'} with failure "
+                        f"rows at L {L}, depth {depth}"
+                    )
+                )
+                found.append(
+                    Setting(
+                        name,
+                        L,
+                        depth,
+                        inputs.residual(name),
+                        f"{LAST}, evaluated on the uniform balanced set",
+                        reference,
+                        missing,
+                    )
+                )
         if not found:
-            raise NotRun("no variant trained on a shifted flag law (train.flag_law early or late)" +
-                         (" with a remedy" if remedies else ""))
+            raise NotRun(
+                "no variant trained on a shifted flag law (train.flag_law early or late)"
+                + (" with a remedy" if remedies else "")
+            )
         return found
 
     return settings
@@ -201,16 +251,22 @@ def shift_settings(remedies: bool):
 
 def uniform_counterpart(inputs: Inputs, name: str) -> str | None:
     """The variant with the same overrides as ``name`` but trained on the uniform flag law (seed_batch aside)."""
+
     def key(block: dict) -> tuple:
         train = {k: v for k, v in (block.get("train") or {}).items() if k not in ("seed_batch", "flag_law")}
         return block.get("model") or {}, train, block.get("remedy") or {}
 
-    same = [other for other in sorted(inputs.variants) if flag_law(inputs, other) == "uniform"
-            and key(inputs.variants[other]) == key(inputs.variants[name])]
+    same = [
+        other
+        for other in sorted(inputs.variants)
+        if flag_law(inputs, other) == "uniform" and key(inputs.variants[other]) == key(inputs.variants[name])
+    ]
     return same[0] if same else None
 
 
-def untrained_failure_per_seed(failure: pd.DataFrame, variant: str, law: str, L: int, depth: int, step: int) -> pd.Series:
+def untrained_failure_per_seed(
+    failure: pd.DataFrame, variant: str, law: str, L: int, depth: int, step: int
+) -> pd.Series:
     """Per seed: the failure rate at ``step`` on the half of the flags a shifted law under-trains
     (early law: p > 1/2; late law: p <= 1/2), on the uniform balanced evaluation set."""
     part = rows_of(failure, "failure", variant, L, depth, step)
@@ -221,18 +277,35 @@ def untrained_failure_per_seed(failure: pd.DataFrame, variant: str, law: str, L:
 def shift_effect(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> PerSeed:
     law = flag_law(inputs, s.variant)
     step = last_common_step(accuracy_per_checkpoint(inputs.failure), s)
-    values = _paired(*(untrained_failure_per_seed(inputs.failure, v, law, s.L, s.depth, step) for v in (s.variant, s.reference)))
+    values = _paired(
+        *(untrained_failure_per_seed(inputs.failure, v, law, s.L, s.depth, step) for v in (s.variant, s.reference))
+    )
     half = "p > 1/2" if law == "early" else "p <= 1/2"
-    against_baseline = flag_law(inputs, s.reference) == law  # remedy vs its baseline; else the check against the uniform law
-    rule = (dec.DecisionRule("less_than_zero", ev.recall_margin, ev.level,
-                             f"the failure rate on the flags the {law} law under-trains ({half}), remedy - baseline")
-            if against_baseline else
-            dec.DecisionRule("greater_than_zero", ev.recall_margin, ev.level,
-                             f"the failure rate on the flags the {law} law under-trains ({half}), {law} law - uniform law"))
+    against_baseline = (
+        flag_law(inputs, s.reference) == law
+    )  # remedy vs its baseline; else the check against the uniform law
+    rule = (
+        dec.DecisionRule(
+            "less_than_zero",
+            ev.recall_margin,
+            ev.level,
+            f"the failure rate on the flags the {law} law under-trains ({half}), remedy - baseline",
+        )
+        if against_baseline
+        else dec.DecisionRule(
+            "greater_than_zero",
+            ev.recall_margin,
+            ev.level,
+            f"the failure rate on the flags the {law} law under-trains ({half}), {law} law - uniform law",
+        )
+    )
     note = ""
     if inputs.metrics is not None:
         e_inf = _log_ratio(lambda v, st_: log_metric(inputs, ev, v, s, st_), s, (step, step))
-        note = f"influence on the uniform influence batch: log(E_inf {s.variant} / {s.reference}) {_interval_words(e_inf, ev)}"
+        note = (
+            f"influence on the uniform influence batch: log(E_inf {s.variant} / {s.reference}) "
+            f"{_interval_words(e_inf, ev)}"
+        )
     return PerSeed(values, rule, f"per-seed failure rate on flags with {half} at step {step}", note)
 
 
@@ -241,7 +314,9 @@ def shift_effect(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> PerSeed:
 
 def _per_run(inputs: Inputs, variant: str, s: Setting, column: str) -> pd.Series:
     part = rows_of(inputs.train, "train", variant, s.L, s.depth)
-    values = part.groupby("seed")[column].median() if column == "seconds_per_step" else part.groupby("seed")[column].max()
+    values = (
+        part.groupby("seed")[column].median() if column == "seconds_per_step" else part.groupby("seed")[column].max()
+    )
     if not (np.isfinite(values).all() and (values > 0).all()):
         raise NotRun(f"the training log of {variant} has no positive {column}")
     return np.log(values.astype(np.float64))
@@ -305,17 +380,31 @@ def strength_effect(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> PerSeed
     for name in strengths:
         step, best = mid_training_step(inputs.failure, name, s.L, s.depth, ev.mid_accuracy)
         if step is None:
-            raise NotRun(f"mid-training undefined: {name}'s mean evaluation accuracy never reached {ev.mid_accuracy:g} (best {best:.3f})")
-        per_arm[name] = (log_metric(inputs, ev, name, s, step) if kind == "balance"
-                         else observability_per_seed(inputs, name, s, step, "trace"))
+            raise NotRun(
+                f"mid-training undefined: {name}'s mean evaluation accuracy never reached {ev.mid_accuracy:g} "
+                f"(best {best:.3f})"
+            )
+        per_arm[name] = (
+            log_metric(inputs, ev, name, s, step)
+            if kind == "balance"
+            else observability_per_seed(inputs, name, s, step, "trace")
+        )
     frame = pd.DataFrame(per_arm).dropna()
     x = np.array([strengths[n] / top for n in frame.columns])
     slopes = pd.Series([float(np.polyfit(x, row.to_numpy(), 1)[0]) for _, row in frame.iterrows()], index=frame.index)
     target = "E_inf" if kind == "balance" else "E_obs"
-    rule = dec.DecisionRule("less_than_zero", ev.log_ratio_margin, ev.level,
-                            f"the fitted change of log {target} from no penalty to {key} = {top:g}")
-    return PerSeed(slopes, rule, f"per-seed least-squares slope of log {target} (each arm at its own mid-training) on "
-                                 f"{key} / {top:g} over {key} = {sorted(strengths.values())}")
+    rule = dec.DecisionRule(
+        "less_than_zero",
+        ev.log_ratio_margin,
+        ev.level,
+        f"the fitted change of log {target} from no penalty to {key} = {top:g}",
+    )
+    return PerSeed(
+        slopes,
+        rule,
+        f"per-seed least-squares slope of log {target} (each arm at its own mid-training) on "
+        f"{key} / {top:g} over {key} = {sorted(strengths.values())}",
+    )
 
 
 def union_settings(*parts):
@@ -336,7 +425,9 @@ def union_settings(*parts):
 
 
 def sequential(inputs: Inputs, name: str) -> bool:
-    """The variant trains its seeds one at a time (``train.seed_batch`` left out or 1): its per-step time is one seed's."""
+    """The variant trains its seeds one at a time (``train.seed_batch`` left out or 1): its per-step time is one
+    seed's.
+    """
     return (inputs.variants[name].get("train") or {}).get("seed_batch", 1) == 1
 
 
@@ -345,8 +436,11 @@ def overhead_pairs(kind: str):
     (and Algorithm 3 is never vmapped), so only such pairs compare time and memory per step."""
 
     def settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
-        found = [s for s in pair_settings(kind, "train", "every training step")(inputs, ev)
-                 if sequential(inputs, s.variant) and (s.reference is None or sequential(inputs, s.reference))]
+        found = [
+            s
+            for s in pair_settings(kind, "train", "every training step")(inputs, ev)
+            if sequential(inputs, s.variant) and (s.reference is None or sequential(inputs, s.reference))
+        ]
         if not found:
             raise NotRun(f"no {kind} variant and baseline that both train with seed_batch 1")
         return found
@@ -358,7 +452,7 @@ overhead_settings = union_settings(*(overhead_pairs(kind) for kind in ("balance"
 ladder_settings = union_settings(strength_settings("balance"), strength_settings("observability"))
 
 
-# =========================================================================== the claims' results, and the rows' p-values
+# ======================================================================== the claims' results, and the rows' p-values
 
 
 def t_result(effect: Callable[[Inputs, EvidenceSettings, Setting], PerSeed], log_scale: bool = False):
@@ -376,8 +470,9 @@ def t_result(effect: Callable[[Inputs, EvidenceSettings, Setting], PerSeed], log
     return compute
 
 
-def rule_p_value(estimate: float, low: float, high: float, n: int, level: float, kind: str, margin: float,
-                 log_scale: bool = False) -> float:
+def rule_p_value(
+    estimate: float, low: float, high: float, n: int, level: float, kind: str, margin: float, log_scale: bool = False
+) -> float:
     """One-sided p-value of a row's Student t interval against the null its rule rejects to say
     "supported": greater_than_zero, effect <= 0; less_than_zero, effect >= 0; at_most t, effect >= t;
     at_least t, effect <= t; equivalent_to_zero, the larger of the two one-sided tests at +-margin.

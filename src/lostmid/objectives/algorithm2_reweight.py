@@ -65,7 +65,13 @@ class ReweightObjective(TaskObjective):
     def update(self, model, device) -> None:
         risk = self.position_risk(model, device)
         self.weights = reweighting_weights(risk, self.law, self.settings.eta)
-        log.debug("reweight: risk %.3g..%.3g, weights %.3g..%.3g", risk.min(), risk.max(), self.weights.min(), self.weights.max())
+        log.debug(
+            "reweight: risk %.3g..%.3g, weights %.3g..%.3g",
+            risk.min(),
+            risk.max(),
+            self.weights.min(),
+            self.weights.max(),
+        )
 
     def sequence_weights(self, model, tokens, flags, step: int) -> torch.Tensor:
         """w(f) of each sequence's flag position, the law refreshed at steps 1, K+1, 2K+1, ..."""

@@ -49,7 +49,13 @@ class Observability:
     monitored: int | float  # a count >= 1, or a fraction of L in (0, 1]
 
 
-REMEDIES = {"none": NoParameters, "bias": NoParameters, "balance": Balance, "reweight": Reweight, "observability": Observability}
+REMEDIES = {
+    "none": NoParameters,
+    "bias": NoParameters,
+    "balance": Balance,
+    "reweight": Reweight,
+    "observability": Observability,
+}
 STRENGTH = {"balance": "beta", "reweight": "eta", "observability": "lam"}
 TARGETS = ("uniform", "late", "early")
 

@@ -9,8 +9,20 @@ import seaborn as sns
 
 from lostmid.plots.common import save
 
-
-SHOWN = ["left", "middle", "right", "Delta", "SC", "LIM", "E_inf", "Z", "trace_left", "trace_middle", "trace_right", "obs_imbalance"]
+SHOWN = [
+    "left",
+    "middle",
+    "right",
+    "Delta",
+    "SC",
+    "LIM",
+    "E_inf",
+    "Z",
+    "trace_left",
+    "trace_middle",
+    "trace_right",
+    "obs_imbalance",
+]
 
 
 def table_figure(table: pd.DataFrame, profiles: pd.DataFrame, path) -> None:
@@ -46,7 +58,9 @@ def probe_figure(probes: pd.DataFrame, path) -> None:
     """Relative bias and relative std of the probe-estimated penalty against N_probe, log-log."""
     fig, ax = plt.subplots(figsize=(6, 4.2))
     n = probes["n_probe"].to_numpy(float)
-    ax.errorbar(n, probes["rel_bias"], yerr=2 * probes["rel_se_bias"], marker="o", capsize=3, label="relative bias (±2 SE)")
+    ax.errorbar(
+        n, probes["rel_bias"], yerr=2 * probes["rel_se_bias"], marker="o", capsize=3, label="relative bias (±2 SE)"
+    )
     ax.plot(n, probes["rel_bias_theory"], ls=":", color="C0", label="exact bias (theory)")
     ax.plot(n, probes["rel_std"], marker="s", label="relative std (one batch)")
     ax.plot(n, probes["rel_bias_theory"].iloc[0] / n, color="0.5", lw=0.8, ls="--", label="∝ 1/N")
@@ -56,6 +70,8 @@ def probe_figure(probes: pd.DataFrame, path) -> None:
     ax.set_xlabel("N_probe (common Gaussian probes)")
     ax.set_ylabel("relative to the exact penalty")
     reps = int(probes["repetitions"].iloc[0]) if "repetitions" in probes else None
-    ax.set_title(f"Probe study: exact penalty {probes['exact'].iloc[0]:.4g}" + (f", {reps} repetitions" if reps else ""))
+    ax.set_title(
+        f"Probe study: exact penalty {probes['exact'].iloc[0]:.4g}" + (f", {reps} repetitions" if reps else "")
+    )
     ax.legend(fontsize=7)
     save(fig, path)

@@ -41,8 +41,22 @@ def sweep_profiles(profiles: pd.DataFrame, path) -> None:
     n = profiles.n.max()
     data = _density(profiles.query("n == @n")).assign(model=lambda d: d.family + " / " + d.encoding)
     data = data.groupby(["model", "depth", "profile", "p"], as_index=False).density.mean()
-    grid = sns.relplot(data=data, x="p", y="density", hue="profile", style="profile", hue_order=ORDER, style_order=ORDER,
-                       dashes=STYLE, row="model", col="depth", kind="line", height=1.9, aspect=1.3, facet_kws={"margin_titles": True})
+    grid = sns.relplot(
+        data=data,
+        x="p",
+        y="density",
+        hue="profile",
+        style="profile",
+        hue_order=ORDER,
+        style_order=ORDER,
+        dashes=STYLE,
+        row="model",
+        col="depth",
+        kind="line",
+        height=1.9,
+        aspect=1.3,
+        facet_kws={"margin_titles": True},
+    )
     _finish(grid, f"random init, n = {n}, {what}")
     save(grid, path)
 
@@ -52,8 +66,23 @@ def flag_profiles(profiles: pd.DataFrame, path) -> None:
     profiles, what = _first_target(profiles)
     data = _density(profiles).assign(run=lambda d: d.variant + " L=" + d.n.astype(str) + " M=" + d.depth.astype(str))
     data = data.groupby(["run", "step", "profile", "p"], as_index=False).density.mean()
-    grid = sns.relplot(data=data, x="p", y="density", hue="profile", style="profile", hue_order=ORDER, style_order=ORDER,
-                       dashes=STYLE, row="step", col="run", kind="line", marker="o", height=2.0, aspect=1.3, facet_kws={"margin_titles": True})
+    grid = sns.relplot(
+        data=data,
+        x="p",
+        y="density",
+        hue="profile",
+        style="profile",
+        hue_order=ORDER,
+        style_order=ORDER,
+        dashes=STYLE,
+        row="step",
+        col="run",
+        kind="line",
+        marker="o",
+        height=2.0,
+        aspect=1.3,
+        facet_kws={"margin_titles": True},
+    )
     _finish(grid, f"flag-recall checkpoints, {what}")
     save(grid, path)
 

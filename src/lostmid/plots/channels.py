@@ -36,17 +36,32 @@ def channel_energies(channels: pd.DataFrame, cross_terms: pd.DataFrame, path, de
         for col, region in enumerate(REGIONS):
             ax = axes[row, col]
             part = J.loc[(J[RUN_GROUP] == pd.Series(selector)).all(axis=1) & (J["region"] == region)]
-            wide = part.pivot(index="step", columns="channel", values="J").reindex(columns=list(CHANNEL_LABELS)).fillna(0.0)
+            wide = (
+                part.pivot(index="step", columns="channel", values="J")
+                .reindex(columns=list(CHANNEL_LABELS))
+                .fillna(0.0)
+            )
             steps = wide.index.to_numpy()
             x = np.arange(len(steps))
             bottom = np.zeros(len(steps))
             for channel, label in CHANNEL_LABELS.items():
                 ax.bar(x, wide[channel], bottom=bottom, color=colors[channel], label=label, width=0.7)
                 bottom += wide[channel].to_numpy()
-            cross = xi.loc[(xi[RUN_GROUP] == pd.Series(selector)).all(axis=1) & (xi["region"] == region)].set_index("step")["xi"]
+            cross = xi.loc[(xi[RUN_GROUP] == pd.Series(selector)).all(axis=1) & (xi["region"] == region)].set_index(
+                "step"
+            )["xi"]
             cross = cross.reindex(steps).fillna(0.0).to_numpy()
             # Positive cross terms stack on top; negative ones hang below zero.
-            ax.bar(x, cross, bottom=np.where(cross > 0, bottom, 0.0), color="none", edgecolor="grey", hatch="///", width=0.7, label=r"cross terms $\Xi$")
+            ax.bar(
+                x,
+                cross,
+                bottom=np.where(cross > 0, bottom, 0.0),
+                color="none",
+                edgecolor="grey",
+                hatch="///",
+                width=0.7,
+                label=r"cross terms $\Xi$",
+            )
             ax.plot(x, bottom + cross, "k.-", label=r"$\bar m_B = \sum J + \Xi$")
             ax.axhline(0, color="black", lw=0.6)
             ax.set_xticks(x, [str(s) for s in steps], rotation=45 if len(steps) > 6 else 0)
@@ -77,7 +92,9 @@ def condition_summary(conditions: pd.DataFrame) -> pd.DataFrame:
         conservative=("conservative", "sum"),
         violations=("violation", "sum"),
     )
-    summary["test"] = pd.Categorical(summary["test"], categories=[t for t in TESTS if t in set(summary["test"])], ordered=True)
+    summary["test"] = pd.Categorical(
+        summary["test"], categories=[t for t in TESTS if t in set(summary["test"])], ordered=True
+    )
     return summary.sort_values(["test", "delta"]).reset_index(drop=True)
 
 
@@ -96,13 +113,22 @@ def conditions_table(conditions: pd.DataFrame, path) -> None:
     }
     shares = pd.DataFrame({c: summary[c] / denominators[c].where(denominators[c] > 0) for c in columns})
     shares.index = labels
-    notes = np.array([[f"{int(summary[c][i])}/{int(denominators[c][i])}" for c in columns] for i in range(len(summary))], dtype=object)
+    notes = np.array(
+        [[f"{int(summary[c][i])}/{int(denominators[c][i])}" for c in columns] for i in range(len(summary))],
+        dtype=object,
+    )
     fig, ax = plt.subplots(figsize=(7.5, 0.32 * len(summary) + 1.6))
-    sns.heatmap(shares, annot=notes, fmt="", cmap="Blues", vmin=0, vmax=1, cbar_kws={"label": "share"}, ax=ax, linewidths=0.5)
+    sns.heatmap(
+        shares, annot=notes, fmt="", cmap="Blues", vmin=0, vmax=1, cbar_kws={"label": "share"}, ax=ax, linewidths=0.5
+    )
     ax.set_xticklabels(
-        ["test holds", "conclusion holds", "conservative\n(fails, conclusion holds)", "soundness\nviolations"], rotation=0
+        ["test holds", "conclusion holds", "conservative\n(fails, conclusion holds)", "soundness\nviolations"],
+        rotation=0,
     )
     ax.set_ylabel("")
-    ax.set_title(f"condition tests over {conditions.groupby(['variant', 'L', 'depth', 'seed', 'step']).ngroups} checkpoints"
-                 " (exact_*: equivalences, the rest sufficient)", fontsize=9)
+    ax.set_title(
+        f"condition tests over {conditions.groupby(['variant', 'L', 'depth', 'seed', 'step']).ngroups} checkpoints"
+        " (exact_*: equivalences, the rest sufficient)",
+        fontsize=9,
+    )
     save(fig, path)

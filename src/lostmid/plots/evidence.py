@@ -77,11 +77,23 @@ def forest(table: pd.DataFrame, path) -> None:
     if len(not_run):
         ax = axes[-1, 0]
         ax.axis("off")
-        lines = [f"{row.claim}" + (f" [{row.variant}]" if isinstance(row.variant, str) else "") + ": "
-                 + textwrap.shorten(row.method.removeprefix("not run: "), 75, placeholder=" ...")
-                 for row in not_run.itertuples(index=False)]
-        ax.text(-0.3, 1, "Not run or not evaluable (no verdict):\n" + "\n".join(lines), va="top", ha="left", fontsize=7,
-                color=COLORS["inconclusive"], transform=ax.transAxes)
+        lines = [
+            f"{row.claim}"
+            + (f" [{row.variant}]" if isinstance(row.variant, str) else "")
+            + ": "
+            + textwrap.shorten(row.method.removeprefix("not run: "), 75, placeholder=" ...")
+            for row in not_run.itertuples(index=False)
+        ]
+        ax.text(
+            -0.3,
+            1,
+            "Not run or not evaluable (no verdict):\n" + "\n".join(lines),
+            va="top",
+            ha="left",
+            fontsize=7,
+            color=COLORS["inconclusive"],
+            transform=ax.transAxes,
+        )
     handles = [plt.Line2D([], [], color=c, marker="o", lw=2, label=v) for v, c in COLORS.items()]
     handles.append(plt.Line2D([], [], color="black", marker="|", ls="", ms=10, label="decision threshold"))
     fig.legend(handles=handles, loc="upper center", ncol=4, fontsize=8, frameon=False, bbox_to_anchor=(0.5, 1.0))

@@ -13,7 +13,6 @@ import seaborn as sns
 
 from lostmid.plots.common import SEED_INTERVAL, nearest_delta, save
 
-
 P_LABEL = "relative position p = (i - 1/2) / L"
 
 
@@ -32,8 +31,18 @@ def profiles_over_training(influence: pd.DataFrame, path) -> None:
     """Input-influence density m_i against p at every checkpoint (colour = step, style = L), a panel per variant."""
     data = _positive(influence[influence.layer == 0], "density")
     grid = sns.relplot(
-        data=data, x="p", y="density", hue="step", style="L", col="variant", col_wrap=min(4, data.variant.nunique()),
-        kind="line", errorbar=SEED_INTERVAL, palette="viridis", height=2.6, aspect=1.3,
+        data=data,
+        x="p",
+        y="density",
+        hue="step",
+        style="L",
+        col="variant",
+        col_wrap=min(4, data.variant.nunique()),
+        kind="line",
+        errorbar=SEED_INTERVAL,
+        palette="viridis",
+        height=2.6,
+        aspect=1.3,
     )
     _log_density(grid)
     grid.set_titles("{col_name}")
@@ -45,10 +54,23 @@ def metrics_over_training(metrics: pd.DataFrame, path, delta: float) -> None:
     """Delta, LIM (at region scale ``delta``), E_inf and raw Z against the training step."""
     shown = nearest_delta(metrics, delta)
     data = metrics[np.isclose(metrics.delta, shown)]
-    long = data.melt(id_vars=["variant", "L", "depth", "seed", "step"], value_vars=["Delta", "LIM", "E_inf", "Z"], var_name="metric")
+    long = data.melt(
+        id_vars=["variant", "L", "depth", "seed", "step"], value_vars=["Delta", "LIM", "E_inf", "Z"], var_name="metric"
+    )
     grid = sns.relplot(
-        data=long, x="step", y="value", hue="variant", style="L", col="metric", col_wrap=2, kind="line",
-        errorbar=SEED_INTERVAL, markers=True, height=2.4, aspect=1.4, facet_kws={"sharey": False},
+        data=long,
+        x="step",
+        y="value",
+        hue="variant",
+        style="L",
+        col="metric",
+        col_wrap=2,
+        kind="line",
+        errorbar=SEED_INTERVAL,
+        markers=True,
+        height=2.4,
+        aspect=1.4,
+        facet_kws={"sharey": False},
     )
     for name, ax in grid.axes_dict.items():
         if name == "Z":
@@ -70,9 +92,20 @@ def depth_profiles(influence: pd.DataFrame, path) -> None:
     last = influence.step.max()
     data = _positive(influence[influence.step == last], "density")
     grid = sns.relplot(
-        data=data, x="p", y="density", hue="layer", style="L", col="variant", col_wrap=min(4, data.variant.nunique()),
-        kind="line", errorbar=SEED_INTERVAL, palette="crest", height=2.6, aspect=1.3,
-        marker="o", markersize=3,  # late layers can be a single point (the terminal adjoint at L)
+        data=data,
+        x="p",
+        y="density",
+        hue="layer",
+        style="L",
+        col="variant",
+        col_wrap=min(4, data.variant.nunique()),
+        kind="line",
+        errorbar=SEED_INTERVAL,
+        palette="crest",
+        height=2.6,
+        aspect=1.3,
+        marker="o",
+        markersize=3,  # late layers can be a single point (the terminal adjoint at L)
     )
     _log_density(grid)
     grid.set_titles("{col_name}, step " + str(last))
@@ -84,8 +117,19 @@ def init_sweep(sweep: pd.DataFrame, path) -> None:
     """Influence density at initialization for depths 1..M, without and with the residual path."""
     data = sweep.assign(path=np.where(sweep.residual, "with residual", "without residual"))
     grid = sns.relplot(
-        data=data, x="p", y="density", hue="depth", col="path", col_order=["without residual", "with residual"],
-        kind="line", errorbar=SEED_INTERVAL, palette="flare", legend="full", height=3.0, aspect=1.3, facet_kws={"sharey": False},
+        data=data,
+        x="p",
+        y="density",
+        hue="depth",
+        col="path",
+        col_order=["without residual", "with residual"],
+        kind="line",
+        errorbar=SEED_INTERVAL,
+        palette="flare",
+        legend="full",
+        height=3.0,
+        aspect=1.3,
+        facet_kws={"sharey": False},
     )
     _log_density(grid)
     grid.set_titles("{col_name}")
@@ -123,13 +167,29 @@ def density_flow(flow: pd.DataFrame, path) -> None:
     eta), every checkpoint; and the relative error by step for every eta."""
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
     smallest = flow[flow.eta == flow.eta.min()]
-    sns.scatterplot(data=smallest, x="predicted", y="finite_difference", hue="step", style="L", palette="viridis", s=12, ax=axes[0])
-    low, high = np.nanmin(smallest[["predicted", "finite_difference"]].values), np.nanmax(smallest[["predicted", "finite_difference"]].values)
+    sns.scatterplot(
+        data=smallest, x="predicted", y="finite_difference", hue="step", style="L", palette="viridis", s=12, ax=axes[0]
+    )
+    low, high = (
+        np.nanmin(smallest[["predicted", "finite_difference"]].values),
+        np.nanmax(smallest[["predicted", "finite_difference"]].values),
+    )
     axes[0].plot([low, high], [low, high], color="0.4", lw=0.8, ls="--")
     axes[0].set_xlabel("predicted d_s m_i (forward-over-reverse)")
     axes[0].set_ylabel(f"(m(theta - eta g) - m) / eta, eta = {smallest.eta.iloc[0]:g}")
-    errors = flow.drop_duplicates(["variant", "L", "depth", "seed", "step", "eta"]).assign(eta=lambda t: t.eta.map("{:g}".format))
-    sns.lineplot(data=errors, x="step", y="rel_error", hue="eta", style="variant", markers=True, errorbar=SEED_INTERVAL, ax=axes[1])
+    errors = flow.drop_duplicates(["variant", "L", "depth", "seed", "step", "eta"]).assign(
+        eta=lambda t: t.eta.map("{:g}".format)
+    )
+    sns.lineplot(
+        data=errors,
+        x="step",
+        y="rel_error",
+        hue="eta",
+        style="variant",
+        markers=True,
+        errorbar=SEED_INTERVAL,
+        ax=axes[1],
+    )
     axes[1].set_yscale("log")
     axes[1].set_xlabel("training step")
     axes[1].set_ylabel("relative error of the prediction")

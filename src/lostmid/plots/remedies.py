@@ -21,7 +21,9 @@ def matched_steps(steps, requested=None) -> list[int]:
         if missing:
             from lostmid.errors import ConfigError
 
-            raise ConfigError(f"config key remedies.plot_steps: no checkpoint at step(s) {missing}; checkpoints are {steps}")
+            raise ConfigError(
+                f"config key remedies.plot_steps: no checkpoint at step(s) {missing}; checkpoints are {steps}"
+            )
         return sorted(requested)
     return sorted({steps[len(steps) // 2], steps[-1]})
 
@@ -43,8 +45,17 @@ def failure_by_remedy(remedies: pd.DataFrame, failure: pd.DataFrame, path, basel
     (``steps``, else the middle and last of the remedies table's)."""
     data = failure[failure.step.isin(matched_steps(remedies.step.unique(), steps))]
     grid = sns.relplot(
-        data=data, x="p", y="failure_rate", hue="variant", hue_order=_order(data.variant.unique(), baseline),
-        row="step", col="L", kind="line", errorbar=SEED_INTERVAL, height=2.4, aspect=1.5,
+        data=data,
+        x="p",
+        y="failure_rate",
+        hue="variant",
+        hue_order=_order(data.variant.unique(), baseline),
+        row="step",
+        col="L",
+        kind="line",
+        errorbar=SEED_INTERVAL,
+        height=2.4,
+        aspect=1.5,
         facet_kws={"margin_titles": True, "sharey": False},
     )
     grid.set_axis_labels("flag position p = f / L", "failure rate")
@@ -60,8 +71,17 @@ def influence_by_remedy(remedies: pd.DataFrame, influence, path, baseline: str, 
     if "layer" in data:
         data = data[data.layer == data.layer.min()]
     grid = sns.relplot(
-        data=data, x="p", y="density", hue="variant", hue_order=_order(data.variant.unique(), baseline),
-        row="step", col="L", kind="line", errorbar=SEED_INTERVAL, height=2.4, aspect=1.5,
+        data=data,
+        x="p",
+        y="density",
+        hue="variant",
+        hue_order=_order(data.variant.unique(), baseline),
+        row="step",
+        col="L",
+        kind="line",
+        errorbar=SEED_INTERVAL,
+        height=2.4,
+        aspect=1.5,
         facet_kws={"margin_titles": True},
     )
     grid.set(yscale="log")
@@ -85,15 +105,29 @@ def ablations(table: pd.DataFrame, path) -> None:
             values = group[parameter].dropna()
             if values.nunique() < 2:
                 continue
-            part = group.loc[values.index].melt(id_vars=["seed", parameter], value_vars=list(ABLATION_METRICS), var_name="metric")
-            frames.append(part.assign(parameter=f"{kind}: {parameter}", level=part[parameter].astype(str)).drop(columns=parameter))
+            part = group.loc[values.index].melt(
+                id_vars=["seed", parameter], value_vars=list(ABLATION_METRICS), var_name="metric"
+            )
+            frames.append(
+                part.assign(parameter=f"{kind}: {parameter}", level=part[parameter].astype(str)).drop(columns=parameter)
+            )
     if not frames:
         _empty(path, "no remedy parameter varies across the variants")
         return
     long = pd.concat(frames, ignore_index=True).dropna(subset=["value"])
     grid = sns.catplot(
-        data=long, x="level", y="value", row="metric", col="parameter", kind="point", errorbar=SEED_INTERVAL,
-        height=2.0, aspect=1.2, sharex=False, sharey="row", margin_titles=True,
+        data=long,
+        x="level",
+        y="value",
+        row="metric",
+        col="parameter",
+        kind="point",
+        errorbar=SEED_INTERVAL,
+        height=2.0,
+        aspect=1.2,
+        sharex=False,
+        sharey="row",
+        margin_titles=True,
     )
     grid.set_axis_labels("", "")
     save(grid, path)
@@ -108,8 +142,17 @@ def overhead(table: pd.DataFrame, path, baseline: str) -> None:
         _empty(path, f"no overhead ratios: is the baseline variant {baseline!r} in the grid?")
         return
     grid = sns.catplot(
-        data=long, x="variant", y="value", hue="L", col="ratio", kind="bar", errorbar=SEED_INTERVAL,
-        order=_order(long.variant.unique(), baseline), height=2.8, aspect=1.4, sharey=False,
+        data=long,
+        x="variant",
+        y="value",
+        hue="L",
+        col="ratio",
+        kind="bar",
+        errorbar=SEED_INTERVAL,
+        order=_order(long.variant.unique(), baseline),
+        height=2.8,
+        aspect=1.4,
+        sharey=False,
     )
     for ax in grid.axes.flat:
         ax.axhline(1.0, color="0.3", lw=0.8, ls="--")
@@ -123,8 +166,10 @@ FIT_KEYS = ["variant", "L", "depth"]  # one fitted bias per bias variant, L and 
 
 # The words of a bias fit's reading (lostmid.analysis.bias_fit; docs/remedies.md, "Readings of the bias correction").
 READING_WORDS = {
-    "target": {"loss": "flattens the loss-gradient energy E||P_0(j)||^2",
-               "output_jacobian": "flattens the output Jacobian E||d output_L / d x_j||"},
+    "target": {
+        "loss": "flattens the loss-gradient energy E||P_0(j)||^2",
+        "output_jacobian": "flattens the output Jacobian E||d output_L / d x_j||",
+    },
     "positions": {"all": "over all positions", "context": "over positions 1..L-1 (their share held)"},
     "param": {"full": "every entry of B free", "distance": "B_ij = c(i - j)"},
 }
@@ -134,31 +179,48 @@ def reading_line(fit: pd.Series) -> str:
     """One line describing a fit's reading and what it did, from a row of results/bias_fit_summary."""
     where = "its own model" if fit.fit_model == fit.variant else f"{fit.fit_model}"
     words = [READING_WORDS[key][fit[key]] for key in ("target", "positions", "param")]
-    return (f"{words[0]} {words[1]}, {words[2]}, fitted on {where} at init\n"
-            f"held-out imbalance {fit.imbalance_before:.3g} -> {fit.imbalance_after:.3g}, "
-            f"context share {fit.context_share_before:.3g} -> {fit.context_share_after:.3g}\n"
-            f"c0 {fit.c0:+.2f}, lag slope {fit.lag_slope:+.3f}; self-attention at init "
-            f"{fit.self_attention_init_b0:.2f} (B = 0) -> {fit.self_attention_init:.2f}"
-            + ("" if fit.accepted else "\nNOT accepted by the held-out guard"))
+    return (
+        f"{words[0]} {words[1]}, {words[2]}, fitted on {where} at init\n"
+        f"held-out imbalance {fit.imbalance_before:.3g} -> {fit.imbalance_after:.3g}, "
+        f"context share {fit.context_share_before:.3g} -> {fit.context_share_after:.3g}\n"
+        f"c0 {fit.c0:+.2f}, lag slope {fit.lag_slope:+.3f}; self-attention at init "
+        f"{fit.self_attention_init_b0:.2f} (B = 0) -> {fit.self_attention_init:.2f}"
+        + ("" if fit.accepted else "\nNOT accepted by the held-out guard")
+    )
 
 
 def bias_heatmap(matrices: pd.DataFrame, summaries: pd.DataFrame, path) -> None:
     """Each reading's fitted B (query i down, key j across) beside a line that describes the reading:
     one row per fit (variant, L, depth)."""
     fits = matrices.groupby(FIT_KEYS)
-    means = summaries.groupby(FIT_KEYS + ["target", "positions", "fit_model", "param"], as_index=False).mean(numeric_only=True)
-    fig, axes = plt.subplots(len(fits), 2, figsize=(10.5, 3.4 * len(fits)), squeeze=False,
-                             gridspec_kw={"width_ratios": [1, 1.6]})
+    means = summaries.groupby(FIT_KEYS + ["target", "positions", "fit_model", "param"], as_index=False).mean(
+        numeric_only=True
+    )
+    fig, axes = plt.subplots(
+        len(fits), 2, figsize=(10.5, 3.4 * len(fits)), squeeze=False, gridspec_kw={"width_ratios": [1, 1.6]}
+    )
     for (ax, text), ((variant, L, depth), part) in zip(axes, fits):
         B = np.full((L, L), np.nan)
         B[part["query"] - 1, part["key"] - 1] = part["bias"]
         limit = np.nanmax(np.abs(B)) or 1.0
-        sns.heatmap(B, ax=ax, cmap="RdBu_r", center=0, vmin=-limit, vmax=limit, square=True,
-                    xticklabels=False, yticklabels=False, cbar_kws={"shrink": 0.7})
+        sns.heatmap(
+            B,
+            ax=ax,
+            cmap="RdBu_r",
+            center=0,
+            vmin=-limit,
+            vmax=limit,
+            square=True,
+            xticklabels=False,
+            yticklabels=False,
+            cbar_kws={"shrink": 0.7},
+        )
         ax.set(title=f"B of {variant}, L={L}, depth {depth}", xlabel="key j", ylabel="query i")
         fit = means[(means.variant == variant) & (means.L == L) & (means.depth == depth)]
         text.axis("off")
-        text.text(0.0, 0.5, reading_line(fit.iloc[0]) if len(fit) else "(no summary)", va="center", fontsize=8.5, wrap=True)
+        text.text(
+            0.0, 0.5, reading_line(fit.iloc[0]) if len(fit) else "(no summary)", va="center", fontsize=8.5, wrap=True
+        )
     fig.tight_layout()
     save(fig, path)
 
@@ -171,9 +233,13 @@ def bias_profiles(profiles: pd.DataFrame, iterations: pd.DataFrame, path) -> Non
         selected = dict(zip(FIT_KEYS, fit))
         part = profiles.loc[(profiles[FIT_KEYS] == pd.Series(selected)).all(axis=1)]
         y = "density_fit" if part["density_fit"].notna().sum() < len(part) else "density"
-        sns.lineplot(data=part, x="p", y=y, hue="stage", hue_order=["before", "after"], ax=axes[0, col], marker="o", ms=3)
+        sns.lineplot(
+            data=part, x="p", y=y, hue="stage", hue_order=["before", "after"], ax=axes[0, col], marker="o", ms=3
+        )
         axes[0, col].axhline(1.0, color="0.3", lw=0.8, ls="--")
-        axes[0, col].set(title="{variant}, L={L}, depth {depth}".format(**selected), xlabel="position p", ylabel="density m at init")
+        axes[0, col].set(
+            title="{variant}, L={L}, depth {depth}".format(**selected), xlabel="position p", ylabel="density m at init"
+        )
         its = iterations.loc[(iterations[FIT_KEYS] == pd.Series(selected)).all(axis=1)]
         axes[1, col].plot(its["iteration"], its["E_inf_fit"], marker=".")
         axes[1, col].set(yscale="log", xlabel="iteration", ylabel="E_inf (fitted positions)")

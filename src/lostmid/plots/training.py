@@ -44,7 +44,9 @@ def training_curves(train: pd.DataFrame, path, window: int = 25, points: int = 2
     )
     stride = max(1, int(train["step"].max()) // points)
     smooth = smooth[smooth["step"] % stride == 0]
-    long = smooth.melt(id_vars=["variant", "L", "depth", "seed", "step"], value_vars=["loss", "accuracy"], var_name="metric")
+    long = smooth.melt(
+        id_vars=["variant", "L", "depth", "seed", "step"], value_vars=["loss", "accuracy"], var_name="metric"
+    )
     grid = sns.relplot(
         data=long,
         x="step",

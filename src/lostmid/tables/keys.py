@@ -32,22 +32,73 @@ def with_run_keys(df: pd.DataFrame, spec: dict, step: int | None = None) -> pd.D
 _RUN = {"variant": "string", "L": "integer", "depth": "integer", "seed": "integer", "step": "integer"}
 RUN_TABLE_COLUMNS = {
     "train": {**_RUN, "loss": "float", "accuracy": "float", "seconds_per_step": "float", "peak_mem_mb": "float"},
-    "failure": {**_RUN, "flag_pos": "integer", "p": "float", "n": "integer", "failures": "integer", "failure_rate": "float",
-                "ci_low": "float", "ci_high": "float", "loss": "float"},
-    "influence": {**_RUN, "layer": "integer", "position": "integer", "p": "float", "energy": "float", "density": "float"},
-    "metrics": {**_RUN, "delta": "float", "m_left": "float", "m_middle": "float", "m_right": "float", "Delta": "float",
-                "SC": "float", "LIM": "float", "E_inf": "float", "Z": "float"},
-    "density_flow": {**_RUN, "position": "integer", "p": "float", "eta": "float", "predicted": "float",
-                     "finite_difference": "float", "rel_error": "float"},
+    "failure": {
+        **_RUN,
+        "flag_pos": "integer",
+        "p": "float",
+        "n": "integer",
+        "failures": "integer",
+        "failure_rate": "float",
+        "ci_low": "float",
+        "ci_high": "float",
+        "loss": "float",
+    },
+    "influence": {
+        **_RUN,
+        "layer": "integer",
+        "position": "integer",
+        "p": "float",
+        "energy": "float",
+        "density": "float",
+    },
+    "metrics": {
+        **_RUN,
+        "delta": "float",
+        "m_left": "float",
+        "m_middle": "float",
+        "m_right": "float",
+        "Delta": "float",
+        "SC": "float",
+        "LIM": "float",
+        "E_inf": "float",
+        "Z": "float",
+    },
+    "density_flow": {
+        **_RUN,
+        "position": "integer",
+        "p": "float",
+        "eta": "float",
+        "predicted": "float",
+        "finite_difference": "float",
+        "rel_error": "float",
+    },
     "channels": {**_RUN, "delta": "float", "region": "string", "channel": "string", "J": "float"},
     "cross_terms": {**_RUN, "delta": "float", "region": "string", "pair": "string", "xi": "float", "rho": "float"},
-    "conditions": {**_RUN, "delta": "float", "test": "string", "holds": "boolean", "conclusion_holds": "boolean",
-                   "lhs": "float", "rhs": "float"},
-    "observability": {**_RUN, "position": "integer", "p": "float", "trace": "float", "trace_density": "float",
-                      "output_jacobian": "float", "jacobian_density": "float"},
+    "conditions": {
+        **_RUN,
+        "delta": "float",
+        "test": "string",
+        "holds": "boolean",
+        "conclusion_holds": "boolean",
+        "lhs": "float",
+        "rhs": "float",
+    },
+    "observability": {
+        **_RUN,
+        "position": "integer",
+        "p": "float",
+        "trace": "float",
+        "trace_density": "float",
+        "output_jacobian": "float",
+        "jacobian_density": "float",
+    },
 }
-_KINDS = {"string": pd.api.types.is_string_dtype, "integer": pd.api.types.is_integer_dtype,
-          "float": pd.api.types.is_float_dtype, "boolean": pd.api.types.is_bool_dtype}
+_KINDS = {
+    "string": pd.api.types.is_string_dtype,
+    "integer": pd.api.types.is_integer_dtype,
+    "float": pd.api.types.is_float_dtype,
+    "boolean": pd.api.types.is_bool_dtype,
+}
 
 
 def schema_problems(df: pd.DataFrame, columns: dict[str, str]) -> list[str]:
@@ -59,8 +110,12 @@ def schema_problems(df: pd.DataFrame, columns: dict[str, str]) -> list[str]:
         problems.append(f"lacks the column(s) {missing}")
     if unexpected:
         problems.append(f"has unexpected column(s) {unexpected}")
-    mistyped = [f"{name} ({df[name].dtype}, expected {kind})" for name, kind in columns.items()
-                if name in df and not (_KINDS[kind](df[name]) and not (kind == "integer" and pd.api.types.is_bool_dtype(df[name])))]
+    mistyped = [
+        f"{name} ({df[name].dtype}, expected {kind})"
+        for name, kind in columns.items()
+        if name in df
+        and not (_KINDS[kind](df[name]) and not (kind == "integer" and pd.api.types.is_bool_dtype(df[name])))
+    ]
     if mistyped:
         problems.append("has column(s) of the wrong type: " + ", ".join(mistyped))
     return problems

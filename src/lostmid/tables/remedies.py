@@ -46,7 +46,9 @@ def remedy_columns(variants: dict) -> pd.DataFrame:
                 "monitored": str(settings.monitored) if hasattr(settings, "monitored") else None,
             }
         )
-    return pd.DataFrame(rows, columns=["variant", *REMEDY_COLUMNS]).astype({"every": "Int64", "probe_per_position": "Int64", "probes": "Int64"})
+    return pd.DataFrame(rows, columns=["variant", *REMEDY_COLUMNS]).astype(
+        {"every": "Int64", "probe_per_position": "Int64", "probes": "Int64"}
+    )
 
 
 def steps_to_threshold(train: pd.DataFrame, threshold: float, window: int) -> pd.DataFrame:
@@ -69,18 +71,28 @@ def losses_per_checkpoint(failure: pd.DataFrame, train: pd.DataFrame, window: in
     (NaN at step 0)."""
     keys = ["variant", "L", "depth", "seed"]
     if "loss" in failure:
-        pooled = failure.assign(total=failure["loss"] * failure["n"]).groupby([*keys, "step"], as_index=False)[["total", "n"]].sum()
+        pooled = (
+            failure.assign(total=failure["loss"] * failure["n"])
+            .groupby([*keys, "step"], as_index=False)[["total", "n"]]
+            .sum()
+        )
         out = pooled.assign(val_loss=pooled.total / pooled.n)[[*keys, "step", "val_loss"]]
     else:
         out = failure[[*keys, "step"]].drop_duplicates().assign(val_loss=np.nan)
-    rolling = train.sort_values([*keys, "step"]).groupby(keys)["loss"].transform(lambda x: x.rolling(window, min_periods=1).mean())
+    rolling = (
+        train.sort_values([*keys, "step"])
+        .groupby(keys)["loss"]
+        .transform(lambda x: x.rolling(window, min_periods=1).mean())
+    )
     return out.merge(train[[*keys, "step"]].assign(train_loss=rolling), on=[*keys, "step"], how="left")
 
 
 # <variant>/L<L>_M<depth>_seed<seed>_step<step>.tsv of one run, or ..._seeds<s1>-<s2>-..._step<step>.tsv
 # of a seed batch (train.seed_batch), whose one process trained all of those seeds.
-BENCH_PATH = (r"(?P<variant>[A-Za-z][A-Za-z0-9_-]*)/L(?P<L>\d+)_M(?P<depth>\d+)"
-              r"_(?:seed(?P<seed>\d+)|seeds(?P<seeds>\d+(?:-\d+)*))_step(?P<step>\d+)\.tsv$")
+BENCH_PATH = (
+    r"(?P<variant>[A-Za-z][A-Za-z0-9_-]*)/L(?P<L>\d+)_M(?P<depth>\d+)"
+    r"_(?:seed(?P<seed>\d+)|seeds(?P<seeds>\d+(?:-\d+)*))_step(?P<step>\d+)\.tsv$"
+)
 
 
 def read_benchmarks(paths) -> pd.DataFrame:
@@ -96,8 +108,17 @@ def read_benchmarks(paths) -> pd.DataFrame:
         keys = match.groupdict()
         seeds = [keys["seed"]] if keys["seed"] is not None else keys["seeds"].split("-")
         for seed in seeds:
-            rows.append({"variant": keys["variant"], "L": int(keys["L"]), "depth": int(keys["depth"]), "seed": int(seed),
-                         "step": int(keys["step"]), "bench_seconds": float(record["s"]), "max_rss_mb": pd.to_numeric(record["max_rss"], errors="coerce")})
+            rows.append(
+                {
+                    "variant": keys["variant"],
+                    "L": int(keys["L"]),
+                    "depth": int(keys["depth"]),
+                    "seed": int(seed),
+                    "step": int(keys["step"]),
+                    "bench_seconds": float(record["s"]),
+                    "max_rss_mb": pd.to_numeric(record["max_rss"], errors="coerce"),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -105,7 +126,8 @@ def remedy_table(metrics, failure, train, benchmarks, variants: dict, settings: 
     """The results/remedies table: one row per run and checkpoint.
 
     Columns: grid keys; remedy parameters; accuracy (stratified evaluation set), val_loss and
-    train_loss (``losses_per_checkpoint``) and final_accuracy; steps_to_99 (training-batch accuracy, rolling mean); Delta, LIM, E_inf, Z at
+    train_loss (``losses_per_checkpoint``) and final_accuracy; steps_to_99 (training-batch accuracy, rolling
+    mean); Delta, LIM, E_inf, Z at
     the checkpoint (influence metrics at scale ``delta``); seconds_per_step (median of the
     trainer's per-step timing), peak_mem_mb (the library's per-run peak when the training log
     has it, else NaN), max_rss_mb (Snakemake benchmark, max over segments); and the overhead
@@ -115,11 +137,17 @@ def remedy_table(metrics, failure, train, benchmarks, variants: dict, settings: 
     keys = ["variant", "L", "depth", "seed"]
     at_delta = metrics[np.isclose(metrics["delta"], delta)]
     if at_delta.empty:
-        raise ConfigError(f"config key remedies.delta: the influence metrics have no rows at delta={delta} "
-                          f"(found {sorted(metrics['delta'].unique())})")
+        raise ConfigError(
+            f"config key remedies.delta: the influence metrics have no rows at delta={delta} "
+            f"(found {sorted(metrics['delta'].unique())})"
+        )
     table = at_delta[[*keys, "step", "Delta", "SC", "LIM", "E_inf", "Z"]]
-    accuracy = accuracy_per_checkpoint(failure).merge(losses_per_checkpoint(failure, train, window), on=[*keys, "step"], how="left")
-    table = table.merge(accuracy[[*keys, "step", "accuracy", "val_loss", "train_loss"]], on=[*keys, "step"], how="outer")
+    accuracy = accuracy_per_checkpoint(failure).merge(
+        losses_per_checkpoint(failure, train, window), on=[*keys, "step"], how="left"
+    )
+    table = table.merge(
+        accuracy[[*keys, "step", "accuracy", "val_loss", "train_loss"]], on=[*keys, "step"], how="outer"
+    )
     last = table.groupby(keys)["step"].transform("max")
     final = table[table.step == last][[*keys, "accuracy"]].rename(columns={"accuracy": "final_accuracy"})
     per_run = final.merge(steps_to_threshold(train, threshold, window), on=keys, how="left")
@@ -136,22 +164,65 @@ def remedy_table(metrics, failure, train, benchmarks, variants: dict, settings: 
     base = per_run[per_run.variant == baseline].drop(columns=["variant", "final_accuracy", "steps_to_99"])
     base = base.rename(columns={c: f"_base_{c}" for c in ("seconds_per_step", "peak_mem_mb", "max_rss_mb")})
     per_run = per_run.merge(base, on=["L", "depth", "seed"], how="left")
-    for column, ratio in (("seconds_per_step", "time_ratio"), ("peak_mem_mb", "peak_mem_ratio"), ("max_rss_mb", "max_rss_ratio")):
+    for column, ratio in (
+        ("seconds_per_step", "time_ratio"),
+        ("peak_mem_mb", "peak_mem_ratio"),
+        ("max_rss_mb", "max_rss_ratio"),
+    ):
         per_run[ratio] = per_run[column] / per_run[f"_base_{column}"]
     per_run = per_run.drop(columns=[c for c in per_run if c.startswith("_base_")])
     table = table.merge(per_run, on=keys, how="left").merge(remedy_columns(variants), on="variant", how="left")
-    ordered = [*keys, "step", *REMEDY_COLUMNS, "accuracy", "val_loss", "train_loss", "final_accuracy", "steps_to_99", "Delta", "SC", "LIM", "E_inf", "Z",
-               "seconds_per_step", "peak_mem_mb", "max_rss_mb", "time_ratio", "peak_mem_ratio", "max_rss_ratio"]
+    ordered = [
+        *keys,
+        "step",
+        *REMEDY_COLUMNS,
+        "accuracy",
+        "val_loss",
+        "train_loss",
+        "final_accuracy",
+        "steps_to_99",
+        "Delta",
+        "SC",
+        "LIM",
+        "E_inf",
+        "Z",
+        "seconds_per_step",
+        "peak_mem_mb",
+        "max_rss_mb",
+        "time_ratio",
+        "peak_mem_ratio",
+        "max_rss_ratio",
+    ]
     return table[ordered].sort_values([*keys, "step"]).reset_index(drop=True)
 
 
-def seed_summary(table: pd.DataFrame, values=("accuracy", "val_loss", "train_loss", "final_accuracy", "steps_to_99", "Delta", "LIM", "E_inf", "Z",
-                                                   "seconds_per_step", "time_ratio", "peak_mem_mb", "max_rss_mb")) -> pd.DataFrame:
+def seed_summary(
+    table: pd.DataFrame,
+    values=(
+        "accuracy",
+        "val_loss",
+        "train_loss",
+        "final_accuracy",
+        "steps_to_99",
+        "Delta",
+        "LIM",
+        "E_inf",
+        "Z",
+        "seconds_per_step",
+        "time_ratio",
+        "peak_mem_mb",
+        "max_rss_mb",
+    ),
+) -> pd.DataFrame:
     """Mean over seeds with a 95% t-interval, per (variant, L, depth, step) and quantity (long format)."""
-    long = table.melt(id_vars=["variant", "L", "depth", "seed", "step"], value_vars=list(values), var_name="quantity").dropna(subset=["value"])
+    long = table.melt(
+        id_vars=["variant", "L", "depth", "seed", "step"], value_vars=list(values), var_name="quantity"
+    ).dropna(subset=["value"])
     rows = []
     for key, group in long.groupby(["variant", "L", "depth", "step", "quantity"]):
         x = group["value"].to_numpy(dtype=float)
         mean, half = float(x.mean()), seed_half_width(x)
         rows.append((*key, len(x), mean, mean - half, mean + half))
-    return pd.DataFrame(rows, columns=["variant", "L", "depth", "step", "quantity", "n_seeds", "mean", "ci_low", "ci_high"])
+    return pd.DataFrame(
+        rows, columns=["variant", "L", "depth", "step", "quantity", "n_seeds", "mean", "ci_low", "ci_high"]
+    )

@@ -81,7 +81,9 @@ def condition_rates(conditions: pd.DataFrame) -> pd.DataFrame:
             "holds": grouped["holds"].mean(),
             "conclusion_holds": grouped["conclusion_holds"].mean(),
             "conservative": grouped.apply(lambda g: (~g["holds"] & g["conclusion_holds"]).mean(), include_groups=False),
-            "violations": grouped.apply(lambda g: int((g["holds"] & ~g["conclusion_holds"]).sum()), include_groups=False),
+            "violations": grouped.apply(
+                lambda g: int((g["holds"] & ~g["conclusion_holds"]).sum()), include_groups=False
+            ),
         }
     ).reset_index()
 
@@ -93,5 +95,7 @@ def to_html(table: pd.DataFrame, title: str, note: str) -> str:
         "th,td{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f0f0f0}"
     )
     body = table.to_html(index=False, float_format=lambda v: f"{v:.4g}", border=0)
-    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title><style>{style}</style></head>"
-            f"<body><h3>{title}</h3><p>{note}</p>{body}</body></html>")
+    return (
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title><style>{style}</style></head>"
+        f"<body><h3>{title}</h3><p>{note}</p>{body}</body></html>"
+    )

@@ -22,11 +22,11 @@ import torch
 
 from lostmid import config as cfg
 from lostmid import io
-from lostmid.errors import CheckpointError, InputError
 from lostmid.core.model import FlagTransformer, ModelConfig
+from lostmid.core.optim import AdamW
+from lostmid.errors import CheckpointError, InputError
 from lostmid.objectives.registry import make_objective
 from lostmid.objectives.task_loss import TaskObjective
-from lostmid.core.optim import AdamW
 
 FORMAT = "lostmid-checkpoint-v1"
 REQUIRED = ("format", "step", "spec", "fingerprint", "model", "optimizer", "data_rng", "torch_rng", "objective")
@@ -90,7 +90,7 @@ class TrainingState:
     inputs: dict  # kind -> sha256 of the run's input files (RunInput)
 
     @classmethod
-    def initial(cls, spec: dict, device, attention_bias: torch.Tensor | None = None) -> "TrainingState":
+    def initial(cls, spec: dict, device, attention_bias: torch.Tensor | None = None) -> TrainingState:
         """Step 0 of a run: weights drawn from the run's seed, a fresh optimizer and data stream; the
         digest of a fitted ``attention_bias`` is recorded among the run's inputs."""
         torch.manual_seed(spec["seed"])
@@ -101,7 +101,9 @@ class TrainingState:
             inputs[ATTENTION_BIAS] = tensor_sha256(attention_bias)
         model.to(device)
         generator = torch.Generator().manual_seed(data_seed(spec["seed"]))
-        return cls(spec, 0, model, build_optimizer(model.parameters(), spec["train"]), generator, make_objective(spec), inputs)
+        return cls(
+            spec, 0, model, build_optimizer(model.parameters(), spec["train"]), generator, make_objective(spec), inputs
+        )
 
     def save(self, path) -> None:
         expected = path_step(path)
@@ -124,7 +126,7 @@ class TrainingState:
         )
 
     @classmethod
-    def load(cls, path, spec: dict | None, device, inputs: list[RunInput] | None = None) -> "TrainingState":
+    def load(cls, path, spec: dict | None, device, inputs: list[RunInput] | None = None) -> TrainingState:
         """Restore a run from ``path``; ``spec`` (if given) must be the checkpoint's run, ``inputs``
         (if given) the input files it was made from (read)."""
         raw = read(path, spec, inputs)
@@ -140,7 +142,9 @@ class TrainingState:
             generator.set_state(raw["data_rng"])
             torch.set_rng_state(raw["torch_rng"])
         except (ValueError, RuntimeError, KeyError, TypeError) as err:
-            raise CheckpointError(f"checkpoint {path} has an unusable optimizer, RNG or remedy state: {err}", path) from err
+            raise CheckpointError(
+                f"checkpoint {path} has an unusable optimizer, RNG or remedy state: {err}", path
+            ) from err
         return cls(spec, int(raw["step"]), model, optimizer, generator, objective, dict(raw.get("inputs", {})))
 
 
@@ -211,8 +215,10 @@ def _safe_load(path, error: type, name: str, unloadable):
 
 def _unloadable_checkpoint(path, err: Exception) -> str:
     if is_refused_pickle(err):
-        return (f"{path} is not a lostmid checkpoint: it holds Python objects other than tensors, "
-                f"which are never loaded ({load_error_cause(err)})")
+        return (
+            f"{path} is not a lostmid checkpoint: it holds Python objects other than tensors, "
+            f"which are never loaded ({load_error_cause(err)})"
+        )
     return f"checkpoint {path} is corrupt or truncated ({load_error_cause(err)})"
 
 
@@ -235,11 +241,19 @@ def read(path, spec: dict | None = None, inputs: list[RunInput] | None = None) -
     recorded = raw.get("inputs", {})
     if spec is not None and raw["fingerprint"] != run_fingerprint(spec, recorded):
         diffs = cfg.spec_differences(spec, json.loads(raw["spec"]))
-        raise CheckpointError(f"checkpoint {path} belongs to another run; it does not match the config: " + "; ".join(diffs), path)
+        raise CheckpointError(
+            f"checkpoint {path} belongs to another run; it does not match the config: " + "; ".join(diffs), path
+        )
     for needed in inputs or []:
         if recorded.get(needed.kind) != needed.sha256:
-            made = f"with {needed.label} sha256 {recorded[needed.kind][:12]}…" if needed.kind in recorded else f"without an {needed.label}"
-            raise CheckpointError(f"checkpoint {path} was made {made} but {needed.path} has {needed.sha256[:12]}…", path)
+            made = (
+                f"with {needed.label} sha256 {recorded[needed.kind][:12]}…"
+                if needed.kind in recorded
+                else f"without an {needed.label}"
+            )
+            raise CheckpointError(
+                f"checkpoint {path} was made {made} but {needed.path} has {needed.sha256[:12]}…", path
+            )
     expected = path_step(path)
     if expected is not None and int(raw["step"]) != expected:
         raise CheckpointError(f"checkpoint {path} holds step {int(raw['step'])}, expected step {expected}", path)
@@ -248,10 +262,18 @@ def read(path, spec: dict | None = None, inputs: list[RunInput] | None = None) -
 
 def read_attention_bias(path, L: int) -> torch.Tensor:
     """A fitted attention-logit bias file: an L x L float tensor, loaded safely (weights_only)."""
-    bias = _safe_load(path, InputError, f"attention bias file {path}",
-                      lambda err: f"attention bias file {path} is not a tensor file ({load_error_cause(err)})")
+    bias = _safe_load(
+        path,
+        InputError,
+        f"attention bias file {path}",
+        lambda err: f"attention bias file {path} is not a tensor file ({load_error_cause(err)})",
+    )
     if not isinstance(bias, torch.Tensor) or tuple(bias.shape) != (L, L) or not bias.is_floating_point():
-        found = f"a {tuple(bias.shape)} {bias.dtype} tensor" if isinstance(bias, torch.Tensor) else f"a {type(bias).__name__}"
+        found = (
+            f"a {tuple(bias.shape)} {bias.dtype} tensor"
+            if isinstance(bias, torch.Tensor)
+            else f"a {type(bias).__name__}"
+        )
         raise InputError(f"attention bias file {path} holds {found}, expected a {L}x{L} floating-point tensor", path)
     return bias
 

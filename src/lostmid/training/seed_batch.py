@@ -50,14 +50,20 @@ def check_batch(states: list[TrainingState]) -> None:
     first = {**states[0].spec, "seed": None}
     for state in states[1:]:
         if {**state.spec, "seed": None} != first:
-            raise ValueError(f"seed {state.spec['seed']} has another spec than seed {states[0].spec['seed']}: "
-                             "only runs that differ in their seed train as one batch")
+            raise ValueError(
+                f"seed {state.spec['seed']} has another spec than seed {states[0].spec['seed']}: "
+                "only runs that differ in their seed train as one batch"
+            )
         if state.step != states[0].step:
-            raise ValueError(f"seed {state.spec['seed']} is at step {state.step}, seed {states[0].spec['seed']} at "
-                             f"{states[0].step}: a seed batch continues from one step")
+            raise ValueError(
+                f"seed {state.spec['seed']} is at step {state.step}, seed {states[0].spec['seed']} at "
+                f"{states[0].step}: a seed batch continues from one step"
+            )
 
 
-def train_seed_batch(states: list[TrainingState], n_steps: int, device, progress: bool | None = None) -> list[pd.DataFrame]:
+def train_seed_batch(
+    states: list[TrainingState], n_steps: int, device, progress: bool | None = None
+) -> list[pd.DataFrame]:
     """Advance every state by ``n_steps`` in place; return each seed's per-step log.
 
     The log has ``lostmid.training.train.train_steps``'s columns; ``seconds_per_step`` is the batch's
@@ -65,7 +71,9 @@ def train_seed_batch(states: list[TrainingState], n_steps: int, device, progress
     """
     check_batch(states)
     if not states[0].objective.functional:
-        log.info("objective %s is not functional: training the seeds one after another", type(states[0].objective).__name__)
+        log.info(
+            "objective %s is not functional: training the seeds one after another", type(states[0].objective).__name__
+        )
         return [train_steps(state, n_steps, device, progress) for state in states]
     batch = StackedSeeds(states)
     try:
@@ -110,8 +118,10 @@ class StackedSeeds:
             batches = [task.sample_batch(train["batch_size"], L, law, state.data_generator) for state in self.states]
             tokens, targets, flags = (torch.stack(parts).to(device) for parts in zip(*batches))
             start = time.perf_counter()
-            sequence_weights = [state.objective.sequence_weights(state.model, x, f, step)
-                                for state, x, f in zip(self.states, tokens, flags)]
+            sequence_weights = [
+                state.objective.sequence_weights(state.model, x, f, step)
+                for state, x, f in zip(self.states, tokens, flags)
+            ]
             sequence_weights = None if sequence_weights[0] is None else torch.stack(sequence_weights)
             # Detached weights: torch.func computes the gradient itself; leaves that require grad would
             # also make autograd record the whole vmapped pass in a graph nobody differentiates (2x the time).
@@ -119,7 +129,9 @@ class StackedSeeds:
             in_dims = (0, None, 0, 0, None if sequence_weights is None else 0)
             # functional_loss runs explicit attention: the fused CPU kernel has no vmap batching rule
             # (nor a double backward).
-            grads, (loss, logits) = torch.func.vmap(self.loss_grad, in_dims=in_dims)(weights, self.buffers, tokens, targets, sequence_weights)
+            grads, (loss, logits) = torch.func.vmap(self.loss_grad, in_dims=in_dims)(
+                weights, self.buffers, tokens, targets, sequence_weights
+            )
             self.clip(grads, train["grad_clip"])
             for name, p in self.params.items():
                 p.grad = grads[name]
@@ -127,7 +139,9 @@ class StackedSeeds:
             self.optimizer.step()
             losses = loss.tolist()  # synchronizes with the device, so the timing is honest
             seconds = (time.perf_counter() - start) / len(seeds)
-            accuracy = (self.model.predictions(logits.flatten(0, 1)) == targets.flatten()).view(len(seeds), -1).float().mean(1)
+            accuracy = (
+                (self.model.predictions(logits.flatten(0, 1)) == targets.flatten()).view(len(seeds), -1).float().mean(1)
+            )
             memory = peak_memory_mb(device)
             for state, seed_log, seed_loss, seed_accuracy in zip(self.states, logs, losses, accuracy.tolist()):
                 state.step = step
@@ -169,6 +183,8 @@ def stack_optimizer_states(states: list[dict]) -> dict:
 
 def seed_optimizer_state(stacked: dict, i: int) -> dict:
     """Seed ``i``'s slice of a stacked AdamW state dict."""
-    state = {index: {"step": m["step"].clone(), "exp_avg": m["exp_avg"][i].clone(), "exp_avg_sq": m["exp_avg_sq"][i].clone()}
-             for index, m in stacked["state"].items()}
+    state = {
+        index: {"step": m["step"].clone(), "exp_avg": m["exp_avg"][i].clone(), "exp_avg_sq": m["exp_avg_sq"][i].clone()}
+        for index, m in stacked["state"].items()
+    }
     return {"state": state, "param_groups": stacked["param_groups"]}

@@ -46,7 +46,14 @@ class StepLog:
     def add(self, step: int, loss: float, accuracy: float, seconds: float, memory_mb: float) -> None:
         self.rows.append((step, loss, accuracy, seconds, memory_mb))
         if not self.quiet and len(self.rows) % self.every == 0:
-            log.info("%sstep %d loss %.4f batch accuracy %.3f (%.1f ms/step)", self.label, step, loss, accuracy, 1e3 * seconds)
+            log.info(
+                "%sstep %d loss %.4f batch accuracy %.3f (%.1f ms/step)",
+                self.label,
+                step,
+                loss,
+                accuracy,
+                1e3 * seconds,
+            )
 
     def table(self) -> pd.DataFrame:
         return pd.DataFrame(self.rows, columns=COLUMNS)
