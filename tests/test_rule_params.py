@@ -100,7 +100,8 @@ def test_the_test_changes_every_key_of_the_influence_block_but_the_flow_variants
     block = cfg.validate(smoke_config())["influence"]
     keys = {f"{key}.{inner}" for key, sub in block.items() if isinstance(sub, dict) for inner in sub}
     keys |= {key for key, value in block.items() if not isinstance(value, dict)}
-    assert keys - set(CHANGED) == {"flow_variants"}  # which blocks get the flow check: a rule more or less
+    # which blocks get the flow check and the loss-free profiles: a rule more or less
+    assert keys - set(CHANGED) == {"flow_variants", "trace_variants", "trace_batch_per_position"}
 
 
 @pytest.mark.parametrize("key", sorted(CHANGED))

@@ -292,7 +292,7 @@ def submission_logs(workdir: Path) -> dict[str, list[tuple[str, str]]]:
     found = {}
     for log in (workdir / ".snakemake" / "slurm_logs").rglob("*.log"):
         text = log.read_text()
-        jobs = re.findall(r"^localrule (\w+):\n(?:    .*\n)*?    output: (.*)$", text, re.M)
+        jobs = re.findall(r"^localrule ([\w-]+):\n(?:    .*\n)*?    output: (.*)$", text, re.M)
         done = re.findall(r"^(\d+) of (\d+) steps \(100%\) done$", text, re.M)
         assert jobs and done and done[-1] == (str(len(jobs)),) * 2, (
             f"{log} did not run its jobs to the end:\n{text[-3000:]}"
@@ -363,7 +363,9 @@ def test_slurm_gave_a_gpu_to_exactly_the_submissions_with_gpu_rules(slurm_and_lo
     log = (runs["slurm"] / "results/logs/evaluate/baseline/L8_M1_seeds0-1.log").read_text()
     if "device: cuda" not in log:
         assert "asked for a GPU and was given one" in log and "running on the CPU" in log, log
-    assert re.match(r"== log results/logs/evaluate/baseline/L8_M1_seeds0-1.log, attempt 1, .* ==$", log.splitlines()[0]), log
+    assert re.match(
+        r"== log results/logs/evaluate/baseline/L8_M1_seeds0-1.log, attempt 1, .* ==$", log.splitlines()[0]
+    ), log
 
 
 @pytest.mark.slow

@@ -21,7 +21,7 @@ from lostmid import workflow as wf
 from lostmid.evidence import claims
 from lostmid.evidence import validation_claims as vc
 
-from conftest import REPO
+from conftest import model_config, REPO
 
 SCHEDULE = {"steps": 1500, "every": 250}
 VARIANTS = {
@@ -274,11 +274,11 @@ def test_the_validation_loss_is_the_held_out_cross_entropy_of_the_answer():
 
 def test_the_loss_free_profiles_are_the_exact_traces_and_the_output_jacobian_of_the_model():
     from lostmid.analysis.influence import observability_profile, output_jacobian_norms
-    from lostmid.core.model import ModelConfig, model_at_init
+    from lostmid.core.model import model_at_init
     from lostmid.core.task import stratified_eval_set
     from lostmid.objectives.algorithm3_observability import exact_traces
 
-    model = model_at_init(ModelConfig(seq_len=6, depth=2, d_model=8, heads=2), seed=0)
+    model = model_at_init(model_config(seq_len=6, depth=2, d_model=8, heads=2), seed=0)
     tokens, _, _ = stratified_eval_set(6, 2, 0)
     table = observability_profile(model, tokens, chunk=3)
     with torch.no_grad():

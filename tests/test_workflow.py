@@ -374,7 +374,9 @@ def test_a_retried_job_keeps_the_log_of_every_attempt(tmp_path):
         found = {}
         for path in [log, *log.parent.glob(log.name + ".attempt*")]:
             text = path.read_text()
-            headers = re.findall(r"^== log results/logs/train/baseline/L8_M1_seeds0-1_step\d+.log, attempt (\d+), .* ==$", text, re.M)
+            headers = re.findall(
+                r"^== log results/logs/train/baseline/L8_M1_seeds0-1_step\d+.log, attempt (\d+), .* ==$", text, re.M
+            )
             assert len(headers) == 1 and "lostmid train: error: " in text, (path, text)
             found[path.name] = headers[0]
         return found
@@ -396,7 +398,9 @@ def test_a_retried_job_keeps_the_log_of_every_attempt(tmp_path):
         start.rmdir()
     run_snakemake(tmp_path, target)
     assert sorted(p.name for p in log.parent.iterdir() if p.name.startswith(log.name)) == [log.name]
-    assert re.findall(r"^== log results/logs/train/baseline/L8_M1_seeds0-1_step\d+.log, attempt (\d+)", log.read_text(), re.M) == ["1"]
+    assert re.findall(
+        r"^== log results/logs/train/baseline/L8_M1_seeds0-1_step\d+.log, attempt (\d+)", log.read_text(), re.M
+    ) == ["1"]
 
 
 # --- A damaged input is repaired, not propagated (issue 25) ----------------------------------------
@@ -482,6 +486,8 @@ def test_every_per_run_table_has_its_declared_columns(smoke_run):
 
     workdir, _ = smoke_run
     for name in keys.RUN_TABLE_COLUMNS:
+        if name == "observability":  # the loss-free profiles run only for influence.trace_variants (none here)
+            continue
         files = sorted((workdir / "results" / name).rglob("*.parquet"))
         assert files and list(keys.read(files, name).columns) == list(keys.RUN_TABLE_COLUMNS[name]), name
 

@@ -268,18 +268,15 @@ def self_attention_at_init(
 ) -> dict[str, float]:
     """The mean attention weight a query pays itself (every layer, head and query) in the model B
     is inserted into, at the held-out initializations on their batches: with B and with B = 0."""
-    from lostmid.architectures.measure import flag_pairs, flag_weights, record
-
     found = {}
     for name, b in (("self_attention_init", bias), ("self_attention_init_b0", torch.zeros_like(bias))):
         diagonals = []
         for j, batch in enumerate(tokens):
             model = model_at_init(config, settings.seed + HELD_OUT + j)
             model.set_attention_bias(b)
-            pairs, scales = flag_pairs(model)
-            with torch.no_grad(), record(pairs, flag_weights, scales) as stats:
-                model(batch)
-            diagonals.append(np.diagonal(stats.attention(), axis1=1, axis2=2).mean())
+            with torch.no_grad():
+                maps = torch.stack(model.attention_maps(batch))  # (steps, batch, heads, L, L)
+            diagonals.append(torch.diagonal(maps, dim1=-2, dim2=-1).mean().item())
         found[name] = float(np.mean(diagonals))
     return found
 

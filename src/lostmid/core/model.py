@@ -294,6 +294,18 @@ class FlagTransformer(nn.Module):
                 x = self.advance(k, x, mask, explicit)  # X_{k+1}
         return self.read_out(x)
 
+    def attention_maps(self, tokens: torch.Tensor) -> list[torch.Tensor]:
+        """The attention matrices of every attention step of the explicit pass over tokens (batch, L):
+        one (batch, heads, L, L) tensor per step with attention, in order."""
+        x = self.embed(tokens)
+        mask = self.attention_mask(explicit=True)
+        maps = []
+        for k, step in enumerate(self.steps):
+            if isinstance(step, AttentionStep):
+                maps.append(step.attn.attention_weights(step.norm(x), mask))
+            x = self.advance(k, x, mask, explicit=True)
+        return maps
+
     def loss(self, logits: torch.Tensor, targets: torch.Tensor, weights=None) -> torch.Tensor:
         """Mean cross-entropy; ``weights`` (batch,) reweights sequences (Algorithm 2).
 
