@@ -105,7 +105,8 @@ print(sorted(m for m in ("torch._dynamo", "torch._inductor") if m in sys.modules
 import sys
 import pandas as pd
 from lostmid.cli.main import main
-table = {{"variant": ["baseline"], "L": [8], "depth": [1], "seed": [0], "step": [1], "loss": [0.7], "accuracy": [0.5], "seconds_per_step": [0.01], "peak_mem_mb": [100.0]}}
+table = {{"variant": ["baseline"], "L": [8], "depth": [1], "seed": [0], "step": [1], "loss": [0.7], "accuracy": [0.5],
+         "seconds_per_step": [0.01], "peak_mem_mb": [100.0]}}
 pd.DataFrame(table).to_parquet({str(tmp_path / "t.parquet")!r})
 assert main(["figures", "--threads", "1", "--train", {str(tmp_path / "t.parquet")!r}, "--figures", "training_curves",
              "--out-dir", {str(tmp_path)!r}]) == 0

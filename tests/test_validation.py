@@ -21,7 +21,7 @@ from lostmid import workflow as wf
 from lostmid.evidence import claims
 from lostmid.evidence import validation_claims as vc
 
-from conftest import model_config, REPO
+from conftest import REPO, model_config
 
 SCHEDULE = {"steps": 1500, "every": 250}
 VARIANTS = {
