@@ -103,6 +103,6 @@ def summary_tables():
 
 def evidence_tables():
     """The tables the evidence stage reads (lostmid.workflow.EVIDENCE_TABLES, in the order of its
-    options): name -> its files. A table no rule of this workflow writes (bias_summary before the bias
-    fit reports its checks) has no files: its option is left out and its claims say "not run"."""
-    return {name: summary_tables().get(name, []) for name in wf.EVIDENCE_TABLES}
+    options): name -> its files (none where the run has no such table: its option is left out and its
+    claims say "not run")."""
+    return {name: summary_tables()[name] for name in wf.EVIDENCE_TABLES}

@@ -235,12 +235,6 @@ def held_out_tables(problems: Problems, bias: torch.Tensor, part: slice) -> tupl
     return pd.concat(frames, ignore_index=True), summary
 
 
-def lag_means(bias: torch.Tensor) -> np.ndarray:
-    """c(k): the mean bias of the keys k positions back from their query, k = 0..L-1."""
-    B = bias.double().numpy()
-    return np.array([np.diagonal(B, -k).mean() for k in range(B.shape[0])])
-
-
 def bias_summary(bias: torch.Tensor) -> dict[str, float]:
     """Two numbers of B that a row's shift cannot change (softmax ignores it, so the gauge does not matter):
 
@@ -268,17 +262,16 @@ def self_attention_at_init(
 ) -> dict[str, float]:
     """The mean attention weight a query pays itself (every layer, head and query) in the model B
     is inserted into, at the held-out initializations on their batches: with B and with B = 0."""
-    found = {}
-    for name, b in (("self_attention_init", bias), ("self_attention_init_b0", torch.zeros_like(bias))):
-        diagonals = []
-        for j, batch in enumerate(tokens):
-            model = model_at_init(config, settings.seed + HELD_OUT + j)
+    biases = {"self_attention_init": bias, "self_attention_init_b0": torch.zeros_like(bias)}
+    diagonals = {name: [] for name in biases}
+    for j, batch in enumerate(tokens):
+        model = model_at_init(config, settings.seed + HELD_OUT + j)  # built once, measured with each bias
+        for name, b in biases.items():
             model.set_attention_bias(b)
             with torch.no_grad():
                 maps = torch.stack(model.attention_maps(batch))  # (steps, batch, heads, L, L)
-            diagonals.append(torch.diagonal(maps, dim1=-2, dim2=-1).mean().item())
-        found[name] = float(np.mean(diagonals))
-    return found
+            diagonals[name].append(torch.diagonal(maps, dim1=-2, dim2=-1).mean().item())
+    return {name: float(np.mean(values)) for name, values in diagonals.items()}
 
 
 def bias_long(bias: torch.Tensor) -> pd.DataFrame:
