@@ -10,7 +10,8 @@ than merged into NaN rows. Rows are sorted by every column before the comparison
 files and runs does not matter; values, columns and dtypes must be identical.
 
 Measured columns (wall-clock, memory: names matching ``MEASURED``) differ between any two runs
-and are dropped, as are rows of long tables whose ``quantity`` names a measured column.
+and are dropped, as are rows of long tables whose ``quantity`` (or, in the evidence table, ``claim``)
+names a measured quantity.
 ``--alias`` maps a table folder of the new run to its name in the reference run, for a table
 that moved (``--alias bias_fit_matrix=bias_fit``). Exit status 0 when every table matches, 1
 otherwise; each difference is one line.
@@ -31,8 +32,9 @@ MEASURED = re.compile(r"seconds|time|mem|rss|bench")
 def without_measurements(frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` without measured columns and without measured rows of a long table."""
     frame = frame.drop(columns=[c for c in frame.columns if MEASURED.search(str(c))])
-    if "quantity" in frame:
-        frame = frame[~frame["quantity"].astype(str).str.contains(MEASURED)]
+    for name in ("quantity", "claim"):  # long tables: remedies_summary; the evidence table's overhead claims
+        if name in frame:
+            frame = frame[~frame[name].astype(str).str.contains(MEASURED)]
     return frame
 
 
