@@ -9,8 +9,8 @@ from dataclasses import fields
 import pytest
 import yaml
 
+from lostmid import catalogue, schema, workflow
 from lostmid import config as cfg
-from lostmid import schema, workflow
 from lostmid.analysis.settings import ChannelSettings, FitSettings
 from lostmid.architectures.settings import FlagSettings
 from lostmid.errors import ConfigError
@@ -388,11 +388,11 @@ def test_check_config_with_a_missing_schema_is_one_error_line(tmp_path, capsys):
 
 def test_the_summary_pages_are_those_whose_tables_the_run_has():
     tables = {"failure": ["f"], "metrics": ["m"], "conditions": ["c"], "algebraic_table": ["a"]}
-    assert workflow.pages(tables) == list(workflow.PAGES) == ["failure", "metrics", "conditions", "algebraic"]
-    assert workflow.pages({**tables, "conditions": []}) == ["failure", "metrics", "algebraic"]  # no residual run
+    assert catalogue.pages(tables) == list(catalogue.PAGES) == ["failure", "metrics", "conditions", "algebraic"]
+    assert catalogue.pages({**tables, "conditions": []}) == ["failure", "metrics", "algebraic"]  # no residual run
     # `lostmid figures` takes every table a figure or a page is drawn from, once.
-    needed = {table for entry in [*workflow.FIGURES.values(), *workflow.PAGES.values()] for table in entry.tables}
-    assert sorted(workflow.FIGURE_TABLES) == sorted(needed)
+    needed = {table for entry in [*catalogue.FIGURES.values(), *catalogue.PAGES.values()] for table in entry.tables}
+    assert sorted(catalogue.FIGURE_TABLES) == sorted(needed)
 
 
 def test_every_figure_and_page_names_a_function_taking_its_tables_the_path_and_its_options():
@@ -401,13 +401,13 @@ def test_every_figure_and_page_names_a_function_taking_its_tables_the_path_and_i
 
     from lostmid.tables import summaries
 
-    for name, figure in workflow.FIGURES.items():
+    for name, figure in catalogue.FIGURES.items():
         module, function = figure.plot.split(".")
         parameters = list(
             inspect.signature(getattr(importlib.import_module(f"lostmid.plots.{module}"), function)).parameters
         )
         assert len(parameters) >= len(figure.tables) + 1 and set(figure.options) <= set(parameters), name
-    for name, page in workflow.PAGES.items():
+    for name, page in catalogue.PAGES.items():
         if page.summary:
             parameters = list(inspect.signature(getattr(summaries, page.summary)).parameters)
             assert len(parameters) == len(page.tables) + len(page.options) and set(page.options) <= set(parameters), (

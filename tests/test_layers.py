@@ -1,5 +1,5 @@
 """The house rules of the package, checked on its source: layers that import only downward, no
-import cycle, no module past ~600 lines, a library that never imports Snakemake, and a
+import cycle, no module past 500 lines, a library that never imports Snakemake, and a
 repository whose references all resolve inside it."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ LAYERS = [
     {"lostmid.training"},
     {"lostmid.analysis"},
     {"lostmid.algebraic", "lostmid.architectures", "lostmid.evidence"},
-    {"lostmid.workflow"},
+    {"lostmid.workflow", "lostmid.catalogue"},
     {"lostmid.plots"},
     {"lostmid.cli"},
 ]
@@ -46,14 +46,12 @@ def test_imports_only_go_down_the_layers():
     assert upward == []
 
 
-def test_no_module_is_longer_than_about_600_lines():
-    # ~400 before `ruff format` (one argument per line) lengthened every module by about a third;
-    # evidence/claims.py, evidence/validation_claims.py, workflow.py and config.py are over 420 now
-    # and are the next to split.
+def test_no_module_is_longer_than_500_lines():
+    # ~400 before `ruff format` (one argument per line) lengthened every module by about a third.
     long = {
         str(p.relative_to(REPO)): n
         for p in (REPO / "src").rglob("*.py")
-        if (n := len(p.read_text().splitlines())) > 620
+        if (n := len(p.read_text().splitlines())) > 500
     }
     assert long == {}
 

@@ -4,6 +4,7 @@
 # tables of the summary rules. The stage files only declare rules.
 import functools
 
+import lostmid.catalogue as catalogue
 import lostmid.workflow as wf
 from lostmid.algebraic.settings import AlgebraicSettings
 from lostmid.analysis.settings import (

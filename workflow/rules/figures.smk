@@ -2,8 +2,8 @@
 # interpreter and seaborn start-up). Included last: its inputs are the other stages' outputs.
 
 SUMMARY_TABLES = summary_tables()
-FIGURE_NAMES = wf.figures(SUMMARY_TABLES)  # those whose tables the run has
-PAGE_NAMES = wf.pages(SUMMARY_TABLES)
+FIGURE_NAMES = catalogue.figures(SUMMARY_TABLES)  # those whose tables the run has
+PAGE_NAMES = catalogue.pages(SUMMARY_TABLES)
 
 
 rule figures:
@@ -11,7 +11,11 @@ rule figures:
         **SUMMARY_TABLES,
     output:
         figures=[
-            report(f"results/figures/{name}.png", caption=f"../report/{name}.rst", category=wf.FIGURES[name].category)
+            report(
+                f"results/figures/{name}.png",
+                caption=f"../report/{name}.rst",
+                category=catalogue.FIGURES[name].category,
+            )
             for name in FIGURE_NAMES
         ],
         pages=[

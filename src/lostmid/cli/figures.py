@@ -1,9 +1,9 @@
 """Command of the report stage: every figure and every summary page, drawn by one process.
 
 A figure job is mostly interpreter and seaborn start-up, so one ``lostmid figures`` draws all of
-them: ``--figures`` names the figures to draw (lostmid.workflow.FIGURES lists each figure's
+them: ``--figures`` names the figures to draw (lostmid.catalogue.FIGURES lists each figure's
 tables), the table options give the files, and ``--pages`` writes the HTML summary tables of
-the report (lostmid.workflow.PAGES, lostmid.tables.summaries).
+the report (lostmid.catalogue.PAGES, lostmid.tables.summaries).
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import importlib
 import logging
 from pathlib import Path
 
+from lostmid.catalogue import FIGURE_TABLES, FIGURES, PAGES, Figure, Page
 from lostmid.cli.registry import command
 from lostmid.errors import ConfigError
-from lostmid.workflow import FIGURE_TABLES, FIGURES, PAGES, Figure, Page
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +25,7 @@ def _args(parser):
             f"--{name.replace('_', '-')}", nargs="*", default=[], help=f"Parquet files of the {name} table"
         )
     parser.add_argument(
-        "--figures", nargs="*", default=[], help="names of the figures to draw (lostmid.workflow.FIGURES)"
+        "--figures", nargs="*", default=[], help="names of the figures to draw (lostmid.catalogue.FIGURES)"
     )
     parser.add_argument("--out-dir", required=True, help="folder of the figures (<name>.png)")
     parser.add_argument("--pages", nargs="*", default=[], help="HTML summary pages to write: " + ", ".join(PAGES))
