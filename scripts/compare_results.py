@@ -9,7 +9,7 @@ folder that mixes tables (as ``results/algebraic`` once did) is compared table b
 than merged into NaN rows. Rows are sorted by every column before the comparison, so the order of
 files and runs does not matter; values, columns and dtypes must be identical.
 
-Measured columns (wall-clock, memory: names matching ``MEASURED``) differ between any two runs
+Measured columns (wall-clock, memory: names matching ``lostmid.tables.keys.MEASURED``) differ between any two runs
 and are dropped, as are rows of long tables whose ``quantity`` (or, in the evidence table, ``claim``)
 names a measured quantity.
 ``--alias`` maps a table folder of the new run to its name in the reference run, for a table
@@ -20,22 +20,12 @@ otherwise; each difference is one line.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 
 import pandas as pd
 
-MEASURED = re.compile(r"seconds|time|mem|rss|bench")
-
-
-def without_measurements(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` without measured columns and without measured rows of a long table."""
-    frame = frame.drop(columns=[c for c in frame.columns if MEASURED.search(str(c))])
-    for name in ("quantity", "claim"):  # long tables: remedies_summary; the evidence table's overhead claims
-        if name in frame:
-            frame = frame[~frame[name].astype(str).str.contains(MEASURED)]
-    return frame
+from lostmid.tables.keys import without_measurements
 
 
 def canonical(frame: pd.DataFrame) -> pd.DataFrame:

@@ -39,24 +39,12 @@ import pytest
 import yaml
 
 from lostmid.core import devices
+from lostmid.tables.keys import without_measurements
 
 from conftest import REPO
 
 SCRIPT = REPO / "scripts" / "slurm_cluster.sh"
 PROFILE = REPO / "profiles" / "slurm"
-# Measurements of the machine (seconds_per_step, peak_mem_mb, time_ratio, max_rss_mb, ...) differ
-# between any two runs, as columns or as rows of long tables (remedies_summary's `quantity`, the
-# evidence table's overhead claims); everything else must not.
-MEASURED = re.compile(r"seconds|time|mem|rss|bench")
-LONG_FORMAT_NAMES = ("quantity", "claim")
-
-
-def unmeasured(table: pd.DataFrame) -> pd.DataFrame:
-    """``table`` without its measured columns and without the measured rows of a long table."""
-    for name in LONG_FORMAT_NAMES:
-        if name in table.columns:
-            table = table[~table[name].astype(str).str.contains(MEASURED)]
-    return table[[c for c in table.columns if not MEASURED.search(c)]].reset_index(drop=True)
 
 
 def snakemake(workdir: Path, *args, env=None, timeout=300) -> subprocess.CompletedProcess:
@@ -207,7 +195,7 @@ def test_the_comparison_leaves_out_every_measured_column_and_row():
             "max_rss_ratio": [0.9],
         }
     )
-    assert list(unmeasured(wide).columns) == ["variant", "accuracy"]
+    assert list(without_measurements(wide).columns) == ["variant", "accuracy"]
     quantities = [
         "final_accuracy",
         "LIM",
@@ -218,7 +206,7 @@ def test_the_comparison_leaves_out_every_measured_column_and_row():
         "max_rss_ratio",
     ]
     long = pd.DataFrame({"quantity": quantities, "mean": range(len(quantities))})
-    assert unmeasured(long)["quantity"].tolist() == ["final_accuracy", "LIM"]
+    assert without_measurements(long)["quantity"].tolist() == ["final_accuracy", "LIM"]
 
 
 def test_the_cluster_script_and_profiles_refer_only_to_files_in_the_repository():
@@ -377,7 +365,7 @@ def test_the_slurm_results_equal_a_local_run(slurm_and_local_runs):
     }
     assert tables["slurm"] == tables["local"] and tables["local"]
     for path in tables["local"]:
-        local, slurm = (unmeasured(pd.read_parquet(runs[kind] / path)) for kind in ("local", "slurm"))
+        local, slurm = (without_measurements(pd.read_parquet(runs[kind] / path)) for kind in ("local", "slurm"))
         pd.testing.assert_frame_equal(slurm, local, check_exact=False, rtol=1e-6, obj=str(path))
 
 

@@ -2,9 +2,26 @@
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 from lostmid.config import GRID_KEYS
+
+# Measurements of the machine (seconds_per_step, peak_mem_mb, time_ratio, max_rss_mb, bench_seconds, ...):
+# they differ between any two runs, as columns or as rows of the long tables (remedies_summary's
+# `quantity`, the evidence table's overhead claims); everything else must not.
+MEASURED = re.compile(r"seconds|time|mem|rss|bench")
+LONG_FORMAT_NAMES = ("quantity", "claim")
+
+
+def without_measurements(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` without its measured columns and without the measured rows of a long table, with a
+    fresh index: what two runs of one config must agree on exactly."""
+    for name in LONG_FORMAT_NAMES:
+        if name in frame.columns:
+            frame = frame[~frame[name].astype(str).str.contains(MEASURED)]
+    return frame[[c for c in frame.columns if not MEASURED.search(str(c))]].reset_index(drop=True)
 
 
 def with_keys(df: pd.DataFrame, **keys) -> pd.DataFrame:
