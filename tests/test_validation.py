@@ -13,7 +13,6 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from scipy import stats
 from test_evidence import EV, MODEL, ConstantModel, failure_table
 
 from lostmid import config as lostmid_config
@@ -230,6 +229,19 @@ def test_overhead_is_the_geometric_mean_ratio_to_the_baseline_and_a_ratio_past_t
     assert memory["balance_blog"]["estimate"] == pytest.approx(1.1) and memory["balance_blog"]["verdict"] == "supported"
 
 
+def test_the_validation_findings_are_one_family_decided_again_on_bonferroni_intervals():
+    train = pd.concat(
+        [train_rows(v, 0.01 * f, 400.0) for v, f in [("baseline", 1), ("balance_blog", 2), ("reweight_blog", 1)]]
+    )
+    overhead = [claims.CLAIMS_BY_NAME[name] for name in ("remedy_time_overhead", "remedy_memory_overhead")]
+    table = claims.evidence_table(claims.Inputs(variants=VARIANTS, model=MODEL, train=train), EV, overhead)
+    decided = table[table.n_seeds >= 2]
+    assert len(decided) == 4 and (decided.family_size == 4).all()
+    assert decided.adjusted_level.eq(1 - 0.05 / 4).all() and (decided.adjusted_high >= decided.ci_high).all()
+    shift_check = claims.CLAIMS_BY_NAME["flag_shift_raises_untrained_failure"]
+    assert shift_check.family is None  # a check that the shift bites, not a finding
+
+
 def test_a_stronger_penalty_that_lowers_its_target_more_is_a_supported_dose_response():
     failure = pd.concat([failure_table(v, curves(250), SEEDS) for v in ("baseline", "balance_blog", "balance_strong")])
     metrics = pd.concat(
@@ -244,21 +256,6 @@ def test_a_stronger_penalty_that_lowers_its_target_more_is_a_supported_dose_resp
         "vs baseline, L 16, depth 2, residual true, checkpoint own mid-training (matched accuracy)"
     )
     assert row["verdict"] == "supported" and row["estimate"] < math.log(0.2)
-
-
-def test_the_one_sided_p_value_of_a_row_is_the_t_tests():
-    values = np.array([-0.9, -0.4, -0.7, -0.2, -0.5, -0.8])
-    ci = claims.st.t_interval(values, 0.95)
-    p = vc.rule_p_value(ci.estimate, ci.low, ci.high, ci.n, 0.95, "less_than_zero", 0.4)
-    assert p == pytest.approx(stats.ttest_1samp(values, 0.0, alternative="less").pvalue)
-    tost = vc.rule_p_value(ci.estimate, ci.low, ci.high, ci.n, 0.95, "equivalent_to_zero", 1.0)
-    assert tost == pytest.approx(
-        max(
-            stats.ttest_1samp(values, -1.0, alternative="greater").pvalue,
-            stats.ttest_1samp(values, 1.0, alternative="less").pvalue,
-        )
-    )
-    assert math.isnan(vc.rule_p_value(1.0, 1.0, 1.0, 6, 0.95, "greater_than_zero", 0.5))
 
 
 # --------------------------------------------------------------------------- the measurements

@@ -97,6 +97,14 @@ class Block:
         """The block in rule names: ``{variant}_L{L}_M{depth}_seeds0-23``."""
         return self.id.replace("/", "_")
 
+    @property
+    def priority(self) -> int:
+        """Snakemake's priority of the block's init and training jobs: its training work, run-steps in
+        hundreds. Of the jobs ready to start, Snakemake starts those of higher priority first, so the
+        longest chains start first instead of one of them waiting behind the short ones and ending
+        the run alone on one core."""
+        return len(self.seeds) * self.steps // 100
+
     def has(self, stage: str) -> bool:
         """Whether the block gets the per-block analysis ``stage`` (BLOCK_STAGES)."""
         return BLOCK_STAGES[stage].has(self)
@@ -245,6 +253,7 @@ class Fit:
     fit_model_spec: str  # ... of the model the fit runs on
     settings: str  # canonical JSON of the fit block (bias_fit under the variant's remedy.fit)
     training_seeds: str  # every training seed of the grid, space-separated (the fit must avoid them)
+    priority: int  # that of the longest chain it starts (Block.priority)
 
     @property
     def id(self) -> str:
@@ -284,6 +293,7 @@ def bias_fits(config: dict, all_blocks: list[Block]) -> list[Fit]:
                 fit_model_spec=cfg.canonical_json(cfg.model_spec(config, fit_model, L, depth)),
                 settings=cfg.canonical_json(fit_block(config.get("bias_fit"), remedy)),
                 training_seeds=seeds,
+                priority=max(b.priority for b in all_blocks if (b.variant, b.L, b.depth) == (variant, L, depth)),
             )
         )
     return found

@@ -16,6 +16,7 @@ for fit in FITS:
             f"results/logs/bias_fit/{fit.id}.log",
         benchmark:
             f"results/benchmarks/bias_fit/{fit.id}.tsv"
+        priority: fit.priority
         group:
             "chain"
         conda:

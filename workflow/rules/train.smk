@@ -16,6 +16,7 @@ for block in BLOCKS:
             f"results/logs/init/{block.id}.log",
         benchmark:
             f"results/benchmarks/init/{block.id}.tsv"
+        priority: block.priority
         group:
             "chain"
         conda:
@@ -52,6 +53,7 @@ for block in BLOCKS:
             wf.training_benchmark(block)
         wildcard_constraints:
             step=r"[1-9]\d*",
+        priority: block.priority
         group:
             "chain"
         conda:

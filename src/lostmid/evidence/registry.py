@@ -25,7 +25,7 @@ from lostmid.evidence.blog_claims import (
     init_settings,
 )
 from lostmid.evidence.fit_checks import bias_fit_flattens_profile, bias_fit_keeps_context_share, reading_settings
-from lostmid.evidence.inputs import BLOG, Claim, pair_settings
+from lostmid.evidence.inputs import BLOG, PAPER_VALIDATION, Claim, pair_settings
 from lostmid.evidence.paper_claims import (
     algebraic_balance_e_inf_near_zero,
     algebraic_balance_z_grows,
@@ -283,6 +283,7 @@ CLAIMS: list[Claim] = [
         ("failure", "metrics"),
         vc.uniform_arm_settings("balance", "metrics", (vc.MATCHED,)),
         vc.t_result(vc.balance_e_inf_effect),
+        family=PAPER_VALIDATION,
     ),
     Claim(
         "reweight_changes_profile_little_at_matched_accuracy",
@@ -292,6 +293,7 @@ CLAIMS: list[Claim] = [
         ("failure", "metrics"),
         vc.uniform_arm_settings("reweight", "metrics", (vc.MATCHED,)),
         vc.t_result(vc.reweight_e_inf_effect),
+        family=PAPER_VALIDATION,
     ),
     Claim(
         "balance_lowers_jacobian_imbalance",
@@ -301,6 +303,7 @@ CLAIMS: list[Claim] = [
         ("failure", "observability"),
         vc.uniform_arm_settings("balance", "observability", (vc.MATCHED, vc.LAST)),
         vc.t_result(vc.balance_jacobian_effect),
+        family=PAPER_VALIDATION,
     ),
     Claim(
         "observability_lowers_trace_imbalance_on_transformer",
@@ -310,6 +313,7 @@ CLAIMS: list[Claim] = [
         ("failure", "observability", "metrics"),
         vc.uniform_arm_settings("observability", "observability", (vc.MATCHED, vc.LAST)),
         vc.t_result(vc.observability_trace_effect),
+        family=PAPER_VALIDATION,
     ),
     Claim(
         "flag_shift_raises_untrained_failure",
@@ -328,6 +332,7 @@ CLAIMS: list[Claim] = [
         ("failure",),
         vc.shift_settings(remedies=True),
         vc.t_result(vc.shift_effect),
+        family=PAPER_VALIDATION,
     ),
     Claim(
         "remedy_time_overhead",
@@ -338,6 +343,7 @@ CLAIMS: list[Claim] = [
         vc.overhead_settings,
         vc.t_result(vc.time_effect, log_scale=True),
         log_axis=True,
+        family=PAPER_VALIDATION,
     ),
     Claim(
         "remedy_memory_overhead",
@@ -348,6 +354,7 @@ CLAIMS: list[Claim] = [
         vc.overhead_settings,
         vc.t_result(vc.memory_effect, log_scale=True),
         log_axis=True,
+        family=PAPER_VALIDATION,
     ),
     Claim(
         "penalty_strength_lowers_its_target",
@@ -357,6 +364,7 @@ CLAIMS: list[Claim] = [
         ("failure", "metrics"),
         vc.ladder_settings,
         vc.t_result(vc.strength_effect),
+        family=PAPER_VALIDATION,
     ),
 ]
 

@@ -16,19 +16,17 @@ carries the paired log ratio of its raw total (Z, the trace total) in the note.
 Each claim's per-seed effect is a function (``*_effect``, kept on the claim's compute function as
 ``effect``) that the claim and the power plan (``scripts/evidence_power.py --validation``) share. Every row is a
 Student t interval over paired
-seeds (on the log scale for the overhead ratios), so its t statistic and one-sided p-value follow
-from the row itself (``rule_p_value``): what a family-wise correction across rows reads.
+seeds (on the log scale for the overhead ratios); the findings form one family
+(``lostmid.evidence.inputs.PAPER_VALIDATION``), decided again on Bonferroni intervals like the blog's.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from lostmid.core.density import imbalance
 from lostmid.evidence import decisions as dec
@@ -452,7 +450,7 @@ overhead_settings = union_settings(*(overhead_pairs(kind) for kind in ("balance"
 ladder_settings = union_settings(strength_settings("balance"), strength_settings("observability"))
 
 
-# ======================================================================== the claims' results, and the rows' p-values
+# ======================================================================== the claims' results
 
 
 def t_result(effect: Callable[[Inputs, EvidenceSettings, Setting], PerSeed], log_scale: bool = False):
@@ -468,28 +466,3 @@ def t_result(effect: Callable[[Inputs, EvidenceSettings, Setting], PerSeed], log
     compute.__name__ = effect.__name__
     compute.effect, compute.log_scale = effect, log_scale  # what the power plan reads (scripts/evidence_power.py)
     return compute
-
-
-def rule_p_value(
-    estimate: float, low: float, high: float, n: int, level: float, kind: str, margin: float, log_scale: bool = False
-) -> float:
-    """One-sided p-value of a row's Student t interval against the null its rule rejects to say
-    "supported": greater_than_zero, effect <= 0; less_than_zero, effect >= 0; at_most t, effect >= t;
-    at_least t, effect <= t; equivalent_to_zero, the larger of the two one-sided tests at +-margin.
-    The standard error is recovered from the interval (half-width / t quantile); ``log_scale``: the
-    row is a geometric mean (its interval a factor), so the test runs on the logs. NaN without spread."""
-    if n < 2 or not (math.isfinite(low) and math.isfinite(high)) or high == low:
-        return math.nan
-    if log_scale:
-        estimate, low, high, margin = math.log(estimate), math.log(low), math.log(high), math.log(margin)
-    se = (high - low) / 2 / stats.t.ppf(0.5 + level / 2, n - 1)
-    df = n - 1
-    if kind == "greater_than_zero":
-        return float(stats.t.sf(estimate / se, df))
-    if kind == "less_than_zero":
-        return float(stats.t.cdf(estimate / se, df))
-    if kind == "at_most":
-        return float(stats.t.cdf((estimate - margin) / se, df))
-    if kind == "at_least":
-        return float(stats.t.sf((estimate - margin) / se, df))
-    return float(max(stats.t.sf((estimate + margin) / se, df), stats.t.cdf((estimate - margin) / se, df)))
