@@ -23,11 +23,13 @@ def test_a_block_is_named_by_its_runs_of_consecutive_seeds():
     assert workflow.seed_ranges((0, 1, 2, 7, 9, 10)) == "0-2_7_9-10"
 
 
-def row(claim, source, setting, estimate, verdict, n_seeds=0):
+def row(claim, source, setting, estimate, verdict, n_seeds=0, L=16, depth=4):
     return {
         "claim": claim,
         "source": source,
         "setting": setting,
+        "L": L,
+        "depth": depth,
         "estimate": estimate,
         "ci_low": estimate - 1,
         "ci_high": estimate + 1,
@@ -36,21 +38,32 @@ def row(claim, source, setting, estimate, verdict, n_seeds=0):
     }
 
 
-def test_the_headline_gives_each_claim_of_the_blog_in_its_first_setting_and_counts_the_paper():
+def test_the_headline_gives_each_claim_of_the_blog_in_its_own_setting_every_reading_there_and_counts_the_paper():
     table = pd.DataFrame(
         [
             row("failure_rises_with_position", "blog (a)", "baseline, L 16", 1.79, "supported", 24),
-            row("failure_rises_with_position", "blog (a)", "baseline_short, L 24", 1.62, "inconclusive", 3),
-            row("debiased_trains_faster", "blog (d)", "debiased vs baseline", math.nan, "inconclusive"),
-            row("sufficient_conditions_sound", "paper: sufficient conditions", "-", 0.0, "supported"),
+            row("failure_rises_with_position", "blog (a)", "baseline_short, L 24", 1.62, "inconclusive", 3, L=24),
+            {
+                **row("debiased_trains_faster", "blog (d)", "debiased vs baseline", math.nan, "inconclusive"),
+                "method": "not evaluable: the fit did not flatten",
+            },
+            row("debiased_trains_faster", "blog (d)", "debiased_literal vs baseline", 0.01, "inconclusive", 24),
+            row(
+                "debiased_trains_faster", "blog (d)", "debiased_short vs baseline_short", 0.03, "inconclusive", 3, 24, 2
+            ),
+            row(
+                "sufficient_conditions_sound", "paper: sufficient conditions", "-", 0.0, "supported", L=None, depth=None
+            ),
         ]
     )
     assert headline(table).splitlines() == [
         "- blog (a) `failure_rises_with_position` — baseline, L 16: 1.79 [0.79, 2.79], 24 seeds → **supported** "
         "(and 1 other setting)",
-        "- blog (d) `debiased_trains_faster` — debiased vs baseline: – → **inconclusive**",
+        "- blog (d) `debiased_trains_faster` — debiased vs baseline: – → **inconclusive** (not evaluable)",
+        "- blog (d) `debiased_trains_faster` — debiased_literal vs baseline: 0.01 [-0.99, 1.01], 24 seeds → "
+        "**inconclusive** (and 1 other setting)",
         "- the paper's 1 claims, 1 rows: 1 supported",
-        "- every row: 2 inconclusive, 2 supported of 4",
+        "- every row: 4 inconclusive, 2 supported of 6",
     ]
 
 
