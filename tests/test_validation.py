@@ -292,8 +292,11 @@ def test_the_validation_config_pairs_every_remedy_with_the_blog_baseline_and_pro
     config = lostmid_config.load(REPO / "config/config.yaml", REPO / "config/validation.yaml")
     wf.check(config)
     inputs = claims.Inputs(variants=config["variants"], model=config["model"])
-    main_block = config["grid"][0]["variants"]
-    assert [inputs.reference(v) for v in main_block[1:]] == ["baseline"] * 3
+    arms = ["balance_blog", "reweight_blog", "observability_blog"]
+    main_block = {
+        v for block in config["grid"] if block["L"] == [16] and block["depth"] == [4] for v in block["variants"]
+    }
+    assert set(arms) <= main_block and [inputs.reference(v) for v in arms] == ["baseline"] * 3
     in_grid = {v for block in config["grid"] for v in block["variants"]}
     timing = {v for v in in_grid if v.endswith("_timing")}
     assert in_grid - timing <= set(config["influence"]["trace_variants"])
@@ -319,7 +322,14 @@ def test_the_pilot_shares_the_validation_arms_on_seeds_the_validation_run_never_
     validation, pilot = lostmid_config.load(*base), lostmid_config.load(*base, REPO / "config/validation_pilot.yaml")
     seeds = {run.seed for run in lostmid_config.runs(validation)}
     assert seeds.isdisjoint(run.seed for run in lostmid_config.runs(pilot))
-    assert {run.variant for run in lostmid_config.runs(pilot)} == set(validation["grid"][0]["variants"])
+    main_block = {run.variant for run in lostmid_config.runs(validation) if (run.L, run.depth) == (16, 4)}
+    assert {run.variant for run in lostmid_config.runs(pilot)} == {
+        "baseline",
+        "balance_blog",
+        "reweight_blog",
+        "observability_blog",
+    }
+    assert {run.variant for run in lostmid_config.runs(pilot)} <= main_block
 
 
 def test_the_default_run_gets_no_loss_free_profiles():
