@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+import yaml
 from test_evidence import EV, MODEL, ConstantModel, failure_table
 
 from lostmid import config as lostmid_config
@@ -20,7 +21,7 @@ from lostmid import workflow as wf
 from lostmid.evidence import claims
 from lostmid.evidence import validation_claims as vc
 
-from conftest import REPO, model_config
+from conftest import REPO, model_config, run_snakemake
 
 SCHEDULE = {"steps": 1500, "every": 250}
 VARIANTS = {
@@ -330,6 +331,22 @@ def test_the_pilot_shares_the_validation_arms_on_seeds_the_validation_run_never_
         "observability_blog",
     }
     assert {run.variant for run in lostmid_config.runs(pilot)} <= main_block
+
+
+def test_the_figures_job_of_the_validation_run_passes_only_options_lostmid_figures_takes(tmp_path):
+    """The loss-free profiles are a per-run table of the validation run but not a figure's table: the
+    figures job must not pass them (`lostmid figures` would stop on an unknown option)."""
+    import shlex
+
+    from lostmid.cli.main import build_parser
+
+    merged = lostmid_config.read_merged([REPO / "config/config.yaml", REPO / "config/validation.yaml"])
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(merged))
+    dry = run_snakemake(tmp_path, "--dry-run", "--printshellcmds", "figures")
+    (command,) = [line for line in dry.stdout.splitlines() if "lostmid figures " in line]
+    words = shlex.split(command[command.index("lostmid figures ") :].split(" >> ")[0])
+    build_parser().parse_args(words[1:])  # exits (SystemExit) on an unknown option
+    assert "--observability" not in words and "--metrics" in words
 
 
 def test_the_default_run_gets_no_loss_free_profiles():

@@ -1,14 +1,16 @@
 # Every figure of the report and the HTML summary tables, drawn by one job (a figure is mostly
 # interpreter and seaborn start-up). Included last: its inputs are the other stages' outputs.
 
-SUMMARY_TABLES = summary_tables()
-FIGURE_NAMES = catalogue.figures(SUMMARY_TABLES)  # those whose tables the run has
-PAGE_NAMES = catalogue.pages(SUMMARY_TABLES)
+# The tables `lostmid figures` takes (an option each), with their files: not every summary table (the
+# loss-free profiles feed the evidence stage only).
+FIGURE_INPUTS = {name: summary_tables()[name] for name in catalogue.FIGURE_TABLES}
+FIGURE_NAMES = catalogue.figures(FIGURE_INPUTS)  # those whose tables the run has
+PAGE_NAMES = catalogue.pages(FIGURE_INPUTS)
 
 
 rule figures:
     input:
-        **SUMMARY_TABLES,
+        **FIGURE_INPUTS,
     output:
         figures=[
             report(
@@ -47,7 +49,7 @@ rule figures:
     shell:
         logged(
             "lostmid figures --threads {threads} "
-            + wf.input_options(SUMMARY_TABLES)
+            + wf.input_options(FIGURE_INPUTS)
             + " --figures {params.figures} --out-dir results/figures --pages {params.pages} --pages-dir results/report_tables"
             " --baseline {params.baseline} --delta {params.delta} --steps {params.steps}"
         )
