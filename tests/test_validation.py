@@ -192,6 +192,22 @@ def test_the_shift_is_checked_to_bite_and_a_remedy_is_judged_on_the_flags_its_la
     )
 
 
+def test_a_remedy_is_not_judged_on_a_shift_that_does_not_bite():
+    # Trained with early flags, the baseline recalls late flags as well as the uniform-law baseline:
+    # there is nothing for the remedy to recover, so its row keeps its numbers but gets no verdict.
+    failure = pd.concat(
+        [
+            failure_table(name, {750: LEARNED}, SEEDS, rng=np.random.default_rng(i))
+            for i, name in enumerate(["baseline", "balance_blog", "baseline_shift_early", "balance_shift_early"])
+        ]
+    )
+    bites = {r["variant"]: r for r in rows("flag_shift_raises_untrained_failure", failure=failure)}
+    assert bites["baseline_shift_early"]["verdict"] != "supported"
+    (recall,) = rows("remedy_recalls_untrained_positions", failure=failure)
+    assert recall["method"].startswith("not evaluable: the shift does not bite") and recall["verdict"] == "inconclusive"
+    assert math.isfinite(recall["estimate"])
+
+
 def train_rows(variant: str, seconds: float, memory: float) -> pd.DataFrame:
     rng = np.random.default_rng(abs(hash(variant)) % 2**32)
     return pd.DataFrame(

@@ -23,6 +23,7 @@ seeds (on the log scale for the overhead ratios); the findings form one family
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import NamedTuple
 
 import numpy as np
@@ -226,17 +227,18 @@ def shift_settings(remedies: bool):
                         f"rows at L {L}, depth {depth}"
                     )
                 )
-                found.append(
-                    Setting(
-                        name,
-                        L,
-                        depth,
-                        inputs.residual(name),
-                        f"{LAST}, evaluated on the uniform balanced set",
-                        reference,
-                        missing,
-                    )
+                setting = Setting(
+                    name,
+                    L,
+                    depth,
+                    inputs.residual(name),
+                    f"{LAST}, evaluated on the uniform balanced set",
+                    reference,
+                    missing,
                 )
+                if remedies and missing is None:
+                    setting = replace(setting, not_evaluable=shift_not_evaluable(inputs, ev, setting))
+                found.append(setting)
         if not found:
             raise NotRun(
                 "no variant trained on a shifted flag law (train.flag_law early or late)"
@@ -245,6 +247,25 @@ def shift_settings(remedies: bool):
         return found
 
     return settings
+
+
+def shift_not_evaluable(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> str | None:
+    """Why a remedy's position-shift row cannot be decided (None: it can): the shift must bite first,
+    i.e. the baseline trained on the same shifted law must fail its under-trained flags more than its
+    uniform-law counterpart (flag_shift_raises_untrained_failure supported at the row's level);
+    otherwise there is nothing for the remedy to recover."""
+    uniform = uniform_counterpart(inputs, s.reference)
+    if uniform is None or (s.L, s.depth) not in runs_of(inputs.failure, uniform):
+        return f"the shift is unchecked: {s.reference} has no uniform-law counterpart at L {s.L}, depth {s.depth}"
+    per = shift_effect(inputs, ev, replace(s, variant=s.reference, reference=uniform, not_evaluable=None))
+    i = st.t_interval(per.values.dropna().to_numpy(), ev.level)
+    found = dec.verdict(i.low, i.high, per.rule)
+    if found == dec.SUPPORTED:
+        return None
+    return (
+        f"the shift does not bite: flag_shift_raises_untrained_failure for {s.reference} vs {uniform} is "
+        f"{found}: {i.estimate:.3g} [{i.low:.3g}, {i.high:.3g}]"
+    )
 
 
 def uniform_counterpart(inputs: Inputs, name: str) -> str | None:
