@@ -19,11 +19,15 @@ PAGE_MARKERS = ("<!-- evidence table: begin -->", "<!-- evidence table: end -->"
 def quote_into(page: str, markdown: str) -> None:
     """Replace what stands between the page's PAGE_MARKERS lines by ``markdown`` (atomic write); a
     page without both markers, in order, is a ConfigError naming it."""
-    text = Path(page).read_text()
-    begin, end = text.find(PAGE_MARKERS[0]), text.find(PAGE_MARKERS[1])
-    if begin < 0 or end < begin:
-        raise ConfigError(f"{page} lacks the lines {PAGE_MARKERS[0]!r} and {PAGE_MARKERS[1]!r} (in this order)")
-    io.write_text(text[: begin + len(PAGE_MARKERS[0])] + "\n\n" + markdown.rstrip("\n") + "\n\n" + text[end:], page)
+    lines = Path(page).read_text().splitlines(keepends=True)
+    # Whole lines only: a page that names the markers in its prose must not be cut there.
+    at = [[i for i, line in enumerate(lines) if line.strip() == marker] for marker in PAGE_MARKERS]
+    if len(at[0]) != 1 or len(at[1]) != 1 or at[1][0] < at[0][0]:
+        raise ConfigError(
+            f"{page} lacks the lines {PAGE_MARKERS[0]!r} and {PAGE_MARKERS[1]!r} (once each, in this order)"
+        )
+    begin, end = at[0][0], at[1][0]
+    io.write_text("".join(lines[: begin + 1]) + "\n" + markdown.rstrip("\n") + "\n\n" + "".join(lines[end:]), page)
 
 
 def _args(parser):
