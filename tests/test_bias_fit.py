@@ -180,8 +180,9 @@ def test_each_bias_variant_gets_one_fit_job_with_its_own_fit_block_and_fitted_mo
 
     config = cfg.load(REPO / "config" / "config.yaml")
     fits = {fit.variant: fit for fit in workflow.bias_fits(config, workflow.blocks(config))}
-    assert set(fits) == {"debiased", "debiased_literal", "debiased_nores", "debiased_short"}
+    assert set(fits) == {"debiased", "debiased_literal", "debiased_short"}  # debiased_nores: config/readings.yaml
     literal = fits["debiased_literal"]
+    assert literal.priority == 24 * 1500 // 100  # that of the chain it starts (workflow.Block.priority)
     assert json.loads(literal.model)["residual"] is True and json.loads(literal.fit_model_spec)["residual"] is False
     settings = json.loads(literal.settings)
     assert (settings["target"], settings["positions"], settings["param"]) == ("output_jacobian", "all", "full")
