@@ -554,3 +554,42 @@ def test_a_spec_with_integral_floats_is_the_spec_with_ints():
     spec = tiny_spec()
     floats = {**spec, "L": 8.0, "train": {**spec["train"], "batch_size": 16.0}}
     assert cfg.check_spec(floats) == spec and cfg.fingerprint(cfg.check_spec(floats)) == cfg.fingerprint(spec)
+
+
+def test_snakemake_reads_the_config_files_its_command_line_names():
+    from lostmid.cli.check_config import snakemake_configfiles
+
+    assert snakemake_configfiles(["--cores", "2", "--configfile", "a.yaml", "b.yaml", "-n"]) == ["a.yaml", "b.yaml"]
+    assert snakemake_configfiles(["--configfile=a.yaml", "all"]) == ["a.yaml"]
+    assert snakemake_configfiles(["--configfile", "a.yaml", "--configfiles", "c.yaml"]) == ["c.yaml"]  # the last wins
+    assert snakemake_configfiles(["--cores", "all"]) == []
+
+
+def run_launcher(tmp_path, *config_files):
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "lostmid.cli.main", "snakemake", "-s", str(REPO / "Snakefile")]
+    command += ["-d", str(tmp_path), "--cores", "1", "--dry-run", "--configfile", *map(str, config_files)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300)
+
+
+def test_lostmid_snakemake_refuses_a_missing_or_unparsable_configfile_in_one_line_before_snakemake(tmp_path):
+    """Snakemake reads --configfile before the Snakefile runs: a missing file ends in its traceback and a
+    YAML error names no line (issue 25, item 9). The launcher checks them first."""
+    missing = run_launcher(tmp_path, tmp_path / "nope.yaml")
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr
+    assert missing.stderr.strip().splitlines()[-1] == (
+        f"lostmid snakemake: error: config file {tmp_path / 'nope.yaml'}: No such file or directory"
+    )
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("train:\n  lr: 0.01\n  steps: [20,\n")
+    unparsable = run_launcher(tmp_path, broken)
+    assert unparsable.returncode == 2 and "Traceback" not in unparsable.stderr
+    assert (
+        unparsable.stderr.strip()
+        .splitlines()[-1]
+        .startswith(f"lostmid snakemake: error: config file {broken}, line 4, column 1: not valid YAML")
+    )
+    valid = run_launcher(tmp_path, REPO / "config" / "smoke.yaml")
+    assert valid.returncode == 0 and "This was a dry-run" in valid.stdout, valid.stderr[-2000:]

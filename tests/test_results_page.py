@@ -129,5 +129,5 @@ def test_the_readme_quotes_the_headline_between_its_markers_and_nothing_else_cha
         == before + HEADLINE_START + "\n- blog (a): supported\n" + HEADLINE_END + after.partition(HEADLINE_END)[2]
     )
     assert with_headline(filled, "- again\n", "README.md").count("- again\n") == 1
-    with pytest.raises(ConfigError, match="needs one line"):
+    with pytest.raises(ConfigError, match="lacks the lines"):
         with_headline("no markers\n", "x\n", "README.md")

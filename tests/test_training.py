@@ -323,3 +323,44 @@ def test_random_bytes_are_not_a_torch_file(tmp_path):
         == f"checkpoint {path} is not a torch file (neither a zip archive, as torch.save writes, nor a pickle)"
     )
     assert caught.value.path == path
+
+
+def test_every_analysis_of_a_bias_variant_checks_the_attention_bias_its_checkpoints_were_made_from(tmp_path, capsys):
+    """Not only training: an analysis job given the block's fitted B refuses a checkpoint made from another
+    one (a hand-copied final checkpoint would otherwise be analyzed as if it were this run's)."""
+    import json
+
+    from lostmid.cli import main as cli
+
+    from conftest import tiny_spec
+
+    spec = {**tiny_spec(), "variant": "debiased", "remedy": {"kind": "bias"}}
+    ours, other = tmp_path / "ours.pt", tmp_path / "other.pt"
+    torch.save(torch.linspace(-1, 1, 64).reshape(8, 8), ours)
+    torch.save(torch.linspace(-1, 1, 64).reshape(8, 8).T.contiguous(), other)
+    common = ["--spec", json.dumps(spec), "--device", "cpu"]
+    step0 = tmp_path / "step0.pt"
+    evaluate = [
+        "evaluate",
+        *common,
+        "--checkpoints",
+        str(step0),
+        "--evaluation",
+        json.dumps({"per_position": 2, "seed": 1000}),
+        "--influence",
+        json.dumps({"batch_per_position": 2, "seed": 2000, "deltas": [0.2]}),
+        "--failure",
+        str(tmp_path / "failure.parquet"),
+        "--profiles",
+        str(tmp_path / "profiles.parquet"),
+        "--metrics",
+        str(tmp_path / "metrics.parquet"),
+    ]
+    assert cli.main(["init", *common, "--attention-bias", str(other), "--out", str(step0)]) == 0
+    assert cli.main([*evaluate, "--attention-bias", str(ours)]) == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith(f"lostmid evaluate: error: checkpoint {step0} was made with attention bias sha256 ")
+    assert not (tmp_path / "failure.parquet").exists()
+    assert cli.main(["init", *common, "--attention-bias", str(ours), "--out", str(step0)]) == 0
+    assert cli.main([*evaluate, "--attention-bias", str(ours)]) == 0
+    assert (tmp_path / "failure.parquet").exists()

@@ -516,3 +516,25 @@ def test_each_bias_fit_job_runs_its_own_variant_with_the_training_seeds(tmp_path
         (command,) = [c for c in commands if f"--out-summary results/bias_fit_summary/{variant}_L8_M1.parquet" in c]
         assert f"--variant {variant} " in command and "--training-seeds 0 1 " in command
         assert ('"positions":"context"' in command) == (variant == "debiased_context")
+
+
+def test_every_job_that_reads_a_bias_variants_checkpoints_is_given_its_fitted_bias(tmp_path):
+    """Training, evaluation, channels, density flow, loss-free profiles and the architectures stage's
+    flag comparison: each checks the checkpoints' recorded B digest against results/bias_tensors."""
+    config = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
+    config["influence"] = {**config.get("influence", {}), "flow_variants": ["debiased"], "trace_variants": ["debiased"]}
+    config["architectures"]["flag"] = {**config["architectures"].get("flag", {}), "variants": ["debiased"]}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    out = run_snakemake(tmp_path, "--dry-run", "--printshellcmds", "--forceall").stdout
+    commands = [match.groups() for match in re.finditer(r"lostmid ([\w-]+) (.*?) >> ", out)]
+    readers = {(name, args) for name, args in commands if name != "init" and "results/checkpoints/debiased/" in args}
+    assert {name for name, _ in readers} == {
+        "train",
+        "evaluate",
+        "channels",
+        "density-flow",
+        "observability",
+        "architectures-flag",
+    }
+    for name, args in readers:
+        assert "results/bias_tensors/debiased_L8_M1.pt" in args, name

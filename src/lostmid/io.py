@@ -18,7 +18,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from lostmid.errors import OutputError
+from lostmid.errors import ConfigError, OutputError
 
 
 @functools.lru_cache(maxsize=1)
@@ -107,3 +107,20 @@ def save_figure(fig, path, **kwargs) -> None:
 def write_text(text: str, path) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(text)
+
+
+def between_markers(text: str, begin: str, end: str, block: str, name: str) -> str:
+    """``text`` with what stands between its lines ``begin`` and ``end`` replaced by ``block`` (verbatim).
+
+    Whole lines only (a page that names a marker in its prose is not cut there); a text without each
+    marker exactly once, in this order, is a ConfigError naming ``name``."""
+    lines = text.splitlines(keepends=True)
+    at = [[i for i, line in enumerate(lines) if line.strip() == marker] for marker in (begin, end)]
+    if len(at[0]) != 1 or len(at[1]) != 1 or at[1][0] < at[0][0]:
+        raise ConfigError(f"{name} lacks the lines {begin!r} and {end!r} (once each, in this order)")
+    return "".join(lines[: at[0][0] + 1]) + block + "".join(lines[at[1][0] :])
+
+
+def write_between_markers(path, begin: str, end: str, block: str) -> None:
+    """The file ``path`` with ``between_markers`` applied (an atomic write)."""
+    write_text(between_markers(Path(path).read_text(), begin, end, block, str(path)), path)

@@ -190,18 +190,22 @@ def blocks(config: dict) -> list[Block]:
     return found
 
 
-def architecture_flag_runs(config: dict) -> list[tuple[dict, list[str]]]:
+def architecture_flag_runs(config: dict) -> list[tuple[dict, list[str], str | None]]:
     """The flag-recall runs the architectures stage compares with the rollout theories: every run of
-    ``architectures.flag.variants``, at its untrained and its last checkpoint."""
+    ``architectures.flag.variants``, at its untrained and its last checkpoint, with the fitted
+    attention bias its checkpoints must have been made from (None for a variant without one)."""
     variants = cfg.architecture_flag_variants(config)
     found = []
     for run in cfg.runs(config):
         if run.variant in variants:
+            spec = cfg.run_spec(config, run)
             steps = cfg.checkpoint_steps(config, run.variant)
+            bias = BIAS_TENSOR.format(variant=run.variant, L=run.L, depth=run.depth)
             found.append(
                 (
-                    cfg.run_spec(config, run),
+                    spec,
                     [CHECKPOINT.format(**run.keys(), step=step) for step in (steps[0], steps[-1])],
+                    bias if spec["remedy"]["kind"] == "bias" else None,
                 )
             )
     return found

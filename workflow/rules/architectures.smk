@@ -80,7 +80,8 @@ rule architectures_pretrained:
 
 rule architectures_flag:
     input:
-        [path for _, paths in ARCHITECTURE_FLAG_RUNS for path in paths],
+        checkpoints=[path for _, paths, _ in ARCHITECTURE_FLAG_RUNS for path in paths],
+        bias=[bias for _, _, bias in ARCHITECTURE_FLAG_RUNS if bias],
     output:
         profiles="results/architectures_profiles/flag.parquet",
         layers="results/architectures_layers/flag.parquet",

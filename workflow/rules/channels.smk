@@ -8,7 +8,8 @@ for block in wf.stage_blocks(BLOCKS, "channels"):
         name:
             f"channels_{block.rule}"
         input:
-            block.checkpoints(),
+            checkpoints=block.checkpoints(),
+            bias=bias_inputs(block),
         output:
             channels=block.paths(wf.RUN_TABLES["channels"]),
             cross_terms=block.paths(wf.RUN_TABLES["cross_terms"]),
@@ -31,10 +32,11 @@ for block in wf.stage_blocks(BLOCKS, "channels"):
             spec=block.spec,
             seeds=block.seed_list,
             device=config["device"],
+            bias=bias_option(block),
             settings=wf.settings_json(config, ChannelSettings),
         shell:
             logged(
                 "lostmid channels --spec {params.spec:q} --seeds {params.seeds} --device {params.device} --threads {threads}"
-                " --settings {params.settings:q} --checkpoints {input}"
+                " --settings {params.settings:q} --checkpoints {input.checkpoints} {params.bias}"
                 " --channels {output.channels} --cross-terms {output.cross_terms} --conditions {output.conditions}"
             )

@@ -59,8 +59,9 @@ def logged(command):
     return "".join((LOG_ATTEMPT, command, " >> {log}.attempt{resources.attempt} 2>&1", LOG_KEEP))
 
 
-# A bias variant's block: its fitted attention bias is an input of init and of every training
-# segment, which checks that its checkpoints were made from it (lostmid.training.checkpoint). The
+# A bias variant's block: its fitted attention bias is an input of init and of every job that reads
+# its checkpoints (training segments and analyses), each of which checks that they were made from it
+# (lostmid.training.checkpoint). The
 # option is a param: a rule's shell text is evaluated when the job runs, after the loop over blocks.
 def bias_inputs(block):
     return [block.bias_tensor()] if block.bias else []

@@ -9,7 +9,8 @@ for block in wf.stage_blocks(BLOCKS, "evaluate"):
         name:
             f"evaluate_{block.rule}"
         input:
-            block.checkpoints(),
+            checkpoints=block.checkpoints(),
+            bias=bias_inputs(block),
         output:
             failure=block.paths(wf.RUN_TABLES["failure"]),
             profiles=block.paths(wf.RUN_TABLES["influence"]),
@@ -32,11 +33,12 @@ for block in wf.stage_blocks(BLOCKS, "evaluate"):
             spec=block.spec,
             seeds=block.seed_list,
             device=config["device"],
+            bias=bias_option(block),
             evaluation=config_json("evaluation"),
             influence=wf.settings_json(config, InfluenceSettings),
         shell:
             logged(
                 "lostmid evaluate --spec {params.spec:q} --seeds {params.seeds} --device {params.device} --threads {threads}"
-                " --checkpoints {input} --evaluation {params.evaluation:q} --influence {params.influence:q}"
+                " --checkpoints {input.checkpoints} {params.bias} --evaluation {params.evaluation:q} --influence {params.influence:q}"
                 " --failure {output.failure} --profiles {output.profiles} --metrics {output.metrics}"
             )

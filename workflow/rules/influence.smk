@@ -8,7 +8,8 @@ for block in wf.stage_blocks(BLOCKS, "density_flow"):
         name:
             f"density_flow_{block.rule}"
         input:
-            block.checkpoints(),
+            checkpoints=block.checkpoints(),
+            bias=bias_inputs(block),
         output:
             block.paths(wf.RUN_TABLES["density_flow"]),
         log:
@@ -29,11 +30,12 @@ for block in wf.stage_blocks(BLOCKS, "density_flow"):
             spec=block.spec,
             seeds=block.seed_list,
             device=config["device"],
+            bias=bias_option(block),
             settings=wf.settings_json(config, FlowSettings),
         shell:
             logged(
                 "lostmid density-flow --spec {params.spec:q} --seeds {params.seeds} --device {params.device} --threads {threads}"
-                " --checkpoints {input} --settings {params.settings:q} --out {output}"
+                " --checkpoints {input.checkpoints} {params.bias} --settings {params.settings:q} --out {output}"
             )
 
 
@@ -45,7 +47,8 @@ for block in wf.stage_blocks(BLOCKS, "observability"):
         name:
             f"observability_{block.rule}"
         input:
-            block.checkpoints(),
+            checkpoints=block.checkpoints(),
+            bias=bias_inputs(block),
         output:
             block.paths(wf.RUN_TABLES["observability"]),
         log:
@@ -66,11 +69,12 @@ for block in wf.stage_blocks(BLOCKS, "observability"):
             spec=block.spec,
             seeds=block.seed_list,
             device=config["device"],
+            bias=bias_option(block),
             settings=wf.settings_json(config, TraceSettings),
         shell:
             logged(
                 "lostmid observability --spec {params.spec:q} --seeds {params.seeds} --device {params.device} --threads {threads}"
-                " --checkpoints {input} --settings {params.settings:q} --out {output}"
+                " --checkpoints {input.checkpoints} {params.bias} --settings {params.settings:q} --out {output}"
             )
 
 

@@ -197,13 +197,14 @@ def flag_tables(model, spec: dict, step: int, settings: FlagSettings, device) ->
 
 
 def flag_comparison(checkpoints, settings: FlagSettings, device) -> tuple[pd.DataFrame, ...]:
-    """The tables of every (path, spec) checkpoint, loaded with ``lostmid.training.checkpoint.load_model``."""
+    """The tables of every (path, spec, inputs) checkpoint, loaded with ``lostmid.training.checkpoint.load_model``
+    (``inputs``: the records of the files it must have been made from)."""
     from lostmid.training.checkpoint import load_model
 
     parts = []
-    for path, spec in checkpoints:
+    for path, spec, inputs in checkpoints:
         start = time.perf_counter()
-        model, step = load_model(path, spec, device)
+        model, step = load_model(path, spec, device, inputs)
         part = flag_tables(model, spec, step, settings, device)
         _log_row(
             f"flag {spec['variant']} L={spec['L']} M={spec['depth']} seed={spec['seed']} step={step}",

@@ -88,7 +88,12 @@ def architectures_pretrained(args):
 
 def _flag_args(parser):
     _tables(parser)
-    parser.add_argument("--runs", type=json_arg, required=True, help="JSON list of [run spec, [checkpoint paths]]")
+    parser.add_argument(
+        "--runs",
+        type=json_arg,
+        required=True,
+        help="JSON list of [run spec, [checkpoint paths], attention bias file or null]",
+    )
 
 
 @command("architectures-flag", "influence profiles of flag-recall checkpoints against the rollout theories", _flag_args)
@@ -100,7 +105,11 @@ def architectures_flag(args):
 
     settings = settings_from_block(FlagSettings, args.settings.get("flag"), "architectures.flag")
     device = devices.resolve(args.device)
-    checkpoints = [(path, spec) for spec, paths in args.runs for path in paths]
+    from lostmid.training import checkpoint
+
+    checkpoints = [
+        (path, spec, checkpoint.run_inputs(bias, spec["L"])) for spec, paths, bias in args.runs for path in paths
+    ]
     log.info("flag-recall comparison: %d checkpoints, targets %s", len(checkpoints), settings.targets)
     from lostmid.plots.architectures import flag_profiles
 

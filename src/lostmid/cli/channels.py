@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from lostmid import io
-from lostmid.cli.registry import block_analysis_args, block_runs, command, json_arg
+from lostmid.cli.registry import block_analysis_args, block_inputs, block_runs, command, json_arg
 
 log = logging.getLogger(__name__)
 
@@ -80,10 +80,11 @@ def channels(args):
             )
         return channel_rows, cross_rows, test_rows
 
+    inputs = block_inputs(args)
     for spec, paths, channels_out, cross_out, conditions_out in block_runs(
         args, "checkpoints", "channels", "cross_terms", "conditions"
     ):
-        channel_table, cross_table, condition_table = checkpoint.analyze_run(paths, spec, device, analyze)
+        channel_table, cross_table, condition_table = checkpoint.analyze_run(paths, spec, device, analyze, inputs)
         conditions.check_soundness(condition_table, tolerance)  # raises naming the row
         io.write_parquet(channel_table, channels_out)
         io.write_parquet(cross_table, cross_out)

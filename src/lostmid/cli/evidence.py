@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 from lostmid import io
 from lostmid.cli.registry import command, json_arg
@@ -19,15 +18,7 @@ PAGE_MARKERS = ("<!-- evidence table: begin -->", "<!-- evidence table: end -->"
 def quote_into(page: str, markdown: str) -> None:
     """Replace what stands between the page's PAGE_MARKERS lines by ``markdown`` (atomic write); a
     page without both markers, in order, is a ConfigError naming it."""
-    lines = Path(page).read_text().splitlines(keepends=True)
-    # Whole lines only: a page that names the markers in its prose must not be cut there.
-    at = [[i for i, line in enumerate(lines) if line.strip() == marker] for marker in PAGE_MARKERS]
-    if len(at[0]) != 1 or len(at[1]) != 1 or at[1][0] < at[0][0]:
-        raise ConfigError(
-            f"{page} lacks the lines {PAGE_MARKERS[0]!r} and {PAGE_MARKERS[1]!r} (once each, in this order)"
-        )
-    begin, end = at[0][0], at[1][0]
-    io.write_text("".join(lines[: begin + 1]) + "\n" + markdown.rstrip("\n") + "\n\n" + "".join(lines[end:]), page)
+    io.write_between_markers(page, *PAGE_MARKERS, "\n" + markdown.rstrip("\n") + "\n\n")
 
 
 def _args(parser):

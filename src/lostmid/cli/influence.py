@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 
 from lostmid import io
-from lostmid.cli.registry import block_analysis_args, block_runs, command, json_arg
+from lostmid.cli.registry import block_analysis_args, block_inputs, block_runs, command, json_arg
 from lostmid.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ def density_flow(args):
         return (table,)
 
     for spec, paths, out in block_runs(args, "checkpoints", "out"):
-        (flow_tables,) = checkpoint.analyze_run(paths, spec, device, analyze)
+        (flow_tables,) = checkpoint.analyze_run(paths, spec, device, analyze, block_inputs(args))
         io.write_parquet(flow_tables, out)
 
 
@@ -98,7 +98,7 @@ def observability(args):
         return (table,)
 
     for spec, paths, out in block_runs(args, "checkpoints", "out"):
-        (tables,) = checkpoint.analyze_run(paths, spec, device, analyze)
+        (tables,) = checkpoint.analyze_run(paths, spec, device, analyze, block_inputs(args))
         io.write_parquet(tables, out)
 
 

@@ -27,7 +27,7 @@ from lostmid.cli import (  # noqa: F401  (they register commands)
     results,
     training,
 )
-from lostmid.cli.registry import COMMANDS
+from lostmid.cli.registry import COMMANDS, PASSES_ON
 from lostmid.errors import InputError, LostmidError
 
 log = logging.getLogger("lostmid")
@@ -42,17 +42,31 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lostmid", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (help_text, arguments, func) in sorted(COMMANDS.items()):
-        p = sub.add_parser(name, help=help_text, description=help_text)
-        _common(p)
+        if name in PASSES_ON:  # no options of its own to mistake another program's for (no abbreviations)
+            p = sub.add_parser(name, help=help_text, description=help_text, allow_abbrev=False, add_help=False)
+        else:
+            p = sub.add_parser(name, help=help_text, description=help_text)
+            _common(p)
         arguments(p)
         p.set_defaults(func=func)
     return parser
 
 
+def parse(argv) -> argparse.Namespace:
+    """The parsed command line; only a command in PASSES_ON accepts arguments it does not declare."""
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if args.command in PASSES_ON:
+        args.passed_on = rest
+    elif rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    return args
+
+
 def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    args = build_parser().parse_args(argv)
-    if args.threads:
+    args = parse(argv)
+    if getattr(args, "threads", None):
         limit_threads(args.threads)
     try:
         if getattr(args, "spec", None) is not None:  # every per-run command's --spec (lostmid.cli.registry.spec_arg)

@@ -12,13 +12,18 @@ from collections.abc import Callable
 
 # name -> (help, arguments(parser), run(args))
 COMMANDS: dict[str, tuple[str, Callable, Callable]] = {}
+# The commands that pass every argument they do not declare on to another program (``args.passed_on``).
+PASSES_ON: set[str] = set()
 
 
-def command(name: str, help: str, arguments: Callable):
-    """Register ``func`` as subcommand ``name``; ``arguments(parser)`` declares its options."""
+def command(name: str, help: str, arguments: Callable, passes_on: bool = False):
+    """Register ``func`` as subcommand ``name``; ``arguments(parser)`` declares its options. A command that
+    ``passes_on`` gets the arguments it does not declare, in order, as ``args.passed_on``."""
 
     def wrap(func):
         COMMANDS[name] = (help, arguments, func)
+        if passes_on:
+            PASSES_ON.add(name)
         return func
 
     return wrap
@@ -46,12 +51,29 @@ def spec_arg(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def attention_bias_arg(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--attention-bias``: the fitted bias file a bias variant's runs start from (``help`` says its role)."""
+    parser.add_argument(
+        "--attention-bias", default=None, help=f"tensor file (.pt) of a fitted L x L attention-logit bias: {help}"
+    )
+
+
+def block_inputs(args) -> list:
+    """The input records (lostmid.training.checkpoint.RunInput) that the block's checkpoints must have
+    been made from: the ``--attention-bias`` file's digest, if one is given."""
+    from lostmid.training import checkpoint
+
+    return checkpoint.run_inputs(args.attention_bias, args.spec["L"])
+
+
 def block_analysis_args(parser: argparse.ArgumentParser) -> None:
-    """``--spec``, ``--seeds`` and the ``--checkpoints`` of a block: what every per-checkpoint analysis reads."""
+    """``--spec``, ``--seeds``, the ``--checkpoints`` of a block and the ``--attention-bias`` they were made
+    from: what every per-checkpoint analysis reads."""
     spec_arg(parser)
     parser.add_argument(
         "--checkpoints", nargs="+", required=True, help="every checkpoint of every seed, seed after seed"
     )
+    attention_bias_arg(parser, "the checkpoints must have been made from it (its digest is in their fingerprint)")
 
 
 def block_runs(args, *per_run: str) -> list[tuple]:

@@ -158,11 +158,7 @@ def cost_section(results: Path) -> str:
 
 def with_headline(text: str, headline_block: str, name: str) -> str:
     """``text`` with the lines between its headline markers replaced by ``headline_block``."""
-    lines = text.splitlines(keepends=True)
-    marks = [i for i, line in enumerate(lines) if line.strip() in (HEADLINE_START, HEADLINE_END)]
-    if len(marks) != 2 or lines[marks[0]].strip() != HEADLINE_START:
-        raise ConfigError(f"{name} needs one line '{HEADLINE_START}' followed by one line '{HEADLINE_END}'")
-    return "".join(lines[: marks[0] + 1]) + headline_block + "".join(lines[marks[1] :])
+    return io.between_markers(text, HEADLINE_START, HEADLINE_END, headline_block, name)
 
 
 def _evidence(results: Path):

@@ -5,21 +5,23 @@ from __future__ import annotations
 import logging
 
 from lostmid import io
-from lostmid.cli.registry import block_analysis_args, block_runs, command, json_arg, spec_arg
+from lostmid.cli.registry import (
+    attention_bias_arg,
+    block_analysis_args,
+    block_inputs,
+    block_runs,
+    command,
+    json_arg,
+    spec_arg,
+)
 from lostmid.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
 
-def _attention_bias_arg(parser, help):
-    parser.add_argument(
-        "--attention-bias", default=None, help=f"tensor file (.pt) of a fitted L x L attention-logit bias: {help}"
-    )
-
-
 def _init_args(parser):
     spec_arg(parser)
-    _attention_bias_arg(parser, "the runs start from it")
+    attention_bias_arg(parser, "the runs start from it")
     parser.add_argument("--out", nargs="+", required=True, help="step-0 checkpoint to write, one per seed")
 
 
@@ -39,7 +41,7 @@ def init(args):
 def _train_args(parser):
     spec_arg(parser)
     parser.add_argument("--checkpoint", nargs="+", required=True, help="checkpoint to continue from, one per seed")
-    _attention_bias_arg(parser, "the checkpoints must have been made from it (its digest is in their fingerprint)")
+    attention_bias_arg(parser, "the checkpoints must have been made from it (its digest is in their fingerprint)")
     parser.add_argument("--steps", type=int, required=True, help="optimizer steps in this segment")
     parser.add_argument("--out", nargs="+", required=True, help="checkpoint to write after the segment, one per seed")
     parser.add_argument(
@@ -61,7 +63,7 @@ def train(args):
     runs = block_runs(args, "checkpoint", "out", "table")
     device = devices.resolve(args.device)
     seed_batch = train_value(args.spec["train"], "seed_batch")
-    inputs = [checkpoint.attention_bias_input(args.attention_bias, args.spec["L"])[1]] if args.attention_bias else []
+    inputs = block_inputs(args)
     states = {spec["seed"]: checkpoint.TrainingState.load(path, spec, device, inputs) for spec, path, _, _ in runs}
     logs = {}
     # One after another, each seed's arithmetic is that of a job of its own (bitwise); with
@@ -144,10 +146,13 @@ def evaluate(args):
 
         return analyze
 
+    inputs = block_inputs(args)
     for spec, paths, failure_out, profiles_out, metrics_out in block_runs(
         args, "checkpoints", "failure", "profiles", "metrics"
     ):
-        failure, profiles, metric_table = checkpoint.analyze_run(paths, spec, device, analyze_seed(spec["seed"]))
+        failure, profiles, metric_table = checkpoint.analyze_run(
+            paths, spec, device, analyze_seed(spec["seed"]), inputs
+        )
         io.write_parquet(failure, failure_out)
         io.write_parquet(profiles, profiles_out)
         io.write_parquet(metric_table, metrics_out)

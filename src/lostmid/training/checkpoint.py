@@ -73,6 +73,12 @@ def attention_bias_input(path, L: int) -> tuple[torch.Tensor, RunInput]:
     return bias, RunInput(ATTENTION_BIAS, str(path), tensor_sha256(bias))
 
 
+def run_inputs(attention_bias, L: int) -> list[RunInput]:
+    """The input records a run's checkpoints must have been made from: the fitted bias file
+    ``attention_bias`` (None: a run without input files)."""
+    return [attention_bias_input(attention_bias, L)[1]] if attention_bias else []
+
+
 def run_fingerprint(spec: dict, inputs: dict[str, str]) -> str:
     """The fingerprint of a run: its spec's (lostmid.config.fingerprint) and, when the run has input
     files, their digests with it (so a run without inputs keeps the fingerprint of its spec)."""
@@ -288,16 +294,17 @@ def model_from_checkpoint(raw: dict, device) -> FlagTransformer:
     return model.to(device)
 
 
-def load_model(path, spec: dict | None, device) -> tuple[FlagTransformer, int]:
-    """The model of a checkpoint, in eval mode, and its step (for the analysis stages)."""
-    raw = read(path, spec)
+def load_model(path, spec: dict | None, device, inputs: list[RunInput] | None = None) -> tuple[FlagTransformer, int]:
+    """The model of a checkpoint, in eval mode, and its step (for the analysis stages); ``inputs`` as in ``read``."""
+    raw = read(path, spec, inputs)
     model = model_from_checkpoint(raw, device)
     model.eval()
     return model, int(raw["step"])
 
 
-def analyze_run(paths, spec: dict, device, analyze) -> tuple:
-    """Apply ``analyze(model, step)`` to every checkpoint of one run, loaded one at a time.
+def analyze_run(paths, spec: dict, device, analyze, inputs: list[RunInput] | None = None) -> tuple:
+    """Apply ``analyze(model, step)`` to every checkpoint of one run, loaded one at a time (each checked
+    against ``spec`` and the ``inputs`` it must have been made from, as in ``read``).
 
     ``analyze`` returns a tuple of tables for its checkpoint; the result is each of those tables
     concatenated over the checkpoints, with the run's grid keys and the step as first columns.
@@ -308,6 +315,6 @@ def analyze_run(paths, spec: dict, device, analyze) -> tuple:
 
     per_checkpoint = []
     for path in paths:
-        model, step = load_model(path, spec, device)
+        model, step = load_model(path, spec, device, inputs)
         per_checkpoint.append([with_run_keys(table, spec, step) for table in analyze(model, step)])
     return tuple(pd.concat(parts, ignore_index=True) for parts in zip(*per_checkpoint))
