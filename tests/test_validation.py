@@ -170,6 +170,11 @@ def test_without_the_loss_free_profiles_the_trace_claim_says_which_table_is_miss
     assert row["method"] == "not run: table observability not given"
 
 
+def at(found: list[dict], checkpoint: str) -> list[dict]:
+    """The rows of one of the position shift's two checkpoints (vc.SHIFT_LAST, vc.SHIFT_MID)."""
+    return [row for row in found if row["setting"].endswith(checkpoint)]
+
+
 def test_the_shift_is_checked_to_bite_and_a_remedy_is_judged_on_the_flags_its_law_under_trains():
     # Trained with early flags, the baseline fails late flags (p > 1/2); the balanced arm fails them less.
     late_failing, less_failing = {750: (-6.0, 6.0)}, {750: (-6.0, 3.0)}
@@ -181,15 +186,16 @@ def test_the_shift_is_checked_to_bite_and_a_remedy_is_judged_on_the_flags_its_la
             failure_table("balance_shift_early", less_failing, SEEDS, rng=np.random.default_rng(3)),
         ]
     )
-    bites = {r["variant"]: r for r in rows("flag_shift_raises_untrained_failure", failure=failure)}
-    assert bites["baseline_shift_early"]["setting"].startswith("baseline_shift_early vs baseline,")
-    assert bites["balance_shift_early"]["setting"].startswith("balance_shift_early vs balance_blog,")
-    assert bites["baseline_shift_early"]["verdict"] == "supported"
-    assert {r["rule_kind"] for r in bites.values()} == {"greater_than_zero"}
-    (recall,) = rows("remedy_recalls_untrained_positions", failure=failure)
-    assert (
-        recall["setting"].startswith("balance_shift_early vs baseline_shift_early") and recall["verdict"] == "supported"
-    )
+    # one checkpoint here, 750: the last and every uniform-law reference's mid-training, so both readings agree
+    for checkpoint in (vc.SHIFT_LAST, vc.SHIFT_MID):
+        bites = {r["variant"]: r for r in at(rows("flag_shift_raises_untrained_failure", failure=failure), checkpoint)}
+        assert bites["baseline_shift_early"]["setting"].startswith("baseline_shift_early vs baseline,")
+        assert bites["balance_shift_early"]["setting"].startswith("balance_shift_early vs balance_blog,")
+        assert bites["baseline_shift_early"]["verdict"] == "supported"
+        assert {r["rule_kind"] for r in bites.values()} == {"greater_than_zero"}
+        (recall,) = at(rows("remedy_recalls_untrained_positions", failure=failure), checkpoint)
+        assert recall["setting"].startswith("balance_shift_early vs baseline_shift_early")
+        assert recall["verdict"] == "supported" and "at step 750" in recall["method"]
 
 
 def test_a_remedy_is_not_judged_on_a_shift_that_does_not_bite():
@@ -201,11 +207,35 @@ def test_a_remedy_is_not_judged_on_a_shift_that_does_not_bite():
             for i, name in enumerate(["baseline", "balance_blog", "baseline_shift_early", "balance_shift_early"])
         ]
     )
-    bites = {r["variant"]: r for r in rows("flag_shift_raises_untrained_failure", failure=failure)}
+    bites = {r["variant"]: r for r in at(rows("flag_shift_raises_untrained_failure", failure=failure), vc.SHIFT_LAST)}
     assert bites["baseline_shift_early"]["verdict"] != "supported"
-    (recall,) = rows("remedy_recalls_untrained_positions", failure=failure)
+    (recall,) = at(rows("remedy_recalls_untrained_positions", failure=failure), vc.SHIFT_LAST)
     assert recall["method"].startswith("not evaluable: the shift does not bite") and recall["verdict"] == "inconclusive"
     assert math.isfinite(recall["estimate"])
+
+
+def test_a_shift_that_has_worn_off_by_the_last_checkpoint_is_read_at_the_uniform_baselines_mid_training():
+    # The uniform-law baseline reaches mid-training at 500. There the early-law baseline still fails late
+    # flags and the balanced arm fails them less; by 750 every arm recalls every flag.
+    learned = {250: CHANCE, 500: LEARNED, 750: LEARNED}
+    failure = pd.concat(
+        [
+            failure_table("baseline", learned, SEEDS, rng=np.random.default_rng(0)),
+            failure_table("balance_blog", learned, SEEDS, rng=np.random.default_rng(1)),
+            failure_table("baseline_shift_early", {**learned, 500: (-6.0, 6.0)}, SEEDS, rng=np.random.default_rng(2)),
+            failure_table("balance_shift_early", {**learned, 500: (-6.0, 3.0)}, SEEDS, rng=np.random.default_rng(3)),
+        ]
+    )
+    recall = rows("remedy_recalls_untrained_positions", failure=failure)
+    (last,), (mid,) = at(recall, vc.SHIFT_LAST), at(recall, vc.SHIFT_MID)
+    assert last["method"].startswith("not evaluable: the shift does not bite")
+    assert mid["verdict"] == "supported" and "at step 500" in mid["method"]
+    (check,) = [
+        r
+        for r in at(rows("flag_shift_raises_untrained_failure", failure=failure), vc.SHIFT_MID)
+        if r["variant"] == "baseline_shift_early"
+    ]
+    assert check["verdict"] == "supported" and "at step 500" in check["method"]
 
 
 def train_rows(variant: str, seconds: float, memory: float) -> pd.DataFrame:

@@ -40,6 +40,11 @@ from lostmid.tables.summaries import accuracy_per_checkpoint
 
 MATCHED = "own mid-training (matched accuracy)"
 LAST = "last common checkpoint"
+# The position shift's two checkpoints: the last (the reading fixed first), and the mid-training checkpoint of the
+# uniform-law reference, both arms at that step (added after the validation run's shift did not bite at the last
+# checkpoint: by then every arm recalls every position; docs/validation.md, "Position shift").
+SHIFT_LAST = f"{LAST}, evaluated on the uniform balanced set"
+SHIFT_MID = "mid-training of the uniform-law reference (both arms there), evaluated on the uniform balanced set"
 SHIFTS = ("early", "late")
 
 
@@ -95,16 +100,18 @@ def arm_steps(inputs: Inputs, ev: EvidenceSettings, s: Setting, table: pd.DataFr
     if s.checkpoint == LAST:
         step = last_common_step(table, s)
         return step, step
-    steps = []
-    for name in (s.variant, s.reference):
-        step, best = mid_training_step(inputs.failure, name, s.L, s.depth, ev.mid_accuracy)
-        if step is None:
-            raise NotRun(
-                f"mid-training undefined: {name}'s mean evaluation accuracy never reached {ev.mid_accuracy:g} "
-                f"(best {best:.3f})"
-            )
-        steps.append(step)
-    return steps[0], steps[1]
+    return own_mid_training(inputs, ev, s.variant, s), own_mid_training(inputs, ev, s.reference, s)
+
+
+def own_mid_training(inputs: Inputs, ev: EvidenceSettings, name: str, s: Setting) -> int:
+    """``name``'s mid-training checkpoint at the setting's L and depth (NotRun if it never gets there)."""
+    step, best = mid_training_step(inputs.failure, name, s.L, s.depth, ev.mid_accuracy)
+    if step is None:
+        raise NotRun(
+            f"mid-training undefined: {name}'s mean evaluation accuracy never reached {ev.mid_accuracy:g} "
+            f"(best {best:.3f})"
+        )
+    return step
 
 
 def _paired(a: pd.Series, b: pd.Series) -> pd.Series:
@@ -227,18 +234,11 @@ def shift_settings(remedies: bool):
                         f"rows at L {L}, depth {depth}"
                     )
                 )
-                setting = Setting(
-                    name,
-                    L,
-                    depth,
-                    inputs.residual(name),
-                    f"{LAST}, evaluated on the uniform balanced set",
-                    reference,
-                    missing,
-                )
-                if remedies and missing is None:
-                    setting = replace(setting, not_evaluable=shift_not_evaluable(inputs, ev, setting))
-                found.append(setting)
+                for checkpoint in (SHIFT_LAST, SHIFT_MID):
+                    setting = Setting(name, L, depth, inputs.residual(name), checkpoint, reference, missing)
+                    if remedies and missing is None:
+                        setting = replace(setting, not_evaluable=shift_not_evaluable(inputs, ev, setting))
+                    found.append(setting)
         if not found:
             raise NotRun(
                 "no variant trained on a shifted flag law (train.flag_law early or late)"
@@ -294,9 +294,21 @@ def untrained_failure_per_seed(
     return (pooled.failures / pooled.n).astype(np.float64)
 
 
+def shift_step(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> int:
+    """The one checkpoint both arms of a position-shift setting are compared at: the last they share
+    (SHIFT_LAST), or the mid-training checkpoint of the uniform-law counterpart of the reference (SHIFT_MID:
+    the check and the remedy rows of one shifted law then read the same step)."""
+    if s.checkpoint == SHIFT_LAST:
+        return last_common_step(accuracy_per_checkpoint(inputs.failure), s)
+    uniform = uniform_counterpart(inputs, s.reference)
+    if uniform is None:
+        raise NotRun(f"{s.reference} has no uniform-law counterpart whose mid-training checkpoint to read")
+    return own_mid_training(inputs, ev, uniform, s)
+
+
 def shift_effect(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> PerSeed:
     law = flag_law(inputs, s.variant)
-    step = last_common_step(accuracy_per_checkpoint(inputs.failure), s)
+    step = shift_step(inputs, ev, s)
     values = _paired(
         *(untrained_failure_per_seed(inputs.failure, v, law, s.L, s.depth, step) for v in (s.variant, s.reference))
     )
@@ -398,12 +410,7 @@ def strength_effect(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> PerSeed
     top = max(strengths.values())
     per_arm = {}
     for name in strengths:
-        step, best = mid_training_step(inputs.failure, name, s.L, s.depth, ev.mid_accuracy)
-        if step is None:
-            raise NotRun(
-                f"mid-training undefined: {name}'s mean evaluation accuracy never reached {ev.mid_accuracy:g} "
-                f"(best {best:.3f})"
-            )
+        step = own_mid_training(inputs, ev, name, s)
         per_arm[name] = (
             log_metric(inputs, ev, name, s, step)
             if kind == "balance"
