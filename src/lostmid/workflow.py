@@ -182,12 +182,17 @@ def blocks(config: dict) -> list[Block]:
                 every=every,
                 spec=cfg.canonical_json(spec),
                 residual=spec["model"]["residual"],
-                bias=spec["remedy"]["kind"] == "bias",
+                bias=starts_from_bias(spec),
                 flow=variant in flow_variants,
                 traces=variant in config["influence"]["trace_variants"],
             )
         )
     return found
+
+
+def starts_from_bias(spec: dict) -> bool:
+    """Whether a run starts from a fitted attention bias (a bias variant's: results/bias_tensors)."""
+    return spec["remedy"]["kind"] == "bias"
 
 
 def architecture_flag_runs(config: dict) -> list[tuple[dict, list[str], str | None]]:
@@ -200,12 +205,11 @@ def architecture_flag_runs(config: dict) -> list[tuple[dict, list[str], str | No
         if run.variant in variants:
             spec = cfg.run_spec(config, run)
             steps = cfg.checkpoint_steps(config, run.variant)
-            bias = BIAS_TENSOR.format(variant=run.variant, L=run.L, depth=run.depth)
             found.append(
                 (
                     spec,
                     [CHECKPOINT.format(**run.keys(), step=step) for step in (steps[0], steps[-1])],
-                    bias if spec["remedy"]["kind"] == "bias" else None,
+                    BIAS_TENSOR.format(**run.keys()) if starts_from_bias(spec) else None,
                 )
             )
     return found

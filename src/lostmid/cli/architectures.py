@@ -107,9 +107,10 @@ def architectures_flag(args):
     device = devices.resolve(args.device)
     from lostmid.training import checkpoint
 
-    checkpoints = [
-        (path, spec, checkpoint.run_inputs(bias, spec["L"])) for spec, paths, bias in args.runs for path in paths
-    ]
+    checkpoints = []
+    for spec, paths, bias in args.runs:
+        inputs = checkpoint.run_inputs(bias, spec["L"])  # the bias file read once per run, not per checkpoint
+        checkpoints += [(path, spec, inputs) for path in paths]
     log.info("flag-recall comparison: %d checkpoints, targets %s", len(checkpoints), settings.targets)
     from lostmid.plots.architectures import flag_profiles
 

@@ -3,6 +3,7 @@ rule, as the Snakefile checks them; and Snakemake behind that check."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import sys
@@ -49,12 +50,7 @@ def snakemake_configfiles(argv: list[str]) -> list[str]:
     for i, word in enumerate(argv):
         name, equals, value = word.partition("=")
         if name in ("--configfile", "--configfiles"):
-            following = []
-            for later in argv[i + 1 :] if not equals else []:
-                if later.startswith("-"):
-                    break
-                following.append(later)
-            files = [value] if equals else following
+            files = [value] if equals else list(itertools.takewhile(lambda w: not w.startswith("-"), argv[i + 1 :]))
     return files
 
 
@@ -80,5 +76,6 @@ def snakemake(args):
         config = cfg.load(*files)
         workflow.check(config)
         log.info("%s: valid (%d runs); running Snakemake", " + ".join(files), len(cfg.runs(config)))
-    sys.stdout.flush(), sys.stderr.flush()
+    sys.stdout.flush()
+    sys.stderr.flush()
     os.execvp(sys.executable, [sys.executable, "-m", "snakemake", *args.passed_on])

@@ -52,8 +52,9 @@ def density_flow(args):
             log.info("step %d: relative error of the predicted flow %.3g (eta %g)", step, error, eta)
         return (table,)
 
+    inputs = block_inputs(args)
     for spec, paths, out in block_runs(args, "checkpoints", "out"):
-        (flow_tables,) = checkpoint.analyze_run(paths, spec, device, analyze, block_inputs(args))
+        (flow_tables,) = checkpoint.analyze_run(paths, spec, device, analyze, inputs)
         io.write_parquet(flow_tables, out)
 
 
@@ -97,8 +98,9 @@ def observability(args):
         )
         return (table,)
 
+    inputs = block_inputs(args)
     for spec, paths, out in block_runs(args, "checkpoints", "out"):
-        (tables,) = checkpoint.analyze_run(paths, spec, device, analyze, block_inputs(args))
+        (tables,) = checkpoint.analyze_run(paths, spec, device, analyze, inputs)
         io.write_parquet(tables, out)
 
 
