@@ -335,7 +335,22 @@ def test_the_loss_free_profiles_are_the_exact_traces_and_the_output_jacobian_of_
 # --------------------------------------------------------------------------- the configs
 
 
-def test_the_validation_config_pairs_every_remedy_with_the_blog_baseline_and_profiles_every_arm():
+def arms_whose_rows_read_profiles(config: dict) -> set[str]:
+    """Algorithms 1 and 3 trained on the uniform law for the uniform target (Algorithm 1's Jacobian row,
+    Algorithm 3's trace row and ladders) and their baselines: the arms whose rows read the loss-free profiles."""
+    inputs = claims.Inputs(variants=config["variants"], model=config["model"])
+    remedies = {
+        v
+        for block in config["grid"]
+        for v in block["variants"]
+        if not v.endswith("_timing")
+        and inputs.remedy(v) in ("balance", "observability")
+        and vc.aimed_at_uniform(inputs, v)
+    }
+    return remedies | {inputs.reference(v) for v in remedies}
+
+
+def test_the_validation_config_pairs_every_remedy_with_the_blog_baseline_and_profiles_the_arms_rows_read():
     config = lostmid_config.load(REPO / "config/config.yaml", REPO / "config/validation.yaml")
     wf.check(config)
     inputs = claims.Inputs(variants=config["variants"], model=config["model"])
@@ -346,7 +361,14 @@ def test_the_validation_config_pairs_every_remedy_with_the_blog_baseline_and_pro
     assert set(arms) <= main_block and [inputs.reference(v) for v in arms] == ["baseline"] * 3
     in_grid = {v for block in config["grid"] for v in block["variants"]}
     timing = {v for v in in_grid if v.endswith("_timing")}
-    assert in_grid - timing <= set(config["influence"]["trace_variants"])
+    # The one list of profiled arms serves both configs: it holds every arm whose rows read the profiles here,
+    # and nothing more than config/validation_full.yaml's arms read.
+    full = lostmid_config.load(
+        *(REPO / "config" / f for f in ("config.yaml", "validation.yaml", "validation_full.yaml"))
+    )
+    profiled = set(config["influence"]["trace_variants"])
+    assert profiled == set(full["influence"]["trace_variants"])
+    assert arms_whose_rows_read_profiles(config) <= profiled == arms_whose_rows_read_profiles(full)
     for name in in_grid - timing:
         assert lostmid_config.schedule(config, name) == (1500, 250)
         if vc.flag_law(inputs, name) != "uniform":

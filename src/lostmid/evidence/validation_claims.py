@@ -66,7 +66,7 @@ def flag_law(inputs: Inputs, name: str) -> str:
     return (inputs.variants[name].get("train") or {}).get("flag_law", "uniform")
 
 
-def _aimed_at_uniform(inputs: Inputs, name: str) -> bool:
+def aimed_at_uniform(inputs: Inputs, name: str) -> bool:
     """Trained on the uniform flag law with the uniform target density (Algorithm 1's ``target``)."""
     return (
         flag_law(inputs, name) == "uniform"
@@ -82,7 +82,7 @@ def uniform_arm_settings(kind: str, table: str, checkpoints: tuple[str, ...]):
         found = [
             Setting(s.variant, s.L, s.depth, s.residual, checkpoint, s.reference, s.missing)
             for s in pair_settings(kind, table, "")(inputs, ev)
-            if _aimed_at_uniform(inputs, s.variant)
+            if aimed_at_uniform(inputs, s.variant)
             for checkpoint in checkpoints
         ]
         if not found:
@@ -384,7 +384,7 @@ def strength_settings(kind: str):
             raise NotRun(f"the {'metrics' if kind == 'balance' else 'observability'} table is not given")
         ladders: dict[tuple, list[str]] = {}
         for name in inputs.of_kind(kind):
-            if not _aimed_at_uniform(inputs, name) or inputs.reference(name) is None:
+            if not aimed_at_uniform(inputs, name) or inputs.reference(name) is None:
                 continue
             rest = {k: v for k, v in inputs.variants[name]["remedy"].items() if k != STRENGTH_KEY[kind]}
             ladders.setdefault((repr(sorted(rest.items())), inputs.reference(name)), []).append(name)
