@@ -391,6 +391,9 @@ def test_the_pilot_shares_the_validation_arms_on_seeds_the_validation_run_never_
     validation, pilot = lostmid_config.load(*base), lostmid_config.load(*base, REPO / "config/validation_pilot.yaml")
     seeds = {run.seed for run in lostmid_config.runs(validation)}
     assert seeds.isdisjoint(run.seed for run in lostmid_config.runs(pilot))
+    # Nor does it reuse the seeds of Algorithm 1's decision run, whose rows helped size its main block.
+    decision = lostmid_config.load(*base, REPO / "config/validation_algorithm1.yaml")
+    assert seeds.isdisjoint(run.seed for run in lostmid_config.runs(decision))
     main_block = {run.variant for run in lostmid_config.runs(validation) if (run.L, run.depth) == (16, 4)}
     assert {run.variant for run in lostmid_config.runs(pilot)} == {
         "baseline",
