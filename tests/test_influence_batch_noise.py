@@ -9,6 +9,8 @@ import sys
 import pandas as pd
 import pytest
 
+from lostmid.config import load
+
 from conftest import REPO
 
 sys.path.insert(0, str(REPO / "scripts"))
@@ -16,7 +18,8 @@ import influence_batch_noise as noise  # noqa: E402
 
 
 def test_draw_zero_is_the_runs_own_influence_batch_and_the_other_draws_are_fresh_ones(smoke_run):
-    workdir, config = smoke_run
+    workdir, _ = smoke_run
+    config = load(workdir / "config.yaml")  # with the schema's defaults (evidence.delta)
     results = workdir / "results"
     step = config["train"]["steps"]
     args = argparse.Namespace(
