@@ -18,6 +18,7 @@ it decides nothing, and a batch size chosen with it applies to fresh seeds.
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 from pathlib import Path
 
@@ -40,9 +41,15 @@ def seed_list(text: str) -> list[int]:
     return [int(part) for part in text.split(",")]
 
 
+@functools.cache
+def influence_batch(L: int, per_position: int, seed: int):
+    """The stratified batch (per_position, seed): drawn once, read by every arm and seed."""
+    return task.stratified_eval_set(L, per_position, seed)[:2]
+
+
 def log_e_inf(model, L: int, per_position: int, seed: int, delta: float) -> float:
     """log E_inf of the loss-gradient density of P_0 on the stratified batch (per_position, seed)."""
-    tokens, targets, _ = task.stratified_eval_set(L, per_position, seed)
+    tokens, targets = influence_batch(L, per_position, seed)
     energy = influence.energies(model, tokens, targets, all_steps=False)[0]
     return math.log(metrics.influence_metrics(energy.numpy(), delta)["E_inf"])
 
