@@ -939,3 +939,15 @@ def test_runs_that_differ_only_in_rounding_get_the_same_verdict_for_every_claim(
     decided = verdicts[0][verdicts[0].verdict != "inconclusive"]
     # The agreement is not only "inconclusive" twice, and it covers a claim about the fix.
     assert len(decided) >= 2 and "debiased_trains_faster" in decided.index.get_level_values("claim")
+
+
+def test_the_model_free_preference_is_late_minus_early_failure_and_has_no_model_to_separate():
+    # logit(failure) = -6 + 8p: no early flag fails at the rounded counts, some late ones do (a logistic
+    # slope separates there); the model-free statistic is finite and positive, and a flat curve gives 0
+    table = failure_table("baseline", {100: (-6.0, 8.0), 200: (0.0, 0.0)}, seeds=[0, 1])
+    preference = blog_claims.late_minus_early_failure_per_seed(table, "baseline", 16, 2, 100)
+    part = table[(table.step == 100) & (table.seed == 0)]
+    late, early = part[part.p > 0.5], part[part.p < 0.5]
+    expected = late.failures.sum() / late.n.sum() - early.failures.sum() / early.n.sum()
+    assert list(preference.index) == [0, 1] and preference[0] == pytest.approx(expected) and expected > 0.2
+    assert (blog_claims.late_minus_early_failure_per_seed(table, "baseline", 16, 2, 200) == 0).all()

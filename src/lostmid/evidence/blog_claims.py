@@ -301,11 +301,27 @@ def training_speed_per_seed(failure: pd.DataFrame, s: Setting) -> tuple[pd.Serie
     )
 
 
+def _pooled_failure_rate(part: pd.DataFrame) -> pd.Series:
+    pooled = part.groupby("seed")[["failures", "n"]].sum()
+    return (pooled.failures / pooled.n).astype(np.float64)
+
+
 def late_failure_per_seed(failure: pd.DataFrame, variant: str, L: int, depth: int, step: int) -> pd.Series:
     """Per seed: the failure rate at ``step`` pooled over the flags in the later half of the context (p > 1/2)."""
     part = rows_of(failure, "failure", variant, L, depth, step)
-    pooled = part[part.p > 0.5].groupby("seed")[["failures", "n"]].sum()
-    return (pooled.failures / pooled.n).astype(np.float64)
+    return _pooled_failure_rate(part[part.p > 0.5])
+
+
+def late_minus_early_failure_per_seed(failure: pd.DataFrame, variant: str, L: int, depth: int, step: int) -> pd.Series:
+    """The model-free position preference, per seed: the failure rate at ``step`` pooled over the late
+    flags (p > 1/2) minus that pooled over the early flags (p < 1/2); a flag at p = 1/2 counts in neither.
+
+    It needs no model of how failure depends on p, so it stays finite where a per-seed logistic slope
+    separates (a seed that fails no early flag and some late ones). Positive: late flags fail more.
+    """
+    part = rows_of(failure, "failure", variant, L, depth, step)
+    late, early = _pooled_failure_rate(part[part.p > 0.5]), _pooled_failure_rate(part[part.p < 0.5])
+    return (late - early).dropna()
 
 
 def _never_learns(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> str | None:
