@@ -1,13 +1,13 @@
 # lostmid: where a causal Transformer looks in its context, as a Snakemake workflow.
 # This file only wires things together: configuration, validation, the stage files, rule all.
 # Each stage lives in workflow/rules/<stage>.smk; its logic lives in the lostmid library
-# (the jobs and paths in lostmid.workflow, the computations behind the `lostmid` command line).
+# (the jobs and paths in lostmid.jobs, the computations behind the `lostmid` command line).
 from pathlib import Path
 
 from snakemake.utils import min_version
 
 import lostmid.config as lostmid_config
-import lostmid.workflow as wf
+import lostmid.jobs as jobs
 
 min_version("9.0")
 
@@ -27,7 +27,7 @@ if not workflow.overwrite_configfiles:
 
 
 lostmid_config.validate(config)  # src/lostmid/config.schema.yaml; fills in its defaults: the rules pass complete blocks
-wf.check(config)
+jobs.check(config)
 
 
 report: "workflow/report/workflow.rst"
@@ -48,7 +48,7 @@ include: "workflow/rules/figures.smk"
 rule all:
     default_target: True
     input:
-        wf.default_targets(BLOCKS),
+        jobs.default_targets(BLOCKS),
         rules.remedies_table.output,
         rules.influence_baselines.output,
         rules.algebraic.output,

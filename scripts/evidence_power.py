@@ -73,10 +73,10 @@ VALIDATION_TABLES = ("failure", "metrics", "observability", "train")
 
 def validation_targets(config_files) -> list[str]:
     """The per-run tables the validation plan reads, for every run of the (pilot) config."""
-    from lostmid import workflow as wf
+    from lostmid import jobs
 
-    blocks = wf.blocks(load(*config_files))
-    return [path for name in VALIDATION_TABLES for path in wf.run_tables(blocks, name)]
+    blocks = jobs.blocks(load(*config_files))
+    return [path for name in VALIDATION_TABLES for path in jobs.run_tables(blocks, name)]
 
 
 def validation_plan(results: str, config_files, ev: EvidenceSettings) -> None:

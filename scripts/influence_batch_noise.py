@@ -29,8 +29,8 @@ import torch
 from lostmid.analysis import influence, metrics
 from lostmid.config import load
 from lostmid.core import task
+from lostmid.jobs import CHECKPOINT
 from lostmid.training.checkpoint import load_model
-from lostmid.workflow import CHECKPOINT
 
 
 def seed_list(text: str) -> list[int]:

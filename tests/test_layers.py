@@ -22,7 +22,7 @@ LAYERS = [
     {"lostmid.training"},
     {"lostmid.analysis"},
     {"lostmid.algebraic", "lostmid.architectures", "lostmid.evidence"},
-    {"lostmid.workflow", "lostmid.catalogue"},
+    {"lostmid.jobs", "lostmid.catalogue"},
     {"lostmid.plots"},
     {"lostmid.cli"},
 ]

@@ -8,7 +8,7 @@ import math
 import pandas as pd
 import pytest
 
-from lostmid import workflow
+from lostmid import jobs
 from lostmid.cli.main import main
 from lostmid.evidence.report import headline
 from lostmid.tables.run_cost import cost_by_stage, job_costs
@@ -17,10 +17,10 @@ from conftest import REPO
 
 
 def test_a_block_is_named_by_its_runs_of_consecutive_seeds():
-    assert workflow.seed_ranges(range(24)) == "0-23"
-    assert workflow.seed_ranges((0, 1)) == "0-1"
-    assert workflow.seed_ranges((99, 0)) == "0_99"
-    assert workflow.seed_ranges((0, 1, 2, 7, 9, 10)) == "0-2_7_9-10"
+    assert jobs.seed_ranges(range(24)) == "0-23"
+    assert jobs.seed_ranges((0, 1)) == "0-1"
+    assert jobs.seed_ranges((99, 0)) == "0_99"
+    assert jobs.seed_ranges((0, 1, 2, 7, 9, 10)) == "0-2_7_9-10"
 
 
 def row(claim, source, setting, estimate, verdict, n_seeds=0, L=16, depth=4):

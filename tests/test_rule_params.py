@@ -1,5 +1,5 @@
 """Which rules a changed config key reruns: each rule passes its command exactly the keys of the
-settings class the command builds (lostmid.workflow.settings_json), so a key reruns exactly the
+settings class the command builds (lostmid.jobs.settings_json), so a key reruns exactly the
 rules that read it and no command reads a default in place of a configured value.
 
 Snakemake reruns a job whose params changed (its `params` rerun trigger); the rules' params are

@@ -17,7 +17,7 @@ import yaml
 from test_evidence import EV, MODEL, ConstantModel, failure_table
 
 from lostmid import config as lostmid_config
-from lostmid import workflow as wf
+from lostmid import jobs
 from lostmid.evidence import claims
 from lostmid.evidence import validation_claims as vc
 
@@ -352,7 +352,7 @@ def arms_whose_rows_read_profiles(config: dict) -> set[str]:
 
 def test_the_validation_config_pairs_every_remedy_with_the_blog_baseline_and_profiles_the_arms_rows_read():
     config = lostmid_config.load(REPO / "config/config.yaml", REPO / "config/validation.yaml")
-    wf.check(config)
+    jobs.check(config)
     inputs = claims.Inputs(variants=config["variants"], model=config["model"])
     arms = ["balance_blog", "reweight_blog", "observability_blog"]
     main_block = {
@@ -422,7 +422,7 @@ def test_the_figures_job_of_the_validation_run_passes_only_options_lostmid_figur
 
 def test_the_default_run_gets_no_loss_free_profiles():
     config = lostmid_config.load(REPO / "config/config.yaml")
-    assert wf.run_tables(wf.blocks(config), "observability") == []
+    assert jobs.run_tables(jobs.blocks(config), "observability") == []
 
 
 def test_the_remedies_table_puts_the_held_out_and_the_training_loss_beside_each_checkpoint():

@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 import yaml
 
+import lostmid.jobs
 from lostmid import config as lostmid_config
-from lostmid import workflow
 from lostmid.tables.keys import without_measurements
 
 from conftest import REPO, SCHEMA, run_snakemake
@@ -117,7 +117,7 @@ def test_more_steps_train_only_the_new_segments(smoke_run, tmp_path):
     longer = tmp_path / "longer.yaml"
     longer.write_text(yaml.safe_dump(config))
     jobs = by_stage(planned_jobs(workdir, configfile=longer))
-    assert jobs["train"] == len(workflow.blocks(lostmid_config.validate(config)))  # one new segment per block
+    assert jobs["train"] == len(lostmid.jobs.blocks(lostmid_config.validate(config)))  # one new segment per block
     assert "init" not in jobs
 
 

@@ -93,7 +93,7 @@ def check_paths(config: dict) -> None:
     """The files and folders the config names exist, before any job runs (the pretrained models are
     measured after the whole random-init sweep): a missing one is a ConfigError naming its key."""
     for i, entry in enumerate(config.get("architectures", {}).get("pretrained", [])):
-        # a packaged model ({model: name}) is found through its distribution: lostmid.workflow.check
+        # a packaged model ({model: name}) is found through its distribution: lostmid.jobs.check
         if not entry.get("model") and not Path(entry["path"]).exists():
             raise ConfigError(f"config key architectures.pretrained[{i}].path: {entry['path']} does not exist")
 

@@ -22,7 +22,7 @@ rule algebraic:
         runtime=10,
         gpu=0,
     params:
-        settings=wf.settings_json(config, AlgebraicSettings),
+        settings=jobs.settings_json(config, AlgebraicSettings),
     shell:
         logged(
             "lostmid algebraic --threads {threads} --settings {params.settings:q}"

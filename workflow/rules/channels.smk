@@ -2,7 +2,7 @@
 # one job per block of residual runs; runs with `model.residual: false` have no residual channel
 # and get no job (`lostmid channels` refuses them).
 
-for block in wf.stage_blocks(BLOCKS, "channels"):
+for block in jobs.stage_blocks(BLOCKS, "channels"):
 
     rule:
         name:
@@ -11,9 +11,9 @@ for block in wf.stage_blocks(BLOCKS, "channels"):
             checkpoints=block.checkpoints(),
             bias=bias_inputs(block),
         output:
-            channels=block.paths(wf.RUN_TABLES["channels"]),
-            cross_terms=block.paths(wf.RUN_TABLES["cross_terms"]),
-            conditions=block.paths(wf.RUN_TABLES["conditions"]),
+            channels=block.paths(jobs.RUN_TABLES["channels"]),
+            cross_terms=block.paths(jobs.RUN_TABLES["cross_terms"]),
+            conditions=block.paths(jobs.RUN_TABLES["conditions"]),
         log:
             f"results/logs/channels/{block.id}.log",
         benchmark:
@@ -33,7 +33,7 @@ for block in wf.stage_blocks(BLOCKS, "channels"):
             seeds=block.seed_list,
             device=config["device"],
             bias=bias_option(block),
-            settings=wf.settings_json(config, ChannelSettings),
+            settings=jobs.settings_json(config, ChannelSettings),
         shell:
             logged(
                 "lostmid channels --spec {params.spec:q} --seeds {params.seeds} --device {params.device} --threads {threads}"

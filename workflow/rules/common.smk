@@ -1,11 +1,11 @@
-# Shared helpers of the stage files: the jobs of the grid (lostmid.workflow), the conda
+# Shared helpers of the stage files: the jobs of the grid (lostmid.jobs), the conda
 # environment, the GPU request, the logged shell command, the config sections passed to the library
 # as JSON params (a changed value reruns exactly the rules that read it, never training) and the
 # tables of the summary rules. The stage files only declare rules.
 import functools
 
 import lostmid.catalogue as catalogue
-import lostmid.workflow as wf
+import lostmid.jobs as jobs
 from lostmid.algebraic.settings import AlgebraicSettings
 from lostmid.analysis.settings import (
     ChannelSettings,
@@ -18,10 +18,10 @@ from lostmid.analysis.settings import (
 from lostmid.config import canonical_json
 from lostmid.evidence.settings import EvidenceSettings
 
-BLOCKS = wf.blocks(config)
-FITS = wf.bias_fits(config, BLOCKS)
+BLOCKS = jobs.blocks(config)
+FITS = jobs.bias_fits(config, BLOCKS)
 ARCHITECTURES = config.get("architectures") or {}
-ARCHITECTURE_FLAG_RUNS = wf.architecture_flag_runs(config)
+ARCHITECTURE_FLAG_RUNS = jobs.architecture_flag_runs(config)
 
 # GPUs asked for by each rule that runs models (`sbatch --gpus`; locally, `--resources gpu=N`) --
 # one, unless the config runs on the CPU (`device: cpu`), where a GPU would sit idle. Rules that
@@ -78,7 +78,7 @@ LOSTMID_ENV = "../../envs/lostmid.yaml"
 def config_json(section, keys=None, exclude=()):
     """The config's ``section`` (or only its ``keys``, and never the keys in ``exclude``: those of
     other rules) as canonical JSON; validation filled in the defaults. A section read through a
-    settings class is passed with wf.settings_json instead: exactly the class's keys."""
+    settings class is passed with jobs.settings_json instead: exactly the class's keys."""
     values = config.get(section) or {}
     if keys is not None:
         values = {key: values[key] for key in keys if key in values}
@@ -86,7 +86,7 @@ def config_json(section, keys=None, exclude=()):
 
 
 def run_tables(name):
-    return wf.run_tables(BLOCKS, name)
+    return jobs.run_tables(BLOCKS, name)
 
 
 @functools.cache
@@ -94,17 +94,17 @@ def summary_tables():
     """Every table the figures and summary pages are drawn from: name -> its files. Built once per
     parse, on the first call (by the summary stage files, included after every other stage's rules)."""
     return {
-        **{name: run_tables(name) for name in ("train", *wf.RUN_TABLES)},
+        **{name: run_tables(name) for name in ("train", *jobs.RUN_TABLES)},
         "init_sweep": [rules.influence_baselines.output.sweep],
         "structural": [rules.influence_baselines.output.structural],
         "remedies": [rules.remedies_table.output.table],
-        **{f"bias_{name}": wf.bias_tables(BLOCKS, name) for name in wf.BIAS_TABLES},
+        **{f"bias_{name}": jobs.bias_tables(BLOCKS, name) for name in jobs.BIAS_TABLES},
         **{f"algebraic_{name}": [rules.algebraic.output[name]] for name in ("table", "profiles", "probes")},
     }
 
 
 def evidence_tables():
-    """The tables the evidence stage reads (lostmid.workflow.EVIDENCE_TABLES, in the order of its
+    """The tables the evidence stage reads (lostmid.jobs.EVIDENCE_TABLES, in the order of its
     options): name -> its files (none where the run has no such table: its option is left out and its
     claims say "not run")."""
-    return {name: summary_tables()[name] for name in wf.EVIDENCE_TABLES}
+    return {name: summary_tables()[name] for name in jobs.EVIDENCE_TABLES}

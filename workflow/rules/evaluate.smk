@@ -1,9 +1,9 @@
 # Evaluation at every checkpoint, one job per block of seeds: the failure rate by flag position on
 # the fixed evaluation set, and the adjoint influence profiles (every residual step) with their
 # regional metrics. The influence keys passed are exactly those of InfluenceSettings, so changing
-# the density-flow keys never reruns it (lostmid.workflow.settings_json).
+# the density-flow keys never reruns it (lostmid.jobs.settings_json).
 
-for block in wf.stage_blocks(BLOCKS, "evaluate"):
+for block in jobs.stage_blocks(BLOCKS, "evaluate"):
 
     rule:
         name:
@@ -12,9 +12,9 @@ for block in wf.stage_blocks(BLOCKS, "evaluate"):
             checkpoints=block.checkpoints(),
             bias=bias_inputs(block),
         output:
-            failure=block.paths(wf.RUN_TABLES["failure"]),
-            profiles=block.paths(wf.RUN_TABLES["influence"]),
-            metrics=block.paths(wf.RUN_TABLES["metrics"]),
+            failure=block.paths(jobs.RUN_TABLES["failure"]),
+            profiles=block.paths(jobs.RUN_TABLES["influence"]),
+            metrics=block.paths(jobs.RUN_TABLES["metrics"]),
         log:
             f"results/logs/evaluate/{block.id}.log",
         benchmark:
@@ -35,7 +35,7 @@ for block in wf.stage_blocks(BLOCKS, "evaluate"):
             device=config["device"],
             bias=bias_option(block),
             evaluation=config_json("evaluation"),
-            influence=wf.settings_json(config, InfluenceSettings),
+            influence=jobs.settings_json(config, InfluenceSettings),
         shell:
             logged(
                 "lostmid evaluate --spec {params.spec:q} --seeds {params.seeds} --device {params.device} --threads {threads}"

@@ -30,12 +30,12 @@ rule evidence:
         runtime=10,
         gpu=0,
     params:
-        settings=wf.settings_json(config, EvidenceSettings),
+        settings=jobs.settings_json(config, EvidenceSettings),
         variants=canonical_json(config["variants"]),
         model=config_json("model"),
     shell:
         logged(
             "lostmid evidence --threads {threads} --settings {params.settings:q} --variants {params.variants:q} --model {params.model:q} "
-            + wf.input_options(EVIDENCE_TABLES)
+            + jobs.input_options(EVIDENCE_TABLES)
             + " --out {output.table} --forest {output.forest}"
         )

@@ -49,7 +49,7 @@ rule figures:
     shell:
         logged(
             "lostmid figures --threads {threads} "
-            + wf.input_options(FIGURE_INPUTS)
+            + jobs.input_options(FIGURE_INPUTS)
             + " --figures {params.figures} --out-dir results/figures --pages {params.pages} --pages-dir results/report_tables"
             " --baseline {params.baseline} --delta {params.delta} --steps {params.steps}"
         )

@@ -2,7 +2,7 @@
 # block; and, independent of training, the influence at initialization versus depth and the
 # structural baseline against its closed form, in one job.
 
-for block in wf.stage_blocks(BLOCKS, "density_flow"):
+for block in jobs.stage_blocks(BLOCKS, "density_flow"):
 
     rule:
         name:
@@ -11,7 +11,7 @@ for block in wf.stage_blocks(BLOCKS, "density_flow"):
             checkpoints=block.checkpoints(),
             bias=bias_inputs(block),
         output:
-            block.paths(wf.RUN_TABLES["density_flow"]),
+            block.paths(jobs.RUN_TABLES["density_flow"]),
         log:
             f"results/logs/density_flow/{block.id}.log",
         benchmark:
@@ -31,7 +31,7 @@ for block in wf.stage_blocks(BLOCKS, "density_flow"):
             seeds=block.seed_list,
             device=config["device"],
             bias=bias_option(block),
-            settings=wf.settings_json(config, FlowSettings),
+            settings=jobs.settings_json(config, FlowSettings),
         shell:
             logged(
                 "lostmid density-flow --spec {params.spec:q} --seeds {params.seeds} --device {params.device} --threads {threads}"
@@ -41,7 +41,7 @@ for block in wf.stage_blocks(BLOCKS, "density_flow"):
 
 # The loss-free profiles (exact observability traces of Algorithm 3, output-Jacobian norms) of the blocks of
 # `influence.trace_variants` (none by default), one job per block (docs/validation.md).
-for block in wf.stage_blocks(BLOCKS, "observability"):
+for block in jobs.stage_blocks(BLOCKS, "observability"):
 
     rule:
         name:
@@ -50,7 +50,7 @@ for block in wf.stage_blocks(BLOCKS, "observability"):
             checkpoints=block.checkpoints(),
             bias=bias_inputs(block),
         output:
-            block.paths(wf.RUN_TABLES["observability"]),
+            block.paths(jobs.RUN_TABLES["observability"]),
         log:
             f"results/logs/observability/{block.id}.log",
         benchmark:
@@ -70,7 +70,7 @@ for block in wf.stage_blocks(BLOCKS, "observability"):
             seeds=block.seed_list,
             device=config["device"],
             bias=bias_option(block),
-            settings=wf.settings_json(config, TraceSettings),
+            settings=jobs.settings_json(config, TraceSettings),
         shell:
             logged(
                 "lostmid observability --spec {params.spec:q} --seeds {params.seeds} --device {params.device} --threads {threads}"
@@ -99,8 +99,8 @@ rule influence_baselines:
     params:
         device=config["device"],
         model=config_json("model"),
-        init_sweep=wf.settings_json(config, InitSweepSettings),
-        structural=wf.settings_json(config, StructuralSettings),
+        init_sweep=jobs.settings_json(config, InitSweepSettings),
+        structural=jobs.settings_json(config, StructuralSettings),
     shell:
         logged(
             "lostmid influence-baselines --device {params.device} --threads {threads} --model {params.model:q}"

@@ -1,7 +1,7 @@
 # Remedies (docs/remedies.md). Algorithms 1-3 are training objectives: their variants run through
 # the ordinary training chain and every analysis stage. This file adds the attention-bias fit that
 # a `remedy: {kind: bias}` variant starts from (one job per bias variant, L and depth:
-# lostmid.workflow.bias_fits) and the remedies table over every run.
+# lostmid.jobs.bias_fits) and the remedies table over every run.
 
 
 for fit in FITS:
@@ -10,8 +10,8 @@ for fit in FITS:
         name:
             f"bias_fit_{fit.rule}"
         output:
-            **{name: fit.path(pattern) for name, pattern in wf.BIAS_TABLES.items()},
-            tensor=fit.path(wf.BIAS_TENSOR),
+            **{name: fit.path(pattern) for name, pattern in jobs.BIAS_TABLES.items()},
+            tensor=fit.path(jobs.BIAS_TENSOR),
         log:
             f"results/logs/bias_fit/{fit.id}.log",
         benchmark:
@@ -50,7 +50,7 @@ rule remedies_table:
         metrics=run_tables("metrics"),
         failure=run_tables("failure"),
         train=run_tables("train"),
-        benchmarks=wf.training_benchmarks(BLOCKS),
+        benchmarks=jobs.training_benchmarks(BLOCKS),
     output:
         table="results/remedies/remedies.parquet",
         summary="results/remedies_summary/summary.parquet",
@@ -69,7 +69,7 @@ rule remedies_table:
         runtime=10,
         gpu=0,
     params:
-        variants=wf.remedy_blocks(config),
+        variants=jobs.remedy_blocks(config),
         settings=config_json("remedies", exclude=("plot_steps",)),
     shell:
         logged(

@@ -1,4 +1,4 @@
-# Training as chained checkpoints, one job per block of seeds (lostmid.workflow.Block): init
+# Training as chained checkpoints, one job per block of seeds (lostmid.jobs.Block): init
 # writes step 0 of every seed of the block, each segment continues them by the variant's
 # `every` steps. A bias variant's block starts from its fitted attention bias (remedies.smk), and
 # each segment checks that its checkpoints were made from that bias (its digest is in their fingerprint).
@@ -11,7 +11,7 @@ for block in BLOCKS:
         input:
             bias=bias_inputs(block),
         output:
-            block.paths(wf.CHECKPOINT, step=0),
+            block.paths(jobs.CHECKPOINT, step=0),
         log:
             f"results/logs/init/{block.id}.log",
         benchmark:
@@ -45,12 +45,12 @@ for block in BLOCKS:
             checkpoints=lambda wildcards, block=block: block.previous_checkpoints(wildcards.step),
             bias=bias_inputs(block),
         output:
-            checkpoints=block.paths(wf.CHECKPOINT, step="{step}"),
-            tables=block.paths(wf.TRAIN_TABLE, step="{step}"),
+            checkpoints=block.paths(jobs.CHECKPOINT, step="{step}"),
+            tables=block.paths(jobs.TRAIN_TABLE, step="{step}"),
         log:
             f"results/logs/train/{block.id}_step{{step}}.log",
         benchmark:
-            wf.training_benchmark(block)
+            jobs.training_benchmark(block)
         wildcard_constraints:
             step=r"[1-9]\d*",
         priority: block.priority

@@ -35,11 +35,11 @@ def _args(parser):
 @command("check-config", "check config files: YAML syntax (file and line), then the schema and cross-key rules", _args)
 def check_config(args):
     from lostmid import config as cfg
-    from lostmid import workflow
+    from lostmid import jobs
 
     files = ([args.base] if args.base and Path(args.base).is_file() else []) + list(args.files)
     config = cfg.load(*files, schema_path=args.schema)  # a missing schema: one error line (exit 2)
-    workflow.check(config)
+    jobs.check(config)
     log.info("%s: valid (%d runs)", " + ".join(files), len(cfg.runs(config)))
 
 
@@ -69,12 +69,12 @@ def snakemake(args):
     """Snakemake reads its --configfile before the workflow's code runs, so a missing or unparsable file
     ends there in its own traceback; this command checks them first, as the Snakefile would."""
     from lostmid import config as cfg
-    from lostmid import workflow
+    from lostmid import jobs
 
     files = snakemake_configfiles(args.passed_on)
     if files:
         config = cfg.load(*files)
-        workflow.check(config)
+        jobs.check(config)
         log.info("%s: valid (%d runs); running Snakemake", " + ".join(files), len(cfg.runs(config)))
     sys.stdout.flush()
     sys.stderr.flush()

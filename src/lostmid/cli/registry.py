@@ -40,7 +40,7 @@ def json_arg(text: str):
 def spec_arg(parser: argparse.ArgumentParser) -> None:
     """The ``--spec`` and ``--seeds`` options every per-run command takes.
 
-    One job processes a block of runs that differ only in their seed (lostmid.workflow): the
+    One job processes a block of runs that differ only in their seed (lostmid.jobs): the
     spec of one of them, and the seeds of all; every per-run file option then names one file per
     seed (``--checkpoints``: the seeds' checkpoint lists one after another)."""
     parser.add_argument(

@@ -1,7 +1,7 @@
 """The tables the evidence stage reads, declared once: name -> the columns each must have and
 what its ``lostmid evidence`` option takes. The fields of ``lostmid.evidence.inputs.Inputs``, the
 command's options (``lostmid.cli.evidence``) and the evidence rule's inputs
-(``lostmid.workflow.EVIDENCE_TABLES``) are built from it, in this order. Free of pandas and torch:
+(``lostmid.jobs.EVIDENCE_TABLES``) are built from it, in this order. Free of pandas and torch:
 the workflow reads it when it parses the config."""
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ def with_run_keys(df: pd.DataFrame, spec: dict, step: int | None = None) -> pd.D
     return out
 
 
-# The columns of every per-run table (lostmid.workflow.RUN_TABLES and the training log), each with the
+# The columns of every per-run table (lostmid.jobs.RUN_TABLES and the training log), each with the
 # kind of its values: declared once, checked whenever a table is read (``read``).
 _RUN = {"variant": "string", "L": "integer", "depth": "integer", "seed": "integer", "step": "integer"}
 RUN_TABLE_COLUMNS = {
