@@ -23,7 +23,7 @@ import torch
 
 from lostmid.analysis import density_flow, influence
 from lostmid.analysis.settings import FlowSettings, InfluenceSettings
-from lostmid.config import settings_from_block
+from lostmid.config import settings_from_section
 from lostmid.core import task
 from lostmid.core.model import ModelConfig
 from lostmid.training import checkpoint
@@ -93,8 +93,8 @@ def bench(L: int, depth: int, args) -> dict:
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=False)
         optimizer.step()
 
-    settings = settings_from_block(InfluenceSettings, {"batch_per_position": args.batch_per_position}, "influence")
-    flow = settings_from_block(FlowSettings, {"flow_batch_per_position": args.flow_batch_per_position}, "influence")
+    settings = settings_from_section(InfluenceSettings, {"batch_per_position": args.batch_per_position}, "influence")
+    flow = settings_from_section(FlowSettings, {"flow_batch_per_position": args.flow_batch_per_position}, "influence")
     tokens, targets = influence.evaluation_batch(L, settings)
     flow_tokens, flow_targets = influence.evaluation_batch(L, flow)
     model.eval()

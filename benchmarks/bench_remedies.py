@@ -89,12 +89,12 @@ def measure_bias_fit(args) -> dict:
 
     from lostmid.analysis.bias_fit import fit_bias
     from lostmid.analysis.settings import FitSettings
-    from lostmid.config import settings_from_block
+    from lostmid.config import settings_from_section
     from lostmid.core.model import ModelConfig
 
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
-    fit = fit_bias(ModelConfig(**spec_for(args, {})["model"]), settings_from_block(FitSettings, {}, "bias_fit"))
+    fit = fit_bias(ModelConfig(**spec_for(args, {})["model"]), settings_from_section(FitSettings, {}, "bias_fit"))
     return {
         "seconds": time.perf_counter() - start,
         "iterations": len(fit.iterations),

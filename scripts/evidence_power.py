@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from lostmid.config import load, settings_from_block
+from lostmid.config import load, settings_from_section
 from lostmid.evidence import blog_claims as claims
 from lostmid.evidence import decisions as dec
 from lostmid.evidence import statistics as st
@@ -144,13 +144,13 @@ def main() -> None:
         "--config", nargs="+", default=[], help="the pilot's config files (with --validation, --targets)"
     )
     args = parser.parse_args()
-    ev = settings_from_block(EvidenceSettings, json.loads(args.settings), "evidence")
+    ev = settings_from_section(EvidenceSettings, json.loads(args.settings), "evidence")
     if args.targets:
         print(" ".join(validation_targets(args.config)))
         return
     if args.validation:
         block = json.loads(args.settings) if args.settings != "{}" else load(*args.config)["evidence"]
-        validation_plan(args.validation, args.config, settings_from_block(EvidenceSettings, block, "evidence"))
+        validation_plan(args.validation, args.config, settings_from_section(EvidenceSettings, block, "evidence"))
         return
     if not (args.failure and args.baseline):
         parser.error("--failure and --baseline are required (or --validation / --targets)")

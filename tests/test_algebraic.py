@@ -13,7 +13,7 @@ import yaml
 
 from lostmid.algebraic import linear_model, remedies, settings
 from lostmid.algebraic import probes as probe_study_module
-from lostmid.config import settings_from_block
+from lostmid.config import settings_from_section
 from lostmid.errors import ConfigError
 
 from conftest import REPO
@@ -23,7 +23,7 @@ torch.set_num_threads(1)
 
 def algebraic(**values) -> settings.AlgebraicSettings:
     """The settings of an ``algebraic`` block that sets ``values``; the other keys take the schema's defaults."""
-    return settings_from_block(settings.AlgebraicSettings, values, "algebraic")
+    return settings_from_section(settings.AlgebraicSettings, values, "algebraic")
 
 
 S = algebraic()  # the defaults, which are also config/config.yaml's algebraic block

@@ -20,7 +20,7 @@ from scipy import stats as scipy_stats  # noqa: E402
 from lostmid.analysis.metrics import cesaro_matrix  # noqa: E402
 from lostmid.architectures import measure, models, sweep, theory  # noqa: E402
 from lostmid.architectures.settings import ArchSettings  # noqa: E402
-from lostmid.config import settings_from_block  # noqa: E402
+from lostmid.config import settings_from_section  # noqa: E402
 from lostmid.errors import ConfigError  # noqa: E402
 
 from conftest import REPO, run_snakemake, tiny_spec  # noqa: E402
@@ -198,7 +198,7 @@ def test_no_positions_make_attention_over_repeated_tokens_uniform(family, native
 
 def test_a_bad_family_or_encoding_is_one_config_error(capsys):
     def arch(**values):
-        return settings_from_block(ArchSettings, values, "architectures")
+        return settings_from_section(ArchSettings, values, "architectures")
 
     with pytest.raises(ConfigError, match=r"^config key architectures.families.gpt3 is unknown$"):
         arch(families={"gpt3": ["learned"]})
@@ -246,7 +246,7 @@ def test_a_bad_family_or_encoding_is_one_config_error(capsys):
 
 
 def test_the_sweep_tables_have_every_configuration():
-    settings = settings_from_block(
+    settings = settings_from_section(
         ArchSettings,
         {
             "families": {"qwen2": ["rope", "none"]},

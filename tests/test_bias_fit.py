@@ -8,7 +8,7 @@ import torch
 
 from lostmid.analysis import bias_fit
 from lostmid.analysis.settings import FitSettings, check_disjoint_from_training
-from lostmid.config import settings_from_block
+from lostmid.config import settings_from_section
 from lostmid.errors import ConfigError
 from lostmid.training.checkpoint import TrainingState
 
@@ -16,7 +16,7 @@ from conftest import REPO, model_config, tiny_spec
 
 # A no-residual model (the blog's setting): at init its influence piles up on early tokens.
 TINY = model_config(seq_len=8, depth=2, d_model=8, heads=2, mlp_ratio=2, residual=False)
-FAST = settings_from_block(
+FAST = settings_from_section(
     FitSettings, {"inits": 2, "batch": 16, "max_iter": 40, "lr": 0.1, "positions": "all"}, "bias_fit"
 )
 
@@ -59,17 +59,17 @@ def test_the_fit_never_touches_the_global_rng():
     torch.manual_seed(5)
     expected = torch.rand(3)
     torch.manual_seed(5)
-    bias_fit.fit_bias(TINY, settings_from_block(FitSettings, {"inits": 1, "batch": 4, "max_iter": 1}, "bias_fit"))
+    bias_fit.fit_bias(TINY, settings_from_section(FitSettings, {"inits": 1, "batch": 4, "max_iter": 1}, "bias_fit"))
     assert torch.equal(torch.rand(3), expected)
 
 
 def test_bad_fit_settings_are_config_errors():
     with pytest.raises(ConfigError, match=r"bias_fit\.positions: 'middle' is not one of"):
-        settings_from_block(FitSettings, {"positions": "middle"}, "bias_fit")
+        settings_from_section(FitSettings, {"positions": "middle"}, "bias_fit")
     with pytest.raises(ConfigError, match=r"bias_fit\.inits: 0 is less than the minimum of 1"):
-        settings_from_block(FitSettings, {"inits": 0}, "bias_fit")
+        settings_from_section(FitSettings, {"inits": 0}, "bias_fit")
     with pytest.raises(ConfigError, match=r"^config key bias_fit\.itres is unknown$"):
-        settings_from_block(FitSettings, {"itres": 3}, "bias_fit")
+        settings_from_section(FitSettings, {"itres": 3}, "bias_fit")
 
 
 # The summary columns the evidence stage reads (one row per held-out initialization).
@@ -106,7 +106,7 @@ def test_the_blogs_output_jacobian_target_is_flattened_on_the_no_residual_model(
         "param": "full",
         "target": "output_jacobian",
     }
-    result = bias_fit.fit_bias(TINY, settings_from_block(FitSettings, block, "bias_fit"))
+    result = bias_fit.fit_bias(TINY, settings_from_section(FitSettings, block, "bias_fit"))
     assert result.accepted and result.after < 0.5 * result.before
     assert result.summary.lag_slope.iloc[0] < 0  # later keys weighted more
 
@@ -114,7 +114,7 @@ def test_the_blogs_output_jacobian_target_is_flattened_on_the_no_residual_model(
 def test_the_output_jacobian_profile_of_the_fit_is_the_init_sweeps_measure():
     from lostmid.analysis.influence import output_jacobian_norms
 
-    settings = settings_from_block(FitSettings, {"inits": 1, "batch": 4, "target": "output_jacobian"}, "bias_fit")
+    settings = settings_from_section(FitSettings, {"inits": 1, "batch": 4, "target": "output_jacobian"}, "bias_fit")
     problems = bias_fit.Problems.draw(TINY, settings, 0, 1)
     fitted = problems.profiles(torch.zeros(8, 8))[0]
     assert torch.allclose(fitted, output_jacobian_norms(problems.models[0], problems.tokens[0]), rtol=1e-5)
@@ -166,7 +166,7 @@ def test_a_fit_that_does_not_flatten_stops_the_command_with_one_line_naming_the_
 
 
 def test_the_fit_refuses_training_seeds():
-    settings = settings_from_block(FitSettings, {"inits": 2, "heldout": 2, "seed": 10}, "bias_fit")
+    settings = settings_from_section(FitSettings, {"inits": 2, "heldout": 2, "seed": 10}, "bias_fit")
     assert set(settings.seeds()) == {10, 11, 510, 511, 1010, 1011, 1510, 1511}
     with pytest.raises(
         ConfigError, match=r"variants\.d\.remedy\.fit\.seed=10: the fit would use training seeds \[11\]"

@@ -16,7 +16,7 @@ from lostmid.analysis.channels import CHANNELS, PAIRS, Profiles, channel_profile
 from lostmid.analysis.conditions import Regional, SoundnessError
 from lostmid.analysis.settings import ChannelSettings
 from lostmid.cli import main as cli
-from lostmid.config import settings_from_block
+from lostmid.config import settings_from_section
 from lostmid.core.model import FlagTransformer
 from lostmid.errors import ConfigError
 from lostmid.training.checkpoint import TrainingState
@@ -32,7 +32,7 @@ SETTINGS = {
     "batch_size": 64,
     "float64": True,
 }
-CHANNEL_SETTINGS = settings_from_block(ChannelSettings, SETTINGS, "channels")
+CHANNEL_SETTINGS = settings_from_section(ChannelSettings, SETTINGS, "channels")
 
 
 def random_model(block, seed, scale=None, **overrides):
@@ -205,13 +205,13 @@ def test_a_condition_that_holds_while_its_conclusion_fails_is_named():
 
 
 def test_settings_fill_defaults_and_errors_name_the_key():
-    assert settings_from_block(ChannelSettings, {}, "channels").power_iterations == 30  # the schema's default
+    assert settings_from_section(ChannelSettings, {}, "channels").power_iterations == 30  # the schema's default
     with pytest.raises(ConfigError, match="channels.power_iteration is unknown"):
-        settings_from_block(ChannelSettings, {"power_iteration": 3}, "channels")
+        settings_from_section(ChannelSettings, {"power_iteration": 3}, "channels")
     with pytest.raises(ConfigError, match="channels.batch_size"):
-        settings_from_block(ChannelSettings, {"batch_size": 0}, "channels")
+        settings_from_section(ChannelSettings, {"batch_size": 0}, "channels")
     with pytest.raises(ConfigError, match=r"channels.deltas\[0\]"):
-        settings_from_block(ChannelSettings, {"deltas": [0.6]}, "channels")
+        settings_from_section(ChannelSettings, {"deltas": [0.6]}, "channels")
     with pytest.raises(ConfigError, match="channels.deltas"):
         metrics.check_deltas(8, [0.05], "channels.deltas")  # no position with p < 0.05 when L = 8
 

@@ -1,6 +1,6 @@
 """Config validation: bad keys and values are errors that name the key; the schema holds every
 default, validation fills them in (never in a run's spec), and every block becomes its settings
-dataclass one way, lostmid.config.settings_from_block."""
+dataclass one way, lostmid.config.settings_from_section."""
 
 import copy
 import json
@@ -96,7 +96,7 @@ def broken(config, edit):
         ),
         (
             lambda c: c["remedies"].update(baseline="balance") or c["grid"][1]["variants"].remove("balance"),
-            r"remedies\.baseline names 'balance', which no grid block runs",
+            r"remedies\.baseline names 'balance', which no grid entry runs",
         ),
         (
             lambda c: (
@@ -244,7 +244,7 @@ def test_the_neutral_values_are_the_schema_defaults_of_the_run_spec_blocks_and_n
 
 # --- One settings pattern ------------------------------------------------------------------------
 
-# Every settings dataclass: its config block and the least that block must set (the rest has defaults).
+# Every settings dataclass: its config section and the least that section must set (the rest has defaults).
 SETTINGS = {
     cls.__name__: (key, cls, least)
     for key, cls, least in [
@@ -263,7 +263,7 @@ SETTINGS = {
 def test_an_unknown_key_of_any_block_is_one_line_naming_it(name, smoke_config):
     key, cls, least = SETTINGS[name]
     with pytest.raises(ConfigError) as err:  # library use and the commands, which get their block as JSON
-        cfg.settings_from_block(cls, {**least, "colour": 1}, key)
+        cfg.settings_from_section(cls, {**least, "colour": 1}, key)
     assert str(err.value) == f"config key {key}.colour is unknown"
     block = smoke_config  # the Snakefile, before any job
     for part in key.split("."):
@@ -300,11 +300,11 @@ def test_a_command_refuses_an_unknown_key_in_one_line(capsys, tmp_path):
 def test_every_field_has_a_valid_default_in_the_schema_or_is_required(name):
     key, cls, least = SETTINGS[name]
     root = schema.load()
-    block = schema.block_schema(key, root)
+    block = schema.section_schema(key, root)
     filled = schema.fill_defaults(copy.deepcopy(least), block, root)
     values = {field.name: filled[field.name] for field in fields(cls)}  # a KeyError: a field with neither
     schema.check(values, block, root, key)
-    assert cfg.settings_from_block(cls, least, key) == cfg.settings_from_block(cls, values, key)
+    assert cfg.settings_from_section(cls, least, key) == cfg.settings_from_section(cls, values, key)
 
 
 def test_validation_fills_in_the_schema_defaults_and_the_settings_hold_them(smoke_config):
@@ -324,7 +324,7 @@ def test_validation_fills_in_the_schema_defaults_and_the_settings_hold_them(smok
     assert settings[FitSettings].lr == default("bias_fit", "lr")
     assert settings[FlagSettings].chunk == default("architectures", "flag", "chunk")
     assert settings[ChannelSettings].deltas == tuple(default("channels", "deltas"))
-    assert settings[ChannelSettings] == cfg.settings_from_block(ChannelSettings, {}, "channels")
+    assert settings[ChannelSettings] == cfg.settings_from_section(ChannelSettings, {}, "channels")
     assert settings[FitSettings].inits == smoke_config["bias_fit"]["inits"] == 1  # what the config sets wins
 
 
@@ -360,13 +360,13 @@ def test_the_density_flow_step_is_one_number_or_a_list_and_a_count_or_fraction_s
     from lostmid.analysis.settings import FlowSettings
     from lostmid.objectives.settings import Observability
 
-    assert cfg.settings_from_block(FlowSettings, {"flow_step": 1e-3}, "influence").flow_step == 1e-3
-    assert cfg.settings_from_block(FlowSettings, {"flow_step": [1e-2, 1e-4]}, "influence").flow_step == (1e-2, 1e-4)
+    assert cfg.settings_from_section(FlowSettings, {"flow_step": 1e-3}, "influence").flow_step == 1e-3
+    assert cfg.settings_from_section(FlowSettings, {"flow_step": [1e-2, 1e-4]}, "influence").flow_step == (1e-2, 1e-4)
     with pytest.raises(ConfigError, match=r"^config key influence\.flow_step"):
-        cfg.settings_from_block(FlowSettings, {"flow_step": []}, "influence")
+        cfg.settings_from_section(FlowSettings, {"flow_step": []}, "influence")
     remedy = {"kind": "observability", "lam": 0.1}
-    assert cfg.settings_from_block(Observability, {**remedy, "monitored": 0.5}, "variants.o.remedy").monitored == 0.5
-    assert cfg.settings_from_block(Observability, {**remedy, "monitored": 3}, "variants.o.remedy").monitored == 3
+    assert cfg.settings_from_section(Observability, {**remedy, "monitored": 0.5}, "variants.o.remedy").monitored == 0.5
+    assert cfg.settings_from_section(Observability, {**remedy, "monitored": 3}, "variants.o.remedy").monitored == 3
 
 
 def test_config_files_are_merged_in_order_and_a_yaml_error_names_the_file_and_line(tmp_path):
@@ -450,7 +450,7 @@ def test_nan_in_a_block_a_command_gets_as_json_is_refused_too():
     from lostmid.evidence.settings import EvidenceSettings
 
     with pytest.raises(ConfigError, match=r"^config key evidence\.level: nan is not a finite number$"):
-        cfg.settings_from_block(EvidenceSettings, {"level": float("nan")}, "evidence")
+        cfg.settings_from_section(EvidenceSettings, {"level": float("nan")}, "evidence")
 
 
 def test_an_integral_float_where_an_integer_is_meant_is_that_integer_with_the_same_fingerprint(smoke_config):

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from lostmid.cli.main import main
-from lostmid.config import settings_from_block
+from lostmid.config import settings_from_section
 from lostmid.core import task
 from lostmid.errors import ConfigError
 from lostmid.evidence import blog_claims, claims
@@ -20,7 +20,7 @@ from lostmid.evidence.settings import EvidenceSettings
 
 from conftest import model_config
 
-EV = settings_from_block(EvidenceSettings, {}, "evidence")  # the schema's defaults
+EV = settings_from_section(EvidenceSettings, {}, "evidence")  # the schema's defaults
 VARIANTS = {"baseline": {}, "debiased": {"remedy": {"kind": "bias"}}}
 MODEL = {"d_model": 16, "residual": True}
 
@@ -313,9 +313,9 @@ def test_malformed_tables_are_one_clear_error():
     with pytest.raises(claims.EvidenceError, match="variants \\['other'\\] that --variants does not define"):
         claims.Inputs(variants=VARIANTS, model=MODEL, failure=table.assign(variant="other"))
     with pytest.raises(ConfigError, match="evidence.slope_margin: -1 is less than or equal to the minimum of 0"):
-        settings_from_block(EvidenceSettings, {"slope_margin": -1}, "evidence")
+        settings_from_section(EvidenceSettings, {"slope_margin": -1}, "evidence")
     with pytest.raises(ConfigError, match="evidence.margin is unknown"):
-        settings_from_block(EvidenceSettings, {"margin": 1}, "evidence")
+        settings_from_section(EvidenceSettings, {"margin": 1}, "evidence")
 
 
 def test_the_command_reports_bad_input_in_one_line(tmp_path, capsys):
@@ -925,7 +925,7 @@ def test_runs_that_differ_only_in_rounding_get_the_same_verdict_for_every_claim(
     # Margins of this test (not the config's): wide enough that four tiny seeds decide something, and
     # away from every interval bound of both runs (with speed_margin 0.1 one run's Bonferroni bound
     # for (d) fell at -0.0989 on one machine and -0.119 in the other run: a flip by rounding).
-    ev = settings_from_block(
+    ev = settings_from_section(
         EvidenceSettings, {"mid_accuracy": 0.6, "slope_margin": 2.0, "speed_margin": 0.15}, "evidence"
     )
     verdicts = []

@@ -137,7 +137,7 @@ def test_delta_outside_the_open_interval_is_a_clear_error(delta, smoke_config):
     with pytest.raises(ValueError, match=r"delta must lie in \(0, 0.5\)"):
         metrics.regional_metrics(np.ones(10), delta=delta)
     with pytest.raises(ConfigError, match=r"config key influence\.deltas\[1\]"):
-        cfg.settings_from_block(InfluenceSettings, {"deltas": [0.2, delta]}, "influence")
+        cfg.settings_from_section(InfluenceSettings, {"deltas": [0.2, delta]}, "influence")
     smoke_config["influence"]["deltas"] = [0.2, delta]
     with pytest.raises(ConfigError, match=r"config key influence\.deltas\[1\]"):
         cfg.validate(smoke_config, SCHEMA)
@@ -172,16 +172,16 @@ def test_the_structural_model_is_the_linear_recursion_N_X():
 
 def test_structural_table_overlays_measurement_and_closed_form():
     table = structural.structural_baseline(
-        cfg.settings_from_block(StructuralSettings, {"L": [6], "depths": [1, 2]}, "influence.structural")
+        cfg.settings_from_section(StructuralSettings, {"L": [6], "depths": [1, 2]}, "influence.structural")
     )
     assert list(table.columns) == ["residual", "L", "depth", "layer", "position", "p", "measured", "closed_form"]
     np.testing.assert_allclose(table.measured, table.closed_form, rtol=1e-10, atol=1e-12)
     with pytest.raises(ConfigError, match=r"^config key influence\.structural\.depth is unknown$"):
-        cfg.settings_from_block(StructuralSettings, {"depth": [1]}, "influence.structural")
+        cfg.settings_from_section(StructuralSettings, {"depth": [1]}, "influence.structural")
     with pytest.raises(
         ConfigError, match=r"influence\.structural\.d_model=4 is not divisible by influence\.structural\.heads=3"
     ):
-        cfg.settings_from_block(
+        cfg.settings_from_section(
             StructuralSettings, {"heads": 3}, "influence.structural"
         )  # the block's own rule (check)
 
@@ -190,11 +190,11 @@ def test_structural_table_overlays_measurement_and_closed_form():
 
 
 def test_init_sweep_first_token_dominates_without_residual_and_a_u_shape_forms_with_it():
-    settings = cfg.settings_from_block(
+    settings = cfg.settings_from_section(
         InitSweepSettings, {"L": 16, "depths": [1, 8], "seeds": [0, 1], "batch_per_position": 2}, "influence.init_sweep"
     )
-    model_block = {"d_model": 32, "heads": 4, "mlp_ratio": 2, "block": "sequential", "epsilon": 1.0, "readout": "last"}
-    sweep = influence.init_sweep(model_block, settings)
+    model = {"d_model": 32, "heads": 4, "mlp_ratio": 2, "block": "sequential", "epsilon": 1.0, "readout": "last"}
+    sweep = influence.init_sweep(model, settings)
     assert list(sweep.columns) == ["residual", "depth", "seed", "position", "p", "energy", "density", "output_jacobian"]
     m = sweep.groupby(["residual", "depth", "position"]).density.mean()
 

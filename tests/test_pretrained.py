@@ -21,7 +21,7 @@ import torch
 
 from lostmid.architectures import bounded, intervals, measure, models, pretrained, summary, sweep, text, theory
 from lostmid.architectures.settings import TextSettings
-from lostmid.config import settings_from_block
+from lostmid.config import settings_from_section
 from lostmid.errors import ConfigError
 
 VOCAB = 40
@@ -246,7 +246,7 @@ def test_the_entry_point_gives_every_profile_with_its_interval():
 
 def test_the_stage_measures_an_entry_and_its_twin_on_the_same_windows(tmp_path):
     saved_model(tmp_path / "tiny")
-    settings = settings_from_block(
+    settings = settings_from_section(
         TextSettings,
         {
             "lengths": [8, 24],
@@ -278,7 +278,7 @@ def test_the_stage_measures_an_entry_and_its_twin_on_the_same_windows(tmp_path):
         and text_summary.count("| tiny | random init (seed 0) |") == 3 * 2
     )
     with pytest.raises(ConfigError, match="one count per length"):
-        settings_from_block(TextSettings, {"lengths": [8, 24], "sequences": [4]}, "architectures.text")
+        settings_from_section(TextSettings, {"lengths": [8, 24], "sequences": [4]}, "architectures.text")
 
 
 def pretrained_equal(profiles: pd.DataFrame, step: int, other: int) -> bool:

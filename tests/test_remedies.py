@@ -268,7 +268,7 @@ def test_remedy_table_joins_metrics_accuracy_and_overhead_against_the_baseline()
         ]
     )
     variants = {"baseline": {}, "balance": {"remedy": {"kind": "balance", "beta": 0.5}}}
-    settings = cfg.settings_from_block(remedy_tables.RemedyTableSettings, {"window": 2}, "remedies")
+    settings = cfg.settings_from_section(remedy_tables.RemedyTableSettings, {"window": 2}, "remedies")
     table = remedy_tables.remedy_table(
         metrics, failure, train, pd.DataFrame(), {k: (v or {}).get("remedy") for k, v in variants.items()}, settings
     )

@@ -123,14 +123,14 @@ def test_every_command_builds_from_its_params_the_settings_the_config_gives(tmp_
     block = cfg.validate(copy.deepcopy(config))["influence"]
 
     def built(cls, rule, name, key="influence"):
-        return cfg.settings_from_block(cls, json.loads(params[rule][name]), key)
+        return cfg.settings_from_section(cls, json.loads(params[rule][name]), key)
 
     evaluate = next(rule for rule in params if stage(rule) == "evaluate")
     flow = next(rule for rule in params if stage(rule) == "density_flow")
-    assert built(InfluenceSettings, evaluate, "influence") == cfg.settings_from_block(
+    assert built(InfluenceSettings, evaluate, "influence") == cfg.settings_from_section(
         InfluenceSettings, block, "influence"
     )
-    assert built(FlowSettings, flow, "settings") == cfg.settings_from_block(FlowSettings, block, "influence")
+    assert built(FlowSettings, flow, "settings") == cfg.settings_from_section(FlowSettings, block, "influence")
     for cls, sub in ((InitSweepSettings, "init_sweep"), (StructuralSettings, "structural")):
-        expected = cfg.settings_from_block(cls, block[sub], f"influence.{sub}")
+        expected = cfg.settings_from_section(cls, block[sub], f"influence.{sub}")
         assert built(cls, "influence_baselines", sub, f"influence.{sub}") == expected

@@ -1,13 +1,13 @@
 """The workflow config: validation, the run grid, the spec that defines one run, and the
-settings of a block.
+settings of a section.
 
 A *run* is one point of the grid: (variant, L, depth, seed). Its *spec* is everything that
 determines its trained weights: the merged model, training and remedy settings. The spec,
 and nothing else, is fingerprinted into every checkpoint, so that changing the total step
 count, the checkpoint interval, the device or an analysis parameter never retrains. Validation
-fills in the schema's defaults (lostmid.schema), but never in the spec's blocks.
+fills in the schema's defaults (lostmid.schema), but never in the spec's sections.
 
-Every other block is read through its settings dataclass, built by ``settings_from_block``.
+Every other section is read through its settings dataclass, built by ``settings_from_section``.
 """
 
 from __future__ import annotations
@@ -78,8 +78,8 @@ def attention_bytes(spec: dict) -> int:
 def check_sizes(config: dict) -> None:
     """Refuse a grid whose runs could not train on any device (attention_bytes above MAX_STEP_BYTES),
     with the memory they would take."""
-    for i, block in enumerate(config["grid"]):
-        for run in runs({**config, "grid": [block]}):
+    for i, entry in enumerate(config["grid"]):
+        for run in runs({**config, "grid": [entry]}):
             need = attention_bytes(run_spec(config, run))
             if need > MAX_STEP_BYTES:
                 raise ConfigError(
@@ -99,8 +99,8 @@ def check_paths(config: dict) -> None:
 
 
 def check_cross_keys(config: dict) -> None:
-    """Rules a JSON schema cannot express: across blocks, and inside the run spec's blocks (a
-    settings block's own rules are its class's ``check``). ``config`` has its defaults filled."""
+    """Rules a JSON schema cannot express: across sections, and inside the run spec's sections (a
+    settings section's own rules are its class's ``check``). ``config`` has its defaults filled."""
     variants = config["variants"]
     train = config["train"]
     if train["steps"] % train["every"]:
@@ -118,8 +118,8 @@ def check_cross_keys(config: dict) -> None:
                 f"config key seeds_per_job={per_job} is not a multiple of the train.seed_batch={seed_batch} of "
                 f"variant {name}: a job must hold whole seed batches"
             )
-    for i, block in enumerate(config["grid"]):
-        for name in block["variants"]:
+    for i, entry in enumerate(config["grid"]):
+        for name in entry["variants"]:
             if name not in variants:
                 raise ConfigError(f"config key grid[{i}].variants names {name!r}, which is not defined under variants")
     check_variant_names(config)
@@ -128,8 +128,8 @@ def check_cross_keys(config: dict) -> None:
             raise ConfigError(
                 f"config key architectures.flag.variants names {name!r}, which is not defined under variants"
             )
-        if not any(name in block["variants"] for block in config["grid"]):
-            raise ConfigError(f"config key architectures.flag.variants names {name!r}, which no grid block trains")
+        if not any(name in entry["variants"] for entry in config["grid"]):
+            raise ConfigError(f"config key architectures.flag.variants names {name!r}, which no grid entry trains")
     model = config["model"]
     if model["d_model"] % model["heads"]:
         raise ConfigError(
@@ -147,7 +147,7 @@ def check_cross_keys(config: dict) -> None:
 
 def architecture_flag_variants(config: dict) -> list[str]:
     """The variants whose runs the architectures stage compares with the rollout theories (none
-    without an ``architectures`` block)."""
+    without an ``architectures`` section)."""
     return config["architectures"]["flag"]["variants"] if "architectures" in config else []
 
 
@@ -158,10 +158,10 @@ def check_variant_names(config: dict) -> None:
     baseline = config["remedies"]["baseline"]
     if baseline not in variants:
         raise ConfigError(f"config key remedies.baseline names {baseline!r}, which is not defined under variants")
-    in_grid = {name for block in config["grid"] for name in block["variants"]}
+    in_grid = {name for entry in config["grid"] for name in entry["variants"]}
     if baseline not in in_grid:
         raise ConfigError(
-            f"config key remedies.baseline names {baseline!r}, which no grid block runs (grid[*].variants)"
+            f"config key remedies.baseline names {baseline!r}, which no grid entry runs (grid[*].variants)"
         )
     for key in ("flow_variants", "trace_variants"):
         unknown = sorted(set(config["influence"][key] or []) - set(variants))
@@ -171,7 +171,7 @@ def check_variant_names(config: dict) -> None:
 
 class _UniqueKeyLoader(yaml.SafeLoader):
     """YAML's safe loader, but a key written twice in one mapping is an error: plain YAML keeps the
-    last, so a second ``train:`` block would silently drop the first."""
+    last, so a second ``train:`` section would silently drop the first."""
 
     def construct_mapping(self, node, deep=False):
         seen = {}
@@ -226,13 +226,13 @@ def load(*paths, schema_path=schema.SCHEMA) -> dict:
 
 
 def runs(config: dict) -> list[Run]:
-    """Every run of the grid: the union of each grid block's product, sorted, no duplicates."""
+    """Every run of the grid: the union of each grid entry's product, sorted, no duplicates."""
     found = set()
-    for block in config["grid"]:
-        for variant in block["variants"]:
-            for L in block["L"]:
-                for depth in block["depth"]:
-                    for seed in block["seeds"]:
+    for entry in config["grid"]:
+        for variant in entry["variants"]:
+            for L in entry["L"]:
+                for depth in entry["depth"]:
+                    for seed in entry["seeds"]:
                         found.add(Run(variant, int(L), int(depth), int(seed)))
     return sorted(found)
 
@@ -268,14 +268,14 @@ _SCHEDULE_KEYS = ("steps", "every")
 
 @functools.cache
 def neutral_values() -> dict[tuple[str, str], object]:
-    """(block, key) -> neutral value of the run spec's keys that ``run_spec`` leaves out at that
+    """(section, key) -> neutral value of the run spec's keys that ``run_spec`` leaves out at that
     value: the ``default:`` of a property of the schema's ``$defs`` model or train (never filled
     into a config: lostmid.schema.fill_defaults stops at a ``$ref``)."""
     defs = schema.load()["$defs"]
     return {
-        (block, key): sub["default"]
-        for block in ("model", "train")
-        for key, sub in defs[block]["properties"].items()
+        (section, key): sub["default"]
+        for section in ("model", "train")
+        for key, sub in defs[section]["properties"].items()
         if "default" in sub
     }
 
@@ -286,18 +286,18 @@ def train_value(train: dict, key: str):
     return train[key] if key in train else neutral_values()[("train", key)]
 
 
-def _without_neutral(block: str, part: dict) -> dict:
-    """``part`` (a run spec's ``block``) without its keys at their neutral value. Keys added after the
+def _without_neutral(section: str, part: dict) -> dict:
+    """``part`` (a run spec's ``section``) without its keys at their neutral value. Keys added after the
     first checkpoints were written: at their neutral value they stay out of the spec, so that the
     fingerprints of every run that does not use them are as before the key."""
     for (name, key), neutral in neutral_values().items():
-        if name == block and part.get(key) == neutral:
+        if name == section and part.get(key) == neutral:
             del part[key]
     return part
 
 
 def model_spec(config: dict, variant: str, L: int, depth: int) -> dict:
-    """The ``model`` block of the run spec of ``variant`` at ``L`` and ``depth`` (any seed)."""
+    """The ``model`` section of the run spec of ``variant`` at ``L`` and ``depth`` (any seed)."""
     model = merge(config["model"], (config["variants"][variant] or {}).get("model", {}))
     model.update(seq_len=L, depth=depth)
     return _without_neutral("model", model)
@@ -323,7 +323,7 @@ SPEC_KEYS = ("variant", "L", "depth", "seed", "model", "train", "remedy")
 
 def check_spec(spec) -> dict:
     """A run spec a command got (``--spec`` JSON), checked against the schema as run_spec builds it:
-    the grid keys as the grid's, ``model`` and ``train`` as the config's blocks (``train`` without
+    the grid keys as the grid's, ``model`` and ``train`` as the config's sections (``train`` without
     its schedule, ``model`` with the run's ``seq_len`` and ``depth``), ``remedy`` as a variant's. A
     violation is a ConfigError naming the key (``--spec key model is required``); returns the spec
     (integral floats made ints: lostmid.schema.check)."""
@@ -383,23 +383,23 @@ def spec_differences(expected: dict, found: dict, prefix: str = "") -> list[str]
     return diffs
 
 
-def settings_from_block(cls, raw, key: str):
-    """The settings dataclass ``cls`` of the config block ``key`` (dotted: ``influence``,
-    ``influence.init_sweep``, ``variants.<name>.remedy``), from ``raw``, the block as the config
-    or a command's JSON gives it (None: an empty block). The one way settings are built:
+def settings_from_section(cls, raw, key: str):
+    """The settings dataclass ``cls`` of the config section ``key`` (dotted: ``influence``,
+    ``influence.init_sweep``, ``variants.<name>.remedy``), from ``raw``, the section as the config
+    or a command's JSON gives it (None: an empty section). The one way settings are built:
 
-    * the block is checked against its schema: an unknown key, a missing one or a bad value is a
+    * the section is checked against its schema: an unknown key, a missing one or a bad value is a
       one-line ConfigError naming the key (``config key influence.flw_step is unknown``);
     * keys left out take the schema's defaults (the dataclasses have none of their own);
-    * a key of the block that ``cls`` does not hold is left out (a sub-block with settings of its
+    * a key of the section that ``cls`` does not hold is left out (a subsection with settings of its
       own, or a key another stage reads); lists become tuples, numbers the type of their field;
-    * ``cls.check()``, where the class has one, runs the block's cross-key rules.
+    * ``cls.check()``, where the class has one, runs the section's cross-key rules.
     """
     root = schema.load()
-    block = schema.block_schema(key, root)
+    section = schema.section_schema(key, root)
     values = copy.deepcopy({} if raw is None else raw)
-    schema.check(values, block, root, key)  # a block that is not a mapping too
-    schema.fill_defaults(values, block, root)
+    schema.check(values, section, root, key)  # a section that is not a mapping too
+    schema.fill_defaults(values, section, root)
     types = typing.get_type_hints(cls)
     settings = cls(**{field.name: _typed(values[field.name], types[field.name]) for field in fields(cls)})
     if hasattr(settings, "check"):

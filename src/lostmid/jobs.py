@@ -31,7 +31,7 @@ from lostmid.analysis.settings import (
     StructuralSettings,
     TraceSettings,
     check_disjoint_from_training,
-    fit_block,
+    fit_section,
 )
 from lostmid.architectures.settings import ArchSettings, FlagSettings, TextSettings
 from lostmid.errors import ConfigError
@@ -215,7 +215,7 @@ def architecture_flag_runs(config: dict) -> list[tuple[dict, list[str], str | No
     return found
 
 
-def remedy_blocks(config: dict) -> str:
+def remedy_sections(config: dict) -> str:
     """Variant name -> its remedy block, as JSON (the remedies table's parameter columns)."""
     return cfg.canonical_json(
         {name: (v or {}).get("remedy", {"kind": "none"}) for name, v in config["variants"].items()}
@@ -299,7 +299,7 @@ def bias_fits(config: dict, all_blocks: list[Block]) -> list[Fit]:
                 fit_model=fit_model,
                 model=cfg.canonical_json(cfg.model_spec(config, variant, L, depth)),
                 fit_model_spec=cfg.canonical_json(cfg.model_spec(config, fit_model, L, depth)),
-                settings=cfg.canonical_json(fit_block(config.get("bias_fit"), remedy)),
+                settings=cfg.canonical_json(fit_section(config.get("bias_fit"), remedy)),
                 training_seeds=seeds,
                 priority=max(b.priority for b in all_blocks if (b.variant, b.L, b.depth) == (variant, L, depth)),
             )
@@ -337,10 +337,10 @@ def default_targets(all_blocks: list[Block]) -> list[str]:
     return found
 
 
-# The settings classes of the analysis blocks and the config block each is read from (the influence
-# block has two readers: the evaluation and the density flow). They are built when the workflow starts,
-# so that a block's own rules (the check of its class) fail before any job; the classes are free of
-# torch. The evaluation, remedies and remedy blocks have no rules beyond the schema's, which validation checks.
+# The settings classes of the analysis sections and the config section each is read from (the influence
+# section has two readers: the evaluation and the density flow). They are built when the workflow starts,
+# so that a section's own rules (the check of its class) fail before any job; the classes are free of
+# torch. The evaluation, remedies and remedy sections have no rules beyond the schema's, which validation checks.
 SETTINGS = {
     InfluenceSettings: "influence",
     FlowSettings: "influence",
@@ -357,35 +357,35 @@ SETTINGS = {
 }
 
 
-def _block(config: dict, key: str):
-    """The config's block ``key`` (dotted for a sub-block: ``influence.init_sweep``); None if absent."""
-    block = config
+def _section(config: dict, key: str):
+    """The config's section ``key`` (dotted for a subsection: ``influence.init_sweep``); None if absent."""
+    section = config
     for part in key.split("."):
-        block = (block or {}).get(part)
-    return block
+        section = (section or {}).get(part)
+    return section
 
 
 def settings(config: dict) -> dict:
-    """Settings class -> its settings (lostmid.config.settings_from_block), for every class of ``SETTINGS``
-    whose block a validated config has: all but ``architectures``, whose absence turns the stage off."""
+    """Settings class -> its settings (lostmid.config.settings_from_section), for every class of ``SETTINGS``
+    whose section a validated config has: all but ``architectures``, whose absence turns the stage off."""
     return {
-        cls: cfg.settings_from_block(cls, _block(config, key), key)
+        cls: cfg.settings_from_section(cls, _section(config, key), key)
         for cls, key in SETTINGS.items()
         if key.partition(".")[0] in config
     }
 
 
 def settings_json(config: dict, cls) -> str:
-    """Exactly the keys of its block that the settings class ``cls`` holds, as canonical JSON: what a
+    """Exactly the keys of its section that the settings class ``cls`` holds, as canonical JSON: what a
     rule passes to the command that builds ``cls`` from it. A key the class holds is always passed
     (validation filled in the defaults), so no command reads a default in place of a configured
     value; a key it does not hold is never passed, so changing it reruns no job of that rule."""
-    block = _block(config, SETTINGS[cls])
-    return cfg.canonical_json({field.name: block[field.name] for field in fields(cls)})
+    section = _section(config, SETTINGS[cls])
+    return cfg.canonical_json({field.name: section[field.name] for field in fields(cls)})
 
 
 def check(config: dict) -> None:
-    """The rules of a validated config that need the analysis modules: every block's own cross-key
+    """The rules of a validated config that need the analysis modules: every section's own cross-key
     rules (its settings are built), the bias fit's seeds disjoint from the training seeds (checked
     here, at parse time, rather than passed to the fit, so that a new training seed never refits B),
     and region scales that leave no region empty at any L of the grid; a packaged pretrained model
@@ -400,7 +400,7 @@ def check(config: dict) -> None:
     check_disjoint_from_training(parsed[FitSettings], {run.seed for run in grid})
     for fit in bias_fits(config, blocks(config)):
         key = f"variants.{fit.variant}.remedy.fit"
-        fit_settings = cfg.settings_from_block(FitSettings, json.loads(fit.settings), key)
+        fit_settings = cfg.settings_from_section(FitSettings, json.loads(fit.settings), key)
         check_disjoint_from_training(fit_settings, {run.seed for run in grid}, key)
     for cls, key in ((InfluenceSettings, "influence"), (ChannelSettings, "channels")):
         for L in sorted({run.L for run in grid}):

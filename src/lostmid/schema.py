@@ -3,13 +3,13 @@
 ``config.schema.yaml`` sits beside this module and ships with the package, so the Snakefile, the
 ``lostmid`` commands and library callers read the same file. Its ``default:`` entries are the
 only defaults of the config: ``fill_defaults`` writes them into a config (what Snakemake's
-``validate(config, schema, set_default=True)`` does) and ``lostmid.config.settings_from_block``
-into a block it turns into settings.
+``validate(config, schema, set_default=True)`` does) and ``lostmid.config.settings_from_section``
+into a section it turns into settings.
 
-Defaults are filled along a block's own ``properties`` (and the ``items`` of its lists), never
+Defaults are filled along a section's own ``properties`` (and the ``items`` of its lists), never
 through a ``$ref``: ``model``, ``train`` and the ``variants`` make up the run spec that is
 fingerprinted into every checkpoint (lostmid.config), and the spec holds only what the config
-says. A remedy block takes its defaults when its settings are built (lostmid.objectives.settings).
+says. A remedy section takes its defaults when its settings are built (lostmid.objectives.settings).
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ def resolve(schema: dict, root: dict) -> dict:
     return schema
 
 
-def block_schema(key: str, root: dict) -> dict:
-    """The schema of the config block ``key``, dotted (``influence.init_sweep``); a part that is
+def section_schema(key: str, root: dict) -> dict:
+    """The schema of the config section ``key``, dotted (``influence.init_sweep``); a part that is
     not a property takes the ``additionalProperties`` schema (``variants.<name>.remedy``)."""
     schema = root
     for part in key.split("."):
@@ -59,7 +59,7 @@ def key_path(path) -> str:
 
 def check(instance, schema: dict, root: dict, key: str = "", noun: str = "config key") -> None:
     """Raise a one-line ConfigError naming the key of the first (shallowest) violation of ``schema``
-    by ``instance``, the config block ``key`` (empty: the whole config; ``noun`` says what it is).
+    by ``instance``, the config section ``key`` (empty: the whole config; ``noun`` says what it is).
 
     A number that is not finite (NaN, infinity) is an error wherever it is. An integral float where
     the schema wants an integer (``16.0``) becomes that integer, in place, before anything reads it
@@ -111,7 +111,7 @@ def _integral_floats(err) -> list[tuple]:
 
 
 def check_finite(instance, path: list, noun: str = "config key") -> None:
-    """Refuse NaN and infinity anywhere in ``instance`` (a config or a block), naming the key: a
+    """Refuse NaN and infinity anywhere in ``instance`` (a config or a section), naming the key: a
     schema's minimum or maximum never catches NaN, and training on it runs to a NaN loss."""
     if isinstance(instance, float) and not math.isfinite(instance):
         raise ConfigError(f"{noun} {key_path(path)}: {instance} is not a finite number")
@@ -127,7 +127,7 @@ def message(err, prefix: list, noun: str = "config key", root: dict | None = Non
     path = [*prefix, *err.path]
     if err.validator in ("additionalProperties", "unevaluatedProperties") and err.validator_value is False:
         known = set(err.schema.get("properties", {}))
-        if "$ref" in err.schema and root is not None:  # unevaluatedProperties: the referenced block's keys too
+        if "$ref" in err.schema and root is not None:  # unevaluatedProperties: the referenced section's keys too
             known |= set(resolve(err.schema, root).get("properties", {}))
         unknown = sorted(set(err.instance) - known)
         return f"{noun} {key_path([*path, unknown[0]])} is unknown"
@@ -141,12 +141,12 @@ def message(err, prefix: list, noun: str = "config key", root: dict | None = Non
 
 def fill_defaults(instance: dict, schema: dict, root: dict) -> dict:
     """Set every key of ``instance`` that ``schema`` (resolved) gives a default and ``instance`` leaves
-    out, in place, then the same in its sub-blocks and in the mappings of its lists; returns it.
+    out, in place, then the same in its subsections and in the mappings of its lists; returns it.
     ``instance`` must be valid: defaults are valid by construction (tests/test_config.py)."""
     for name, sub in resolve(schema, root).get("properties", {}).items():
         if name not in instance and "default" in sub:
             instance[name] = copy.deepcopy(sub["default"])
-        if "$ref" in sub and "default" not in sub:  # the run spec's blocks (an analysis block by $ref has a default)
+        if "$ref" in sub and "default" not in sub:  # run spec sections (an analysis section by $ref has a default)
             continue
         value = instance.get(name)
         if isinstance(value, dict) and "properties" in resolve(sub, root):

@@ -69,7 +69,7 @@ rule remedies_table:
         runtime=10,
         gpu=0,
     params:
-        variants=jobs.remedy_blocks(config),
+        variants=jobs.remedy_sections(config),
         settings=config_json("remedies", exclude=("plot_steps",)),
     shell:
         logged(

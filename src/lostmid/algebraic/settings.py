@@ -1,5 +1,5 @@
-"""Every constant of the algebraic simulations: the config's ``algebraic`` block, built by
-``lostmid.config.settings_from_block`` (defaults and ranges: the config schema)."""
+"""Every constant of the algebraic simulations: the config's ``algebraic`` section, built by
+``lostmid.config.settings_from_section`` (defaults and ranges: the config schema)."""
 
 from __future__ import annotations
 

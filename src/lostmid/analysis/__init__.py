@@ -2,4 +2,4 @@
 and E_inf themselves are ``lostmid.core.density``), the adjoint ``influence`` density, the
 ``structural`` baseline, the ``density_flow`` check, the ``channels`` split and the
 sufficient-condition tests (``conditions``), and the attention-bias fit (``bias_fit``);
-``settings`` (torch-free) holds the settings of their config blocks."""
+``settings`` (torch-free) holds the settings of their config sections."""

@@ -113,10 +113,10 @@ def output_jacobian_norms(model, tokens: torch.Tensor, chunk: int = 1024) -> tor
     return (total / tokens.shape[0]).cpu()
 
 
-def init_sweep(model_block: dict, settings: InitSweepSettings, device=None) -> pd.DataFrame:
+def init_sweep(model_keys: dict, settings: InitSweepSettings, device=None) -> pd.DataFrame:
     """Input influence at initialization for every (residual, depth, seed).
 
-    ``model_block`` is the config's ``model`` block (d_model, heads, block, ...); seq_len, depth
+    ``model_keys`` is the config's ``model`` block (d_model, heads, block, ...); seq_len, depth
     and residual are set by the sweep. Columns: residual, depth, seed, position, p, energy,
     density (the squared loss-gradient measure of docs/influence.md) and output_jacobian (the
     blog's measure, ``output_jacobian_norms``: E ||d logits_L / d x_j||, power 1).
@@ -129,7 +129,7 @@ def init_sweep(model_block: dict, settings: InitSweepSettings, device=None) -> p
     for residual in (True, False):
         for depth in settings.depths:
             for seed in settings.seeds:
-                config = ModelConfig(**{**model_block, "seq_len": settings.L, "depth": depth, "residual": residual})
+                config = ModelConfig(**{**model_keys, "seq_len": settings.L, "depth": depth, "residual": residual})
                 model = model_at_init(config, seed).to(device)  # the same init as step 0 of a run with this seed
                 table = profile_table(energies(model, tokens, targets, all_steps=False)).drop(columns="layer")
                 table["output_jacobian"] = output_jacobian_norms(model, tokens).numpy()

@@ -1,6 +1,6 @@
 """Settings of the analysis blocks: ``influence`` (its evaluation and density-flow keys, its
-``init_sweep`` and ``structural`` sub-blocks), ``channels`` and ``bias_fit``. Each is built by
-``lostmid.config.settings_from_block``
+``init_sweep`` and ``structural`` subsections), ``channels`` and ``bias_fit``. Each is built by
+``lostmid.config.settings_from_section``
 (defaults and value checks: the config schema; cross-key rules: the class's ``check``), and the
 module is free of torch, so that the workflow builds them all when it parses the config."""
 
@@ -13,7 +13,7 @@ from lostmid.errors import ConfigError
 
 @dataclass(frozen=True)
 class InfluenceSettings:
-    """The keys of the config's ``influence`` block that the evaluation reads (``lostmid evaluate``)."""
+    """The keys of the config's ``influence`` section that the evaluation reads (``lostmid evaluate``)."""
 
     batch_per_position: int  # evaluation sequences at every flag position 2..L
     seed: int  # seed of the evaluation batch; distinct from evaluation.seed
@@ -23,7 +23,7 @@ class InfluenceSettings:
 
 @dataclass(frozen=True)
 class FlowSettings:
-    """The keys of the config's ``influence`` block that the density-flow check reads (``lostmid density-flow``)."""
+    """The keys of the config's ``influence`` section that the density-flow check reads (``lostmid density-flow``)."""
 
     seed: int  # seed of its batch: the evaluation batch's seed, so that both draw the same sequences
     flow_step: float | tuple[float, ...]  # eta(s) of the density-flow finite difference
@@ -32,7 +32,7 @@ class FlowSettings:
 
 @dataclass(frozen=True)
 class TraceSettings:
-    """The keys of the config's ``influence`` block that the loss-free profiles read (``lostmid observability``)."""
+    """The keys of the config's ``influence`` section that the loss-free profiles read (``lostmid observability``)."""
 
     seed: int  # seed of its batch: the evaluation batch's seed, so that both draw the same sequences
     trace_batch_per_position: int  # the batch of the loss-free profiles (exact traces: L d tangents per sequence)
@@ -90,7 +90,7 @@ FIT_INITS, HELD_OUT, BATCHES = 0, 500, 1000
 
 @dataclass(frozen=True)
 class FitSettings:
-    """The attention-bias fit of one bias variant: the config's ``bias_fit`` block under the variant's
+    """The attention-bias fit of one bias variant: the config's ``bias_fit`` section under the variant's
     ``remedy.fit`` (docs/theory.md §6, docs/remedies.md; the fit itself is lostmid.analysis.bias_fit)."""
 
     target: str  # loss: the squared loss-gradient energy; output_jacobian: E ||d output_L / d x_j||
@@ -114,11 +114,11 @@ class FitSettings:
         return weights + [seed + BATCHES for seed in weights]
 
 
-def fit_block(global_block: dict | None, remedy: dict) -> dict:
-    """The fit block of a bias variant: its ``remedy.fit`` keys over the config's ``bias_fit`` block,
+def fit_section(global_section: dict | None, remedy: dict) -> dict:
+    """The fit section of a bias variant: its ``remedy.fit`` keys over the config's ``bias_fit`` section,
     without ``fit_model`` (which names the model, not a setting of the fit)."""
     own = {key: value for key, value in (remedy.get("fit") or {}).items() if key != "fit_model"}
-    return {**(global_block or {}), **own}
+    return {**(global_section or {}), **own}
 
 
 def check_disjoint_from_training(settings: FitSettings, training_seeds, key: str = "bias_fit") -> None:

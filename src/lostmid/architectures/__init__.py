@@ -6,7 +6,7 @@
     measure   the measured influence profile (one backward pass per batch) and the per-layer
               lambda_t and head-averaged attention A_t recorded by forward hooks
     theory    Cesaro N^H, the rollouts with measured lambda_t, and the comparison metrics
-    settings  the ``architectures`` block and its ``flag`` sub-block (torch-free)
+    settings  the ``architectures`` section and its ``flag`` subsection (torch-free)
     bounded   the memory-bounded per-sequence measurement (sdpa gradients, lambda_t, blockwise rollout)
     text      the corpus (an installed package's text) and its windows of exactly n tokens
     intervals bootstrap intervals over sequences and the power-law decay exponent

@@ -1,6 +1,6 @@
-"""Settings of the architectures stage: the config's ``architectures`` block and its ``flag``
-sub-block, and its ``text`` sub-block for the ``pretrained`` entries (docs/architectures.md lists
-every key), built by ``lostmid.config.settings_from_block``
+"""Settings of the architectures stage: the config's ``architectures`` section and its ``flag``
+subsection, and its ``text`` subsection for the ``pretrained`` entries (docs/architectures.md lists
+every key), built by ``lostmid.config.settings_from_section``
 (defaults, families and their encodings, targets and powers: the config schema). Free of torch,
 so that the workflow builds them when it parses the config."""
 
@@ -49,7 +49,7 @@ class TextSettings:
 
 @dataclass(frozen=True)
 class ArchSettings:
-    """The ``architectures`` block but its ``flag``, ``pretrained`` and ``text`` keys: the random-init sweep."""
+    """The ``architectures`` section but its ``flag``, ``pretrained`` and ``text`` keys: the random-init sweep."""
 
     families: dict  # family -> the positional encodings measured
     depths: tuple[int, ...]

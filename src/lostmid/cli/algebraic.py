@@ -25,9 +25,9 @@ def algebraic(args):
     from lostmid.algebraic.probes import loglog_slope, probe_study
     from lostmid.algebraic.remedies import remedy_table
     from lostmid.algebraic.settings import AlgebraicSettings
-    from lostmid.config import settings_from_block
+    from lostmid.config import settings_from_section
 
-    settings = settings_from_block(AlgebraicSettings, args.settings, "algebraic")
+    settings = settings_from_section(AlgebraicSettings, args.settings, "algebraic")
     torch.set_num_threads(args.threads or 1)
     table, profiles = remedy_table(settings)
     for row in table.itertuples():

@@ -38,10 +38,10 @@ def _write(args, tables, draw) -> None:
 def architectures(args):
     from lostmid.architectures import sweep
     from lostmid.architectures.settings import ArchSettings
-    from lostmid.config import settings_from_block
+    from lostmid.config import settings_from_section
     from lostmid.core import devices
 
-    settings = settings_from_block(ArchSettings, args.settings, "architectures")
+    settings = settings_from_section(ArchSettings, args.settings, "architectures")
     device = devices.resolve(args.device)
     log.info(
         "sweep: %s, depths %s, lengths %s, seeds %s, targets %s, powers %s",
@@ -65,10 +65,10 @@ def architectures(args):
 def architectures_pretrained(args):
     from lostmid.architectures import pretrained
     from lostmid.architectures.settings import TextSettings
-    from lostmid.config import settings_from_block
+    from lostmid.config import settings_from_section
     from lostmid.core import devices
 
-    settings = settings_from_block(TextSettings, args.settings.get("text"), "architectures.text")
+    settings = settings_from_section(TextSettings, args.settings.get("text"), "architectures.text")
     entries = args.settings.get("pretrained") or []
     if not entries:
         raise ConfigError("config key architectures.pretrained: no pretrained model is listed")
@@ -100,10 +100,10 @@ def _flag_args(parser):
 def architectures_flag(args):
     from lostmid.architectures import sweep
     from lostmid.architectures.settings import FlagSettings
-    from lostmid.config import settings_from_block
+    from lostmid.config import settings_from_section
     from lostmid.core import devices
 
-    settings = settings_from_block(FlagSettings, args.settings.get("flag"), "architectures.flag")
+    settings = settings_from_section(FlagSettings, args.settings.get("flag"), "architectures.flag")
     device = devices.resolve(args.device)
     from lostmid.training import checkpoint
 

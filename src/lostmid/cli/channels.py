@@ -41,12 +41,12 @@ def _channels_args(parser):
 def channels(args):
     from lostmid.analysis import conditions
     from lostmid.analysis.settings import ChannelSettings
-    from lostmid.config import settings_from_block
+    from lostmid.config import settings_from_section
     from lostmid.core import devices
     from lostmid.errors import ConfigError
     from lostmid.training import checkpoint
 
-    settings = settings_from_block(ChannelSettings, args.settings, "channels")
+    settings = settings_from_section(ChannelSettings, args.settings, "channels")
     if not args.spec["model"].get("residual", True):
         raise ConfigError(
             f"run {args.spec['variant']} L{args.spec['L']} has model.residual: false; "

@@ -82,7 +82,7 @@ def show(markdown: str, page: str | None) -> None:
     "evidence", "evidence table: every claim of the blog and the paper with its interval over seeds and verdict", _args
 )
 def evidence(args):
-    from lostmid.config import read_merged, settings_from_block
+    from lostmid.config import read_merged, settings_from_section
     from lostmid.evidence import claims
     from lostmid.evidence.settings import EvidenceSettings
 
@@ -92,7 +92,7 @@ def evidence(args):
         show(claims.markdown(pd.read_parquet(args.table)), args.into)
         return
     blocks = read_merged(args.config or [])  # no files: an empty config
-    settings = settings_from_block(
+    settings = settings_from_section(
         EvidenceSettings, args.settings if args.settings is not None else blocks.get("evidence"), "evidence"
     )
     variants = args.variants if args.variants is not None else blocks.get("variants")

@@ -38,11 +38,11 @@ def density_flow(args):
     from lostmid.analysis import density_flow as flow
     from lostmid.analysis import influence
     from lostmid.analysis.settings import FlowSettings
-    from lostmid.config import settings_from_block
+    from lostmid.config import settings_from_section
     from lostmid.core import devices
     from lostmid.training import checkpoint
 
-    settings = settings_from_block(FlowSettings, args.settings, "influence")
+    settings = settings_from_section(FlowSettings, args.settings, "influence")
     device = devices.resolve(args.device)
     tokens, targets = influence.evaluation_batch(args.spec["L"], settings, device)
 
@@ -80,11 +80,11 @@ def _observability_args(parser):
 def observability(args):
     from lostmid.analysis import influence
     from lostmid.analysis.settings import TraceSettings
-    from lostmid.config import settings_from_block
+    from lostmid.config import settings_from_section
     from lostmid.core import devices
     from lostmid.training import checkpoint
 
-    settings = settings_from_block(TraceSettings, args.settings, "influence")
+    settings = settings_from_section(TraceSettings, args.settings, "influence")
     device = devices.resolve(args.device)
     tokens, _ = influence.evaluation_batch(args.spec["L"], settings, device)
 
@@ -129,18 +129,18 @@ def _baselines_args(parser):
 def influence_baselines(args):
     from lostmid.analysis import influence, structural
     from lostmid.analysis.settings import InitSweepSettings, StructuralSettings
-    from lostmid.config import settings_from_block
+    from lostmid.config import settings_from_section
     from lostmid.core import devices
     from lostmid.core.model import ModelConfig
 
-    sweep_settings = settings_from_block(InitSweepSettings, args.init_sweep, "influence.init_sweep")
-    structural_settings = settings_from_block(StructuralSettings, args.structural, "influence.structural")
-    model_block = {k: v for k, v in args.model.items() if k not in ("seq_len", "depth", "residual")}
+    sweep_settings = settings_from_section(InitSweepSettings, args.init_sweep, "influence.init_sweep")
+    structural_settings = settings_from_section(StructuralSettings, args.structural, "influence.structural")
+    model_keys = {k: v for k, v in args.model.items() if k not in ("seq_len", "depth", "residual")}
     try:  # the sweep's models differ only in depth (>= 1) and residual, which no check of ModelConfig involves
-        ModelConfig(**{**model_block, "seq_len": sweep_settings.L, "depth": sweep_settings.depths[0], "residual": True})
+        ModelConfig(**{**model_keys, "seq_len": sweep_settings.L, "depth": sweep_settings.depths[0], "residual": True})
     except (TypeError, ValueError) as err:  # a model block the ModelConfig rejects
         raise ConfigError(f"config key model: {err}") from err
-    sweep = influence.init_sweep(model_block, sweep_settings, devices.resolve(args.device))
+    sweep = influence.init_sweep(model_keys, sweep_settings, devices.resolve(args.device))
     io.write_parquet(sweep, args.sweep_out)
     table = structural.structural_baseline(structural_settings)
     error = ((table.measured - table.closed_form).abs() / table.closed_form.abs().max()).max()

@@ -30,7 +30,7 @@ def command(name: str, help: str, arguments: Callable, passes_on: bool = False):
 
 
 def json_arg(text: str):
-    """An argparse type: a JSON value (config blocks and run specs travel as JSON)."""
+    """An argparse type: a JSON value (config sections and run specs travel as JSON)."""
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:

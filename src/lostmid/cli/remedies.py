@@ -53,11 +53,11 @@ def _model_config(block: dict, key: str):
 def bias_fit(args):
     from lostmid.analysis.bias_fit import bias_long, fit_bias
     from lostmid.analysis.settings import FitSettings, check_disjoint_from_training
-    from lostmid.config import settings_from_block
+    from lostmid.config import settings_from_section
     from lostmid.errors import FitRejected
     from lostmid.tables import keys as tables
 
-    settings = settings_from_block(FitSettings, args.settings, "bias_fit")
+    settings = settings_from_section(FitSettings, args.settings, "bias_fit")
     check_disjoint_from_training(settings, args.training_seeds)
     config = _model_config(args.model, "model")
     fit_config = config if args.fit_model is None else _model_config(args.fit_model, "fit_model")
@@ -107,7 +107,7 @@ def _table_args(parser):
 
 @command("remedies-table", "remedies table: accuracy, influence metrics and overhead of every run", _table_args)
 def remedies_table(args):
-    from lostmid.config import settings_from_block
+    from lostmid.config import settings_from_section
     from lostmid.tables import keys as tables
     from lostmid.tables import remedies as remedy_tables
 
@@ -117,7 +117,7 @@ def remedies_table(args):
         tables.read(args.train, "train"),
         remedy_tables.read_benchmarks(args.benchmarks),
         args.variants,
-        settings_from_block(remedy_tables.RemedyTableSettings, args.settings, "remedies"),
+        settings_from_section(remedy_tables.RemedyTableSettings, args.settings, "remedies"),
     )
     summary = remedy_tables.seed_summary(table)
     io.write_parquet(table, args.out)

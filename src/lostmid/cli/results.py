@@ -156,9 +156,9 @@ def cost_section(results: Path) -> str:
     )
 
 
-def with_headline(text: str, headline_block: str, name: str) -> str:
-    """``text`` with the lines between its headline markers replaced by ``headline_block``."""
-    return io.between_markers(text, HEADLINE_START, HEADLINE_END, headline_block, name)
+def with_headline(text: str, headline_lines: str, name: str) -> str:
+    """``text`` with the lines between its headline markers replaced by ``headline_lines``."""
+    return io.between_markers(text, HEADLINE_START, HEADLINE_END, headline_lines, name)
 
 
 def _evidence(results: Path):

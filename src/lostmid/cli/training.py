@@ -113,13 +113,13 @@ def _evaluate_args(parser):
 def evaluate(args):
     from lostmid.analysis import influence, metrics
     from lostmid.analysis.settings import InfluenceSettings
-    from lostmid.config import settings_from_block
+    from lostmid.config import settings_from_section
     from lostmid.core import devices
     from lostmid.training import checkpoint
     from lostmid.training.evaluate import EvaluationSettings, failure_by_position
 
-    settings = settings_from_block(InfluenceSettings, args.influence, "influence")
-    evaluation = settings_from_block(EvaluationSettings, args.evaluation, "evaluation")
+    settings = settings_from_section(InfluenceSettings, args.influence, "influence")
+    evaluation = settings_from_section(EvaluationSettings, args.evaluation, "evaluation")
     device = devices.resolve(args.device)
     L = args.spec["L"]
     metrics.check_deltas(L, settings.deltas, "influence.deltas")  # an empty region is a config error

@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from lostmid.config import neutral_values
 from lostmid.core.task import N_ANSWERS, VOCAB
 
-BLOCKS = ("sequential", "parallel")
+LAYOUTS = ("sequential", "parallel")
 READOUTS = ("last", "all")
 ATTENTIONS = ("softmax", "uniform")
 POSITIONS = ("learned", "none")
@@ -73,8 +73,8 @@ class ModelConfig:
     layernorm_eps: float = _neutral("layernorm_eps")  # eps of every LayerNorm (PyTorch's default)
 
     def __post_init__(self):
-        if self.block not in BLOCKS:
-            raise ValueError(f"model.block must be one of {BLOCKS}, got {self.block!r}")
+        if self.block not in LAYOUTS:
+            raise ValueError(f"model.block must be one of {LAYOUTS}, got {self.block!r}")
         if self.readout not in READOUTS:
             raise ValueError(f"model.readout must be one of {READOUTS}, got {self.readout!r}")
         if self.positions not in POSITIONS:

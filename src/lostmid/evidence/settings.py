@@ -2,7 +2,7 @@
 
 Each key is a number stated before the default run's results were looked at (docs/evidence.md,
 "Decision rules", says why each value); the evidence table repeats the rule in words on every
-row. Built by ``lostmid.config.settings_from_block``: keys left out take the config schema's
+row. Built by ``lostmid.config.settings_from_section``: keys left out take the config schema's
 defaults, which are the values of config/config.yaml.
 """
 

@@ -1,15 +1,15 @@
-"""Settings of the training-time remedies (the ``remedy`` block of a variant), kept free of torch
+"""Settings of the training-time remedies (the ``remedy`` section of a variant), kept free of torch
 so that the tables can name them without loading the training code (lostmid.objectives).
 
-The remedy block is part of the run spec (lostmid.config), so the config keeps it as written;
-``remedy_settings`` builds the kind's settings with ``lostmid.config.settings_from_block``, which
-checks the block against the schema and takes the kind's defaults from it."""
+The remedy section is part of the run spec (lostmid.config), so the config keeps it as written;
+``remedy_settings`` builds the kind's settings with ``lostmid.config.settings_from_section``, which
+checks the section against the schema and takes the kind's defaults from it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lostmid.config import settings_from_block
+from lostmid.config import settings_from_section
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ TARGETS = ("uniform", "late", "early")
 
 
 def remedy_settings(remedy: dict, variant: str):
-    """The settings of ``variant``'s remedy block; a bad block is a ConfigError naming the key
+    """The settings of ``variant``'s remedy section; a bad section is a ConfigError naming the key
     (``variants.<variant>.remedy.<key>``). An unknown or missing kind fails the schema check."""
     cls = REMEDIES.get(remedy.get("kind"), NoParameters)
-    return settings_from_block(cls, remedy, f"variants.{variant}.remedy")
+    return settings_from_section(cls, remedy, f"variants.{variant}.remedy")
