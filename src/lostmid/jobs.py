@@ -387,7 +387,8 @@ def settings_json(config: dict, cls) -> str:
 def check(config: dict) -> None:
     """The rules of a validated config that need the analysis modules: every section's own cross-key
     rules (its settings are built), the bias fit's seeds disjoint from the training seeds (checked
-    here, at parse time, rather than passed to the fit, so that a new training seed never refits B),
+    here, at parse time, before any job; each fit job gets the training seeds too and checks again,
+    so a new training seed reruns the fit jobs, which give the same B),
     and region scales that leave no region empty at any L of the grid; a packaged pretrained model
     installed, before any job (its job comes after the whole random-init sweep)."""
     for i, entry in enumerate(config.get("architectures", {}).get("pretrained", [])):

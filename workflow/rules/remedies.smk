@@ -29,16 +29,16 @@ for fit in FITS:
             gpu=GPU,
         params:
             variant=fit.variant,
-            fit_model_name=fit.fit_model,
+            fit_model=fit.fit_model,
             model=fit.model,
-            fit_model=fit.fit_model_spec,
+            fit_model_spec=fit.fit_model_spec,
             settings=fit.settings,
             training_seeds=fit.training_seeds,
             device=config["device"],
         shell:
             logged(
-                "lostmid bias-fit --variant {params.variant} --fit-model-name {params.fit_model_name}"
-                " --model {params.model:q} --fit-model {params.fit_model:q} --settings {params.settings:q}"
+                "lostmid bias-fit --variant {params.variant} --fit-model {params.fit_model}"
+                " --model {params.model:q} --fit-model-spec {params.fit_model_spec:q} --settings {params.settings:q}"
                 " --training-seeds {params.training_seeds} --device {params.device} --threads {threads}"
                 " --out-tensor {output.tensor} --out-matrix {output.matrix} --out-iterations {output.iterations}"
                 " --out-profiles {output.profiles} --out-summary {output.summary}"

@@ -20,10 +20,10 @@ def _bias_fit_args(parser):
         help="the variant's model config (JSON) with seq_len and depth: B is inserted into it",
     )
     parser.add_argument(
-        "--fit-model", type=json_arg, default=None, help="the model the fit runs on (JSON; default: --model)"
+        "--fit-model", default=None, help="the variant whose model the fit runs on (default: --variant)"
     )
     parser.add_argument(
-        "--fit-model-name", default=None, help="the variant whose model --fit-model is (default: --variant)"
+        "--fit-model-spec", type=json_arg, default=None, help="that variant's model config (JSON; default: --model)"
     )
     parser.add_argument(
         "--settings", type=json_arg, required=True, help="the variant's fit block: bias_fit under remedy.fit (JSON)"
@@ -60,7 +60,7 @@ def bias_fit(args):
     settings = settings_from_section(FitSettings, args.settings, "bias_fit")
     check_disjoint_from_training(settings, args.training_seeds)
     config = _model_config(args.model, "model")
-    fit_config = config if args.fit_model is None else _model_config(args.fit_model, "fit_model")
+    fit_config = config if args.fit_model_spec is None else _model_config(args.fit_model_spec, "fit_model")
     if (fit_config.seq_len, fit_config.depth) != (config.seq_len, config.depth):
         raise ConfigError("config key fit_model: the fit's model must have the variant's seq_len and depth")
     fit = fit_bias(fit_config, settings, inserted=config)
@@ -77,7 +77,7 @@ def bias_fit(args):
     reading = {
         "target": settings.target,
         "positions": settings.positions,
-        "fit_model": args.fit_model_name or args.variant,
+        "fit_model": args.fit_model or args.variant,
         "param": settings.param,
     }
     io.save_torch(fit.bias.contiguous(), args.out_tensor)
