@@ -138,8 +138,10 @@ def test_the_slurm_profile_asks_a_gpu_for_the_model_rules_only(smoke_workdir, sm
         assert "--device" in job["shell"] or not is_model_rule(job["rule"]), where
         assert int(job["resources"]["runtime"]) > 0 and int(job["resources"]["mem_mb"]) > 0
         # every rule logs each attempt separately (test_a_retried_job_keeps_the_log_of_each_attempt)
-        # one log per attempt (workflow/rules/common.smk: LOG_ATTEMPT, LOG_KEEP)
-        assert job["resources"]["attempt"] == "1" and re.search(r">> (\S+\.log)\.attempt1 2>&1", job["shell"]), where
+        # one log per attempt (lostmid.cli.joblog)
+        assert job["resources"]["attempt"] == "1" and re.search(r"lostmid --log \S+\.log --attempt 1 ", job["shell"]), (
+            where
+        )
 
 
 def test_the_slurm_profile_polls_with_squeue_and_retries_preempted_jobs():

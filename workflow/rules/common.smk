@@ -30,33 +30,16 @@ ARCHITECTURE_FLAG_RUNS = jobs.architecture_flag_runs(config)
 GPU = 0 if config["device"] == "cpu" else 1
 
 
-# Rule logs with retries (--retries; the Slurm profile sets 2): Snakemake deletes a job's log
-# before each attempt, so every attempt writes {log}.attempt<N> (under a header line) and the
-# log proper receives the copy of the attempt that ended the job; a failed or killed attempt's
-# file stays beside it, so a retry never loses the first attempt's output. A new run of the job
-# (attempt 1) removes the attempt files of the run before. `attempt` is a resource only to hand
-# Snakemake's attempt number to the shell ({resources.attempt}); nothing schedules on it.
+# Rule logs with retries: `lostmid --log {log} --attempt N` writes each attempt's own log and, when
+# the command fails, prints the log's last error line and its path (lostmid.cli.joblog). `attempt`
+# is a resource only to hand Snakemake's attempt number to the shell; nothing schedules on it.
 def attempt_number(wildcards, attempt):
     return attempt
 
 
-LOG_ATTEMPT = (
-    "if [ {resources.attempt} -le 1 ]; then rm -f {log}.attempt*; fi; "
-    'echo "== log {log}, attempt {resources.attempt}, $(date -u +%Y-%m-%dT%H:%M:%SZ), host $(uname -n) ==" > {log}.attempt{resources.attempt}; '
-)
-# A failed job prints its log's last error line (lostmid's `lostmid <command>: error: ...`, or a
-# traceback's last line) to the terminal, above Snakemake's report of the failed command.
-LOG_KEEP = (
-    " || {{ status=$?; cp {log}.attempt{resources.attempt} {log};"
-    " echo \"$(grep -iE 'error|exception' {log} | tail -n 1) (log: {log})\" >&2; exit $status; }};"
-    " mv {log}.attempt{resources.attempt} {log}"
-)
-
-
 def logged(command):
-    """A rule's shell: ``command`` with its output going to this attempt's log, between
-    LOG_ATTEMPT and LOG_KEEP (which prints the log's last error line when the command fails)."""
-    return "".join((LOG_ATTEMPT, command, " >> {log}.attempt{resources.attempt} 2>&1", LOG_KEEP))
+    """A rule's shell: the ``lostmid ...`` ``command`` with its output in this attempt's log."""
+    return "lostmid --log {log} --attempt {resources.attempt}" + command.removeprefix("lostmid")
 
 
 # A bias variant's block: its fitted attention bias is an input of init and of every job that reads

@@ -23,6 +23,7 @@ from lostmid.cli import (  # noqa: F401  (they register commands)
     evidence,
     figures,
     influence,
+    joblog,
     remedies,
     results,
     training,
@@ -40,6 +41,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lostmid", description=__doc__.splitlines()[0])
+    parser.add_argument("--log", default=None, help="write the output to this log, per attempt (lostmid.cli.joblog)")
+    parser.add_argument("--attempt", type=int, default=1, help="Snakemake's attempt number ({resources.attempt})")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (help_text, arguments, func) in sorted(COMMANDS.items()):
         if name in PASSES_ON:  # no options of its own to mistake another program's for (no abbreviations)
@@ -64,8 +67,12 @@ def parse(argv) -> argparse.Namespace:
 
 
 def main(argv=None) -> int:
+    return command(parse(argv))
+
+
+def command(args: argparse.Namespace) -> int:
+    """Run the parsed command; a user's error is one line (status 2), not a traceback."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    args = parse(argv)
     if getattr(args, "threads", None):
         limit_threads(args.threads)
     try:
@@ -113,13 +120,26 @@ def limit_threads(n: int) -> None:
 
 
 def run() -> None:
-    """The console entry point: ``main``, its CPU time in the log, then an exit without the final
-    garbage collection."""
-    code = main()
+    """The console entry point: the command (with ``--log``, into its attempt log), its CPU time in
+    the log, then an exit without the final garbage collection."""
+    args = parse(sys.argv[1:])
+    with joblog.attempt_log(args.log, args.attempt) as outcome:
+        outcome.status = command(args)
+        log_usage()
+    # At exit CPython traverses every object once more before it frees the modules: 0.8 s of
+    # CPU with torch and pandas loaded, a fifth of a short analysis job, and the default pipeline
+    # runs ~200 of them. Every output is written and closed by now, so move all objects to
+    # the permanent generation, which the collector skips (gc.freeze; atexit still runs).
+    gc.freeze()
+    sys.exit(outcome.status)
+
+
+def log_usage() -> None:
+    """This process's CPU time and peak memory, one log line; benchmarks/bench_pipeline.py sums these
+    lines over a run's logs (the job CPU of its start-up share)."""
     import resource
 
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    # benchmarks/bench_pipeline.py sums these lines over a run's logs (the job CPU of its start-up share).
     log.info(
         "job cpu %.2f s (user %.2f s, system %.2f s), peak memory %.0f MB",
         usage.ru_utime + usage.ru_stime,
@@ -127,12 +147,6 @@ def run() -> None:
         usage.ru_stime,
         usage.ru_maxrss / 1024,
     )
-    # At exit CPython traverses every object once more before it frees the modules: 0.8 s of
-    # CPU with torch and pandas loaded, a fifth of a short analysis job, and the default pipeline
-    # runs ~200 of them. Every output is written and closed by now, so move all objects to
-    # the permanent generation, which the collector skips (gc.freeze; atexit still runs).
-    gc.freeze()
-    sys.exit(code)
 
 
 if __name__ == "__main__":
