@@ -13,14 +13,13 @@ min_version("9.0")
 
 
 # The config is config/config.yaml, or, when --configfile is given, those files alone (merged in
-# order): a config file means what it says, whatever the working directory holds; to build on the
-# default, name it first (`--configfile config/config.yaml config/ablations.yaml`). Each file is read
-# here too, by lostmid's reader: it refuses a key written twice in one mapping (YAML keeps the last)
-# and names the file and line of a syntax error, which Snakemake's message does not. (Snakemake reads
-# a --configfile before this file runs, so a missing or unparsable one stops it first: then
-# `lostmid check-config FILE` names the problem.)
-for path in workflow.overwrite_configfiles or ["config/config.yaml"]:
-    lostmid_config.read_yaml(path)
+# order): a config file means what it says, whatever the working directory holds; an overlay names
+# its base (`base:`) and goes after it (`--configfile config/config.yaml config/ablations.yaml`).
+# Each file is read here too, by lostmid's reader: it refuses a key written twice in one mapping
+# (YAML keeps the last), names the file and line of a syntax error, which Snakemake's message does
+# not, and an overlay given without its base. (Snakemake reads a --configfile before this file runs,
+# so a missing or unparsable one stops it first: then `lostmid check-config FILE` names the problem.)
+lostmid_config.read_merged(workflow.overwrite_configfiles or ["config/config.yaml"])
 if not workflow.overwrite_configfiles:
 
     configfile: "config/config.yaml"

@@ -622,3 +622,24 @@ def test_lostmid_snakemake_refuses_a_missing_or_unparsable_configfile_in_one_lin
     )
     valid = run_launcher(tmp_path, REPO / "config" / "smoke.yaml")
     assert valid.returncode == 0 and "This was a dry-run" in valid.stdout, valid.stderr[-2000:]
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "config").glob("*.yaml")), ids=lambda path: path.name)
+def test_an_overlay_declares_its_base_and_alone_gets_the_command_that_runs_it(path, monkeypatch):
+    """A shipped config either stands alone (it sets every required key) or is an overlay that names its
+    base (`base:`); `--configfile overlay.yaml` alone is one line giving the command line with its base."""
+    monkeypatch.chdir(REPO)
+    raw = cfg.read_yaml(path)
+    required = yaml.safe_load(SCHEMA.read_text())["required"]
+    if not raw.get("base"):
+        assert set(required) <= set(raw), f"{path.name} is an overlay (it lacks required keys) without a base"
+        return
+    name = f"config/{path.name}"
+    bases = [f"config/{base}" for base in raw["base"]]
+    with pytest.raises(ConfigError) as err:
+        cfg.read_merged([name])
+    assert str(err.value) == (
+        f"config file {name} is an overlay on {' and '.join(bases)}: "
+        f"name its base first: snakemake --cores all --configfile {' '.join([*bases, name])}"
+    )
+    cfg.read_merged([*bases, name])  # after its base: accepted

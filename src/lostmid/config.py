@@ -16,6 +16,7 @@ import copy
 import functools
 import hashlib
 import json
+import os
 import types
 import typing
 from dataclasses import dataclass, fields
@@ -213,11 +214,33 @@ def read_yaml(path) -> dict:
 
 def read_merged(paths) -> dict:
     """The config files ``paths`` (read_yaml), merged in this order as Snakemake merges
-    ``--configfile`` (``merge``); no files: an empty config."""
+    ``--configfile`` (``merge``), each overlay after its base (``check_bases``); no files: an empty config."""
+    check_bases(paths)
     merged: dict = {}
     for path in paths:
         merged = merge(merged, read_yaml(path))
     return merged
+
+
+def check_bases(paths) -> None:
+    """Every overlay among the config files ``paths`` comes after its base. An overlay declares its
+    base (``base:``, the files beside it that it goes on top of); named without them, it is one
+    error line that gives the command line that runs it."""
+    given = [Path(path).resolve() for path in paths]
+    for i, path in enumerate(paths):
+        bases = [Path(path).parent / name for name in read_yaml(path).get("base") or []]
+        if any(base.resolve() not in given[:i] for base in bases):
+            shown = [_shown(name) for name in (*bases, path)]
+            raise ConfigError(
+                f"config file {shown[-1]} is an overlay on {' and '.join(shown[:-1])}: "
+                f"name its base first: snakemake --cores all --configfile {' '.join(shown)}"
+            )
+
+
+def _shown(path) -> str:
+    """``path`` as a person would type it here: relative to the working directory when under it."""
+    relative = os.path.relpath(path)
+    return path if relative.startswith("..") else relative
 
 
 def load(*paths, schema_path=schema.SCHEMA) -> dict:
