@@ -1,81 +1,47 @@
-# The density-flow check (paper eq. 69) of the blocks of `influence.flow_variants`, one job per
-# block; and, independent of training, the influence at initialization versus depth and the
-# structural baseline against its closed form, in one job.
+# The per-block influence checks, one job per block, declared once: the density-flow check
+# (paper eq. 69) of the blocks of `influence.flow_variants`, and the loss-free profiles (exact
+# observability traces of Algorithm 3, output-Jacobian norms) of those of `influence.trace_variants`
+# (none by default; docs/validation.md). And, independent of training, the influence at
+# initialization versus depth and the structural baseline against its closed form, in one job.
+BLOCK_CHECKS = {"density_flow": FlowSettings, "observability": TraceSettings}  # stage -> its settings
 
-for block in jobs.stage_blocks(BLOCKS, "density_flow"):
+for stage, settings_class in BLOCK_CHECKS.items():
+    for block in jobs.stage_blocks(BLOCKS, stage):
 
-    rule:
-        name:
-            f"density_flow_{block.rule}"
-        input:
-            checkpoints=block.checkpoints(),
-            bias=bias_inputs(block),
-        output:
-            block.paths(jobs.RUN_TABLES["density_flow"]),
-        log:
-            f"results/logs/density_flow/{block.id}.log",
-        benchmark:
-            f"results/benchmarks/density_flow/{block.id}.tsv"
-        group:
-            "chain"
-        conda:
-            LOSTMID_ENV
-        threads: 1
-        resources:
-            attempt=attempt_number,
-            mem_mb=2000,
-            runtime=10 * len(block.seeds),
-            gpu=GPU,
-        params:
-            spec=block.spec,
-            seeds=block.seed_list,
-            device=config["device"],
-            bias=bias_option(block),
-            settings=jobs.settings_json(config, FlowSettings),
-        shell:
-            logged(
-                "lostmid density-flow --spec {params.spec:q} --seeds {params.seeds} --device {params.device} --threads {threads}"
-                " --checkpoints {input.checkpoints} {params.bias} --settings {params.settings:q} --out {output}"
-            )
-
-
-# The loss-free profiles (exact observability traces of Algorithm 3, output-Jacobian norms) of the blocks of
-# `influence.trace_variants` (none by default), one job per block (docs/validation.md).
-for block in jobs.stage_blocks(BLOCKS, "observability"):
-
-    rule:
-        name:
-            f"observability_{block.rule}"
-        input:
-            checkpoints=block.checkpoints(),
-            bias=bias_inputs(block),
-        output:
-            block.paths(jobs.RUN_TABLES["observability"]),
-        log:
-            f"results/logs/observability/{block.id}.log",
-        benchmark:
-            f"results/benchmarks/observability/{block.id}.tsv"
-        group:
-            "chain"
-        conda:
-            LOSTMID_ENV
-        threads: 1
-        resources:
-            attempt=attempt_number,
-            mem_mb=2000,
-            runtime=10 * len(block.seeds),
-            gpu=GPU,
-        params:
-            spec=block.spec,
-            seeds=block.seed_list,
-            device=config["device"],
-            bias=bias_option(block),
-            settings=jobs.settings_json(config, TraceSettings),
-        shell:
-            logged(
-                "lostmid observability --spec {params.spec:q} --seeds {params.seeds} --device {params.device} --threads {threads}"
-                " --checkpoints {input.checkpoints} {params.bias} --settings {params.settings:q} --out {output}"
-            )
+        rule:
+            name:
+                f"{stage}_{block.rule}"
+            input:
+                checkpoints=block.checkpoints(),
+                bias=bias_inputs(block),
+            output:
+                block.paths(jobs.RUN_TABLES[stage]),
+            log:
+                f"results/logs/{stage}/{block.id}.log",
+            benchmark:
+                f"results/benchmarks/{stage}/{block.id}.tsv"
+            group:
+                "chain"
+            conda:
+                LOSTMID_ENV
+            threads: 1
+            resources:
+                attempt=attempt_number,
+                mem_mb=2000,
+                runtime=10 * len(block.seeds),
+                gpu=GPU,
+            params:
+                spec=block.spec,
+                seeds=block.seed_list,
+                device=config["device"],
+                bias=bias_option(block),
+                settings=jobs.settings_json(config, settings_class),
+            shell:
+                logged(
+                    f"lostmid {stage.replace('_', '-')}"
+                    " --spec {params.spec:q} --seeds {params.seeds} --device {params.device} --threads {threads}"
+                    " --checkpoints {input.checkpoints} {params.bias} --settings {params.settings:q} --out {output}"
+                )
 
 
 rule influence_baselines:

@@ -35,12 +35,8 @@ def _finish(grid, title: str) -> None:
     grid.figure.suptitle(title, y=1.01)
 
 
-def sweep_profiles(profiles: pd.DataFrame, path) -> None:
-    """Random-init models at the largest n: rows family/encoding, columns depth; mean over seeds."""
-    profiles, what = _first_target(profiles.query("variant == 'init'"))
-    n = profiles.n.max()
-    data = _density(profiles.query("n == @n")).assign(model=lambda d: d.family + " / " + d.encoding)
-    data = data.groupby(["model", "depth", "profile", "p"], as_index=False).density.mean()
+def _draw(data: pd.DataFrame, row: str, col: str, title: str, path, **style) -> None:
+    """Every profile against its rollout theories (hue and dashes by profile), a panel per row and col."""
     grid = sns.relplot(
         data=data,
         x="p",
@@ -50,15 +46,24 @@ def sweep_profiles(profiles: pd.DataFrame, path) -> None:
         hue_order=ORDER,
         style_order=ORDER,
         dashes=STYLE,
-        row="model",
-        col="depth",
+        row=row,
+        col=col,
         kind="line",
-        height=1.9,
         aspect=1.3,
         facet_kws={"margin_titles": True},
+        **style,
     )
-    _finish(grid, f"random init, n = {n}, {what}")
+    _finish(grid, title)
     save(grid, path)
+
+
+def sweep_profiles(profiles: pd.DataFrame, path) -> None:
+    """Random-init models at the largest n: rows family/encoding, columns depth; mean over seeds."""
+    profiles, what = _first_target(profiles.query("variant == 'init'"))
+    n = profiles.n.max()
+    data = _density(profiles.query("n == @n")).assign(model=lambda d: d.family + " / " + d.encoding)
+    data = data.groupby(["model", "depth", "profile", "p"], as_index=False).density.mean()
+    _draw(data, "model", "depth", f"random init, n = {n}, {what}", path, height=1.9)
 
 
 def flag_profiles(profiles: pd.DataFrame, path) -> None:
@@ -66,25 +71,7 @@ def flag_profiles(profiles: pd.DataFrame, path) -> None:
     profiles, what = _first_target(profiles)
     data = _density(profiles).assign(run=lambda d: d.variant + " L=" + d.n.astype(str) + " M=" + d.depth.astype(str))
     data = data.groupby(["run", "step", "profile", "p"], as_index=False).density.mean()
-    grid = sns.relplot(
-        data=data,
-        x="p",
-        y="density",
-        hue="profile",
-        style="profile",
-        hue_order=ORDER,
-        style_order=ORDER,
-        dashes=STYLE,
-        row="step",
-        col="run",
-        kind="line",
-        marker="o",
-        height=2.0,
-        aspect=1.3,
-        facet_kws={"margin_titles": True},
-    )
-    _finish(grid, f"flag-recall checkpoints, {what}")
-    save(grid, path)
+    _draw(data, "step", "run", f"flag-recall checkpoints, {what}", path, marker="o", height=2.0)
 
 
 def pretrained_profiles(profiles: pd.DataFrame, path) -> None:

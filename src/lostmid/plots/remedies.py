@@ -40,14 +40,13 @@ def _order(variants, baseline):
     return ([baseline] if baseline in variants else []) + rest
 
 
-def failure_by_remedy(remedies: pd.DataFrame, failure: pd.DataFrame, path, baseline: str, steps=None) -> None:
-    """Failure rate by flag position, baseline against each remedy at the same checkpoints
-    (``steps``, else the middle and last of the remedies table's)."""
-    data = failure[failure.step.isin(matched_steps(remedies.step.unique(), steps))]
-    grid = sns.relplot(
+def _by_remedy(data: pd.DataFrame, y: str, baseline: str, **facets):
+    """``y`` against p, a line per variant (the baseline first) with its seed interval, a panel per
+    checkpoint (rows) and L (columns)."""
+    return sns.relplot(
         data=data,
         x="p",
-        y="failure_rate",
+        y=y,
         hue="variant",
         hue_order=_order(data.variant.unique(), baseline),
         row="step",
@@ -56,8 +55,15 @@ def failure_by_remedy(remedies: pd.DataFrame, failure: pd.DataFrame, path, basel
         errorbar=SEED_INTERVAL,
         height=2.4,
         aspect=1.5,
-        facet_kws={"margin_titles": True, "sharey": False},
+        facet_kws={"margin_titles": True, **facets},
     )
+
+
+def failure_by_remedy(remedies: pd.DataFrame, failure: pd.DataFrame, path, baseline: str, steps=None) -> None:
+    """Failure rate by flag position, baseline against each remedy at the same checkpoints
+    (``steps``, else the middle and last of the remedies table's)."""
+    data = failure[failure.step.isin(matched_steps(remedies.step.unique(), steps))]
+    grid = _by_remedy(data, "failure_rate", baseline, sharey=False)
     grid.set_axis_labels("flag position p = f / L", "failure rate")
     save(grid, path)
 
@@ -70,20 +76,7 @@ def influence_by_remedy(remedies: pd.DataFrame, influence, path, baseline: str, 
     data = influence[influence.step.isin(matched_steps(remedies.step.unique(), steps))]
     if "layer" in data:
         data = data[data.layer == data.layer.min()]
-    grid = sns.relplot(
-        data=data,
-        x="p",
-        y="density",
-        hue="variant",
-        hue_order=_order(data.variant.unique(), baseline),
-        row="step",
-        col="L",
-        kind="line",
-        errorbar=SEED_INTERVAL,
-        height=2.4,
-        aspect=1.5,
-        facet_kws={"margin_titles": True},
-    )
+    grid = _by_remedy(data, "density", baseline)
     grid.set(yscale="log")
     grid.set_axis_labels("position p", "density m (input adjoint)")
     save(grid, path)
