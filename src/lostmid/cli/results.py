@@ -205,7 +205,7 @@ def results_page(args):
 
     names = ", ".join(f"`{_shown(path)}`" for path in configs) or "a config not given"
     at = commit()  # before this command writes anything
-    block = f"From the run of {names} at commit {at} (every table: docs/results.md):\n\n"
+    block = f"From the run of {names} (its commit and every table: docs/results.md):\n\n"
     block += headline(_evidence(args.results))
     if args.readme:
         io.write_text(with_headline(args.readme.read_text(), block, str(args.readme)), args.readme)

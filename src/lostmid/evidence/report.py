@@ -1,6 +1,6 @@
-"""The evidence table in words for the documentation: the headline verdicts (one line per row of
-each claim of the blog in the blog's own setting: the L and depth of its first setting) and the
-counts of verdicts. ``lostmid results-page`` writes them into docs/results.md; the README quotes them."""
+"""The evidence table in words for the documentation: the headline verdicts (one line per claim
+family, its rows counted by verdict and its contradicted rows named) and the counts of verdicts.
+``lostmid results-page`` writes them into docs/results.md; the README quotes them."""
 
 from __future__ import annotations
 
@@ -23,26 +23,32 @@ def verdict_counts(table: pd.DataFrame) -> str:
     return ", ".join(f"{counts[verdict]} {verdict}" for verdict in sorted(counts.index))
 
 
+def family(source: str) -> str:
+    """The claim family a row's source belongs to in the headline: a letter of the blog's list
+    (``blog (c): the fit ...`` -> ``blog (c)``), the paper's validation protocol (section 4.5), or
+    the paper's other claims (the mechanism, Algorithms 1-3 and section 4's simulations)."""
+    if source.startswith("blog"):
+        return source[: source.index(")") + 1] if ")" in source else source
+    if "4.5" in source or "validation" in source:
+        return "the paper's validation (section 4.5)"
+    return "the paper's other claims"
+
+
+def short_setting(setting: str) -> str:
+    """A row's setting up to its checkpoint: the variant(s), L, depth and residual path."""
+    return setting.split(", checkpoint")[0]
+
+
 def headline(table: pd.DataFrame) -> str:
-    """Markdown: each claim of the blog in the blog's own setting (the L and depth of the first setting
-    the claim lists), one line per row there (so every reading of the fix at that shape), then the
-    paper's claims counted by verdict, then the whole table counted."""
-    blog = table[table.source.str.startswith("blog")]
-    paper = table[~table.index.isin(blog.index)]
+    """Markdown, one line per claim family (``family``, in the table's order): its rows counted by
+    verdict and each contradicted row named; then the whole table counted."""
     lines = []
-    for claim, rows in blog.groupby("claim", sort=False):
-        shape = rows[["L", "depth"]].astype("float64").fillna(-1)
-        own = rows[(shape == shape.iloc[0]).all(axis=1)]
-        others = len(rows) - len(own)
-        more = f" (and {others} other setting{'s' if others > 1 else ''})" if others else ""
-        for i, row in enumerate(own.itertuples(index=False)):
-            seeds = f", {int(row.n_seeds)} seed{'s' if row.n_seeds > 1 else ''}" if row.n_seeds else ""
-            why = " (not evaluable)" if str(getattr(row, "method", "")).startswith("not evaluable") else ""
-            lines.append(
-                f"- {row.source} `{claim}` — {row.setting}: {estimate_words(row)}{seeds} → **{row.verdict}**{why}"
-                + (more if i == len(own) - 1 else "")
-            )
-    if not paper.empty:
-        lines.append(f"- the paper's {paper.claim.nunique()} claims, {len(paper)} rows: {verdict_counts(paper)}")
+    for name, rows in table.groupby(table.source.map(family), sort=False):
+        contradicted = rows[rows.verdict == "contradicted"]
+        named = "; ".join(f"`{row.claim}` ({short_setting(row.setting)})" for row in contradicted.itertuples())
+        lines.append(
+            f"- {name}: {len(rows)} row{'s' if len(rows) > 1 else ''}, {verdict_counts(rows)}"
+            + (f"; contradicted: {named}" if named else "")
+        )
     lines.append(f"- every row: {verdict_counts(table)} of {len(table)}")
     return "\n".join(lines) + "\n"
