@@ -13,26 +13,8 @@ from conftest import REPO
 sys.path.insert(0, str(REPO / "scripts"))
 import import_graph  # noqa: E402
 
-# Bottom to top: a module may import its own layer and the layers below it, never one above.
-LAYERS = [
-    {"lostmid", "lostmid.errors", "lostmid.io", "lostmid.schema", "lostmid.config"},
-    {"lostmid.core"},
-    {"lostmid.objectives"},
-    {"lostmid.tables"},
-    {"lostmid.training"},
-    {"lostmid.analysis"},
-    {"lostmid.algebraic", "lostmid.architectures", "lostmid.evidence"},
-    {"lostmid.jobs", "lostmid.catalogue"},
-    {"lostmid.plots"},
-    {"lostmid.cli"},
-]
-
-
-def layer(module: str) -> int:
-    for level, members in enumerate(LAYERS):
-        if module in members or ".".join(module.split(".")[:2]) in members:
-            return level
-    raise AssertionError(f"{module} is in no layer of tests/test_layers.py: give it one")
+LAYERS = import_graph.LAYERS  # bottom to top: a module imports its own layer and those below
+layer = import_graph.layer
 
 
 def test_the_package_has_no_import_cycle():

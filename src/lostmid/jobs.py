@@ -62,8 +62,10 @@ BLOCK_STAGES = {
     # the loss-free profiles of influence.trace_variants (none by default)
     "observability": BlockStage(("observability",), lambda block: block.traces),
 }
+# The per-run file of every table the block stages write: table name -> its path pattern.
 RUN_TABLES = {name: f"results/{name}/" + RUN + ".parquet" for stage in BLOCK_STAGES.values() for name in stage.tables}
-# A fitted attention-logit bias, one per (bias variant, L, depth), on the model its fit_model names.
+# A fitted attention-logit bias, one per (bias variant, L, depth), on the model its fit_model names:
+# its tensor and its tables (matrix, iterations, profiles, summary).
 FIT = "{variant}_L{L}_M{depth}"
 BIAS_TENSOR = "results/bias_tensors/" + FIT + ".pt"
 BIAS_TABLES = {

@@ -3,9 +3,12 @@
 # observability traces of Algorithm 3, output-Jacobian norms) of those of `influence.trace_variants`
 # (none by default; docs/validation.md). And, independent of training, the influence at
 # initialization versus depth and the structural baseline against its closed form, in one job.
-BLOCK_CHECKS = {"density_flow": FlowSettings, "observability": TraceSettings}  # stage -> its settings
+BLOCK_CHECKS = {  # stage -> its command and the settings class it reads
+    "density_flow": ("lostmid density-flow", FlowSettings),
+    "observability": ("lostmid observability", TraceSettings),
+}
 
-for stage, settings_class in BLOCK_CHECKS.items():
+for stage, (command, settings_class) in BLOCK_CHECKS.items():
     for block in jobs.stage_blocks(BLOCKS, stage):
 
         rule:
@@ -38,8 +41,8 @@ for stage, settings_class in BLOCK_CHECKS.items():
                 settings=jobs.settings_json(config, settings_class),
             shell:
                 logged(
-                    f"lostmid {stage.replace('_', '-')}"
-                    " --spec {params.spec:q} --seeds {params.seeds} --device {params.device} --threads {threads}"
+                    command
+                    + " --spec {params.spec:q} --seeds {params.seeds} --device {params.device} --threads {threads}"
                     " --checkpoints {input.checkpoints} {params.bias} --settings {params.settings:q} --out {output}"
                 )
 

@@ -10,7 +10,7 @@ import argparse
 import json
 from collections.abc import Callable
 
-# name -> (help, arguments(parser), run(args))
+# Every command of the `lostmid` command line: name -> (help, arguments(parser), run(args)).
 COMMANDS: dict[str, tuple[str, Callable, Callable]] = {}
 # The commands that pass every argument they do not declare on to another program (``args.passed_on``).
 PASSES_ON: set[str] = set()

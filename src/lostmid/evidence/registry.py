@@ -51,6 +51,7 @@ SLOPE = "log odds per unit p"
 ORDERS = "orders of magnitude (log10)"
 LOG_RATIO = "natural log of a ratio"
 
+# Every claim of the blog and the paper, with its statistic, decision rule and margin.
 CLAIMS: list[Claim] = [
     Claim(
         "failure_rises_with_position",

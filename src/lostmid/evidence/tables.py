@@ -15,8 +15,8 @@ class EvidenceTable:
     help: str  # what the command's option takes (Parquet files)
 
 
+# The tables the evidence stage reads, each with the columns it needs: the one declaration.
 _RUN_KEYS = ("variant", "L", "depth", "seed", "step")
-
 TABLES = {
     "failure": EvidenceTable((*_RUN_KEYS, "p", "n", "failures"), "results/failure files (one per run)"),
     "metrics": EvidenceTable((*_RUN_KEYS, "delta", "E_inf"), "results/metrics files"),

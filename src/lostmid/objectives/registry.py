@@ -7,7 +7,8 @@ from lostmid.objectives.algorithm2_reweight import ReweightObjective
 from lostmid.objectives.algorithm3_observability import ObservabilityObjective
 from lostmid.objectives.task_loss import TaskObjective
 
-# The bias correction changes the model (a fixed attention-logit bias), not the loss.
+# remedy.kind -> its training objective. The bias correction changes the model (a fixed
+# attention-logit bias), not the loss.
 OBJECTIVES: dict[str, type[TaskObjective]] = {
     "none": TaskObjective,
     "bias": TaskObjective,
