@@ -3,6 +3,7 @@
 # as JSON params (a changed value reruns exactly the rules that read it, never training) and the
 # tables of the summary rules. The stage files only declare rules.
 import functools
+import threading
 
 import lostmid.catalogue as catalogue
 import lostmid.jobs as jobs
@@ -91,3 +92,21 @@ def evidence_tables():
     options): name -> its files (none where the run has no such table: its option is left out and its
     claims say "not run")."""
     return {name: summary_tables()[name] for name in jobs.EVIDENCE_TABLES}
+
+
+# Snakemake's job-rate limiter (--max-jobs-per-timespan) runs the scheduler again one timespan
+# after each of its rounds, on timer threads that keep the process alive after the last job. When
+# the run ends, the timers have nothing left to schedule: cancel them, so the run ends when its
+# work ends, whatever the timespan.
+def cancel_scheduler_timers():
+    timers = [thread for thread in threading.enumerate() if isinstance(thread, threading.Timer)]
+    for timer in timers:
+        timer.cancel()
+
+
+onsuccess:
+    cancel_scheduler_timers()
+
+
+onerror:
+    cancel_scheduler_timers()
