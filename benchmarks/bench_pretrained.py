@@ -3,7 +3,7 @@ on one window of real text per length, the whole measurement against a plain for
 (run on demand, not a test).
 
     python benchmarks/bench_pretrained.py                                  # n = 256, 1024, 4096
-    python benchmarks/bench_pretrained.py --lengths 256 512 1024 2048 4096 --into README.md   # the README's table
+    python benchmarks/bench_pretrained.py --lengths 256 512 1024 2048 4096 --into docs/performance.md   # its table there
 
 Prints one Markdown row per length (each call --repeats times: the time of the fastest, the memory of the
 first; the shortest length is called once before, as a warm-up):
@@ -38,7 +38,7 @@ import torch  # noqa: E402
 from lostmid import io  # noqa: E402
 from lostmid.architectures import bounded, models, pretrained, text  # noqa: E402
 
-# The lines of a page between which --into writes the table (README.md).
+# The lines of a page between which --into writes the table (docs/performance.md).
 PAGE_MARKERS = ("<!-- bench_pretrained: begin -->", "<!-- bench_pretrained: end -->")
 
 

@@ -45,8 +45,8 @@ def logged(command):
 
 # A bias variant's block: its fitted attention bias is an input of init and of every job that reads
 # its checkpoints (training segments and analyses), each of which checks that they were made from it
-# (lostmid.training.checkpoint). The
-# option is a param: a rule's shell text is evaluated when the job runs, after the loop over blocks.
+# (lostmid.training.checkpoint). The option is a param: a rule's shell text is evaluated when the
+# job runs, after the loop over blocks.
 def bias_inputs(block):
     return [block.bias_tensor()] if block.bias else []
 
