@@ -3,7 +3,7 @@ on one window of real text per length, the whole measurement against a plain for
 (run on demand, not a test).
 
     python benchmarks/bench_pretrained.py                                  # n = 256, 1024, 4096
-    python benchmarks/bench_pretrained.py --lengths 256 512 1024 2048 4096 --into docs/performance.md   # its table there
+    python benchmarks/bench_pretrained.py --lengths 256 512 1024 2048 4096 --into docs/performance.md
 
 Prints one Markdown row per length (each call --repeats times: the time of the fastest, the memory of the
 first; the shortest length is called once before, as a warm-up):

@@ -1,8 +1,8 @@
-"""Power (precision) plan of the evidence stage from a pilot's failure tables (docs/notebook.md, "Power of the blog's claims").
+"""Power (precision) plan of the evidence stage from a pilot's failure tables (docs/notebook.md).
 
     python scripts/evidence_power.py --failure /tmp/pilot/results/failure --baseline baseline --debiased debiased \
         [--settings '{"slope_margin": 0.5}']
-    # the validation protocol's claims (docs/notebook.md, "Power of the validation run"): the pilot's results folder and its config files
+    # the validation protocol's claims (docs/notebook.md): the pilot's results folder and its config files
     python scripts/evidence_power.py --validation /tmp/validation_pilot/results --config config/config.yaml \
         config/validation.yaml config/validation_pilot.yaml
     # the tables that plan reads, as Snakemake targets of the pilot

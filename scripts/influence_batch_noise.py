@@ -1,4 +1,4 @@
-"""How much of a claim's seed-to-seed spread is the influence batch's own sampling (docs/notebook.md, "Power of the validation run").
+"""How much of a claim's seed-to-seed spread is the influence batch's own sampling (docs/notebook.md).
 
     python scripts/influence_batch_noise.py /tmp/validation/results --remedy balance_blog --baseline baseline \
         --L 16 --depth 4 --step 500 --seeds 0-15 --per-position 4 32 --draws 6
