@@ -39,11 +39,12 @@ for stage, (command, settings_class) in BLOCK_CHECKS.items():
                 device=config["device"],
                 bias=bias_option(block),
                 settings=jobs.settings_json(config, settings_class),
+                command=command.removeprefix("lostmid "),  # a param: the shell is read when the job runs
             shell:
                 logged(
-                    command
-                    + " --spec {params.spec:q} --seeds {params.seeds} --device {params.device} --threads {threads}"
-                    " --checkpoints {input.checkpoints} {params.bias} --settings {params.settings:q} --out {output}"
+                    "lostmid {params.command} --spec {params.spec:q} --seeds {params.seeds} --device {params.device}"
+                    " --threads {threads} --checkpoints {input.checkpoints} {params.bias} --settings {params.settings:q}"
+                    " --out {output}"
                 )
 
 
