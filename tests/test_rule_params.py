@@ -44,7 +44,7 @@ CHANGED = {
     "structural.batch_per_position": (2, {"influence_baselines"}),
     "structural.seed": (2012, {"influence_baselines"}),
 }
-BLOCK_STAGE = re.compile(r"^(init|train|evaluate|density_flow|channels)_.*_L\d+_M\d+_seeds[\d_-]+$")
+BLOCK_STAGE = re.compile(r"^(init|train|evaluate|density_flow|observability|channels)_.*_L\d+_M\d+_seeds[\d_-]+$")
 
 
 def smoke_config() -> dict:
@@ -134,3 +134,12 @@ def test_every_command_builds_from_its_params_the_settings_the_config_gives(tmp_
     for cls, sub in ((InitSweepSettings, "init_sweep"), (StructuralSettings, "structural")):
         expected = cfg.settings_from_section(cls, block[sub], f"influence.{sub}")
         assert built(cls, "influence_baselines", sub, f"influence.{sub}") == expected
+
+
+def test_each_per_block_check_runs_its_own_command(tmp_path):
+    """The density-flow and loss-free-profile rules come from one loop (influence.smk, BLOCK_CHECKS);
+    Snakemake reads a shell when its job runs, after the loop, so each rule's command is a param."""
+    config = with_key(smoke_config(), "trace_variants", ["baseline"])
+    params = rule_params(tmp_path, config)
+    commands = {stage(rule): params[rule]["command"] for rule in params if "command" in params[rule]}
+    assert commands == {"density_flow": "density-flow", "observability": "observability"}
