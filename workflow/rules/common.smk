@@ -22,6 +22,7 @@ BLOCKS = wf.blocks(config)
 FITS = wf.bias_fits(config, BLOCKS)
 ARCHITECTURES = config.get("architectures") or {}
 ARCHITECTURE_FLAG_RUNS = wf.architecture_flag_runs(config)
+RETRIEVAL = config.get("retrieval")
 
 # GPUs asked for by each rule that runs models (`sbatch --gpus`; locally, `--resources gpu=N`) --
 # one, unless the config runs on the CPU (`device: cpu`), where a GPU would sit idle. Rules that
@@ -100,6 +101,7 @@ def summary_tables():
         "remedies": [rules.remedies_table.output.table],
         **{f"bias_{name}": wf.bias_tables(BLOCKS, name) for name in wf.BIAS_TABLES},
         **{f"algebraic_{name}": [rules.algebraic.output[name]] for name in ("table", "profiles", "probes")},
+        "retrieval": [],  # its claims are decided by rule retrieval_evidence (results/evidence/retrieval.parquet)
     }
 
 
@@ -108,3 +110,16 @@ def evidence_tables():
     options): name -> its files (none where the run has no such table: its option is left out and its
     claims say "not run")."""
     return {name: summary_tables()[name] for name in wf.EVIDENCE_TABLES}
+
+
+def retrieval_jobs():
+    """The retrieval stage's job files: the model at every n, its twin where it has windows."""
+    if not RETRIEVAL:
+        return []
+    twin = RETRIEVAL.get("twin_seed") is not None
+    jobs = [f"results/retrieval_jobs/pretrained_n{n}.parquet" for n in RETRIEVAL["lengths"]]
+    counts = zip(RETRIEVAL["lengths"], RETRIEVAL["twin_windows"])
+    return jobs + [f"results/retrieval_jobs/twin_n{n}.parquet" for n, k in counts if twin and k > 0]
+
+
+RETRIEVAL_JOBS = retrieval_jobs()

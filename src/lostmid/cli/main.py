@@ -25,6 +25,7 @@ from lostmid.cli import (  # noqa: F401  (they register commands)
     influence,
     remedies,
     results,
+    retrieval,
     training,
 )
 from lostmid.cli.registry import COMMANDS, PASSES_ON
