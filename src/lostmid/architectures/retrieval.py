@@ -258,9 +258,12 @@ def retrieval_examples(
     words=WORDS,
     stream: np.ndarray | None = None,
     limit: int | None = None,
+    name: str = "model",
+    weights: str = "pretrained",
 ) -> pd.DataFrame:
-    """One row per (task, q, window) of a Hugging Face causal LM with its tokenizer: task, q, window (the
-    window's index in the corpus), n, start, stop, query_start, prefix, success, logprob, influence_task,
+    """One row per (task, q, window) of a Hugging Face causal LM with its tokenizer: model (``name``),
+    weights (``weights``: pretrained | twin), positions (the model's), share (n / positions), task, q, window
+    (the window's index in the corpus), n, start, stop, query_start, prefix, success, logprob, influence_task,
     influence_free (NaN beyond the first ``gradient_windows`` windows; None: every window).
 
     ``windows`` disjoint windows of n tokens of ``corpus`` (``text.corpus_ids``; or the token ``stream``)
@@ -302,6 +305,10 @@ def retrieval_examples(
             shares = influence_shares(arch, example, checkpoint) if w < gradient_windows else (np.nan, np.nan)
             rows.append(
                 {
+                    "model": name,
+                    "weights": weights,
+                    "positions": arch.max_length,
+                    "share": n / arch.max_length,
                     "task": example.task,
                     "q": example.q,
                     "window": example.window,
@@ -332,8 +339,8 @@ def retrieval_examples(
 
 
 def retrieval_job(settings, twin: bool, n: int, device) -> pd.DataFrame:
-    """The examples of the configured model (or its random-init twin: accuracy only) at length n, with the
-    key columns model, weights (pretrained | twin), positions (the model's) and share (n / positions)."""
+    """The examples (``retrieval_examples``) of the configured model, or of its random-init twin (accuracy
+    only, on the first ``twin_windows`` of the model's windows), at length n."""
     key = "retrieval.model"
     source = models.model_source(settings.model, key)
     models.check_source(source, (n,), key)
@@ -362,9 +369,7 @@ def retrieval_job(settings, twin: bool, n: int, device) -> pd.DataFrame:
         checkpoint=n >= settings.checkpoint_from,
         stream=stream,
         limit=count,
+        name=entry_name(settings.model),
+        weights="twin" if twin else "pretrained",
     )
-    examples.insert(0, "model", entry_name(settings.model))
-    examples.insert(1, "weights", "twin" if twin else "pretrained")
-    examples.insert(2, "positions", arch.max_length)
-    examples.insert(3, "share", n / arch.max_length)
     return examples

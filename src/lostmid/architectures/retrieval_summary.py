@@ -13,6 +13,8 @@ once), the interval the percentile interval of draws 1..B (``intervals.interval`
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 
@@ -53,10 +55,17 @@ def window_weights(windows: np.ndarray, resamples: int, seed: int) -> np.ndarray
     return counts[:, code]
 
 
+def interval(values: np.ndarray, level: float) -> tuple:
+    """``intervals.interval``, quietly NaN where every draw is NaN (a draw without both outcomes has no AUC)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "All-NaN slice", RuntimeWarning)
+        return intervals.interval(values, level)
+
+
 def auc_interval(rows: pd.DataFrame, column: str, resamples: int, seed: int, level: float) -> tuple:
     """(estimate, lo, hi) of the AUC of success on ``column`` over window draws."""
     weights = window_weights(rows.window.to_numpy(), resamples, seed)
-    return intervals.interval(auc(rows.success.to_numpy(), rows[column].to_numpy(), weights), level)
+    return interval(auc(rows.success.to_numpy(), rows[column].to_numpy(), weights), level)
 
 
 def spearman_interval(rows: pd.DataFrame, column: str, resamples: int, seed: int, level: float) -> tuple:
@@ -69,7 +78,7 @@ def spearman_interval(rows: pd.DataFrame, column: str, resamples: int, seed: int
         per_q = weights @ onehot  # (D, Q)
         accuracy = (weights * rows.success.to_numpy(float)) @ onehot / per_q
         influence = (weights * rows[column].to_numpy(float)) @ onehot / per_q
-    return intervals.interval(intervals.spearman_rows(accuracy, influence), level)
+    return interval(intervals.spearman_rows(accuracy, influence), level)
 
 
 def accuracy_table(examples: pd.DataFrame, resamples: int = 1000, level: float = intervals.LEVEL, seed: int = 0):

@@ -10,6 +10,9 @@ from lostmid.cli.registry import command, json_arg
 
 log = logging.getLogger(__name__)
 
+# The lines of docs/retrieval.md between which ``retrieval-tables --into`` writes the run's tables.
+PAGE_MARKERS = ("<!-- retrieval results: begin -->", "<!-- retrieval results: end -->")
+
 
 def _settings(parser):
     parser.add_argument("--settings", type=json_arg, required=True, help="the config's retrieval block (JSON)")
@@ -83,6 +86,9 @@ def retrieval_summary(args):
 def _markdown_args(parser):
     parser.add_argument("--results", default="results", help="a run's results folder")
     parser.add_argument("--out", default=None, help="write the Markdown here (default: print it)")
+    parser.add_argument(
+        "--into", default=None, help=f"write it into this docs page, between its lines {' and '.join(PAGE_MARKERS)}"
+    )
 
 
 @command("retrieval-tables", "Markdown tables of the retrieval stage (accuracy by q, AUCs) from a run", _markdown_args)
@@ -92,7 +98,19 @@ def retrieval_tables(args):
     from lostmid.architectures.retrieval_summary import markdown
 
     text = markdown(Path(args.results))
+    evidence = Path(args.results) / "evidence" / "retrieval.parquet"
+    if evidence.exists():
+        import pandas as pd
+
+        from lostmid.evidence.claims import markdown as evidence_markdown
+
+        text += (
+            "\nThe claims (`lostmid evidence --markdown --table results/evidence/retrieval.parquet`; rules: "
+            "above):\n\n" + evidence_markdown(pd.read_parquet(evidence))
+        )
+    if args.into:
+        io.write_between_markers(args.into, *PAGE_MARKERS, "\n" + text + "\n")
     if args.out:
         io.write_text(text, args.out)
-    else:
+    elif not args.into:
         print(text, end="")
