@@ -56,6 +56,6 @@ rule all:
         rules.architectures_sweep.output if ARCHITECTURES else [],
         rules.architectures_pretrained.output if ARCHITECTURES.get("pretrained") else [],
         rules.architectures_flag.output if ARCHITECTURE_FLAG_RUNS else [],
-        rules.retrieval.input if RETRIEVAL else [],
+        rules.retrieval.output if RETRIEVAL else [],
         rules.evidence.output,
         rules.figures.output,

@@ -101,7 +101,7 @@ def summary_tables():
         "remedies": [rules.remedies_table.output.table],
         **{f"bias_{name}": wf.bias_tables(BLOCKS, name) for name in wf.BIAS_TABLES},
         **{f"algebraic_{name}": [rules.algebraic.output[name]] for name in ("table", "profiles", "probes")},
-        "retrieval": [],  # its claims are decided by rule retrieval_evidence (results/evidence/retrieval.parquet)
+        "retrieval": [],  # its claims are decided by rule retrieval (results/evidence/retrieval.parquet)
     }
 
 

@@ -1,7 +1,7 @@
 # The retrieval stage (docs/retrieval.md): a needle at every fraction q of windows of real text, one job
 # per model (the pretrained model or its random-init twin) and length n, then one job for the tables with
-# intervals over windows and the figure, and one for the stage's rows of the evidence table. Runs only
-# with a `retrieval` block (config/retrieval.yaml); its own target: `snakemake retrieval`.
+# intervals over windows and the figure, and one (rule retrieval) for the stage's rows of the evidence
+# table. Runs only with a `retrieval` block (config/retrieval.yaml); its own target: `snakemake retrieval`.
 
 
 rule retrieval_job:
@@ -67,13 +67,16 @@ rule retrieval_summary:
         )
 
 
-rule retrieval_evidence:
+# The stage's rows of the evidence table; as a target (`snakemake retrieval`) it pulls every job of the stage.
+rule retrieval:
     input:
         rules.retrieval_summary.output.examples,
     output:
         "results/evidence/retrieval.parquet",
     log:
         "results/logs/evidence/retrieval.log",
+    benchmark:
+        "results/benchmarks/evidence/retrieval.tsv"
     conda:
         LOSTMID_ENV
     threads: 1
@@ -91,9 +94,3 @@ rule retrieval_evidence:
             "lostmid evidence --threads {threads} --settings {params.settings:q} --variants {params.variants:q}"
             " --model {params.model:q} --family retrieval --retrieval {input} --out {output}"
         )
-
-
-rule retrieval:
-    input:
-        rules.retrieval_summary.output,
-        rules.retrieval_evidence.output,
