@@ -264,3 +264,20 @@ def test_the_commands_run_a_saved_model_and_its_twin_into_tables_and_evidence(tm
     bare = json.dumps({**block, "model": {"path": str(tmp_path / "bare")}})
     assert main(["retrieval", "--settings", bare, "--n", "48", "--out", str(jobs[0])]) == 2
     assert "has no tokenizer; the retrieval tasks are written as text" in capsys.readouterr().err
+
+
+def test_success_of_a_multi_token_answer_is_greedy_decoding_reproducing_it():
+    model, tok = tiny_model(), tokenizer()
+    arch = retrieval.arch_of(model)
+    window = stream()[:64]
+    vocabulary = retrieval.single_token_words(tok)
+    example = retrieval.window_examples(tok, window, 0, ("number",), (0.25,), 3, 3, 2, vocabulary)[0]
+    k = len(example.answer)
+    prompt = example.tokens[: 64 - k + 1]  # up to the end of the query
+    greedy = model.generate(prompt[None], max_new_tokens=k, do_sample=False, pad_token_id=0)[0, -k:].tolist()
+    for answer, expected in ((greedy, True), ([*greedy[:-1], (greedy[-1] + 1) % len(VOCAB)], False)):
+        tokens = torch.cat([prompt, torch.tensor(answer[:-1])])
+        planted_answer = retrieval.Example(**{**example.__dict__, "tokens": tokens, "answer": answer})
+        cache = retrieval.window_cache(arch, torch.from_numpy(window))
+        assert retrieval.score(arch, planted_answer, cache)[0] is expected
+        assert retrieval.score(arch, planted_answer)[0] is expected
