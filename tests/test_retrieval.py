@@ -281,3 +281,19 @@ def test_success_of_a_multi_token_answer_is_greedy_decoding_reproducing_it():
         cache = retrieval.window_cache(arch, torch.from_numpy(window))
         assert retrieval.score(arch, planted_answer, cache)[0] is expected
         assert retrieval.score(arch, planted_answer)[0] is expected
+
+
+def test_the_results_page_shows_the_stage_only_for_a_run_that_has_it(tmp_path):
+    from lostmid.cli.results import retrieval_section
+
+    assert retrieval_section(tmp_path) == []
+    examples = planted(separation=3.0)
+    (tmp_path / "retrieval").mkdir()
+    retrieval_summary.accuracy_table(examples, resamples=50).to_parquet(tmp_path / "retrieval" / "accuracy.parquet")
+    retrieval_summary.predictive_table(examples, resamples=50).to_parquet(tmp_path / "retrieval" / "predictive.parquet")
+    heading, text = retrieval_section(tmp_path)
+    assert (
+        heading.startswith("## Retrieval")
+        and "| q = 0.5 |" in text
+        and "| tiny | pretrained | 64 | single | task |" in text
+    )
