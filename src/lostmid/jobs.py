@@ -33,7 +33,7 @@ from lostmid.analysis.settings import (
     check_disjoint_from_training,
     fit_section,
 )
-from lostmid.architectures.settings import ArchSettings, FlagSettings, TextSettings
+from lostmid.architectures.settings import ArchSettings, FlagSettings, RetrievalSettings, TextSettings
 from lostmid.errors import ConfigError
 from lostmid.evidence.settings import EvidenceSettings
 from lostmid.evidence.tables import TABLES as EVIDENCE_INPUTS
@@ -356,6 +356,7 @@ SETTINGS = {
     ArchSettings: "architectures",
     FlagSettings: "architectures.flag",
     TextSettings: "architectures.text",
+    RetrievalSettings: "retrieval",
 }
 
 

@@ -23,6 +23,7 @@ BLOCKS = jobs.blocks(config)
 FITS = jobs.bias_fits(config, BLOCKS)
 ARCHITECTURES = config.get("architectures") or {}
 ARCHITECTURE_FLAG_RUNS = jobs.architecture_flag_runs(config)
+RETRIEVAL = config.get("retrieval")
 
 # GPUs asked for by each rule that runs models (`sbatch --gpus`; locally, `--resources gpu=N`) --
 # one, unless the config runs on the CPU (`device: cpu`), where a GPU would sit idle. Rules that
@@ -84,6 +85,7 @@ def summary_tables():
         "remedies": [rules.remedies_table.output.table],
         **{f"bias_{name}": jobs.bias_tables(BLOCKS, name) for name in jobs.BIAS_TABLES},
         **{f"algebraic_{name}": [rules.algebraic.output[name]] for name in ("table", "profiles", "probes")},
+        "retrieval": [],  # its claims are decided by rule retrieval (results/evidence/retrieval.parquet)
     }
 
 
@@ -110,3 +112,16 @@ onsuccess:
 
 onerror:
     cancel_scheduler_timers()
+
+
+def retrieval_jobs():
+    """The retrieval stage's job files: the model at every n, its twin where it has windows."""
+    if not RETRIEVAL:
+        return []
+    twin = RETRIEVAL.get("twin_seed") is not None
+    model_jobs = [f"results/retrieval_jobs/pretrained_n{n}.parquet" for n in RETRIEVAL["lengths"]]
+    counts = zip(RETRIEVAL["lengths"], RETRIEVAL["twin_windows"])
+    return model_jobs + [f"results/retrieval_jobs/twin_n{n}.parquet" for n, k in counts if twin and k > 0]
+
+
+RETRIEVAL_JOBS = retrieval_jobs()

@@ -37,5 +37,6 @@ rule evidence:
         logged(
             "lostmid evidence --threads {threads} --settings {params.settings:q} --variants {params.variants:q} --model {params.model:q} "
             + jobs.input_options(EVIDENCE_TABLES)
+            + (" --without-family retrieval" if RETRIEVAL else "")  # decided by rule retrieval
             + " --out {output.table} --forest {output.forest}"
         )

@@ -77,3 +77,42 @@ class ArchSettings:
 
     def chunk_at(self, n: int) -> int:
         return max(1, self.tokens_per_pass // n)
+
+
+@dataclass(frozen=True)
+class RetrievalSettings:
+    """The ``retrieval`` block: needles at fractions q of real-text windows (docs/retrieval.md lists every key)."""
+
+    model: dict  # {model: smollm2} | {path: ...}, optional name
+    lengths: tuple[int, ...]
+    windows: tuple[int, ...]  # per n: windows of the pretrained model
+    gradient_windows: tuple[int, ...]  # per n: the first k of them also get both influence measures
+    twin_windows: tuple[int, ...]  # per n: windows of the random-init twin (accuracy only)
+    fractions: tuple[float, ...]
+    tasks: tuple[str, ...]
+    keys: int  # pairs of the multikey task
+    digits: int  # digits of the number task's value
+    corpus: str
+    seed: int
+    twin_seed: int | None
+    prefix_reuse: bool
+    resamples: int
+    level: float
+    checkpoint_from: int
+
+    def check(self) -> None:
+        for name in ("windows", "gradient_windows", "twin_windows"):
+            if len(getattr(self, name)) != len(self.lengths):
+                raise ConfigError(
+                    f"config key retrieval.{name} has {len(getattr(self, name))} counts for {len(self.lengths)} "
+                    "lengths (one count per length)"
+                )
+        for name in ("gradient_windows", "twin_windows"):
+            for n, k, w in zip(self.lengths, getattr(self, name), self.windows):
+                if k > w:
+                    raise ConfigError(f"config key retrieval.{name}: {k} at n = {n} exceeds the {w} windows there")
+
+    def count(self, n: int, twin: bool) -> tuple[int, int]:
+        """(windows, gradient windows) at length n for the model or its twin (the twin: no gradients)."""
+        i = self.lengths.index(n)
+        return (self.twin_windows[i], 0) if twin else (self.windows[i], self.gradient_windows[i])

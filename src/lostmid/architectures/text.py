@@ -57,16 +57,20 @@ def corpus_ids(tokenizer, corpus: str, key: str = "architectures.text.corpus") -
     return np.asarray(tokenizer(corpus_text(corpus, key), add_special_tokens=False)["input_ids"], dtype=np.int64)
 
 
-def windows(stream: np.ndarray, n: int, sequences: int, seed: int) -> torch.Tensor:
-    """``sequences`` disjoint windows of exactly n tokens of ``stream`` (at most floor(T / n)), drawn without
-    replacement by a generator seeded with ``seed``, in corpus order: int64 (S, n)."""
-    available = len(stream) // n
+def window_indices(tokens: int, n: int, sequences: int, seed: int) -> np.ndarray:
+    """Which of the floor(tokens / n) disjoint windows ``windows`` takes (sorted indices)."""
+    available = tokens // n
     if available == 0:
-        raise ConfigError(f"the corpus has {len(stream)} tokens, fewer than one window of n = {n}")
+        raise ConfigError(f"the corpus has {tokens} tokens, fewer than one window of n = {n}")
     if sequences > available:
         log.info(
             "n=%d: the corpus holds %d disjoint windows, fewer than the %d sequences asked for", n, available, sequences
         )
-    chosen = np.sort(np.random.default_rng(seed).choice(available, size=min(sequences, available), replace=False))
-    starts = chosen * n
+    return np.sort(np.random.default_rng(seed).choice(available, size=min(sequences, available), replace=False))
+
+
+def windows(stream: np.ndarray, n: int, sequences: int, seed: int) -> torch.Tensor:
+    """``sequences`` disjoint windows of exactly n tokens of ``stream`` (at most floor(T / n)), drawn without
+    replacement by a generator seeded with ``seed``, in corpus order: int64 (S, n)."""
+    starts = window_indices(len(stream), n, sequences, seed) * n
     return torch.from_numpy(np.stack([stream[s : s + n] for s in starts]))

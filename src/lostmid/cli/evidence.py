@@ -43,6 +43,9 @@ def _args(parser):
             default=None,
             help=f"{table.help}; left out: the claims that need it get a 'not run' row",
         )
+    family = parser.add_mutually_exclusive_group()
+    family.add_argument("--family", default=None, help="evaluate only the claims of this family (e.g. retrieval)")
+    family.add_argument("--without-family", default=None, help="evaluate every claim but those of this family")
     parser.add_argument("--out", help="Parquet: one row per claim and setting")
     parser.add_argument("--forest", help="PNG: the forest plot")
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown (for the README)")
@@ -100,7 +103,15 @@ def evidence(args):
         raise ConfigError("lostmid evidence needs the variants: --variants JSON or --config with a variants block")
     model = args.model if args.model is not None else blocks.get("model", {})
     inputs = claims.Inputs(variants=variants, model=model, **load_tables(args))
-    table = claims.evidence_table(inputs, settings)
+    chosen = [
+        claim
+        for claim in claims.CLAIMS
+        if (args.family is None or claim.family == args.family)
+        and (args.without_family is None or claim.family != args.without_family)
+    ]
+    if not chosen:
+        raise ConfigError(f"no claim belongs to the family {args.family!r}")
+    table = claims.evidence_table(inputs, settings, chosen)
     if args.out:
         io.write_parquet(table, args.out)
     if args.forest:

@@ -26,6 +26,7 @@ from lostmid.cli import (  # noqa: F401  (they register commands)
     joblog,
     remedies,
     results,
+    retrieval,
     training,
 )
 from lostmid.cli.registry import COMMANDS, PASSES_ON

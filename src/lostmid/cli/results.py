@@ -142,6 +142,16 @@ def algebraic_section(results: Path) -> str:
     return "`results/algebraic_table` (docs/algebraic.md):\n\n" + to_markdown(table[columns]) + "\n"
 
 
+def retrieval_section(results: Path) -> list[str]:
+    """The retrieval stage's section, only for a run that has it (the stage is optional: config/retrieval.yaml)."""
+    if _table(results, "retrieval") is None:
+        return []
+    from lostmid.architectures.retrieval_summary import markdown
+
+    heading = "## Retrieval by needle position (docs/retrieval.md)\n"
+    return [heading, "`lostmid retrieval-tables --results results`:\n\n" + markdown(results)]
+
+
 def cost_section(results: Path) -> str:
     from lostmid.architectures.summary import to_markdown
     from lostmid.tables.run_cost import cost_by_stage, job_costs
@@ -189,6 +199,7 @@ def page(results: Path, configs: list[Path], at: str) -> str:
         algebraic_section(results),
         "## Real architectures against the rollout theories\n",
         architectures_section(results),
+        *retrieval_section(results),
         "## What the run cost\n",
         cost_section(results),
     ]

@@ -10,6 +10,7 @@ them.
 
 from __future__ import annotations
 
+from lostmid.evidence import retrieval_claims
 from lostmid.evidence import validation_claims as vc
 from lostmid.evidence.blog_claims import (
     baseline_settings,
@@ -367,6 +368,8 @@ CLAIMS: list[Claim] = [
         vc.t_result(vc.strength_effect),
         family=PAPER_VALIDATION,
     ),
+    # The retrieval stage (docs/retrieval.md): lostmid.evidence.retrieval_claims, family "retrieval".
+    *retrieval_claims.CLAIMS,
 ]
 
 CLAIMS_BY_NAME = {claim.name: claim for claim in CLAIMS}

@@ -64,6 +64,11 @@ TABLES = {
         (*_RUN_KEYS, "position", "trace", "trace_density", "jacobian_density"),
         "results/observability files (loss-free profiles of the runs of influence.trace_variants)",
     ),
+    # The retrieval stage's per-example rows (docs/retrieval.md): the influence claims read them.
+    "retrieval": EvidenceTable(
+        ("model", "weights", "n", "task", "q", "window", "success", "influence_task", "influence_free"),
+        "results/retrieval/examples.parquet (the retrieval stage's per-example rows)",
+    ),
     "train": EvidenceTable(
         (*_RUN_KEYS, "seconds_per_step", "peak_mem_mb"),
         "results/train files (per-step time and peak memory: the overhead claims)",

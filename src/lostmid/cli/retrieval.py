@@ -1,0 +1,116 @@
+"""Commands of the retrieval stage (docs/retrieval.md): one model (or its random-init twin) at one length,
+and the stage's tables and figure from every job's examples."""
+
+from __future__ import annotations
+
+import logging
+
+from lostmid import io
+from lostmid.cli.registry import command, json_arg
+
+log = logging.getLogger(__name__)
+
+# The lines of docs/retrieval.md between which ``retrieval-tables --into`` writes the run's tables.
+PAGE_MARKERS = ("<!-- retrieval results: begin -->", "<!-- retrieval results: end -->")
+
+
+def _settings(parser):
+    parser.add_argument("--settings", type=json_arg, required=True, help="the config's retrieval block (JSON)")
+
+
+def _job_args(parser):
+    _settings(parser)
+    parser.add_argument("--n", type=int, required=True, help="the length (one of retrieval.lengths)")
+    parser.add_argument("--twin", action="store_true", help="the random-init twin (accuracy only) instead of the model")
+    parser.add_argument("--out", required=True, help="Parquet: one row per (task, q, window)")
+
+
+def settings_of(args):
+    from lostmid.architectures.settings import RetrievalSettings
+    from lostmid.config import settings_from_section
+    from lostmid.errors import ConfigError
+
+    settings = settings_from_section(RetrievalSettings, args.settings, "retrieval")
+    if getattr(args, "n", None) is not None and args.n not in settings.lengths:
+        raise ConfigError(f"--n {args.n} is not one of retrieval.lengths {list(settings.lengths)}")
+    return settings
+
+
+@command("retrieval", "needles at every fraction q of real-text windows: one model or its twin at one n", _job_args)
+def retrieval(args):
+    from lostmid.architectures.retrieval import retrieval_job
+    from lostmid.core import devices
+
+    settings = settings_of(args)
+    count, gradients = settings.count(args.n, args.twin)
+    log.info(
+        "retrieval: %s, n = %d, %d windows (%d with gradients), tasks %s, %d fractions, prefix reuse %s",
+        "random-init twin" if args.twin else "pretrained",
+        args.n,
+        count,
+        gradients,
+        ", ".join(settings.tasks),
+        len(settings.fractions),
+        settings.prefix_reuse,
+    )
+    io.write_parquet(retrieval_job(settings, args.twin, args.n, devices.resolve(args.device)), args.out)
+
+
+def _summary_args(parser):
+    _settings(parser)
+    parser.add_argument("--jobs", nargs="+", required=True, help="the jobs' Parquet files")
+    parser.add_argument("--examples", required=True, help="Parquet: every job's examples")
+    parser.add_argument("--accuracy", required=True, help="Parquet: accuracy, log-prob and influence by (task, n, q)")
+    parser.add_argument("--predictive", required=True, help="Parquet: AUC and Spearman by (task, n, measure)")
+    parser.add_argument("--figure", default=None, help="PNG: accuracy by q beside the influence by q")
+
+
+@command("retrieval-summary", "the retrieval stage's tables (intervals over windows) and its figure", _summary_args)
+def retrieval_summary(args):
+    import pandas as pd
+
+    from lostmid.architectures import retrieval_summary as rs
+
+    settings = settings_of(args)
+    examples = pd.concat([pd.read_parquet(path) for path in args.jobs], ignore_index=True)
+    accuracy = rs.accuracy_table(examples, settings.resamples, settings.level, settings.seed)
+    predictive = rs.predictive_table(examples, settings.resamples, settings.level, settings.seed)
+    for table, path in ((examples, args.examples), (accuracy, args.accuracy), (predictive, args.predictive)):
+        io.write_parquet(table, path)
+    if args.figure:
+        from lostmid.plots.retrieval import accuracy_and_influence
+
+        accuracy_and_influence(accuracy, args.figure)
+
+
+def _markdown_args(parser):
+    parser.add_argument("--results", default="results", help="a run's results folder")
+    parser.add_argument("--out", default=None, help="write the Markdown here (default: print it)")
+    parser.add_argument(
+        "--into", default=None, help=f"write it into this docs page, between its lines {' and '.join(PAGE_MARKERS)}"
+    )
+
+
+@command("retrieval-tables", "Markdown tables of the retrieval stage (accuracy by q, AUCs) from a run", _markdown_args)
+def retrieval_tables(args):
+    from pathlib import Path
+
+    from lostmid.architectures.retrieval_summary import markdown
+
+    text = markdown(Path(args.results))
+    evidence = Path(args.results) / "evidence" / "retrieval.parquet"
+    if evidence.exists():
+        import pandas as pd
+
+        from lostmid.evidence.claims import markdown as evidence_markdown
+
+        text += (
+            "\nThe claims (`lostmid evidence --markdown --table results/evidence/retrieval.parquet`; rules: "
+            "above):\n\n" + evidence_markdown(pd.read_parquet(evidence))
+        )
+    if args.into:
+        io.write_between_markers(args.into, *PAGE_MARKERS, "\n" + text + "\n")
+    if args.out:
+        io.write_text(text, args.out)
+    elif not args.into:
+        print(text, end="")

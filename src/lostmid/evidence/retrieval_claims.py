@@ -1,0 +1,102 @@
+"""Claims of the retrieval stage (docs/retrieval.md): does the influence profile predict where a pretrained
+LM fails to retrieve a needle? Rules and margin fixed in docs/retrieval.md before the first run.
+
+One row per (model, task, n) and measure (task-conditioned, task-free), read off the ``retrieval`` table
+(the stage's per-example rows): the AUC of success on the needle's influence share, minus 0.5, with the
+percentile bootstrap interval over windows (``retrieval_summary``; windows are the replication unit, in the
+``n_seeds`` column). Rule: greater than zero with margin ``AUC_MARGIN``: supported when the interval's lower
+bound is above 0 (AUC above chance), contradicted when its upper bound is below 0.1 (no AUC of 0.6 or more,
+a predictor too weak to matter), otherwise inconclusive. The random-init twin's rows are "not evaluable" (the
+control: accuracy only, no gradients); so is a row whose examples all succeed or all fail (no AUC).
+"""
+
+from __future__ import annotations
+
+import math
+
+from lostmid.architectures import retrieval_summary as rs
+from lostmid.evidence import decisions as dec
+from lostmid.evidence import statistics as st
+from lostmid.evidence.inputs import Claim, Inputs, NotRun, Result, Setting
+from lostmid.evidence.settings import EvidenceSettings
+
+RETRIEVAL = "retrieval"  # the family of these rows (Claim.family)
+# The smallest predictive power that matters: an AUC of 0.6 (Hosmer and Lemeshow's "poor" discrimination
+# starts at 0.6-0.7); below it influence tells successes from failures too rarely to guide anything.
+AUC_MARGIN = 0.1
+RESAMPLES = 2000  # bootstrap draws over windows (the Bonferroni level of 16 rows needs the tails)
+SEED = 0
+TWIN = "random-init twin: the control, accuracy only (no gradients)"
+
+
+def _setting_words(model: str, weights: str, task: str) -> str:
+    return f"{model} ({weights}): {task}"
+
+
+def retrieval_settings(measure: str):
+    """One setting per (model, weights, task, n) of the table: the twin's not evaluable, an n without
+    influence values not run."""
+    column = rs.MEASURES[measure]
+
+    def settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
+        table = inputs.retrieval
+        found = []
+        for (model, weights, task, n), part in table.groupby(["model", "weights", "task", "n"], sort=True):
+            variant = _setting_words(model, weights, task)
+            if weights == "twin":
+                found.append(Setting(variant, int(n), not_evaluable=TWIN))
+            elif part[column].isna().all():
+                found.append(Setting(variant, int(n), missing=f"no example at n = {n} has the {measure} influence"))
+            else:
+                found.append(Setting(variant, int(n)))
+        if not found:
+            raise NotRun("the retrieval table has no rows")
+        return found
+
+    return settings
+
+
+def influence_predicts_retrieval(measure: str):
+    """compute(inputs, ev, setting): AUC - 0.5 of the setting's examples with its interval over windows."""
+    column = rs.MEASURES[measure]
+
+    def compute(inputs: Inputs, ev: EvidenceSettings, setting: Setting) -> Result:
+        rule = dec.DecisionRule(
+            "greater_than_zero", AUC_MARGIN, ev.level, f"AUC - 0.5 of success on the {measure} influence share"
+        )
+        table = inputs.retrieval
+        words = table.apply(lambda r: _setting_words(r.model, r.weights, r.task), axis=1)
+        rows = table[(words == setting.variant) & (table.n == setting.L)]
+        windows = rows.window.nunique()
+        rows = rows[rows[column].notna()]
+        if rows.empty:
+            method = "not evaluable: no influence values (accuracy only)"
+            return Result(st.Interval(math.nan, math.nan, math.nan, windows, method), rule)
+        if rows.success.all() or not rows.success.any():
+            outcome = "succeeded" if rows.success.all() else "failed"
+            method = f"not evaluable: every one of the {len(rows)} examples {outcome}"
+            return Result(st.Interval(math.nan, math.nan, math.nan, windows, method), rule)
+        estimate, lo, hi = rs.auc_interval(rows, column, RESAMPLES, SEED, ev.level)
+        method = (
+            f"AUC of success on the needle's {measure} influence share over {len(rows)} examples "
+            f"({int(rows.success.sum())} successes) of {rows.window.nunique()} windows, minus 0.5; "
+            f"percentile bootstrap over windows ({RESAMPLES} draws)"
+        )
+        return Result(st.Interval(estimate - 0.5, lo - 0.5, hi - 0.5, rows.window.nunique(), method), rule)
+
+    return compute
+
+
+CLAIMS = [
+    Claim(
+        f"{measure}_influence_predicts_retrieval",
+        "paper: open problem (diagnostics predict retrieval in real LMs); issue #35",
+        f"AUC - 0.5 of retrieval success on the needle's {words} influence share, per example",
+        "AUC - 0.5",
+        ("retrieval",),
+        retrieval_settings(measure),
+        influence_predicts_retrieval(measure),
+        family=RETRIEVAL,
+    )
+    for measure, words in (("task", "task-conditioned"), ("free", "task-free"))
+]

@@ -1,0 +1,299 @@
+"""The retrieval stage on a tiny random Llama with a word-level tokenizer (seconds each; never the real model).
+
+What is checked: the examples are what docs/retrieval.md defines (exactly n tokens, the needle at
+round(q H), keys and values absent from their window, seeded), prefix reuse changes no result, the influence
+shares are shares and do not depend on checkpointing, bad input is one line, and each claim can come out
+supported, contradicted or not evaluable on planted examples.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from scipy import stats
+
+from lostmid.architectures import models, retrieval, retrieval_summary
+from lostmid.errors import ConfigError
+from lostmid.evidence import claims, retrieval_claims
+from lostmid.evidence.settings import EvidenceSettings
+
+FILLER = [f"x{a}{b}" for a in "abcde" for b in "abcdef"]  # no digits: the digit pre-tokenizer would split them
+TEMPLATE_WORDS = "The code word for is . special magic number".split()
+DIGITS = [str(d) for d in range(10)]
+KEYWORDS = list(retrieval.WORDS[:24])
+VOCAB = ["[UNK]", *TEMPLATE_WORDS, *DIGITS, *KEYWORDS, *FILLER]
+
+
+def tokenizer():
+    """A word-level tokenizer that writes every digit as its own token (as SmolLM2's does)."""
+    from tokenizers import Tokenizer, pre_tokenizers
+    from tokenizers import models as tokenizer_models
+
+    core = Tokenizer(tokenizer_models.WordLevel({w: i for i, w in enumerate(VOCAB)}, unk_token="[UNK]"))
+    core.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Whitespace(), pre_tokenizers.Digits(True)])
+    return models.transformers().PreTrainedTokenizerFast(tokenizer_object=core, unk_token="[UNK]")
+
+
+def tiny_model(dtype=torch.float64, positions=96):
+    tf = models.transformers()
+    config = tf.LlamaConfig(
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=positions,
+        vocab_size=len(VOCAB),
+    )
+    torch.manual_seed(0)
+    return tf.AutoModelForCausalLM.from_config(config, attn_implementation="sdpa").to(dtype).eval()
+
+
+def stream(tokens=1200, seed=0):
+    """Filler text with a few key words in it, so that the draw has to avoid them."""
+    rng = np.random.default_rng(seed)
+    words = list(rng.choice(FILLER, size=tokens)) + KEYWORDS[:3]
+    tok = tokenizer()
+    return np.asarray(tok(" ".join(words), add_special_tokens=False)["input_ids"], dtype=np.int64)
+
+
+def run(n=64, **kwargs):
+    return retrieval.retrieval_examples(
+        tiny_model(), tokenizer(), stream=stream(), n=n, windows=3, keys=3, digits=3, **kwargs
+    )
+
+
+def test_examples_are_exactly_n_tokens_with_the_needle_at_q_and_keys_absent_from_their_window():
+    tok, data = tokenizer(), stream()
+    vocabulary = retrieval.single_token_words(tok)
+    assert set(vocabulary) == set(KEYWORDS)
+    window = data[64:128]
+    examples = retrieval.window_examples(tok, window, 1, retrieval.TASKS, retrieval.FRACTIONS, 3, 3, 5, vocabulary)
+    assert len(examples) == len(retrieval.TASKS) * len(retrieval.FRACTIONS)
+    for e in examples:
+        assert e.tokens.shape == (64,)
+        needle = e.tokens[e.start : e.stop].tolist()
+        query = e.tokens[e.query_start :].tolist()
+        words = tok.convert_ids_to_tokens(needle)
+        if e.task == "flag":
+            assert len(words) == 2 and query[0] == needle[0] and e.answer == needle[1:]
+        else:
+            assert (
+                words[-1] == "."
+                and needle[: e.query_start and len(needle) - 1 - len(e.answer)]
+                == (needle[: len(needle) - 1 - len(e.answer)])
+            )
+            assert needle[len(needle) - 1 - len(e.answer) : -1] == e.answer  # the value sits before the period
+        haystack = 64 - (e.tokens.shape[0] - e.query_start) - (e.stop - e.start)
+        if e.task != "multikey":
+            assert e.start == round(e.q * haystack) and e.prefix == e.start
+            assert torch.equal(e.tokens[: e.start], torch.from_numpy(window[: e.start]))
+        for word in set(tok.convert_ids_to_tokens(needle)) & set(KEYWORDS):
+            assert vocabulary[word].isdisjoint(window.tolist())  # keys and values do not occur in their window
+    again = retrieval.window_examples(tok, window, 1, retrieval.TASKS, retrieval.FRACTIONS, 3, 3, 5, vocabulary)
+    assert all(torch.equal(a.tokens, b.tokens) for a, b in zip(examples, again))
+
+
+def test_prefix_reuse_changes_no_result_and_the_shares_are_shares_with_or_without_checkpointing():
+    reused = run(prefix_reuse=True, gradient_windows=1)
+    plain = run(prefix_reuse=False, gradient_windows=1, checkpoint=True)
+    assert len(reused) == 3 * len(retrieval.TASKS) * len(retrieval.FRACTIONS) and (reused.prefix > 0).any()
+    np.testing.assert_allclose(reused.logprob, plain.logprob, rtol=1e-10)
+    assert (reused.success == plain.success).all()
+    shares = reused[["influence_task", "influence_free"]]
+    assert shares.iloc[: 4 * 9].notna().all().all() and shares.iloc[4 * 9 :].isna().all().all()  # one gradient window
+    assert ((shares.dropna() > 0) & (shares.dropna() < 1)).all().all()
+    np.testing.assert_allclose(plain.influence_task.dropna(), reused.influence_task.dropna(), rtol=1e-8)
+    assert reused.window.nunique() == 3 and (reused.groupby("window").n.first() == 64).all()
+
+
+def test_the_task_conditioned_share_is_the_needles_share_of_the_answers_input_gradient():
+    model, tok = tiny_model(), tokenizer()
+    arch = retrieval.arch_of(model)
+    window = stream()[:64]
+    example = retrieval.window_examples(
+        tok, window, 0, ("single",), (0.5,), 3, 3, 1, retrieval.single_token_words(tok)
+    )[0]
+    x = model.get_input_embeddings()(example.tokens[None]).detach().requires_grad_(True)
+    logp = model(inputs_embeds=x).logits[0, -1].log_softmax(-1)[example.answer[0]]
+    (g,) = torch.autograd.grad(logp, x)
+    norms = g[0].norm(dim=-1)
+    expected = float(norms[example.start : example.stop].sum() / norms.sum())
+    assert retrieval.influence_shares(arch, example, checkpoint=False)[0] == pytest.approx(
+        expected, rel=1e-6
+    )  # its log-softmax in float32
+
+
+def test_a_model_the_stage_cannot_use_is_one_line():
+    model, tok = tiny_model(positions=64), tokenizer()
+    with pytest.raises(ConfigError, match="^retrieval: the model has no tokenizer"):
+        retrieval.retrieval_examples(model, None, stream=stream())
+    with pytest.raises(
+        ConfigError, match="^config key retrieval.lengths: length 128 exceeds the model's 64 positions$"
+    ):
+        retrieval.retrieval_examples(model, tok, stream=stream(), n=128)
+    with pytest.raises(ConfigError, match=r"^retrieval: the number needles, query and answer take \d+ tokens, more "):
+        retrieval.retrieval_examples(model, tok, stream=stream(), n=16, tasks=("number",), digits=9)
+    with pytest.raises(
+        ConfigError, match="^retrieval: the corpus holds 18 disjoint windows of n = 64 tokens, fewer than the 40"
+    ):
+        retrieval.retrieval_examples(model, tok, stream=stream(), n=64, windows=40)
+
+
+def planted(separation: float, windows=12, seed=0, twin=True) -> pd.DataFrame:
+    """Examples whose success follows the influence share with log-odds slope ``separation`` (0: unrelated)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for weights in ("pretrained", "twin") if twin else ("pretrained",):
+        for window in range(windows):
+            for q in retrieval.FRACTIONS:
+                share = rng.uniform(0.01, 0.2)
+                success = rng.uniform() < 1 / (1 + np.exp(-separation * (share - 0.1) * 40))
+                known = weights == "pretrained"
+                rows.append(
+                    dict(
+                        model="tiny",
+                        weights=weights,
+                        n=64,
+                        positions=96,
+                        share=64 / 96,
+                        task="single",
+                        q=q,
+                        window=window,
+                        success=bool(success),
+                        logprob=-1.0,
+                        influence_task=share if known else np.nan,
+                        influence_free=share if known else np.nan,
+                    )
+                )
+    return pd.DataFrame(rows)
+
+
+def evidence_rows(examples: pd.DataFrame) -> pd.DataFrame:
+    inputs = claims.Inputs(variants={"baseline": {}}, model={}, retrieval=examples)
+    from lostmid.config import settings_from_section
+
+    table = claims.evidence_table(
+        inputs, settings_from_section(EvidenceSettings, None, "evidence"), retrieval_claims.CLAIMS
+    )
+    return table
+
+
+def test_each_claim_comes_out_supported_contradicted_or_not_evaluable_on_planted_examples():
+    strong = evidence_rows(planted(separation=3.0))
+    assert set(strong.claim) == {"task_influence_predicts_retrieval", "free_influence_predicts_retrieval"}
+    pretrained = strong[strong.setting.str.contains("pretrained")]
+    assert (pretrained.verdict == "supported").all() and (pretrained.adjusted_verdict == "supported").all()
+    assert (pretrained.n_seeds == 12).all() and (pretrained.family_size == 2).all()
+    twin = strong[strong.setting.str.contains("twin")]
+    assert (twin.verdict == "inconclusive").all() and twin.method.str.startswith(
+        "not evaluable: random-init twin"
+    ).all()
+    unrelated = evidence_rows(planted(separation=0.0, windows=80, seed=1, twin=False))
+    assert (unrelated.verdict == "contradicted").all(), unrelated[["estimate", "ci_low", "ci_high"]]
+    always = planted(separation=3.0, twin=False).assign(success=True)
+    assert evidence_rows(always).method.str.contains("every one of the 108 examples succeeded").all()
+
+
+def test_the_auc_and_the_tables_with_intervals_on_planted_examples():
+    assert retrieval_summary.auc(np.array([1, 1, 0, 0]), np.array([0.9, 0.8, 0.1, 0.2])) == 1.0
+    assert retrieval_summary.auc(np.array([1, 0]), np.array([0.5, 0.5])) == 0.5
+    assert np.isnan(retrieval_summary.auc(np.array([1, 1]), np.array([0.1, 0.2])))
+    rng = np.random.default_rng(3)
+    success, score = rng.uniform(size=40) < 0.5, rng.integers(0, 6, size=40).astype(float)  # many ties
+    u = stats.mannwhitneyu(score[success], score[~success]).statistic
+    assert retrieval_summary.auc(success, score) == pytest.approx(u / (success.sum() * (~success).sum()), rel=1e-12)
+    twice = np.r_[success, success[:5]], np.r_[score, score[:5]]  # multiplicity 2 = the example written twice
+    weights = np.r_[np.full(5, 2.0), np.ones(35)][None]
+    assert retrieval_summary.auc(success, score, weights)[0] == pytest.approx(retrieval_summary.auc(*twice), rel=1e-12)
+    examples = planted(separation=3.0)
+    accuracy = retrieval_summary.accuracy_table(examples, resamples=200)
+    assert len(accuracy) == 2 * 9 and (accuracy.windows == 12).all()
+    assert ((accuracy.accuracy_lo <= accuracy.accuracy) & (accuracy.accuracy <= accuracy.accuracy_hi)).all()
+    assert accuracy.query("weights == 'twin'").influence_task.isna().all()
+    predictive = retrieval_summary.predictive_table(examples, resamples=200)
+    assert list(predictive.measure) == ["task", "free"] and (predictive.weights == "pretrained").all()
+    assert (predictive.auc_lo > 0.5).all() and (predictive.examples == 108).all()
+
+
+def test_the_commands_run_a_saved_model_and_its_twin_into_tables_and_evidence(tmp_path, capsys):
+    from lostmid.cli.main import main
+
+    tiny_model(torch.float32).save_pretrained(tmp_path / "tiny")
+    tokenizer().save_pretrained(tmp_path / "tiny")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(" ".join(np.random.default_rng(0).choice(FILLER, size=400)))
+    block = dict(
+        model={"path": str(tmp_path / "tiny"), "name": "tiny"},
+        lengths=[48],
+        windows=[3],
+        gradient_windows=[2],
+        twin_windows=[1],
+        fractions=[0.0, 0.5, 1.0],
+        tasks=["single", "flag"],
+        corpus=str(corpus),
+        resamples=50,
+    )
+    settings = json.dumps(block)
+    jobs = [tmp_path / "pretrained.parquet", tmp_path / "twin.parquet"]
+    assert main(["retrieval", "--settings", settings, "--n", "48", "--out", str(jobs[0])]) == 0
+    assert main(["retrieval", "--settings", settings, "--n", "48", "--twin", "--out", str(jobs[1])]) == 0
+    out = {name: str(tmp_path / f"{name}.parquet") for name in ("examples", "accuracy", "predictive")}
+    summary = ["retrieval-summary", "--settings", settings, "--jobs", *map(str, jobs)]
+    assert main([*summary, *(f"--{k}={v}" for k, v in out.items()), "--figure", str(tmp_path / "f.png")]) == 0
+    examples = pd.read_parquet(out["examples"])
+    assert len(examples) == (3 + 1) * 2 * 3 and set(examples.weights) == {"pretrained", "twin"}
+    assert (examples.share == 48 / 96).all() and examples.query("weights == 'twin'").influence_task.isna().all()
+    evidence = ["evidence", "--variants", '{"baseline": {}}', "--family", "retrieval", "--retrieval", out["examples"]]
+    assert main([*evidence, "--out", str(tmp_path / "evidence.parquet")]) == 0
+    table = pd.read_parquet(tmp_path / "evidence.parquet")
+    assert len(table) == 2 * 2 * 2 and set(table.claim) == {c.name for c in retrieval_claims.CLAIMS}
+    capsys.readouterr()
+    long = json.dumps({**block, "lengths": [4096], "windows": [1], "gradient_windows": [0], "twin_windows": [0]})
+    assert main(["retrieval", "--settings", long, "--n", "4096", "--out", str(jobs[0])]) == 2
+    assert "error: config key retrieval.model: length 4096 exceeds the 96 positions of" in capsys.readouterr().err
+    tiny_model(torch.float32).save_pretrained(tmp_path / "bare")  # no tokenizer saved beside it
+    bare = json.dumps({**block, "model": {"path": str(tmp_path / "bare")}})
+    assert main(["retrieval", "--settings", bare, "--n", "48", "--out", str(jobs[0])]) == 2
+    assert "has no tokenizer; the retrieval tasks are written as text" in capsys.readouterr().err
+
+
+def test_success_of_a_multi_token_answer_is_greedy_decoding_reproducing_it():
+    model, tok = tiny_model(), tokenizer()
+    arch = retrieval.arch_of(model)
+    window = stream()[:64]
+    vocabulary = retrieval.single_token_words(tok)
+    example = retrieval.window_examples(tok, window, 0, ("number",), (0.25,), 3, 3, 2, vocabulary)[0]
+    k = len(example.answer)
+    prompt = example.tokens[: 64 - k + 1]  # up to the end of the query
+    greedy = model.generate(prompt[None], max_new_tokens=k, do_sample=False, pad_token_id=0)[0, -k:].tolist()
+    for answer, expected in ((greedy, True), ([*greedy[:-1], (greedy[-1] + 1) % len(VOCAB)], False)):
+        tokens = torch.cat([prompt, torch.tensor(answer[:-1])])
+        planted_answer = retrieval.Example(**{**example.__dict__, "tokens": tokens, "answer": answer})
+        cache = retrieval.window_cache(arch, torch.from_numpy(window))
+        assert retrieval.score(arch, planted_answer, cache)[0] is expected
+        assert retrieval.score(arch, planted_answer)[0] is expected
+
+
+def test_the_results_page_shows_the_stage_only_for_a_run_that_has_it(tmp_path):
+    from lostmid.cli.results import retrieval_section
+
+    assert retrieval_section(tmp_path) == []
+    examples = planted(separation=3.0)
+    (tmp_path / "retrieval").mkdir()
+    retrieval_summary.accuracy_table(examples, resamples=50).to_parquet(tmp_path / "retrieval" / "accuracy.parquet")
+    retrieval_summary.predictive_table(examples, resamples=50).to_parquet(tmp_path / "retrieval" / "predictive.parquet")
+    heading, text = retrieval_section(tmp_path)
+    assert (
+        heading.startswith("## Retrieval")
+        and "| q = 0.5 |" in text
+        and "| tiny | pretrained | 64 | single | task |" in text
+    )

@@ -1,0 +1,96 @@
+# The retrieval stage (docs/retrieval.md): a needle at every fraction q of windows of real text, one job
+# per model (the pretrained model or its random-init twin) and length n, then one job for the tables with
+# intervals over windows and the figure, and one (rule retrieval) for the stage's rows of the evidence
+# table. Runs only with a `retrieval` block (config/retrieval.yaml); its own target: `snakemake retrieval`.
+
+
+rule retrieval_job:
+    output:
+        "results/retrieval_jobs/{weights}_n{n}.parquet",
+    log:
+        "results/logs/retrieval/{weights}_n{n}.log",
+    benchmark:
+        "results/benchmarks/retrieval/{weights}_n{n}.tsv"
+    wildcard_constraints:
+        weights="pretrained|twin",
+        n=r"\d+",
+    conda:
+        LOSTMID_ENV
+    threads: 1
+    resources:
+        attempt=attempt_number,
+        mem_mb=8000,
+        runtime=60,
+        gpu=GPU,
+    params:
+        device=config["device"],
+        settings=config_json("retrieval"),
+        twin=lambda wildcards: "--twin" if wildcards.weights == "twin" else "",
+    shell:
+        logged(
+            "lostmid retrieval --device {params.device} --threads {threads} --settings {params.settings:q}"
+            " --n {wildcards.n} {params.twin} --out {output}"
+        )
+
+
+rule retrieval_summary:
+    input:
+        RETRIEVAL_JOBS,
+    output:
+        examples="results/retrieval/examples.parquet",
+        accuracy="results/retrieval/accuracy.parquet",
+        predictive="results/retrieval/predictive.parquet",
+        figure=report(
+            "results/figures/retrieval.png",
+            caption="../report/retrieval.rst",
+            category="Architectures",
+        ),
+    log:
+        "results/logs/retrieval/summary.log",
+    benchmark:
+        "results/benchmarks/retrieval/summary.tsv"
+    conda:
+        LOSTMID_ENV
+    threads: 1
+    resources:
+        attempt=attempt_number,
+        mem_mb=2000,
+        runtime=10,
+        gpu=0,
+    params:
+        settings=config_json("retrieval"),
+    shell:
+        logged(
+            "lostmid retrieval-summary --threads {threads} --settings {params.settings:q} --jobs {input}"
+            " --examples {output.examples} --accuracy {output.accuracy} --predictive {output.predictive}"
+            " --figure {output.figure}"
+        )
+
+
+# The stage's rows of the evidence table; as a target (`snakemake retrieval`) it pulls every job of the stage.
+rule retrieval:
+    input:
+        rules.retrieval_summary.output.examples,
+    output:
+        "results/evidence/retrieval.parquet",
+    log:
+        "results/logs/evidence/retrieval.log",
+    benchmark:
+        "results/benchmarks/evidence/retrieval.tsv"
+    conda:
+        LOSTMID_ENV
+    threads: 1
+    resources:
+        attempt=attempt_number,
+        mem_mb=2000,
+        runtime=10,
+        gpu=0,
+    params:
+        settings=jobs.settings_json(config, EvidenceSettings),
+        variants=canonical_json(config["variants"]),
+        model=config_json("model"),
+    shell:
+        logged(
+            "lostmid evidence --threads {threads} --settings {params.settings:q} --variants {params.variants:q}"
+            " --model {params.model:q} --family retrieval --retrieval {input} --out {output}"
+        )
