@@ -232,7 +232,7 @@ def algebraic_balance_z_grows(inputs: Inputs, ev: EvidenceSettings, s: Setting) 
     value = math.log(_row(inputs, "alg1").Z / _row(inputs, "baseline").Z)
     return Result(
         deterministic(value, 2, "log ratio of two totals"),
-        dec.DecisionRule("greater_than_zero", ev.algebraic_tolerance, ev.level, "log(Z Alg. 1 / Z baseline)"),
+        dec.DecisionRule("greater_than_zero", ev.z_growth_margin, ev.level, "log(Z Alg. 1 / Z baseline)"),
     )
 
 

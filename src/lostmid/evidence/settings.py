@@ -49,6 +49,7 @@ class EvidenceSettings:
     algebraic_tolerance: float  # a difference of regional densities smaller than this counts as no difference
     einf_zero: float  # "E_inf close to 0"
     imbalance_ratio: float  # "lowers the trace imbalance": at most this fraction of the baseline's
+    z_growth_margin: float  # "Algorithm 1 more than doubles Z": log(Z Alg. 1 / Z baseline) that matters
     probe_ratio: (
         float  # "falls with the probe count": the largest count's value at most this fraction of the smallest's
     )
