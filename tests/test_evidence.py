@@ -698,16 +698,26 @@ def test_paper_claims_on_known_tables():
         "structural_baseline_matches_closed_form", structural=structural.assign(closed_form=structural.measured)
     )
     assert row["verdict"] == "supported" and row["estimate"] == 0.0
-    base = {"variant": "baseline", "L": 8, "depth": 1, "seed": 0, "step": 0, "delta": 0.2}
+    # The soundness count uses the channels stage's own definition and float tolerance: an equivalence
+    # ("exact") whose sides tie within the tolerance is no violation; a sufficient test holding while its
+    # conclusion fails is one.
+    base = {"variant": "baseline", "L": 8, "depth": 1, "seed": 0, "step": 0, "delta": 0.2, "tolerance": 1e-4}
     conditions = pd.DataFrame(
         [
-            {**base, "test": "t", "holds": h, "conclusion_holds": c}
-            for h, c in [(True, True), (False, False), (False, True)]
+            {**base, "test": test, "holds": h, "conclusion_holds": c, "lhs": lhs, "rhs": 1.0}
+            for test, h, c, lhs in [
+                ("cone_primacy", True, True, 2.0),
+                ("cone_primacy", False, False, 0.5),
+                ("cone_primacy", False, True, 0.5),
+                ("exact", True, False, 1.00001),
+            ]
         ]
     )
     (row,) = run_claim("sufficient_conditions_sound", conditions=conditions)
     assert row["verdict"] == "supported" and row["estimate"] == 0
-    bad = pd.concat([conditions, pd.DataFrame([{**base, "test": "t", "holds": True, "conclusion_holds": False}])])
+    bad = pd.concat(
+        [conditions, pd.DataFrame([{**base, "test": "cone_primacy", "holds": True, "conclusion_holds": False}])]
+    )
     (row,) = run_claim("sufficient_conditions_sound", conditions=bad)
     assert row["verdict"] == "contradicted" and row["estimate"] == 1
     # The paper's Table 1 (docs/algebraic.md): every qualitative finding holds.

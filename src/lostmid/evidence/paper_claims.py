@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from lostmid.analysis.conditions import violations as soundness_violations
 from lostmid.evidence import decisions as dec
 from lostmid.evidence import statistics as st
 from lostmid.evidence.inputs import (
@@ -111,11 +112,13 @@ def density_flow_error_falls_with_step(inputs: Inputs, ev: EvidenceSettings, s: 
 def sufficient_conditions_sound(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
     """Paper (sufficient conditions): no condition holds while its conclusion fails.
 
-    Count of rows (run, checkpoint, delta, test) with holds and not conclusion_holds.
-    Deterministic; rule: at most 0 violations.
+    Count of soundness violations over rows (run, checkpoint, delta, test), by the channels stage's own
+    definition and float tolerance (``lostmid.analysis.conditions.violations`` with the table's
+    ``tolerance`` column): a sufficient test holding with its conclusion failing, or an equivalence
+    disagreeing with its conclusion beyond the tolerance. Deterministic; rule: at most 0 violations.
     """
     t = inputs.conditions
-    violations = int((t.holds.astype(bool) & ~t.conclusion_holds.astype(bool)).sum())
+    violations = len(soundness_violations(t.astype({"holds": bool, "conclusion_holds": bool}), t["tolerance"]))
     rule = dec.DecisionRule(
         "at_most", 0.0, ev.level, "the number of rows where a sufficient condition holds and its conclusion fails"
     )

@@ -99,6 +99,8 @@ RUN_TABLE_COLUMNS = {
         "conclusion_holds": "boolean",
         "lhs": "float",
         "rhs": "float",
+        "tolerance": "float",
+        "violation": "boolean",
     },
     "observability": {
         **_RUN,

@@ -81,9 +81,7 @@ def condition_rates(conditions: pd.DataFrame) -> pd.DataFrame:
             "holds": grouped["holds"].mean(),
             "conclusion_holds": grouped["conclusion_holds"].mean(),
             "conservative": grouped.apply(lambda g: (~g["holds"] & g["conclusion_holds"]).mean(), include_groups=False),
-            "violations": grouped.apply(
-                lambda g: int((g["holds"] & ~g["conclusion_holds"]).sum()), include_groups=False
-            ),
+            "violations": grouped["violation"].sum().astype(int),
         }
     ).reset_index()
 
