@@ -647,7 +647,15 @@ def _fixed_claim(name: str, values, family="blog") -> claims.Claim:
         return claims.Result(statistics.t_interval(values, ev.level), rule)
 
     return claims.Claim(
-        name, "blog (test)", "effect", "unit", (), lambda inputs, ev: [claims.Setting()], compute, family=family
+        name,
+        "blog (test)",
+        "effect",
+        "unit",
+        (),
+        lambda inputs, ev: [claims.Setting()],
+        compute,
+        family=family,
+        kind=claims.CLAIM,
     )
 
 

@@ -23,9 +23,13 @@ def test_a_block_is_named_by_its_runs_of_consecutive_seeds():
     assert workflow.seed_ranges((0, 1, 2, 7, 9, 10)) == "0-2_7_9-10"
 
 
-def row(claim, source, setting, estimate, verdict, n_seeds=0, L=16, depth=4):
+def row(claim, source, setting, estimate, verdict, n_seeds=0, L=16, depth=4, kind="claim"):
     return {
         "claim": claim,
+        "kind": kind,
+        "method": "t over seeds",
+        "verdict_as_first_written": "",
+        "deviations": "",
         "source": source,
         "setting": setting,
         "L": L,
@@ -39,6 +43,9 @@ def row(claim, source, setting, estimate, verdict, n_seeds=0, L=16, depth=4):
 
 
 def test_the_headline_gives_each_claim_of_the_blog_in_its_own_setting_every_reading_there_and_counts_the_paper():
+    """Claims only in the tallies, the checks apart; every contradicted or not-evaluable row appears (a
+    contradicted row at another setting, a contradicted check); a verdict that differs under the rules
+    as first written is named."""
     table = pd.DataFrame(
         [
             row("failure_rises_with_position", "blog (a)", "baseline, L 16", 1.79, "supported", 24),
@@ -49,10 +56,23 @@ def test_the_headline_gives_each_claim_of_the_blog_in_its_own_setting_every_read
             },
             row("debiased_trains_faster", "blog (d)", "debiased_literal vs baseline", 0.01, "inconclusive", 24),
             row(
-                "debiased_trains_faster", "blog (d)", "debiased_short vs baseline_short", 0.03, "inconclusive", 3, 24, 2
+                "debiased_trains_faster", "blog (d)", "debiased_short vs baseline_short", 0.03, "contradicted", 3, 24, 2
             ),
+            {
+                **row(
+                    "sufficient_conditions_sound",
+                    "paper: sufficient conditions",
+                    "-",
+                    0.0,
+                    "supported",
+                    L=None,
+                    depth=None,
+                ),
+                "verdict_as_first_written": "inconclusive",
+                "deviations": "a_rule",
+            },
             row(
-                "sufficient_conditions_sound", "paper: sufficient conditions", "-", 0.0, "supported", L=None, depth=None
+                "structural_baseline_matches_closed_form", "paper: closed form", "-", 0.1, "contradicted", kind="check"
             ),
         ]
     )
@@ -63,7 +83,15 @@ def test_the_headline_gives_each_claim_of_the_blog_in_its_own_setting_every_read
         "- blog (d) `debiased_trains_faster` — debiased_literal vs baseline: 0.01 [-0.99, 1.01], 24 seeds → "
         "**inconclusive** (and 1 other setting)",
         "- the paper's 1 claims, 1 rows: 1 supported",
-        "- every row: 4 inconclusive, 2 supported of 6",
+        "- every claim row: 1 contradicted, 3 inconclusive, 2 supported of 6",
+        "- the checks of the instrument (not counted above): 1 checks, 1 rows: 1 contradicted",
+        "- every contradicted or not-evaluable row not listed above:",
+        "  - claim: blog (d) `debiased_trains_faster` — debiased_short vs baseline_short: 0.03 [-0.97, 1.03], 3 seeds "
+        "→ **contradicted**",
+        "  - check: paper: closed form `structural_baseline_matches_closed_form` — -: 0.1 [-0.9, 1.1] → "
+        "**contradicted**",
+        "- rows whose verdict differs under the rules as first written (deviations on the record):",
+        "  - `sufficient_conditions_sound` — -: **supported**, as first written inconclusive (a_rule)",
     ]
 
 

@@ -170,9 +170,10 @@ def _evidence(results: Path):
 
 def page(results: Path, configs: list[Path], at: str) -> str:
     from lostmid.evidence import claims
-    from lostmid.evidence.report import headline
+    from lostmid.evidence.report import headline, split_kinds
 
     evidence = _evidence(results)
+    sources, checks = split_kinds(evidence)
     sections = [
         "# Results of a run\n",
         stamp(results, configs, at) + " Regenerate it after a run; every number below is a table of that run.\n",
@@ -181,8 +182,12 @@ def page(results: Path, configs: list[Path], at: str) -> str:
         headline(evidence),
         "## Evidence: every claim of the blog and the paper\n",
         "`lostmid evidence --markdown --table results/evidence` (the table: `results/evidence`; how each statistic, "
-        "interval and decision rule is defined: docs/evidence.md):\n",
-        claims.markdown(evidence),
+        "interval and decision rule is defined: docs/evidence.md). The sources' claims (`kind` claim):\n",
+        claims.markdown(sources),
+        "## Checks of the instrument\n",
+        "The rows of `kind` check: closed forms, the flow error, the probes, an intervention's own check "
+        "(not counted among the claims):\n",
+        claims.markdown(checks) if len(checks) else "None in this table.\n",
         "## Remedies\n",
         remedies_section(results),
         "## Algebraic simulations (paper §4, Table 1)\n",

@@ -146,7 +146,7 @@ def _growth(inputs: Inputs, ev: EvidenceSettings, column: str, power: int, what:
     interval = st.paired_difference(deep, shallow, st.t_interval, level=ev.level)
     rule = dec.DecisionRule(
         "greater_than_zero",
-        ev.init_growth_margin * power,  # the margin is in the blog's power-1 measure; a squared measure doubles it
+        ev.init_growth_margin if power == 1 else ev.density_growth_margin,
         ev.level,
         f"the orders of magnitude (log10) by which the first token's {what} over the last's grows "
         f"from depth 1 to depth {ev.init_depth}",

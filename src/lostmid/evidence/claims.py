@@ -38,15 +38,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from types import SimpleNamespace
 
 import pandas as pd
 
 from lostmid.evidence import decisions as dec
 from lostmid.evidence import statistics as st
 from lostmid.evidence.blog_claims import mid_training_step
-from lostmid.evidence.inputs import COLUMNS, Claim, EvidenceError, Inputs, NotRun, Result, Setting
+from lostmid.evidence.deviations import deviations_of, first_written
+from lostmid.evidence.inputs import CHECK, CLAIM, COLUMNS, Claim, EvidenceError, Inputs, NotRun, Result, Setting
 from lostmid.evidence.registry import CLAIMS, CLAIMS_BY_NAME
-from lostmid.evidence.report import estimate_words
+from lostmid.evidence.report import estimate_words, verdict_words
 from lostmid.evidence.settings import EvidenceSettings
 
 NO_VERDICT = ("not run", "not evaluable")  # how the method of a row without a verdict begins
@@ -89,6 +91,7 @@ def _row_of(claim: Claim, setting: Setting, result: Result) -> dict:
         row.update(verdict=dec.INCONCLUSIVE, rule=f"{why} The rule that would apply: {row['rule']}")
     return {
         "claim": claim.name,
+        "kind": claim.kind,
         "source": claim.source,
         "setting": setting.words(),
         "variant": setting.variant,
@@ -110,6 +113,9 @@ def _row_of(claim: Claim, setting: Setting, result: Result) -> dict:
         "adjusted_low": interval.low,
         "adjusted_high": interval.high,
         "adjusted_verdict": row["verdict"],
+        # Filled by evidence_table (as_first_written) for the rows a deviation touches.
+        "verdict_as_first_written": "",
+        "deviations": "",
     }
 
 
@@ -181,11 +187,32 @@ def family_wise(evaluations: list[Evaluation], inputs: Inputs, ev: EvidenceSetti
             )
 
 
+def as_first_written(evaluations: list[Evaluation], inputs: Inputs, ev: EvidenceSettings) -> None:
+    """Deviations on the record (``lostmid.evidence.deviations``): every claim evaluated again with
+    every rule as first written; a row whose claim a deviation names, or whose verdict (or "not
+    evaluable") the first rules change, gets that verdict in ``verdict_as_first_written`` and the
+    deviations in ``deviations``. Other rows leave both empty. In place."""
+    first = first_written(ev)
+    claims = list(dict.fromkeys(e.claim for e in evaluations))
+    earlier = {
+        (e.row["claim"], e.row["setting"]): e.row for claim in claims for e in _evaluations(claim, inputs, first)
+    }
+    for e in evaluations:
+        old = earlier.get((e.row["claim"], e.row["setting"]))
+        own = deviations_of(e.claim.name)
+        then = verdict_words(SimpleNamespace(**old)) if old is not None else "not evaluated under the first rules"
+        if own or then != verdict_words(SimpleNamespace(**e.row)):
+            e.row.update(
+                verdict_as_first_written=then, deviations=", ".join(own) or "a check or gate it depends on changed"
+            )
+
+
 def evidence_table(inputs: Inputs, ev: EvidenceSettings, claims: list[Claim] | None = None) -> pd.DataFrame:
     """The evidence table: one row per (claim, setting), in the order of ``CLAIMS``, with the
-    family-wise correction of the blog's rows."""
+    family-wise correction of the blog's rows and the verdicts under the rules as first written."""
     evaluations = [e for claim in (CLAIMS if claims is None else claims) for e in _evaluations(claim, inputs, ev)]
     family_wise(evaluations, inputs, ev)
+    as_first_written(evaluations, inputs, ev)
     table = pd.DataFrame([e.row for e in evaluations], columns=COLUMNS + ["log_axis"])
     bad = (set(table.verdict) | set(table.adjusted_verdict)) - set(dec.VERDICTS)
     if bad:
@@ -202,8 +229,9 @@ def markdown(table: pd.DataFrame) -> str:
     in the rules below), "–" for the rows outside one; a table written before the correction
     existed has none."""
     lines = [
-        "| # | claim | source | setting | statistic (unit) | estimate [interval] | seeds | verdict | family-wise |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| # | claim | source | setting | statistic (unit) | estimate [interval] | seeds | verdict | family-wise "
+        "| as first written |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     rules = []
 
@@ -214,9 +242,11 @@ def markdown(table: pd.DataFrame) -> str:
         family = getattr(row, "family_size", 0) or 0
         adjusted = f"**{row.adjusted_verdict}**" if family else "–"
         statistic = f"{cell(row.statistic)} ({row.unit})"
+        first = getattr(row, "verdict_as_first_written", "") or "–"
+        name = row.claim + (" (check)" if getattr(row, "kind", "claim") == "check" else "")
         lines.append(
-            f"| {i} | {row.claim} | {cell(row.source)} | {cell(row.setting)} | {statistic} | {estimate_words(row)} | "
-            f"{row.n_seeds or '–'} | **{row.verdict}** | {adjusted} |"
+            f"| {i} | {name} | {cell(row.source)} | {cell(row.setting)} | {statistic} | {estimate_words(row)} | "
+            f"{row.n_seeds or '–'} | **{verdict_words(row)}** | {adjusted} | {first} |"
         )
         correction = (
             f" Family-wise (Bonferroni over the {family} rows of its family): {row.adjusted_level:.2%} "
@@ -224,11 +254,16 @@ def markdown(table: pd.DataFrame) -> str:
             if family
             else ""
         )
-        rules.append(f"{i}. {row.method}. {row.rule}{correction}" + (f" Note: {row.note}." if row.note else ""))
+        deviation = f" As first written ({row.deviations}): {first}." if first != "–" else ""
+        rules.append(
+            f"{i}. {row.method}. {row.rule}{correction}{deviation}" + (f" Note: {row.note}." if row.note else "")
+        )
     return "\n".join(lines) + "\n\nMethods and decision rules, by row:\n\n" + "\n".join(rules) + "\n"
 
 
 __all__ = [
+    "CHECK",
+    "CLAIM",
     "CLAIMS",
     "CLAIMS_BY_NAME",
     "COLUMNS",

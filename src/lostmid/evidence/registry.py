@@ -25,7 +25,7 @@ from lostmid.evidence.blog_claims import (
     init_settings,
 )
 from lostmid.evidence.fit_checks import bias_fit_flattens_profile, bias_fit_keeps_context_share, reading_settings
-from lostmid.evidence.inputs import BLOG, PAPER_VALIDATION, Claim, pair_settings
+from lostmid.evidence.inputs import BLOG, CHECK, CLAIM, PAPER_VALIDATION, Claim, pair_settings
 from lostmid.evidence.paper_claims import (
     algebraic_balance_e_inf_near_zero,
     algebraic_balance_z_grows,
@@ -61,6 +61,7 @@ CLAIMS: list[Claim] = [
         baseline_settings,
         failure_rises_with_position,
         family=BLOG,
+        kind=CLAIM,
     ),
     Claim(
         "first_token_jacobian_grows_with_depth",
@@ -72,6 +73,7 @@ CLAIMS: list[Claim] = [
         init_settings,
         first_token_jacobian_grows_with_depth,
         family=BLOG,
+        kind=CLAIM,
     ),
     Claim(
         "first_token_density_grows_with_depth",
@@ -82,6 +84,7 @@ CLAIMS: list[Claim] = [
         init_settings,
         first_token_density_grows_with_depth,
         family=BLOG,
+        kind=CLAIM,
     ),
     Claim(
         "bias_fit_flattens_profile",
@@ -91,6 +94,7 @@ CLAIMS: list[Claim] = [
         (),
         reading_settings,
         bias_fit_flattens_profile,
+        kind=CHECK,
     ),
     Claim(
         "bias_fit_keeps_context_share",
@@ -100,6 +104,7 @@ CLAIMS: list[Claim] = [
         (),
         reading_settings,
         bias_fit_keeps_context_share,
+        kind=CHECK,
     ),
     Claim(
         "fitted_bias_weights_recent_keys",
@@ -111,6 +116,7 @@ CLAIMS: list[Claim] = [
         bias_settings,
         fitted_bias_weights_recent_keys,
         family=BLOG,
+        kind=CLAIM,
     ),
     Claim(
         "debiased_trains_faster",
@@ -121,6 +127,7 @@ CLAIMS: list[Claim] = [
         debiased_speed_settings,
         debiased_trains_faster,
         family=BLOG,
+        kind=CLAIM,
     ),
     Claim(
         "debiased_has_less_position_preference",
@@ -131,6 +138,7 @@ CLAIMS: list[Claim] = [
         debiased_preference_settings,
         debiased_has_less_position_preference,
         family=BLOG,
+        kind=CLAIM,
     ),
     Claim(
         "structural_baseline_matches_closed_form",
@@ -141,6 +149,7 @@ CLAIMS: list[Claim] = [
         single_setting,
         structural_baseline_matches_closed_form,
         log_axis=True,
+        kind=CHECK,
     ),
     Claim(
         "density_flow_matches_finite_difference",
@@ -151,6 +160,7 @@ CLAIMS: list[Claim] = [
         flow_settings,
         density_flow_matches_finite_difference,
         log_axis=True,
+        kind=CHECK,
     ),
     Claim(
         "density_flow_error_falls_with_step",
@@ -160,6 +170,7 @@ CLAIMS: list[Claim] = [
         ("density_flow",),
         flow_settings,
         density_flow_error_falls_with_step,
+        kind=CHECK,
     ),
     Claim(
         "sufficient_conditions_sound",
@@ -169,6 +180,7 @@ CLAIMS: list[Claim] = [
         ("conditions",),
         conditions_settings,
         sufficient_conditions_sound,
+        kind=CLAIM,
     ),
     Claim(
         "balance_lowers_e_inf",
@@ -178,6 +190,7 @@ CLAIMS: list[Claim] = [
         ("metrics",),
         pair_settings("balance", "metrics", "last common checkpoint"),
         balance_lowers_e_inf,
+        kind=CLAIM,
     ),
     Claim(
         "balance_keeps_accuracy",
@@ -187,6 +200,7 @@ CLAIMS: list[Claim] = [
         ("failure",),
         pair_settings("balance", "failure", "last common checkpoint"),
         balance_keeps_accuracy,
+        kind=CLAIM,
     ),
     Claim(
         "reweight_changes_profile_little",
@@ -196,6 +210,7 @@ CLAIMS: list[Claim] = [
         ("metrics",),
         pair_settings("reweight", "metrics", "last common checkpoint"),
         reweight_changes_profile_little,
+        kind=CLAIM,
     ),
     Claim(
         "observability_lowers_trace_imbalance",
@@ -206,6 +221,7 @@ CLAIMS: list[Claim] = [
         single_setting,
         observability_lowers_trace_imbalance,
         log_axis=True,
+        kind=CHECK,
     ),
     Claim(
         "algebraic_baseline_left_right_middle",
@@ -215,6 +231,7 @@ CLAIMS: list[Claim] = [
         ("algebraic_table",),
         single_setting,
         algebraic_baseline_left_right_middle,
+        kind=CLAIM,
     ),
     Claim(
         "algebraic_balance_e_inf_near_zero",
@@ -225,6 +242,7 @@ CLAIMS: list[Claim] = [
         single_setting,
         algebraic_balance_e_inf_near_zero,
         log_axis=True,
+        kind=CHECK,
     ),
     Claim(
         "algebraic_balance_z_grows",
@@ -234,6 +252,7 @@ CLAIMS: list[Claim] = [
         ("algebraic_table",),
         single_setting,
         algebraic_balance_z_grows,
+        kind=CLAIM,
     ),
     Claim(
         "algebraic_reweight_moves_little",
@@ -243,6 +262,7 @@ CLAIMS: list[Claim] = [
         ("algebraic_table",),
         single_setting,
         algebraic_reweight_moves_little,
+        kind=CLAIM,
     ),
     Claim(
         "algebraic_observability_right_below_middle",
@@ -252,6 +272,7 @@ CLAIMS: list[Claim] = [
         ("algebraic_table",),
         single_setting,
         algebraic_observability_right_below_middle,
+        kind=CLAIM,
     ),
     Claim(
         "probe_bias_falls",
@@ -262,6 +283,7 @@ CLAIMS: list[Claim] = [
         single_setting,
         probe_bias_falls,
         log_axis=True,
+        kind=CHECK,
     ),
     Claim(
         "probe_spread_falls",
@@ -272,6 +294,7 @@ CLAIMS: list[Claim] = [
         single_setting,
         probe_spread_falls,
         log_axis=True,
+        kind=CHECK,
     ),
     # The paper's validation protocol (section 4.5) on trained runs: lostmid.evidence.validation_claims,
     # docs/validation.md.
@@ -284,6 +307,7 @@ CLAIMS: list[Claim] = [
         vc.uniform_arm_settings("balance", "metrics", (vc.MATCHED,)),
         vc.t_result(vc.balance_e_inf_effect),
         family=PAPER_VALIDATION,
+        kind=CLAIM,
     ),
     Claim(
         "reweight_changes_profile_little_at_matched_accuracy",
@@ -294,6 +318,7 @@ CLAIMS: list[Claim] = [
         vc.uniform_arm_settings("reweight", "metrics", (vc.MATCHED,)),
         vc.t_result(vc.reweight_e_inf_effect),
         family=PAPER_VALIDATION,
+        kind=CLAIM,
     ),
     Claim(
         "balance_lowers_jacobian_imbalance",
@@ -304,6 +329,7 @@ CLAIMS: list[Claim] = [
         vc.uniform_arm_settings("balance", "observability", (vc.MATCHED, vc.LAST)),
         vc.t_result(vc.balance_jacobian_effect),
         family=PAPER_VALIDATION,
+        kind=CLAIM,
     ),
     Claim(
         "observability_lowers_trace_imbalance_on_transformer",
@@ -314,6 +340,7 @@ CLAIMS: list[Claim] = [
         vc.uniform_arm_settings("observability", "observability", (vc.MATCHED, vc.LAST)),
         vc.t_result(vc.observability_trace_effect),
         family=PAPER_VALIDATION,
+        kind=CLAIM,
     ),
     Claim(
         "flag_shift_raises_untrained_failure",
@@ -323,6 +350,7 @@ CLAIMS: list[Claim] = [
         ("failure",),
         vc.shift_settings(remedies=False),
         vc.t_result(vc.shift_effect),
+        kind=CHECK,
     ),
     Claim(
         "remedy_recalls_untrained_positions",
@@ -333,6 +361,7 @@ CLAIMS: list[Claim] = [
         vc.shift_settings(remedies=True),
         vc.t_result(vc.shift_effect),
         family=PAPER_VALIDATION,
+        kind=CLAIM,
     ),
     Claim(
         "remedy_time_overhead",
@@ -344,6 +373,7 @@ CLAIMS: list[Claim] = [
         vc.t_result(vc.time_effect, log_scale=True),
         log_axis=True,
         family=PAPER_VALIDATION,
+        kind=CLAIM,
     ),
     Claim(
         "remedy_memory_overhead",
@@ -355,6 +385,7 @@ CLAIMS: list[Claim] = [
         vc.t_result(vc.memory_effect, log_scale=True),
         log_axis=True,
         family=PAPER_VALIDATION,
+        kind=CLAIM,
     ),
     Claim(
         "penalty_strength_lowers_its_target",
@@ -365,6 +396,7 @@ CLAIMS: list[Claim] = [
         vc.ladder_settings,
         vc.t_result(vc.strength_effect),
         family=PAPER_VALIDATION,
+        kind=CLAIM,
     ),
 ]
 

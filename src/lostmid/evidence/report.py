@@ -23,26 +23,75 @@ def verdict_counts(table: pd.DataFrame) -> str:
     return ", ".join(f"{counts[verdict]} {verdict}" for verdict in sorted(counts.index))
 
 
+def no_verdict(row) -> str:
+    """ "not evaluable" or "not run" for a row without a verdict of its own, else ""."""
+    method = str(getattr(row, "method", ""))
+    return next((prefix for prefix in ("not evaluable", "not run") if method.startswith(prefix)), "")
+
+
+def verdict_words(row) -> str:
+    """The verdict, with "(not evaluable)" or "(not run)" when the row has none of its own."""
+    return row.verdict + (f" ({no_verdict(row)})" if no_verdict(row) else "")
+
+
+def row_line(row) -> str:
+    """One row in words: source, claim, setting, estimate [interval], seeds, verdict."""
+    seeds = f", {int(row.n_seeds)} seed{'s' if row.n_seeds > 1 else ''}" if row.n_seeds else ""
+    why = f" ({no_verdict(row)})" if no_verdict(row) else ""
+    return f"{row.source} `{row.claim}` — {row.setting}: {estimate_words(row)}{seeds} → **{row.verdict}**{why}"
+
+
+def split_kinds(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the sources' claims, the checks of the instrument); a table written before the kind column: all claims."""
+    if "kind" not in table:
+        return table, table.iloc[:0]
+    return table[table.kind == "claim"], table[table.kind == "check"]
+
+
 def headline(table: pd.DataFrame) -> str:
     """Markdown: each claim of the blog in the blog's own setting (the L and depth of the first setting
     the claim lists), one line per row there (so every reading of the fix at that shape), then the
-    paper's claims counted by verdict, then the whole table counted."""
-    blog = table[table.source.str.startswith("blog")]
-    paper = table[~table.index.isin(blog.index)]
-    lines = []
-    for claim, rows in blog.groupby("claim", sort=False):
+    paper's claims counted by verdict, then the claims counted (checks of the instrument apart), then
+    every contradicted or not-evaluable row not listed above (a summary leaves none out), then the rows
+    whose verdict under the rules as first written differs (deviations on the record)."""
+    claims, checks = split_kinds(table)
+    blog = claims[claims.source.str.startswith("blog")]
+    paper = claims[~claims.index.isin(blog.index)]
+    lines, listed = [], set()
+    for _, rows in blog.groupby("claim", sort=False):
         shape = rows[["L", "depth"]].astype("float64").fillna(-1)
         own = rows[(shape == shape.iloc[0]).all(axis=1)]
         others = len(rows) - len(own)
         more = f" (and {others} other setting{'s' if others > 1 else ''})" if others else ""
+        listed |= set(own.index)
         for i, row in enumerate(own.itertuples(index=False)):
-            seeds = f", {int(row.n_seeds)} seed{'s' if row.n_seeds > 1 else ''}" if row.n_seeds else ""
-            why = " (not evaluable)" if str(getattr(row, "method", "")).startswith("not evaluable") else ""
-            lines.append(
-                f"- {row.source} `{claim}` — {row.setting}: {estimate_words(row)}{seeds} → **{row.verdict}**{why}"
-                + (more if i == len(own) - 1 else "")
-            )
+            lines.append(f"- {row_line(row)}" + (more if i == len(own) - 1 else ""))
     if not paper.empty:
         lines.append(f"- the paper's {paper.claim.nunique()} claims, {len(paper)} rows: {verdict_counts(paper)}")
-    lines.append(f"- every row: {verdict_counts(table)} of {len(table)}")
+    lines.append(f"- every claim row: {verdict_counts(claims)} of {len(claims)}")
+    if not checks.empty:
+        lines.append(
+            f"- the checks of the instrument (not counted above): {checks.claim.nunique()} checks, {len(checks)} "
+            f"rows: {verdict_counts(checks)}"
+        )
+    unlisted = table[~table.index.isin(listed)]
+    flagged = [
+        row for row in unlisted.itertuples() if row.verdict == "contradicted" or no_verdict(row) == "not evaluable"
+    ]
+    if flagged:
+        lines.append("- every contradicted or not-evaluable row not listed above:")
+        lines += [f"  - {row.kind if hasattr(row, 'kind') else 'claim'}: {row_line(row)}" for row in flagged]
+    if "verdict_as_first_written" in table:
+        moved = [
+            row
+            for row in table.itertuples()
+            if row.verdict_as_first_written and row.verdict_as_first_written != verdict_words(row)
+        ]
+        if moved:
+            lines.append("- rows whose verdict differs under the rules as first written (deviations on the record):")
+            lines += [
+                f"  - `{row.claim}` — {row.setting}: **{row.verdict}**, as first written "
+                f"{row.verdict_as_first_written} ({row.deviations})"
+                for row in moved
+            ]
     return "\n".join(lines) + "\n"

@@ -38,10 +38,14 @@ class EvidenceSettings:
     # The fit keeps the context's voice: the context's share of the influence profile may fall by at
     # most this, on the natural log scale (log 1.1: a tenth).
     share_margin: float
+    # The reference of that share: "flat_capped", min(share at B = 0, (L-1)/L), or "unbiased", the
+    # share at B = 0 (the rule as first written: lostmid.evidence.deviations).
+    share_reference: str
     delta: float  # region scale of the influence metrics read (must be one of influence.deltas)
     # Initialization: the depth the blog quotes ("~10^6 after 4 layers") and the growth that matters.
     init_depth: int
     init_growth_margin: float  # orders of magnitude (log10) of the first/last ratio gained from depth 1
+    density_growth_margin: float  # the same for the squared loss-gradient density (twice the blog's orders)
     blog_init_orders: float  # the blog's ~10^6 after 4 layers, quoted beside ours
     # Deterministic claims: tolerances of the rule-based verdicts.
     structural_tolerance: float  # max relative deviation of the structural baseline from its closed form
