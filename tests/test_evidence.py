@@ -15,7 +15,7 @@ from lostmid.cli.main import main
 from lostmid.config import settings_from_block
 from lostmid.core import task
 from lostmid.errors import ConfigError
-from lostmid.evidence import blog_claims, claims
+from lostmid.evidence import blog_claims, claims, decisions, statistics
 from lostmid.evidence.settings import EvidenceSettings
 
 from conftest import model_config
@@ -640,7 +640,6 @@ def test_a_malformed_bias_fit_summary_is_one_clear_error():
 
 def _fixed_claim(name: str, values, family="blog") -> claims.Claim:
     """A claim whose per-seed effects are ``values``: greater than zero, margin 0.5."""
-    from lostmid.evidence import decisions, statistics
 
     def compute(inputs, ev, s):
         rule = decisions.DecisionRule("greater_than_zero", 0.5, ev.level)
@@ -969,3 +968,16 @@ def test_the_model_free_preference_is_late_minus_early_failure_and_has_no_model_
     expected = late.failures.sum() / late.n.sum() - early.failures.sum() / early.n.sum()
     assert list(preference.index) == [0, 1] and preference[0] == pytest.approx(expected) and expected > 0.2
     assert (blog_claims.late_minus_early_failure_per_seed(table, "baseline", 16, 2, 200) == 0).all()
+
+
+def test_a_and_e_are_reported_with_the_model_free_statistic_too_and_say_where_the_verdicts_differ():
+    # (a): failure rises steeply at the baseline's mid-training (step 100): both estimators decide it.
+    table = failure_table("baseline", {0: CHANCE, 100: (-3.0, 3.0)}, seeds=[0, 1, 2], rng=np.random.default_rng(0))
+    (row,) = run_claim("failure_rises_with_position_model_free", failure=table)
+    assert row["verdict"] == "supported" and row["ci_low"] > 0.05 and "the two verdicts agree" in row["note"]
+    # Where the logistic slope is decided and the model-free difference is not, the row says so.
+    slope_rule = decisions.DecisionRule("greater_than_zero", 0.5)
+    free_rule = decisions.DecisionRule("greater_than_zero", 0.05)
+    based = claims.Result(statistics.Interval(1.0, 0.5, 1.5, 24, "t"), slope_rule)
+    note = blog_claims._agreement(based, statistics.Interval(0.01, -0.02, 0.04, 24, "t"), free_rule)
+    assert "supported" in note and "contradicted" in note and "THE TWO VERDICTS DIFFER" in note

@@ -434,3 +434,66 @@ def debiased_has_less_position_preference(inputs: Inputs, ev: EvidenceSettings, 
     interval = st.paired_difference(*slopes, st.t_interval, level=ev.level)
     method = f"per-seed binomial logistic slope (Haldane +0.5), each arm at its own mid-training; {interval.method}"
     return Result(interval._replace(method=method), rule, "slopes at matched accuracy: " + ", ".join(words))
+
+
+# ============================================= blog (a) and (e) with the model-free statistic (estimator robustness)
+
+
+def _agreement(model_based: Result, model_free: st.Interval, rule: dec.DecisionRule) -> str:
+    """The model-based row's verdict beside this one's, and whether they differ."""
+    based = model_based.interval
+    if based.method.startswith(("not run", "not evaluable")) or model_free.method.startswith(
+        ("not run", "not evaluable")
+    ):
+        return "the model-based row has no verdict to compare"
+    first = dec.verdict(based.low, based.high, model_based.rule)
+    second = dec.verdict(model_free.low, model_free.high, rule)
+    words = "the two verdicts agree" if first == second else "THE TWO VERDICTS DIFFER"
+    return (
+        f"the logistic-slope row reads {based.estimate:.3g} [{based.low:.3g}, {based.high:.3g}], {first}; "
+        f"this one {second}: {words}"
+    )
+
+
+def _preference_rule(ev: EvidenceSettings, kind: str, quantity: str) -> dec.DecisionRule:
+    return dec.DecisionRule(kind, ev.preference_margin, ev.level, quantity)
+
+
+def failure_rises_with_position_model_free(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+    """Blog (a) with the model-free statistic: per seed, the failure rate on late flags minus that on
+    early flags (``late_minus_early_failure_per_seed``) at the mid-training checkpoint; Student t over
+    seeds. Rule: greater than zero, margin ``preference_margin``. The note gives the logistic-slope row's
+    verdict and says whether the two differ."""
+    rule = _preference_rule(ev, "greater_than_zero", "the late minus early failure rate at mid-training")
+    step, best = mid_training_step(inputs.failure, s.variant, s.L, s.depth, ev.mid_accuracy)
+    if step is None:
+        return Result(_not_reached(s.variant, best, ev), rule)
+    values = late_minus_early_failure_per_seed(inputs.failure, s.variant, s.L, s.depth, step)
+    interval = st.t_interval(values.to_numpy(), ev.level)
+    interval = interval._replace(
+        method=f"per-seed failure rate on late flags (p > 1/2) minus early (p < 1/2) at step {step}; {interval.method}"
+    )
+    return Result(interval, rule, _agreement(failure_rises_with_position(inputs, ev, s), interval, rule))
+
+
+def debiased_has_less_position_preference_model_free(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+    """Blog (e) with the model-free statistic: the paired difference (debiased - baseline) of the
+    late minus early failure rate, each arm at its own mid-training checkpoint; Student t. Rule: less
+    than zero, margin ``preference_margin``. The note compares with the logistic-slope row."""
+    rule = _preference_rule(
+        ev,
+        "less_than_zero",
+        "the difference (debiased - baseline) of the late minus early failure rate, each at its own mid-training",
+    )
+    values = []
+    for variant in (s.variant, s.reference):
+        step, best = mid_training_step(inputs.failure, variant, s.L, s.depth, ev.mid_accuracy)
+        if step is None:
+            return Result(_not_reached(variant, best, ev), rule)
+        values.append(late_minus_early_failure_per_seed(inputs.failure, variant, s.L, s.depth, step))
+    interval = st.paired_difference(*values, st.t_interval, level=ev.level)
+    interval = interval._replace(
+        method=f"per-seed late (p > 1/2) minus early (p < 1/2) failure rate, each arm at its own mid-training; "
+        f"{interval.method}"
+    )
+    return Result(interval, rule, _agreement(debiased_has_less_position_preference(inputs, ev, s), interval, rule))

@@ -25,6 +25,9 @@ class EvidenceSettings:
     # Smallest difference in training speed that matters: the mean failure rate over training
     # (area under the failure curve divided by the span), in absolute failure rate.
     speed_margin: float
+    # The model-free position preference (late minus early failure rate, blog (a) and (e)): the
+    # smallest difference that matters, in absolute failure rate.
+    preference_margin: float
     # Smallest difference in late-flag recall that matters (blog (e), "perfect recall all the way
     # along the sequence"): the failure rate on flags with p > 1/2, in absolute failure rate.
     recall_margin: float
