@@ -18,7 +18,7 @@ from lostmid.errors import ConfigError
 from lostmid.evidence import blog_claims, claims, decisions, statistics
 from lostmid.evidence.settings import EvidenceSettings
 
-from conftest import model_config
+from conftest import REPO, model_config
 
 EV = settings_from_block(EvidenceSettings, {}, "evidence")  # the schema's defaults
 VARIANTS = {"baseline": {}, "debiased": {"remedy": {"kind": "bias"}}}
@@ -981,3 +981,21 @@ def test_a_and_e_are_reported_with_the_model_free_statistic_too_and_say_where_th
     based = claims.Result(statistics.Interval(1.0, 0.5, 1.5, 24, "t"), slope_rule)
     note = blog_claims._agreement(based, statistics.Interval(0.01, -0.02, 0.04, 24, "t"), free_rule)
     assert "supported" in note and "contradicted" in note and "THE TWO VERDICTS DIFFER" in note
+
+
+def test_the_deviations_registry_is_on_the_page_and_every_rule_changed_after_the_data_carries_its_first_verdict():
+    from lostmid.evidence import deviations
+
+    page = (REPO / "docs" / "evidence.md").read_text()
+    block = page.split("<!-- deviations: begin -->")[1].split("<!-- deviations: end -->")[0]
+    assert block.strip() == deviations.markdown().strip()
+    first = deviations.first_written(EV)
+    assert (first.slope_margin, first.speed_margin, first.share_reference) == (0.5, 0.02, "unbiased")
+    # A row decided under the margin from the blog's words and not under the first one carries both.
+    table = failure_table("baseline", {0: CHANCE, 100: (-1.5, 0.2)}, seeds=[0, 1, 2])
+    (row,) = claims.evidence_table(
+        claims.Inputs(variants=VARIANTS, model=MODEL, failure=table),
+        EV,
+        [claims.CLAIMS_BY_NAME["failure_rises_with_position"]],
+    ).to_dict("records")
+    assert row["deviations"] == "slope_margin_from_words" and row["verdict_as_first_written"]
