@@ -999,3 +999,15 @@ def test_the_deviations_registry_is_on_the_page_and_every_rule_changed_after_the
         [claims.CLAIMS_BY_NAME["failure_rises_with_position"]],
     ).to_dict("records")
     assert row["deviations"] == "slope_margin_from_words" and row["verdict_as_first_written"]
+
+
+def test_a_row_with_fewer_seeds_than_the_runs_plan_is_a_pilot_and_not_decided():
+    table = failure_table("baseline", {0: CHANCE, 100: (-3.0, 3.0)}, seeds=[0, 1, 2], rng=np.random.default_rng(0))
+    (decided,) = run_claim("failure_rises_with_position", failure=table)
+    assert decided["verdict"] == "supported" and decided["method"].startswith("per-seed")
+    ev = settings_from_block(EvidenceSettings, {"min_seeds": 8}, "evidence")
+    inputs = claims.Inputs(variants=VARIANTS, model=MODEL, failure=table)
+    (pilot,) = claims.evaluate_claim(claims.CLAIMS_BY_NAME["failure_rises_with_position"], inputs, ev)
+    assert pilot["method"].startswith("pilot: 3 seeds, fewer than the run's plan of 8")
+    assert pilot["verdict"] == "inconclusive" and pilot["estimate"] == decided["estimate"]
+    assert pilot["rule"].startswith("No verdict: a pilot")

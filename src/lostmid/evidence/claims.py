@@ -48,12 +48,12 @@ from lostmid.evidence.blog_claims import mid_training_step
 from lostmid.evidence.deviations import deviations_of, first_written
 from lostmid.evidence.inputs import CHECK, CLAIM, COLUMNS, Claim, EvidenceError, Inputs, NotRun, Result, Setting
 from lostmid.evidence.registry import CLAIMS, CLAIMS_BY_NAME
-from lostmid.evidence.report import estimate_words, verdict_words
+from lostmid.evidence.report import NO_VERDICT, estimate_words, verdict_words
 from lostmid.evidence.settings import EvidenceSettings
 
-NO_VERDICT = ("not run", "not evaluable")  # how the method of a row without a verdict begins
 NOT_RUN_RULE = "No verdict: the claim was not evaluated on this run (the method says what is missing)."
 NOT_EVALUABLE_RULE = "No verdict: the claim is not evaluable on this run (the method says why)."
+PILOT_RULE = "No verdict: a pilot, with fewer seeds than the run's plan (evidence.min_seeds)."
 
 
 @dataclass
@@ -87,7 +87,8 @@ def _row_of(claim: Claim, setting: Setting, result: Result) -> dict:
         interval = interval._replace(method=f"not evaluable: {setting.not_evaluable}; {measured}")
     row = {**dec.claim_row(interval, result.rule), "rule": result.rule_words()}
     if _no_verdict(interval.method):
-        why = NOT_RUN_RULE if interval.method.startswith("not run") else NOT_EVALUABLE_RULE
+        prefix = next(prefix for prefix in NO_VERDICT if interval.method.startswith(prefix))
+        why = {"not run": NOT_RUN_RULE, "not evaluable": NOT_EVALUABLE_RULE, "pilot": PILOT_RULE}[prefix]
         row.update(verdict=dec.INCONCLUSIVE, rule=f"{why} The rule that would apply: {row['rule']}")
     return {
         "claim": claim.name,
@@ -119,6 +120,17 @@ def _row_of(claim: Claim, setting: Setting, result: Result) -> dict:
     }
 
 
+def as_pilot(result: Result, ev: EvidenceSettings) -> Result:
+    """A result over seeds with fewer than ``evidence.min_seeds`` (the run's plan) is a pilot: it keeps its
+    estimate and interval and gets no verdict. Four-seed verdicts do not repeat across machines
+    (docs/validation.md); a deterministic result (no seeds) is never a pilot."""
+    n, method = result.interval.n, result.interval.method
+    if not 0 < n < ev.min_seeds or method.startswith(NO_VERDICT):
+        return result
+    pilot = f"pilot: {n} seeds, fewer than the run's plan of {ev.min_seeds} (evidence.min_seeds); {method}"
+    return replace(result, interval=result.interval._replace(method=pilot))
+
+
 def _evaluations(claim: Claim, inputs: Inputs, ev: EvidenceSettings) -> list[Evaluation]:
     missing = [name for name in claim.needs if getattr(inputs, name) is None]
     if missing:
@@ -138,7 +150,7 @@ def _evaluations(claim: Claim, inputs: Inputs, ev: EvidenceSettings) -> list[Eva
         except NotRun as why:
             found.append(Evaluation(claim, setting, None, _not_run_row(claim, str(why), setting)))
             continue
-        found.append(Evaluation(claim, setting, result, _row_of(claim, setting, result)))
+        found.append(Evaluation(claim, setting, result, _row_of(claim, setting, as_pilot(result, ev))))
     return found
 
 

@@ -23,10 +23,15 @@ def verdict_counts(table: pd.DataFrame) -> str:
     return ", ".join(f"{counts[verdict]} {verdict}" for verdict in sorted(counts.index))
 
 
+# How the method of a row without a verdict of its own begins: a claim not evaluated on the run, one
+# measured but not decidable, one with fewer seeds than the run's plan (evidence.min_seeds).
+NO_VERDICT = ("not run", "not evaluable", "pilot")
+
+
 def no_verdict(row) -> str:
-    """ "not evaluable" or "not run" for a row without a verdict of its own, else ""."""
+    """The prefix of NO_VERDICT that the row's method begins with ("" for a row with a verdict)."""
     method = str(getattr(row, "method", ""))
-    return next((prefix for prefix in ("not evaluable", "not run") if method.startswith(prefix)), "")
+    return next((prefix for prefix in NO_VERDICT if method.startswith(prefix)), "")
 
 
 def verdict_words(row) -> str:

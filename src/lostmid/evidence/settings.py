@@ -14,6 +14,8 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class EvidenceSettings:
     level: float  # level of every interval over seeds
+    # The run's plan: a row over fewer seeds is a pilot, with no verdict (2: every interval decides).
+    min_seeds: int
     # "Mid-training": the first checkpoint after step 0 at which the baseline's mean evaluation
     # accuracy over seeds (balanced set, all flag positions) reaches this level: half-way from
     # chance (0.5) to perfect recall.
