@@ -525,3 +525,18 @@ def test_the_evidence_table_is_written_into_a_docs_page_between_its_markers(tmp_
     page.write_text("no markers\n")
     assert main(["evidence", "--markdown", "--table", str(tmp_path / "evidence.parquet"), "--into", str(page)]) == 2
     assert "lacks the lines" in capsys.readouterr().err and page.read_text() == "no markers\n"
+
+
+def test_the_time_overhead_reads_cpu_time_so_a_loaded_baseline_job_does_not_decide_it():
+    """The baseline's job ran on a loaded machine (wall clock 3x its CPU time): by wall clock Algorithm 3's
+    ratio would read 5 / 3; by CPU time, which the load does not stretch, it reads 5 and is contradicted."""
+    loaded = train_rows("baseline", 0.03, 400.0).assign(cpu_seconds_per_step=lambda t: t.seconds_per_step / 3)
+    idle = [
+        train_rows(v, s, 400.0).assign(cpu_seconds_per_step=lambda t: t.seconds_per_step)
+        for v, s in [("balance_blog", 0.02), ("observability_blog", 0.05), ("reweight_blog", 0.01)]
+    ]
+    time = {r["variant"]: r for r in rows("remedy_time_overhead", train=pd.concat([loaded, *idle]))}
+    assert time["observability_blog"]["estimate"] == pytest.approx(5.0, rel=0.05)
+    assert (
+        time["observability_blog"]["verdict"] == "contradicted" and "CPU time" in time["observability_blog"]["method"]
+    )

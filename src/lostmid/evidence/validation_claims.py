@@ -347,7 +347,9 @@ def shift_effect(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> PerSeed:
 def _per_run(inputs: Inputs, variant: str, s: Setting, column: str) -> pd.Series:
     part = rows_of(inputs.train, "train", variant, s.L, s.depth)
     values = (
-        part.groupby("seed")[column].median() if column == "seconds_per_step" else part.groupby("seed")[column].max()
+        part.groupby("seed")[column].median()
+        if column.endswith("seconds_per_step")
+        else part.groupby("seed")[column].max()
     )
     if not (np.isfinite(values).all() and (values > 0).all()):
         raise NotRun(f"the training log of {variant} has no positive {column}")
@@ -363,7 +365,19 @@ def overhead_effect(column: str, what: str):
     return effect
 
 
-time_effect = overhead_effect("seconds_per_step", "median time per training step")
+def time_effect(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> PerSeed:
+    """The time overhead, by the process's CPU time per step: the load of other processes on the machine
+    stretches wall-clock time, not the CPU time the step itself takes (torch's threads are fixed per job),
+    so the ratio no longer follows the machine's load (issue 33; benchmarks/bench_overhead_load.py shows a
+    loaded and an idle run agree). A train table written before the CPU-time column falls back on the
+    wall-clock time, and its method says so."""
+    train = inputs.train
+    if "cpu_seconds_per_step" in train and train["cpu_seconds_per_step"].notna().all():
+        return overhead_effect("cpu_seconds_per_step", "median process CPU time per training step")(inputs, ev, s)
+    what = "median wall-clock time per training step (the table predates the CPU-time column: the load enters)"
+    return overhead_effect("seconds_per_step", what)(inputs, ev, s)
+
+
 memory_effect = overhead_effect("peak_mem_mb", "peak memory of the training job")
 
 

@@ -48,7 +48,14 @@ def with_run_keys(df: pd.DataFrame, spec: dict, step: int | None = None) -> pd.D
 # kind of its values: declared once, checked whenever a table is read (``read``).
 _RUN = {"variant": "string", "L": "integer", "depth": "integer", "seed": "integer", "step": "integer"}
 RUN_TABLE_COLUMNS = {
-    "train": {**_RUN, "loss": "float", "accuracy": "float", "seconds_per_step": "float", "peak_mem_mb": "float"},
+    "train": {
+        **_RUN,
+        "loss": "float",
+        "accuracy": "float",
+        "seconds_per_step": "float",
+        "peak_mem_mb": "float",
+        "cpu_seconds_per_step": "float",
+    },
     "failure": {
         **_RUN,
         "flag_pos": "integer",
