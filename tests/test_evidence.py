@@ -1011,3 +1011,19 @@ def test_a_row_with_fewer_seeds_than_the_runs_plan_is_a_pilot_and_not_decided():
     assert pilot["method"].startswith("pilot: 3 seeds, fewer than the run's plan of 8")
     assert pilot["verdict"] == "inconclusive" and pilot["estimate"] == decided["estimate"]
     assert pilot["rule"].startswith("No verdict: a pilot")
+
+
+def test_matched_accuracy_interpolates_each_seed_to_where_its_own_accuracy_crosses_the_level():
+    # One seed: accuracy 0.5, 0.7, 0.9 at steps 0, 100, 200 (failure on every position alike).
+    rows = [
+        {"variant": "baseline", "L": 8, "depth": 1, "seed": 0, "step": step, "f": f, "p": f / 8, "failures": k, "n": 10}
+        for step, k in ((0, 5), (100, 3), (200, 1))
+        for f in range(2, 9)
+    ]
+    failure = pd.DataFrame(rows)
+    value = {0: 0.0, 100: 1.0, 200: 3.0}
+    found, words = blog_claims.at_matched_accuracy(
+        failure, "baseline", 8, 1, 0.75, lambda step: pd.Series({0: value[step]})
+    )
+    # w = (0.75 - 0.7) / (0.9 - 0.7) = 0.25 of the way from step 100 to 200.
+    assert found[0] == pytest.approx(0.75 * 1.0 + 0.25 * 3.0) and "at step 125" in words

@@ -110,10 +110,13 @@ def test_algorithm_1_is_compared_with_its_baseline_at_each_arms_own_mid_training
             metrics_rows("balance_blog", {0: 1.0, 250: 3.0, 500: 0.5, 750: 0.5}, z=2.0),
         ]
     )
-    (row,) = rows("balance_lowers_e_inf_at_matched_accuracy", failure=failure, metrics=metrics)
+    row, interpolated = rows("balance_lowers_e_inf_at_matched_accuracy", failure=failure, metrics=metrics)
     assert row["verdict"] == "supported" and row["estimate"] == pytest.approx(math.log(0.25), abs=0.1)
     assert "balance_blog at step 500, baseline at step 250" in row["method"]
-    assert "log(Z remedy / Z baseline) 0.693" in row["note"]
+    assert "log(Z remedy / Z baseline) 0.693" in row["note"] and "(gap " in row["note"]
+    # The same claim with each seed interpolated to the accuracy level: both arms at one accuracy.
+    assert interpolated["checkpoint"] == vc.INTERPOLATED and "interpolated to accuracy" in interpolated["method"]
+    assert "accuracy gap 0 by construction" in interpolated["note"] and math.isfinite(interpolated["estimate"])
 
 
 def test_an_arm_that_never_reaches_mid_training_gets_a_not_run_row_saying_so():
@@ -124,8 +127,9 @@ def test_an_arm_that_never_reaches_mid_training_gets_a_not_run_row_saying_so():
         ]
     )
     metrics = pd.concat([metrics_rows(v, {0: 1.0, 250: 1.0, 500: 1.0, 750: 1.0}) for v in ("baseline", "balance_blog")])
-    (row,) = rows("balance_lowers_e_inf_at_matched_accuracy", failure=failure, metrics=metrics)
+    row, interpolated = rows("balance_lowers_e_inf_at_matched_accuracy", failure=failure, metrics=metrics)
     assert row["verdict"] == "inconclusive" and "balance_blog's mean evaluation accuracy never reached" in row["method"]
+    assert interpolated["verdict"] == "inconclusive" and "no seed of balance_blog reaches" in interpolated["method"]
 
 
 def test_algorithm_2_changing_the_profile_little_is_an_equivalence_at_matched_accuracy():

@@ -5,6 +5,7 @@ position preference, one row per reading of the fix (bias variant)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
 from typing import NamedTuple
 
@@ -497,3 +498,74 @@ def debiased_has_less_position_preference_model_free(inputs: Inputs, ev: Evidenc
         f"{interval.method}"
     )
     return Result(interval, rule, _agreement(debiased_has_less_position_preference(inputs, ev, s), interval, rule))
+
+
+# ========================================== matched accuracy by interpolation between checkpoints (issue 33)
+
+
+def at_matched_accuracy(
+    failure: pd.DataFrame, variant: str, L: int, depth: int, level: float, value_at: Callable[[int], pd.Series]
+) -> tuple[pd.Series, str]:
+    """Per seed, a statistic at the point where the seed's own evaluation accuracy first reaches
+    ``level``: between the last checkpoint below it (t0, accuracy a0) and the first at or above it (t1,
+    a1), the statistic is interpolated linearly with weight w = (level - a0) / (a1 - a0), so that by
+    linear interpolation every seed of every arm is compared at the same accuracy. ``value_at(step)`` is
+    the per-seed statistic at a checkpoint. Seeds that never reach ``level`` are left out, and the
+    words say how many, with the arm's mean crossing step."""
+    accuracy = rows_of(accuracy_per_checkpoint(failure), "failure", variant, L, depth).pivot(
+        index="seed", columns="step", values="accuracy"
+    )
+    steps = sorted(accuracy.columns)
+    cached: dict[int, pd.Series] = {}
+
+    def value(step: int, seed: int) -> float:
+        if step not in cached:
+            cached[step] = value_at(step)
+        return float(cached[step].loc[seed])
+
+    found, crossings = {}, []
+    for seed, row in accuracy.iterrows():
+        after = [i for i, t in enumerate(steps) if t > 0 and row[t] >= level]
+        if not after:
+            continue
+        i = after[0]
+        t0, t1 = steps[i - 1], steps[i]
+        w = min(1.0, max(0.0, (level - row[t0]) / (row[t1] - row[t0]))) if row[t1] > row[t0] else 1.0
+        found[seed] = (1 - w) * value(t0, seed) + w * value(t1, seed)
+        crossings.append(t0 + w * (t1 - t0))
+    if not found:
+        raise NotRun(f"no seed of {variant} reaches the accuracy {level:g}")
+    left_out = len(accuracy) - len(found)
+    words = f"{variant} crosses accuracy {level:g} at step {np.mean(crossings):.0f} on average" + (
+        f" ({left_out} seed{'s' if left_out > 1 else ''} never do, left out)" if left_out else ""
+    )
+    return pd.Series(found, dtype=np.float64).sort_index(), words
+
+
+def debiased_has_less_position_preference_interpolated(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+    """Blog (e) at matched accuracy by interpolation (``at_matched_accuracy``): per seed, each arm's
+    logistic slope where its own accuracy crosses ``mid_accuracy``; paired difference (debiased -
+    baseline), Student t. Rule: less than zero, margin ``slope_margin``. The note gives the accuracy gap
+    the checkpoint reading (debiased_has_less_position_preference) leaves, which this one removes."""
+    rule = _slope_rule(ev, "less_than_zero", "the difference (debiased - baseline) of the slope at matched accuracy")
+    per_arm, words, gaps = [], [], []
+    for variant in (s.variant, s.reference):
+        values, crossing = at_matched_accuracy(
+            inputs.failure,
+            variant,
+            s.L,
+            s.depth,
+            ev.mid_accuracy,
+            lambda step, v=variant: slopes_at(inputs.failure, v, s.L, s.depth, step),
+        )
+        per_arm.append(values)
+        words.append(crossing)
+        step, _ = mid_training_step(inputs.failure, variant, s.L, s.depth, ev.mid_accuracy)
+        gaps.append(mean_accuracy_at(inputs.failure, variant, s.L, s.depth, step) if step is not None else math.nan)
+    interval = st.paired_difference(*per_arm, st.t_interval, level=ev.level)
+    method = f"per-seed logistic slope interpolated to the seed's accuracy {ev.mid_accuracy:g}; {interval.method}"
+    note = (
+        "; ".join(words) + f"; the checkpoint reading compares mean accuracies {gaps[0]:.3f} and {gaps[1]:.3f} "
+        f"(gap {gaps[0] - gaps[1]:+.3f}); interpolated, the gap is 0 by construction"
+    )
+    return Result(interval._replace(method=method), rule, note)
