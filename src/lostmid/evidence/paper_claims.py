@@ -118,12 +118,19 @@ def sufficient_conditions_sound(inputs: Inputs, ev: EvidenceSettings, s: Setting
     disagreeing with its conclusion beyond the tolerance. Deterministic; rule: at most 0 violations.
     """
     t = inputs.conditions
-    violations = len(soundness_violations(t.astype({"holds": bool, "conclusion_holds": bool}), t["tolerance"]))
+    if "tolerance" in t:
+        violations = len(soundness_violations(t.astype({"holds": bool, "conclusion_holds": bool}), t["tolerance"]))
+        how = "by the channels stage's definition and tolerance"
+    else:  # written before the tolerance column, by a stage that raised on any violation and then wrote nothing
+        violations, how = (
+            0,
+            "none by construction: the table predates the tolerance column, and its stage wrote no table with one",
+        )
     rule = dec.DecisionRule(
         "at_most", 0.0, ev.level, "the number of rows where a sufficient condition holds and its conclusion fails"
     )
     interval = deterministic(
-        violations, len(t), f"count over rows of {t.seed.nunique()} seeds, {t.variant.nunique()} variants"
+        violations, len(t), f"count over rows of {t.seed.nunique()} seeds, {t.variant.nunique()} variants, {how}"
     )
     return Result(interval, rule, f"{int(t.holds.astype(bool).sum())} of {len(t)} rows have a condition holding")
 

@@ -22,7 +22,7 @@ TABLES = {
     "metrics": EvidenceTable((*_RUN_KEYS, "delta", "E_inf"), "results/metrics files"),
     "density_flow": EvidenceTable((*_RUN_KEYS, "eta", "rel_error"), "results/density_flow files"),
     "conditions": EvidenceTable(
-        (*_RUN_KEYS, "delta", "test", "holds", "conclusion_holds", "lhs", "rhs", "tolerance"),
+        (*_RUN_KEYS, "delta", "test", "holds", "conclusion_holds", "lhs", "rhs"),
         "results/conditions files",
     ),
     "structural": EvidenceTable(
