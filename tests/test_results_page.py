@@ -159,3 +159,20 @@ def test_the_readme_quotes_the_headline_between_its_markers_and_nothing_else_cha
     assert with_headline(filled, "- again\n", "README.md").count("- again\n") == 1
     with pytest.raises(ConfigError, match="lacks the lines"):
         with_headline("no markers\n", "x\n", "README.md")
+
+
+def test_a_confirmatory_runs_rows_stand_beside_the_default_runs():
+    from lostmid.evidence.report import side_by_side
+
+    confirm = pd.DataFrame([row("debiased_trains_faster", "blog (d)", "literal vs baseline", 0.01, "contradicted", 24)])
+    default = pd.DataFrame(
+        [
+            row("failure_rises_with_position", "blog (a)", "baseline", 1.8, "supported", 24),
+            row("debiased_trains_faster", "blog (d)", "literal vs baseline", 0.02, "inconclusive", 24),
+        ]
+    )
+    for table in (confirm, default):
+        table["variant"] = "debiased_literal"
+    lines = side_by_side({"confirmatory": confirm, "default": default}).splitlines()
+    assert lines[0] == "| claim | kind | setting | confirmatory | default |"
+    assert "→ **contradicted** | 0.02 [-0.98, 1.02], 24 seeds → **inconclusive** |" in lines[2]

@@ -100,3 +100,36 @@ def headline(table: pd.DataFrame) -> str:
                 for row in moved
             ]
     return "\n".join(lines) + "\n"
+
+
+def side_by_side(runs: dict[str, pd.DataFrame]) -> str:
+    """Markdown: the rows of several runs' evidence tables beside one another, one line per row of the
+    first run (matched by claim, variant, L, depth and order within them), each run's cell "estimate
+    [interval], n seeds, verdict"; a row another run lacks reads "–". ``runs`` maps a label (e.g.
+    "confirmatory") to its table."""
+    keys = ["claim", "variant", "L", "depth"]
+
+    def keyed(table: pd.DataFrame) -> pd.DataFrame:
+        frame = table.assign(**{k: table[k].astype(str) for k in keys})
+        return frame.assign(nth=frame.groupby(keys).cumcount()).set_index([*keys, "nth"])
+
+    tables = {label: keyed(table) for label, table in runs.items()}
+    first = next(iter(tables.values()))
+    labels = list(tables)
+    lines = [
+        "| claim | kind | setting | " + " | ".join(labels) + " |",
+        "|---|---|---|" + "---|" * len(labels),
+    ]
+    for key, row in first.iterrows():
+        cells = []
+        for label in labels:
+            other = tables[label]
+            if key not in other.index:
+                cells.append("–")
+                continue
+            r = other.loc[key]
+            seeds = f", {int(r.n_seeds)} seeds" if r.n_seeds else ""
+            cells.append(f"{estimate_words(r)}{seeds} → **{verdict_words(r)}**")
+        kind = row.get("kind", "claim")
+        lines.append(f"| {key[0]} | {kind} | {str(row.setting).replace('|', '/')} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
