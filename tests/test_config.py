@@ -32,6 +32,7 @@ SHIPPED = [
     ("config.yaml", "validation.yaml", "validation_pilot.yaml"),
     ("config.yaml", "validation.yaml", "validation_full.yaml"),
     ("config.yaml", "validation.yaml", "validation_algorithm1.yaml"),
+    ("config.yaml", "confirm.yaml"),
 ]
 
 
