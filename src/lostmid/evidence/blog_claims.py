@@ -562,6 +562,8 @@ def debiased_has_less_position_preference_interpolated(inputs: Inputs, ev: Evide
         words.append(crossing)
         step, _ = mid_training_step(inputs.failure, variant, s.L, s.depth, ev.mid_accuracy)
         gaps.append(mean_accuracy_at(inputs.failure, variant, s.L, s.depth, step) if step is not None else math.nan)
+    if per_arm[0].index.intersection(per_arm[1].index).empty:
+        raise NotRun(f"no seed reaches the accuracy {ev.mid_accuracy:g} in both {s.variant} and {s.reference}")
     interval = st.paired_difference(*per_arm, st.t_interval, level=ev.level)
     method = f"per-seed logistic slope interpolated to the seed's accuracy {ev.mid_accuracy:g}; {interval.method}"
     note = (

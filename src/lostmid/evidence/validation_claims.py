@@ -183,6 +183,8 @@ def interpolated_log_ratio(inputs: Inputs, ev: EvidenceSettings, s: Setting, col
         for v in (s.variant, s.reference)
     ]
     values = _paired(arms[0][0], arms[1][0])
+    if values.empty:
+        raise NotRun(f"no seed reaches the accuracy {ev.mid_accuracy:g} in both {s.variant} and {s.reference}")
     method = (
         f"per-seed log({column} remedy / {column} baseline), each seed interpolated to accuracy {ev.mid_accuracy:g}"
     )

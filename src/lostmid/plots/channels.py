@@ -81,6 +81,8 @@ def condition_summary(conditions: pd.DataFrame) -> pd.DataFrame:
     (a sufficient test failing while its conclusion holds; for an equivalence: disagreeing), and
     soundness violations (must be 0)."""
     frame = conditions.assign(conservative=~conditions["holds"] & conditions["conclusion_holds"])
+    if "violation" not in frame:  # written before the column, by a stage that refused any violation
+        frame = frame.assign(violation=False)
     summary = frame.groupby(["test", "delta"], as_index=False).agg(
         n=("holds", "size"),
         holds=("holds", "sum"),
