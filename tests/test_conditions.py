@@ -377,3 +377,15 @@ def test_profiles_of_a_model_match_its_channel_split_average():
     regional = Regional(profiles, 0.2)
     regional.check_identity()
     assert "residual_persistence" not in {r["test"] for r in regional.tests()}  # skipped without operator norms
+
+
+def test_a_conditions_table_written_before_the_violation_column_is_still_read(written, tmp_path):
+    from lostmid.errors import TableError
+    from lostmid.tables import keys
+
+    old = pd.read_parquet(written / "conditions.parquet").drop(columns=["tolerance", "violation"])
+    old.to_parquet(tmp_path / "old.parquet")
+    assert list(keys.read_table(tmp_path / "old.parquet", "conditions").columns) == list(old.columns)
+    old.drop(columns=["lhs"]).to_parquet(tmp_path / "broken.parquet")
+    with pytest.raises(TableError, match=r"lacks the column\(s\) \['lhs'\]"):
+        keys.read_table(tmp_path / "broken.parquet", "conditions")
