@@ -542,6 +542,16 @@ def at_matched_accuracy(
     return pd.Series(found, dtype=np.float64).sort_index(), words
 
 
+def interpolated_preference_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
+    """(e)'s settings, each read at matched accuracy by interpolation rather than at a checkpoint."""
+    return [
+        s
+        if s.missing
+        else replace(s, checkpoint=f"matched accuracy {ev.mid_accuracy:g}, interpolated between checkpoints")
+        for s in debiased_preference_settings(inputs, ev)
+    ]
+
+
 def debiased_has_less_position_preference_interpolated(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
     """Blog (e) at matched accuracy by interpolation (``at_matched_accuracy``): per seed, each arm's
     logistic slope where its own accuracy crosses ``mid_accuracy``; paired difference (debiased -

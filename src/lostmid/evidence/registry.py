@@ -26,6 +26,7 @@ from lostmid.evidence.blog_claims import (
     first_token_jacobian_grows_with_depth,
     fitted_bias_weights_recent_keys,
     init_settings,
+    interpolated_preference_settings,
 )
 from lostmid.evidence.fit_checks import bias_fit_flattens_profile, bias_fit_keeps_context_share, reading_settings
 from lostmid.evidence.inputs import BLOG, CHECK, CLAIM, PAPER_VALIDATION, Claim, pair_settings
@@ -172,7 +173,7 @@ CLAIMS: list[Claim] = [
         "the mid-training level",
         SLOPE,
         ("failure",),
-        debiased_preference_settings,
+        interpolated_preference_settings,
         debiased_has_less_position_preference_interpolated,
         kind=CLAIM,
     ),
