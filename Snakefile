@@ -8,6 +8,7 @@ from snakemake.utils import min_version
 
 import lostmid.config as lostmid_config
 import lostmid.jobs as jobs
+from lostmid.seed_ledger import check_fresh_seeds
 
 min_version("9.0")
 
@@ -27,6 +28,8 @@ if not workflow.overwrite_configfiles:
 
 lostmid_config.validate(config)  # src/lostmid/config.schema.yaml; fills in its defaults: the rules pass complete blocks
 jobs.check(config)
+# A config declaring its seeds fresh (fresh_seeds) is refused if config/seed_ledger.yaml records one for another.
+check_fresh_seeds(config, Path(workflow.basedir) / "config" / "seed_ledger.yaml")
 
 
 report: "workflow/report/workflow.rst"

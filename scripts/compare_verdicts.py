@@ -46,10 +46,10 @@ def from_markdown(text: str, source: str) -> pd.DataFrame:
         cells = dict(zip(names, (cell.strip() for cell in line.strip().strip("|").split(" | "))))
         rows.append(
             {
-                "claim": cells["claim"],
+                "claim": cells["claim"].removesuffix(" (check)"),  # the page marks the checks of the instrument
                 "setting": cells["setting"],
                 "estimate": cells["estimate [interval]"],
-                "verdict": cells["verdict"].strip("*"),
+                "verdict": cells["verdict"].strip("*").split(" (")[0],  # "inconclusive (not evaluable)" and the like
             }
         )
     return pd.DataFrame(rows, columns=COLUMNS)

@@ -15,10 +15,10 @@ from lostmid.cli.main import main
 from lostmid.config import settings_from_section
 from lostmid.core import task
 from lostmid.errors import ConfigError
-from lostmid.evidence import blog_claims, claims
+from lostmid.evidence import blog_claims, claims, decisions, statistics
 from lostmid.evidence.settings import EvidenceSettings
 
-from conftest import model_config
+from conftest import REPO, model_config
 
 EV = settings_from_section(EvidenceSettings, {}, "evidence")  # the schema's defaults
 VARIANTS = {"baseline": {}, "debiased": {"remedy": {"kind": "bias"}}}
@@ -640,14 +640,21 @@ def test_a_malformed_bias_fit_summary_is_one_clear_error():
 
 def _fixed_claim(name: str, values, family="blog") -> claims.Claim:
     """A claim whose per-seed effects are ``values``: greater than zero, margin 0.5."""
-    from lostmid.evidence import decisions, statistics
 
     def compute(inputs, ev, s):
         rule = decisions.DecisionRule("greater_than_zero", 0.5, ev.level)
         return claims.Result(statistics.t_interval(values, ev.level), rule)
 
     return claims.Claim(
-        name, "blog (test)", "effect", "unit", (), lambda inputs, ev: [claims.Setting()], compute, family=family
+        name,
+        "blog (test)",
+        "effect",
+        "unit",
+        (),
+        lambda inputs, ev: [claims.Setting()],
+        compute,
+        family=family,
+        kind=claims.CLAIM,
     )
 
 
@@ -698,16 +705,26 @@ def test_paper_claims_on_known_tables():
         "structural_baseline_matches_closed_form", structural=structural.assign(closed_form=structural.measured)
     )
     assert row["verdict"] == "supported" and row["estimate"] == 0.0
-    base = {"variant": "baseline", "L": 8, "depth": 1, "seed": 0, "step": 0, "delta": 0.2}
+    # The soundness count uses the channels stage's own definition and float tolerance: an equivalence
+    # ("exact") whose sides tie within the tolerance is no violation; a sufficient test holding while its
+    # conclusion fails is one.
+    base = {"variant": "baseline", "L": 8, "depth": 1, "seed": 0, "step": 0, "delta": 0.2, "tolerance": 1e-4}
     conditions = pd.DataFrame(
         [
-            {**base, "test": "t", "holds": h, "conclusion_holds": c}
-            for h, c in [(True, True), (False, False), (False, True)]
+            {**base, "test": test, "holds": h, "conclusion_holds": c, "lhs": lhs, "rhs": 1.0}
+            for test, h, c, lhs in [
+                ("cone_primacy", True, True, 2.0),
+                ("cone_primacy", False, False, 0.5),
+                ("cone_primacy", False, True, 0.5),
+                ("exact", True, False, 1.00001),
+            ]
         ]
     )
     (row,) = run_claim("sufficient_conditions_sound", conditions=conditions)
     assert row["verdict"] == "supported" and row["estimate"] == 0
-    bad = pd.concat([conditions, pd.DataFrame([{**base, "test": "t", "holds": True, "conclusion_holds": False}])])
+    bad = pd.concat(
+        [conditions, pd.DataFrame([{**base, "test": "cone_primacy", "holds": True, "conclusion_holds": False}])]
+    )
     (row,) = run_claim("sufficient_conditions_sound", conditions=bad)
     assert row["verdict"] == "contradicted" and row["estimate"] == 1
     # The paper's Table 1 (docs/algebraic.md): every qualitative finding holds.
@@ -951,3 +968,62 @@ def test_the_model_free_preference_is_late_minus_early_failure_and_has_no_model_
     expected = late.failures.sum() / late.n.sum() - early.failures.sum() / early.n.sum()
     assert list(preference.index) == [0, 1] and preference[0] == pytest.approx(expected) and expected > 0.2
     assert (blog_claims.late_minus_early_failure_per_seed(table, "baseline", 16, 2, 200) == 0).all()
+
+
+def test_a_and_e_are_reported_with_the_model_free_statistic_too_and_say_where_the_verdicts_differ():
+    # (a): failure rises steeply at the baseline's mid-training (step 100): both estimators decide it.
+    table = failure_table("baseline", {0: CHANCE, 100: (-3.0, 3.0)}, seeds=[0, 1, 2], rng=np.random.default_rng(0))
+    (row,) = run_claim("failure_rises_with_position_model_free", failure=table)
+    assert row["verdict"] == "supported" and row["ci_low"] > 0.05 and "the two verdicts agree" in row["note"]
+    # Where the logistic slope is decided and the model-free difference is not, the row says so.
+    slope_rule = decisions.DecisionRule("greater_than_zero", 0.5)
+    free_rule = decisions.DecisionRule("greater_than_zero", 0.05)
+    based = claims.Result(statistics.Interval(1.0, 0.5, 1.5, 24, "t"), slope_rule)
+    note = blog_claims._agreement(based, statistics.Interval(0.01, -0.02, 0.04, 24, "t"), free_rule)
+    assert "supported" in note and "contradicted" in note and "THE TWO VERDICTS DIFFER" in note
+
+
+def test_the_deviations_registry_is_on_the_page_and_every_rule_changed_after_the_data_carries_its_first_verdict():
+    from lostmid.evidence import deviations
+
+    page = (REPO / "docs" / "evidence.md").read_text()
+    block = page.split("<!-- deviations: begin -->")[1].split("<!-- deviations: end -->")[0]
+    assert block.strip() == deviations.markdown().strip()
+    first = deviations.first_written(EV)
+    assert (first.slope_margin, first.speed_margin, first.share_reference) == (0.5, 0.02, "unbiased")
+    # A row decided under the margin from the blog's words and not under the first one carries both.
+    table = failure_table("baseline", {0: CHANCE, 100: (-1.5, 0.2)}, seeds=[0, 1, 2])
+    (row,) = claims.evidence_table(
+        claims.Inputs(variants=VARIANTS, model=MODEL, failure=table),
+        EV,
+        [claims.CLAIMS_BY_NAME["failure_rises_with_position"]],
+    ).to_dict("records")
+    assert row["deviations"] == "slope_margin_from_words" and row["verdict_as_first_written"]
+
+
+def test_a_row_with_fewer_seeds_than_the_runs_plan_is_a_pilot_and_not_decided():
+    table = failure_table("baseline", {0: CHANCE, 100: (-3.0, 3.0)}, seeds=[0, 1, 2], rng=np.random.default_rng(0))
+    (decided,) = run_claim("failure_rises_with_position", failure=table)
+    assert decided["verdict"] == "supported" and decided["method"].startswith("per-seed")
+    ev = settings_from_section(EvidenceSettings, {"min_seeds": 8}, "evidence")
+    inputs = claims.Inputs(variants=VARIANTS, model=MODEL, failure=table)
+    (pilot,) = claims.evaluate_claim(claims.CLAIMS_BY_NAME["failure_rises_with_position"], inputs, ev)
+    assert pilot["method"].startswith("pilot: 3 seeds, fewer than the run's plan of 8")
+    assert pilot["verdict"] == "inconclusive" and pilot["estimate"] == decided["estimate"]
+    assert pilot["rule"].startswith("No verdict: a pilot")
+
+
+def test_matched_accuracy_interpolates_each_seed_to_where_its_own_accuracy_crosses_the_level():
+    # One seed: accuracy 0.5, 0.7, 0.9 at steps 0, 100, 200 (failure on every position alike).
+    rows = [
+        {"variant": "baseline", "L": 8, "depth": 1, "seed": 0, "step": step, "f": f, "p": f / 8, "failures": k, "n": 10}
+        for step, k in ((0, 5), (100, 3), (200, 1))
+        for f in range(2, 9)
+    ]
+    failure = pd.DataFrame(rows)
+    value = {0: 0.0, 100: 1.0, 200: 3.0}
+    found, words = blog_claims.at_matched_accuracy(
+        failure, "baseline", 8, 1, 0.75, lambda step: pd.Series({0: value[step]})
+    )
+    # w = (0.75 - 0.7) / (0.9 - 0.7) = 0.25 of the way from step 100 to 200.
+    assert found[0] == pytest.approx(0.75 * 1.0 + 0.25 * 3.0) and "at step 125" in words

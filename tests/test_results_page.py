@@ -1,14 +1,16 @@
 """docs/results.md is written by one command from a run's tables (`lostmid results-page`), and the
-README's headline verdicts are that command's `--headline` block, one line per claim family; job names stay short."""
+README's headline verdicts are that command's `--headline` block; job names stay short."""
 
 from __future__ import annotations
+
+import math
 
 import pandas as pd
 import pytest
 
 from lostmid import jobs
 from lostmid.cli.main import main
-from lostmid.evidence.report import headline
+from lostmid.evidence.report import headline, verdict_summary
 from lostmid.tables.run_cost import cost_by_stage, job_costs
 
 from conftest import REPO
@@ -21,9 +23,13 @@ def test_a_block_is_named_by_its_runs_of_consecutive_seeds():
     assert jobs.seed_ranges((0, 1, 2, 7, 9, 10)) == "0-2_7_9-10"
 
 
-def row(claim, source, setting, estimate, verdict, n_seeds=0, L=16, depth=4):
+def row(claim, source, setting, estimate, verdict, n_seeds=0, L=16, depth=4, kind="claim"):
     return {
         "claim": claim,
+        "kind": kind,
+        "method": "t over seeds",
+        "verdict_as_first_written": "",
+        "deviations": "",
         "source": source,
         "setting": setting,
         "L": L,
@@ -36,29 +42,97 @@ def row(claim, source, setting, estimate, verdict, n_seeds=0, L=16, depth=4):
     }
 
 
-def test_the_headline_is_one_line_per_claim_family_naming_its_contradicted_rows():
+def test_the_summary_gives_each_claim_of_the_blog_in_its_own_setting_every_reading_there_and_counts_the_paper():
+    """Claims only in the tallies, the checks apart; every contradicted or not-evaluable row appears (a
+    contradicted row at another setting, a contradicted check); a verdict that differs under the rules
+    as first written is named."""
     table = pd.DataFrame(
         [
-            row("failure_rises_with_position", "blog (a)", "baseline, L 16, checkpoint 500", 1.79, "supported", 24),
+            row("failure_rises_with_position", "blog (a)", "baseline, L 16", 1.79, "supported", 24),
             row("failure_rises_with_position", "blog (a)", "baseline_short, L 24", 1.62, "inconclusive", 3, L=24),
+            {
+                **row("debiased_trains_faster", "blog (d)", "debiased vs baseline", math.nan, "inconclusive"),
+                "method": "not evaluable: the fit did not flatten",
+            },
+            row("debiased_trains_faster", "blog (d)", "debiased_literal vs baseline", 0.01, "inconclusive", 24),
             row(
-                "bias_fit_flattens_profile",
-                "blog (c): the fit",
-                "debiased, L 16, checkpoint init",
-                -0.3,
-                "contradicted",
+                "debiased_trains_faster", "blog (d)", "debiased_short vs baseline_short", 0.03, "contradicted", 3, 24, 2
             ),
-            row("fitted_bias_weights_recent_keys", "blog (c)", "debiased, L 16", 1.6, "supported"),
-            row("balance_lowers_e_inf", "paper: Algorithm 1 (validation, section 4.5)", "balance", -1.0, "supported"),
-            row("sufficient_conditions_sound", "paper: sufficient conditions", "-", 0.0, "contradicted", L=None),
+            {
+                **row(
+                    "sufficient_conditions_sound",
+                    "paper: sufficient conditions",
+                    "-",
+                    0.0,
+                    "supported",
+                    L=None,
+                    depth=None,
+                ),
+                "verdict_as_first_written": "inconclusive",
+                "deviations": "a_rule",
+            },
+            row(
+                "structural_baseline_matches_closed_form", "paper: closed form", "-", 0.1, "contradicted", kind="check"
+            ),
+        ]
+    )
+    assert verdict_summary(table).splitlines() == [
+        "- blog (a) `failure_rises_with_position` — baseline, L 16: 1.79 [0.79, 2.79], 24 seeds → **supported** "
+        "(and 1 other setting)",
+        "- blog (d) `debiased_trains_faster` — debiased vs baseline: – → **inconclusive** (not evaluable)",
+        "- blog (d) `debiased_trains_faster` — debiased_literal vs baseline: 0.01 [-0.99, 1.01], 24 seeds → "
+        "**inconclusive** (and 1 other setting)",
+        "- the paper's 1 claims, 1 rows: 1 supported",
+        "- every claim row: 1 contradicted, 3 inconclusive, 2 supported of 6",
+        "- the checks of the instrument (not counted above): 1 checks, 1 rows: 1 contradicted",
+        "- every contradicted or not-evaluable row not listed above:",
+        "  - claim: blog (d) `debiased_trains_faster` — debiased_short vs baseline_short: 0.03 [-0.97, 1.03], 3 seeds "
+        "→ **contradicted**",
+        "  - check: paper: closed form `structural_baseline_matches_closed_form` — -: 0.1 [-0.9, 1.1] → "
+        "**contradicted**",
+        "- rows whose verdict differs under the rules as first written (deviations on the record):",
+        "  - `sufficient_conditions_sound` — -: **supported**, as first written inconclusive (a_rule)",
+    ]
+
+
+def test_the_headline_is_one_line_per_claim_family_naming_its_contradicted_and_not_evaluable_rows():
+    """Claims only, grouped by their family (Claim.family; "" is the paper's claims outside one), then one
+    line for the checks; a verdict that differs under the rules as first written is counted on its line."""
+    table = pd.DataFrame(
+        [
+            {
+                **row(
+                    "failure_rises_with_position", "blog (a)", "baseline, L 16, checkpoint 500", 1.8, "supported", 24
+                ),
+                "family": "blog",
+            },
+            {
+                **row(
+                    "debiased_trains_faster", "blog (d)", "debiased vs baseline, checkpoint 0", math.nan, "inconclusive"
+                ),
+                "family": "blog",
+                "method": "not evaluable: the fit did not flatten",
+            },
+            {
+                **row("debiased_trains_faster", "blog (d)", "literal vs baseline", 0.03, "contradicted", 24),
+                "family": "blog",
+            },
+            {
+                **row("sufficient_conditions_sound", "paper: sufficient conditions", "-", 0.0, "supported", L=None),
+                "family": "",
+                "verdict_as_first_written": "inconclusive",
+            },
+            {
+                **row("structural_baseline_matches_closed_form", "paper", "-", 0.1, "supported", kind="check"),
+                "family": "",
+            },
         ]
     )
     assert headline(table).splitlines() == [
-        "- blog (a): 2 rows, 1 inconclusive, 1 supported",
-        "- blog (c): 2 rows, 1 contradicted, 1 supported; contradicted: `bias_fit_flattens_profile` (debiased, L 16)",
-        "- the paper's validation (section 4.5): 1 row, 1 supported",
-        "- the paper's other claims: 1 row, 1 contradicted; contradicted: `sufficient_conditions_sound` (-)",
-        "- every row: 2 contradicted, 1 inconclusive, 3 supported of 6",
+        "- blog: 3 rows, 1 contradicted, 1 inconclusive, 1 supported; contradicted: `debiased_trains_faster` "
+        "(literal vs baseline); not evaluable: `debiased_trains_faster` (debiased vs baseline)",
+        "- paper: 1 row, 1 supported; 1 verdict differs under the rules as first written",
+        "- checks of the instrument (not counted above): 1 rows, 1 supported",
     ]
 
 
@@ -126,3 +200,20 @@ def test_the_readme_quotes_the_headline_between_its_markers_and_nothing_else_cha
     assert with_headline(filled, "- again\n", "README.md").count("- again\n") == 1
     with pytest.raises(ConfigError, match="lacks the lines"):
         with_headline("no markers\n", "x\n", "README.md")
+
+
+def test_a_confirmatory_runs_rows_stand_beside_the_default_runs():
+    from lostmid.evidence.report import side_by_side
+
+    confirm = pd.DataFrame([row("debiased_trains_faster", "blog (d)", "literal vs baseline", 0.01, "contradicted", 24)])
+    default = pd.DataFrame(
+        [
+            row("failure_rises_with_position", "blog (a)", "baseline", 1.8, "supported", 24),
+            row("debiased_trains_faster", "blog (d)", "literal vs baseline", 0.02, "inconclusive", 24),
+        ]
+    )
+    for table in (confirm, default):
+        table["variant"] = "debiased_literal"
+    lines = side_by_side({"confirmatory": confirm, "default": default}).splitlines()
+    assert lines[0] == "| claim | kind | setting | confirmatory | default |"
+    assert "→ **contradicted** | 0.02 [-0.98, 1.02], 24 seeds → **inconclusive** |" in lines[2]

@@ -110,10 +110,13 @@ def test_algorithm_1_is_compared_with_its_baseline_at_each_arms_own_mid_training
             metrics_rows("balance_blog", {0: 1.0, 250: 3.0, 500: 0.5, 750: 0.5}, z=2.0),
         ]
     )
-    (row,) = rows("balance_lowers_e_inf_at_matched_accuracy", failure=failure, metrics=metrics)
+    row, interpolated = rows("balance_lowers_e_inf_at_matched_accuracy", failure=failure, metrics=metrics)
     assert row["verdict"] == "supported" and row["estimate"] == pytest.approx(math.log(0.25), abs=0.1)
     assert "balance_blog at step 500, baseline at step 250" in row["method"]
-    assert "log(Z remedy / Z baseline) 0.693" in row["note"]
+    assert "log(Z remedy / Z baseline) 0.693" in row["note"] and "(gap " in row["note"]
+    # The same claim with each seed interpolated to the accuracy level: both arms at one accuracy.
+    assert interpolated["checkpoint"] == vc.INTERPOLATED and "interpolated to accuracy" in interpolated["method"]
+    assert "accuracy gap 0 by construction" in interpolated["note"] and math.isfinite(interpolated["estimate"])
 
 
 def test_an_arm_that_never_reaches_mid_training_gets_a_not_run_row_saying_so():
@@ -124,8 +127,9 @@ def test_an_arm_that_never_reaches_mid_training_gets_a_not_run_row_saying_so():
         ]
     )
     metrics = pd.concat([metrics_rows(v, {0: 1.0, 250: 1.0, 500: 1.0, 750: 1.0}) for v in ("baseline", "balance_blog")])
-    (row,) = rows("balance_lowers_e_inf_at_matched_accuracy", failure=failure, metrics=metrics)
+    row, interpolated = rows("balance_lowers_e_inf_at_matched_accuracy", failure=failure, metrics=metrics)
     assert row["verdict"] == "inconclusive" and "balance_blog's mean evaluation accuracy never reached" in row["method"]
+    assert interpolated["verdict"] == "inconclusive" and "no seed of balance_blog reaches" in interpolated["method"]
 
 
 def test_algorithm_2_changing_the_profile_little_is_an_equivalence_at_matched_accuracy():
@@ -412,10 +416,13 @@ def test_the_figures_job_of_the_validation_run_passes_only_options_lostmid_figur
     from lostmid.cli.main import build_parser
 
     merged = lostmid_config.read_merged([REPO / "config/config.yaml", REPO / "config/validation.yaml"])
+    merged.pop("base")  # written out, the merged config stands alone
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(merged))
     dry = run_snakemake(tmp_path, "--dry-run", "--printshellcmds", "figures")
-    (command,) = [line for line in dry.stdout.splitlines() if "lostmid figures " in line]
-    words = shlex.split(command[command.index("lostmid figures ") :].split(" >> ")[0])
+    (command,) = [
+        line for line in dry.stdout.splitlines() if line.startswith("Shell command: lostmid ") and " figures " in line
+    ]
+    words = shlex.split(command.removeprefix("Shell command: "))
     build_parser().parse_args(words[1:])  # exits (SystemExit) on an unknown option
     assert "--observability" not in words and "--metrics" in words
 
@@ -525,3 +532,18 @@ def test_the_evidence_table_is_written_into_a_docs_page_between_its_markers(tmp_
     page.write_text("no markers\n")
     assert main(["evidence", "--markdown", "--table", str(tmp_path / "evidence.parquet"), "--into", str(page)]) == 2
     assert "lacks the lines" in capsys.readouterr().err and page.read_text() == "no markers\n"
+
+
+def test_the_time_overhead_reads_cpu_time_so_a_loaded_baseline_job_does_not_decide_it():
+    """The baseline's job ran on a loaded machine (wall clock 3x its CPU time): by wall clock Algorithm 3's
+    ratio would read 5 / 3; by CPU time, which the load does not stretch, it reads 5 and is contradicted."""
+    loaded = train_rows("baseline", 0.03, 400.0).assign(cpu_seconds_per_step=lambda t: t.seconds_per_step / 3)
+    idle = [
+        train_rows(v, s, 400.0).assign(cpu_seconds_per_step=lambda t: t.seconds_per_step)
+        for v, s in [("balance_blog", 0.02), ("observability_blog", 0.05), ("reweight_blog", 0.01)]
+    ]
+    time = {r["variant"]: r for r in rows("remedy_time_overhead", train=pd.concat([loaded, *idle]))}
+    assert time["observability_blog"]["estimate"] == pytest.approx(5.0, rel=0.05)
+    assert (
+        time["observability_blog"]["verdict"] == "contradicted" and "CPU time" in time["observability_blog"]["method"]
+    )

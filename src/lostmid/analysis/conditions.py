@@ -15,7 +15,9 @@ what the test is about, measured directly):
     residual_persistence       (sqrt A_R(P_M) - s_R)_+^2 > (sqrt A_M(P_M) + s_M)^2 => m_R > m_M
 
 A sufficient condition that holds while its conclusion fails, or an equivalence whose two
-sides disagree, is a soundness violation: ``check_soundness`` raises and names the row.
+sides disagree, is a soundness violation: ``flag_violations`` marks the row (column ``violation``,
+with the ``tolerance`` it was judged by), the stage logs it loudly and still writes the table, and
+the evidence stage's row ``sufficient_conditions_sound`` counts it as a contradiction.
 
 Float tolerance. The densities come from P_0 while the channel energies come from the three
 channels, whose sum equals P_0 only up to rounding. So a sufficient condition counts as
@@ -48,7 +50,7 @@ TOLERANCE = {"float64": 1e-9, "float32": 1e-4}
 
 
 class SoundnessError(RuntimeError):
-    """A sufficient condition held while its conclusion failed: a bug, never a finding."""
+    """The identity m_B = sum J + Xi or the channel split fails: the instrument is broken, no table is written."""
 
 
 def _numpy(x) -> np.ndarray:
@@ -225,13 +227,13 @@ def violations(conditions: pd.DataFrame, tolerance: float = TOLERANCE["float64"]
     return conditions[sufficient | equivalence]
 
 
-def check_soundness(conditions: pd.DataFrame, tolerance: float = TOLERANCE["float64"]) -> None:
-    """Raise SoundnessError naming every violating row (see ``violations``)."""
-    bad = violations(conditions, tolerance)
-    if len(bad):
-        raise SoundnessError(
-            f"{len(bad)} soundness violation(s) in the condition tests:\n" + bad.to_string(index=False)
-        )
+def flag_violations(conditions: pd.DataFrame, tolerance: float) -> pd.DataFrame:
+    """The conditions table with the float ``tolerance`` its rows were judged by and a ``violation``
+    column (``violations``): a violating row is kept and flagged, so that the claim it refutes can
+    be decided (the evidence row ``sufficient_conditions_sound``), not lost with an exception."""
+    flagged = conditions.assign(tolerance=float(tolerance))
+    flagged["violation"] = flagged.index.isin(violations(flagged, flagged["tolerance"]).index)
+    return flagged
 
 
 # The stage: one checkpoint's three tables --------------------------------------------------

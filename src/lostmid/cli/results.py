@@ -37,6 +37,16 @@ def _args(parser):
     parser.add_argument("--out", type=Path, default=None, help="write the page here (default: print it)")
     parser.add_argument("--headline", action="store_true", help="print only the headline verdicts (for the README)")
     parser.add_argument(
+        "--label", default="this run", help="the run's label beside others (e.g. confirmatory for config/confirm.yaml)"
+    )
+    parser.add_argument(
+        "--beside",
+        nargs="*",
+        default=[],
+        metavar="LABEL=RESULTS",
+        help="other runs' results folders whose evidence rows are shown beside this run's (default=../default/results)",
+    )
+    parser.add_argument(
         "--readme",
         type=Path,
         default=None,
@@ -178,21 +188,49 @@ def _evidence(results: Path):
     return evidence
 
 
-def page(results: Path, configs: list[Path], at: str) -> str:
+def beside_section(evidence, label: str, beside: list[str]) -> list[str]:
+    """The section with this run's evidence rows beside other runs' (``--beside LABEL=RESULTS``)."""
+    from lostmid.evidence.report import side_by_side
+
+    if not beside:
+        return []
+    runs = {label: evidence}
+    for item in beside:
+        other, _, folder = item.partition("=")
+        if not folder:
+            raise ConfigError(f"--beside {item!r}: expected LABEL=RESULTS_FOLDER")
+        runs[other] = _evidence(Path(folder))
+    return [
+        f"## The {label} run beside {', '.join(list(runs)[1:])}\n",
+        "Each row of this run with the same row of the others (claim, variant, L, depth):\n",
+        side_by_side(runs),
+    ]
+
+
+def page(results: Path, configs: list[Path], at: str, label: str = "this run", beside: list[str] = ()) -> str:
     from lostmid.evidence import claims
-    from lostmid.evidence.report import headline
+    from lostmid.evidence.report import headline, split_kinds, verdict_summary
 
     evidence = _evidence(results)
+    sources, checks = split_kinds(evidence)
     sections = [
         "# Results of a run\n",
         stamp(results, configs, at) + " Regenerate it after a run; every number below is a table of that run.\n",
         "## Headline verdicts\n",
-        "`lostmid results-page --results results --headline` (the README quotes it):\n",
+        "`lostmid results-page --results results --headline` (the README quotes it): one line per claim family.\n",
         headline(evidence),
+        "## Verdict summary\n",
+        "Each claim of the blog in the blog's own setting, the counts, and every contradicted or not-evaluable row:\n",
+        verdict_summary(evidence),
         "## Evidence: every claim of the blog and the paper\n",
         "`lostmid evidence --markdown --table results/evidence` (the table: `results/evidence`; how each statistic, "
-        "interval and decision rule is defined: docs/evidence.md):\n",
-        claims.markdown(evidence),
+        "interval and decision rule is defined: docs/evidence.md). The sources' claims (`kind` claim):\n",
+        claims.markdown(sources),
+        "## Checks of the instrument\n",
+        "The rows of `kind` check: closed forms, the flow error, the probes, an intervention's own check "
+        "(not counted among the claims):\n",
+        claims.markdown(checks) if len(checks) else "None in this table.\n",
+        *beside_section(evidence, label, beside),
         "## Remedies\n",
         remedies_section(results),
         "## Algebraic simulations (paper §4, Table 1)\n",
@@ -223,6 +261,6 @@ def results_page(args):
     if args.headline:
         print(block, end="")
     elif args.out:
-        io.write_text(page(args.results, configs, at), args.out)
+        io.write_text(page(args.results, configs, at, args.label, args.beside), args.out)
     elif not args.readme:
-        print(page(args.results, configs, at), end="")
+        print(page(args.results, configs, at, args.label, args.beside), end="")

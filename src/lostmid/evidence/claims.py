@@ -38,20 +38,22 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from types import SimpleNamespace
 
 import pandas as pd
 
 from lostmid.evidence import decisions as dec
 from lostmid.evidence import statistics as st
 from lostmid.evidence.blog_claims import mid_training_step
-from lostmid.evidence.inputs import COLUMNS, Claim, EvidenceError, Inputs, NotRun, Result, Setting
+from lostmid.evidence.deviations import deviations_of, first_written
+from lostmid.evidence.inputs import CHECK, CLAIM, COLUMNS, Claim, EvidenceError, Inputs, NotRun, Result, Setting
 from lostmid.evidence.registry import CLAIMS, CLAIMS_BY_NAME
-from lostmid.evidence.report import estimate_words
+from lostmid.evidence.report import NO_VERDICT, estimate_words, verdict_words
 from lostmid.evidence.settings import EvidenceSettings
 
-NO_VERDICT = ("not run", "not evaluable")  # how the method of a row without a verdict begins
 NOT_RUN_RULE = "No verdict: the claim was not evaluated on this run (the method says what is missing)."
 NOT_EVALUABLE_RULE = "No verdict: the claim is not evaluable on this run (the method says why)."
+PILOT_RULE = "No verdict: a pilot, with fewer seeds than the run's plan (evidence.min_seeds)."
 
 
 @dataclass
@@ -85,10 +87,13 @@ def _row_of(claim: Claim, setting: Setting, result: Result) -> dict:
         interval = interval._replace(method=f"not evaluable: {setting.not_evaluable}; {measured}")
     row = {**dec.claim_row(interval, result.rule), "rule": result.rule_words()}
     if _no_verdict(interval.method):
-        why = NOT_RUN_RULE if interval.method.startswith("not run") else NOT_EVALUABLE_RULE
+        prefix = next(prefix for prefix in NO_VERDICT if interval.method.startswith(prefix))
+        why = {"not run": NOT_RUN_RULE, "not evaluable": NOT_EVALUABLE_RULE, "pilot": PILOT_RULE}[prefix]
         row.update(verdict=dec.INCONCLUSIVE, rule=f"{why} The rule that would apply: {row['rule']}")
     return {
         "claim": claim.name,
+        "kind": claim.kind,
+        "family": claim.family or "",
         "source": claim.source,
         "setting": setting.words(),
         "variant": setting.variant,
@@ -110,7 +115,21 @@ def _row_of(claim: Claim, setting: Setting, result: Result) -> dict:
         "adjusted_low": interval.low,
         "adjusted_high": interval.high,
         "adjusted_verdict": row["verdict"],
+        # Filled by evidence_table (as_first_written) for the rows a deviation touches.
+        "verdict_as_first_written": "",
+        "deviations": "",
     }
+
+
+def as_pilot(result: Result, ev: EvidenceSettings) -> Result:
+    """A result over seeds with fewer than ``evidence.min_seeds`` (the run's plan) is a pilot: it keeps its
+    estimate and interval and gets no verdict. Four-seed verdicts do not repeat across machines
+    (docs/validation.md); a deterministic result (no seeds) is never a pilot."""
+    n, method = result.interval.n, result.interval.method
+    if not 0 < n < ev.min_seeds or method.startswith(NO_VERDICT):
+        return result
+    pilot = f"pilot: {n} seeds, fewer than the run's plan of {ev.min_seeds} (evidence.min_seeds); {method}"
+    return replace(result, interval=result.interval._replace(method=pilot))
 
 
 def _evaluations(claim: Claim, inputs: Inputs, ev: EvidenceSettings) -> list[Evaluation]:
@@ -132,7 +151,7 @@ def _evaluations(claim: Claim, inputs: Inputs, ev: EvidenceSettings) -> list[Eva
         except NotRun as why:
             found.append(Evaluation(claim, setting, None, _not_run_row(claim, str(why), setting)))
             continue
-        found.append(Evaluation(claim, setting, result, _row_of(claim, setting, result)))
+        found.append(Evaluation(claim, setting, result, _row_of(claim, setting, as_pilot(result, ev))))
     return found
 
 
@@ -181,11 +200,32 @@ def family_wise(evaluations: list[Evaluation], inputs: Inputs, ev: EvidenceSetti
             )
 
 
+def as_first_written(evaluations: list[Evaluation], inputs: Inputs, ev: EvidenceSettings) -> None:
+    """Deviations on the record (``lostmid.evidence.deviations``): every claim evaluated again with
+    every rule as first written; a row whose claim a deviation names, or whose verdict (or "not
+    evaluable") the first rules change, gets that verdict in ``verdict_as_first_written`` and the
+    deviations in ``deviations``. Other rows leave both empty. In place."""
+    first = first_written(ev)
+    claims = list(dict.fromkeys(e.claim for e in evaluations))
+    earlier = {
+        (e.row["claim"], e.row["setting"]): e.row for claim in claims for e in _evaluations(claim, inputs, first)
+    }
+    for e in evaluations:
+        old = earlier.get((e.row["claim"], e.row["setting"]))
+        own = deviations_of(e.claim.name)
+        then = verdict_words(SimpleNamespace(**old)) if old is not None else "not evaluated under the first rules"
+        if own or then != verdict_words(SimpleNamespace(**e.row)):
+            e.row.update(
+                verdict_as_first_written=then, deviations=", ".join(own) or "a check or gate it depends on changed"
+            )
+
+
 def evidence_table(inputs: Inputs, ev: EvidenceSettings, claims: list[Claim] | None = None) -> pd.DataFrame:
     """The evidence table: one row per (claim, setting), in the order of ``CLAIMS``, with the
-    family-wise correction of the blog's rows."""
+    family-wise correction of the blog's rows and the verdicts under the rules as first written."""
     evaluations = [e for claim in (CLAIMS if claims is None else claims) for e in _evaluations(claim, inputs, ev)]
     family_wise(evaluations, inputs, ev)
+    as_first_written(evaluations, inputs, ev)
     table = pd.DataFrame([e.row for e in evaluations], columns=COLUMNS + ["log_axis"])
     bad = (set(table.verdict) | set(table.adjusted_verdict)) - set(dec.VERDICTS)
     if bad:
@@ -202,8 +242,9 @@ def markdown(table: pd.DataFrame) -> str:
     in the rules below), "–" for the rows outside one; a table written before the correction
     existed has none."""
     lines = [
-        "| # | claim | source | setting | statistic (unit) | estimate [interval] | seeds | verdict | family-wise |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| # | claim | source | setting | statistic (unit) | estimate [interval] | seeds | verdict | family-wise "
+        "| as first written |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     rules = []
 
@@ -214,9 +255,11 @@ def markdown(table: pd.DataFrame) -> str:
         family = getattr(row, "family_size", 0) or 0
         adjusted = f"**{row.adjusted_verdict}**" if family else "–"
         statistic = f"{cell(row.statistic)} ({row.unit})"
+        first = getattr(row, "verdict_as_first_written", "") or "–"
+        name = row.claim + (" (check)" if getattr(row, "kind", "claim") == "check" else "")
         lines.append(
-            f"| {i} | {row.claim} | {cell(row.source)} | {cell(row.setting)} | {statistic} | {estimate_words(row)} | "
-            f"{row.n_seeds or '–'} | **{row.verdict}** | {adjusted} |"
+            f"| {i} | {name} | {cell(row.source)} | {cell(row.setting)} | {statistic} | {estimate_words(row)} | "
+            f"{row.n_seeds or '–'} | **{verdict_words(row)}** | {adjusted} | {first} |"
         )
         correction = (
             f" Family-wise (Bonferroni over the {family} rows of its family): {row.adjusted_level:.2%} "
@@ -224,11 +267,16 @@ def markdown(table: pd.DataFrame) -> str:
             if family
             else ""
         )
-        rules.append(f"{i}. {row.method}. {row.rule}{correction}" + (f" Note: {row.note}." if row.note else ""))
+        deviation = f" As first written ({row.deviations}): {first}." if first != "–" else ""
+        rules.append(
+            f"{i}. {row.method}. {row.rule}{correction}{deviation}" + (f" Note: {row.note}." if row.note else "")
+        )
     return "\n".join(lines) + "\n\nMethods and decision rules, by row:\n\n" + "\n".join(rules) + "\n"
 
 
 __all__ = [
+    "CHECK",
+    "CLAIM",
     "CLAIMS",
     "CLAIMS_BY_NAME",
     "COLUMNS",

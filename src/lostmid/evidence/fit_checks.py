@@ -48,14 +48,19 @@ def log_change_per_init(part: pd.DataFrame, quantity: str) -> pd.Series:
     return pd.Series(np.log(after / before), index=part.heldout_init.to_numpy())
 
 
-def log_share_change_per_init(part: pd.DataFrame, L: int) -> pd.Series:
+SHARE_REFERENCE_WORDS = {"flat_capped": "min(share at B = 0, (L-1)/L)", "unbiased": "share at B = 0"}
+
+
+def log_share_change_per_init(part: pd.DataFrame, L: int, reference: str = "flat_capped") -> pd.Series:
     """Per held-out initialization: log(context share with the fitted B / its reference), the reference
     being the share at B = 0 or the share of a flat profile over all L positions, (L-1)/L, whichever is
-    lower. A whole-profile fit on a model whose last position has no voice at B = 0 (share ~1, the
-    no-residual network) gives that position its 1/L: the context's share then falls to (L-1)/L without
-    any position being silenced, which is what the check is about."""
+    lower (``flat_capped``). A whole-profile fit on a model whose last position has no voice at B = 0
+    (share ~1, the no-residual network) gives that position its 1/L: the context's share then falls to
+    (L-1)/L without any position being silenced, which is what the check is about. ``unbiased``: the
+    share at B = 0, the rule as first written (a deviation: lostmid.evidence.deviations)."""
     after, before = (part[f"context_share_{stage}"].to_numpy(np.float64) for stage in ("after", "before"))
-    return pd.Series(np.log(after / np.minimum(before, (L - 1) / L)), index=part.heldout_init.to_numpy())
+    reference_share = np.minimum(before, (L - 1) / L) if reference == "flat_capped" else before
+    return pd.Series(np.log(after / reference_share), index=part.heldout_init.to_numpy())
 
 
 def _fit_words(part: pd.DataFrame) -> str:
@@ -121,17 +126,10 @@ def bias_fit_keeps_context_share(inputs: Inputs, ev: EvidenceSettings, s: Settin
     out a fall by more than the margin; contradicted when the upper bound shows one).
     """
     part = fit_rows(inputs, s)
-    change = log_share_change_per_init(part, s.L)
-    interval = _over_inits(
-        st.t_interval(change.to_numpy(), ev.level),
-        "log(context share with the fitted B / min(share at B = 0, (L-1)/L))",
-    )
-    rule = dec.DecisionRule(
-        "at_least",
-        -ev.share_margin,
-        ev.level,
-        "log(context share with the fitted B / min(share at B = 0, (L-1)/L)) on held-out initializations",
-    )
+    change = log_share_change_per_init(part, s.L, ev.share_reference)
+    ratio = f"log(context share with the fitted B / {SHARE_REFERENCE_WORDS[ev.share_reference]})"
+    interval = _over_inits(st.t_interval(change.to_numpy(), ev.level), ratio)
+    rule = dec.DecisionRule("at_least", -ev.share_margin, ev.level, f"{ratio} on held-out initializations")
     before, after = (100 * float(part[f"context_share_{stage}"].mean()) for stage in ("before", "after"))
     note = f"context share {before:.3g}% -> {after:.3g}% (mean over {len(part)} held-out inits); "
     return Result(interval, rule, note + _fit_words(part))

@@ -21,9 +21,17 @@ BLOG = "blog"  # the family of the blog's rows (Claim.family; docs/evidence.md, 
 # the check that the position shift bites is a check of the intervention, not a finding, and is left out.
 PAPER_VALIDATION = "paper validation"
 PAPER = "paper"
+# What a row is (Claim.kind): a claim of a source (the blog's or the paper's), which the headline and
+# the tallies count, or a check of the instrument (a closed form, the flow error, the probes, an
+# intervention's own check such as the bias fit's), which is reported in a section of its own.
+CLAIM = "claim"
+CHECK = "check"
+KINDS = (CLAIM, CHECK)
 
 COLUMNS = [
     "claim",
+    "kind",
+    "family",
     "source",
     "setting",
     "variant",
@@ -49,6 +57,8 @@ COLUMNS = [
     "adjusted_low",
     "adjusted_high",
     "adjusted_verdict",
+    "verdict_as_first_written",
+    "deviations",
 ]
 
 
@@ -178,6 +188,12 @@ class Claim:
     # The family whose rows share a family-wise error rate (docs/evidence.md, "Family-wise
     # correction"); None: the row's own interval decides.
     family: str | None = None
+    # CLAIM or CHECK (KINDS): required, with no default, so that every new claim says which it is.
+    kind: str = field(kw_only=True)
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"claim {self.name}: kind {self.kind!r} is not one of {KINDS}")
 
 
 def deterministic(value: float, units: int, what: str) -> st.Interval:

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from lostmid.analysis.conditions import violations as soundness_violations
 from lostmid.evidence import decisions as dec
 from lostmid.evidence import statistics as st
 from lostmid.evidence.inputs import (
@@ -111,16 +112,25 @@ def density_flow_error_falls_with_step(inputs: Inputs, ev: EvidenceSettings, s: 
 def sufficient_conditions_sound(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
     """Paper (sufficient conditions): no condition holds while its conclusion fails.
 
-    Count of rows (run, checkpoint, delta, test) with holds and not conclusion_holds.
-    Deterministic; rule: at most 0 violations.
+    Count of soundness violations over rows (run, checkpoint, delta, test), by the channels stage's own
+    definition and float tolerance (``lostmid.analysis.conditions.violations`` with the table's
+    ``tolerance`` column): a sufficient test holding with its conclusion failing, or an equivalence
+    disagreeing with its conclusion beyond the tolerance. Deterministic; rule: at most 0 violations.
     """
     t = inputs.conditions
-    violations = int((t.holds.astype(bool) & ~t.conclusion_holds.astype(bool)).sum())
+    if "tolerance" in t:
+        violations = len(soundness_violations(t.astype({"holds": bool, "conclusion_holds": bool}), t["tolerance"]))
+        how = "by the channels stage's definition and tolerance"
+    else:  # written before the tolerance column, by a stage that raised on any violation and then wrote nothing
+        violations, how = (
+            0,
+            "none by construction: the table predates the tolerance column, and its stage wrote no table with one",
+        )
     rule = dec.DecisionRule(
         "at_most", 0.0, ev.level, "the number of rows where a sufficient condition holds and its conclusion fails"
     )
     interval = deterministic(
-        violations, len(t), f"count over rows of {t.seed.nunique()} seeds, {t.variant.nunique()} variants"
+        violations, len(t), f"count over rows of {t.seed.nunique()} seeds, {t.variant.nunique()} variants, {how}"
     )
     return Result(interval, rule, f"{int(t.holds.astype(bool).sum())} of {len(t)} rows have a condition holding")
 
@@ -232,7 +242,7 @@ def algebraic_balance_z_grows(inputs: Inputs, ev: EvidenceSettings, s: Setting) 
     value = math.log(_row(inputs, "alg1").Z / _row(inputs, "baseline").Z)
     return Result(
         deterministic(value, 2, "log ratio of two totals"),
-        dec.DecisionRule("greater_than_zero", ev.algebraic_tolerance, ev.level, "log(Z Alg. 1 / Z baseline)"),
+        dec.DecisionRule("greater_than_zero", ev.z_growth_margin, ev.level, "log(Z Alg. 1 / Z baseline)"),
     )
 
 

@@ -16,17 +16,21 @@ from lostmid.evidence.blog_claims import (
     baseline_settings,
     bias_settings,
     debiased_has_less_position_preference,
+    debiased_has_less_position_preference_interpolated,
+    debiased_has_less_position_preference_model_free,
     debiased_preference_settings,
     debiased_speed_settings,
     debiased_trains_faster,
     failure_rises_with_position,
+    failure_rises_with_position_model_free,
     first_token_density_grows_with_depth,
     first_token_jacobian_grows_with_depth,
     fitted_bias_weights_recent_keys,
     init_settings,
+    interpolated_preference_settings,
 )
 from lostmid.evidence.fit_checks import bias_fit_flattens_profile, bias_fit_keeps_context_share, reading_settings
-from lostmid.evidence.inputs import BLOG, PAPER_VALIDATION, Claim, pair_settings
+from lostmid.evidence.inputs import BLOG, CHECK, CLAIM, PAPER_VALIDATION, Claim, pair_settings
 from lostmid.evidence.paper_claims import (
     algebraic_balance_e_inf_near_zero,
     algebraic_balance_z_grows,
@@ -63,6 +67,19 @@ CLAIMS: list[Claim] = [
         baseline_settings,
         failure_rises_with_position,
         family=BLOG,
+        kind=CLAIM,
+    ),
+    # (a) and (e) again with a model-free statistic (estimator robustness, issue 33): outside the family,
+    # since they re-estimate the same claims; the note says where the two verdicts differ.
+    Claim(
+        "failure_rises_with_position_model_free",
+        "blog (a), model-free",
+        "per-seed failure rate on late flags (p > 1/2) minus early flags (p < 1/2) at mid-training",
+        "failure rate",
+        ("failure",),
+        baseline_settings,
+        failure_rises_with_position_model_free,
+        kind=CLAIM,
     ),
     Claim(
         "first_token_jacobian_grows_with_depth",
@@ -74,6 +91,7 @@ CLAIMS: list[Claim] = [
         init_settings,
         first_token_jacobian_grows_with_depth,
         family=BLOG,
+        kind=CLAIM,
     ),
     Claim(
         "first_token_density_grows_with_depth",
@@ -84,6 +102,7 @@ CLAIMS: list[Claim] = [
         init_settings,
         first_token_density_grows_with_depth,
         family=BLOG,
+        kind=CLAIM,
     ),
     Claim(
         "bias_fit_flattens_profile",
@@ -93,6 +112,7 @@ CLAIMS: list[Claim] = [
         (),
         reading_settings,
         bias_fit_flattens_profile,
+        kind=CHECK,
     ),
     Claim(
         "bias_fit_keeps_context_share",
@@ -102,6 +122,7 @@ CLAIMS: list[Claim] = [
         (),
         reading_settings,
         bias_fit_keeps_context_share,
+        kind=CHECK,
     ),
     Claim(
         "fitted_bias_weights_recent_keys",
@@ -113,6 +134,7 @@ CLAIMS: list[Claim] = [
         bias_settings,
         fitted_bias_weights_recent_keys,
         family=BLOG,
+        kind=CLAIM,
     ),
     Claim(
         "debiased_trains_faster",
@@ -123,6 +145,7 @@ CLAIMS: list[Claim] = [
         debiased_speed_settings,
         debiased_trains_faster,
         family=BLOG,
+        kind=CLAIM,
     ),
     Claim(
         "debiased_has_less_position_preference",
@@ -133,6 +156,28 @@ CLAIMS: list[Claim] = [
         debiased_preference_settings,
         debiased_has_less_position_preference,
         family=BLOG,
+        kind=CLAIM,
+    ),
+    Claim(
+        "debiased_has_less_position_preference_model_free",
+        "blog (e), model-free",
+        "paired difference of the late minus early failure rate, each arm at its own mid-training",
+        "failure rate",
+        ("failure",),
+        debiased_preference_settings,
+        debiased_has_less_position_preference_model_free,
+        kind=CLAIM,
+    ),
+    Claim(
+        "debiased_has_less_position_preference_interpolated",
+        "blog (e), matched accuracy by interpolation",
+        "paired difference of the per-seed logistic slope, interpolated to where each seed's accuracy crosses "
+        "the mid-training level",
+        SLOPE,
+        ("failure",),
+        interpolated_preference_settings,
+        debiased_has_less_position_preference_interpolated,
+        kind=CLAIM,
     ),
     Claim(
         "structural_baseline_matches_closed_form",
@@ -143,6 +188,7 @@ CLAIMS: list[Claim] = [
         single_setting,
         structural_baseline_matches_closed_form,
         log_axis=True,
+        kind=CHECK,
     ),
     Claim(
         "density_flow_matches_finite_difference",
@@ -153,6 +199,7 @@ CLAIMS: list[Claim] = [
         flow_settings,
         density_flow_matches_finite_difference,
         log_axis=True,
+        kind=CHECK,
     ),
     Claim(
         "density_flow_error_falls_with_step",
@@ -162,6 +209,7 @@ CLAIMS: list[Claim] = [
         ("density_flow",),
         flow_settings,
         density_flow_error_falls_with_step,
+        kind=CHECK,
     ),
     Claim(
         "sufficient_conditions_sound",
@@ -171,6 +219,7 @@ CLAIMS: list[Claim] = [
         ("conditions",),
         conditions_settings,
         sufficient_conditions_sound,
+        kind=CLAIM,
     ),
     Claim(
         "balance_lowers_e_inf",
@@ -180,6 +229,7 @@ CLAIMS: list[Claim] = [
         ("metrics",),
         pair_settings("balance", "metrics", "last common checkpoint"),
         balance_lowers_e_inf,
+        kind=CLAIM,
     ),
     Claim(
         "balance_keeps_accuracy",
@@ -189,6 +239,7 @@ CLAIMS: list[Claim] = [
         ("failure",),
         pair_settings("balance", "failure", "last common checkpoint"),
         balance_keeps_accuracy,
+        kind=CLAIM,
     ),
     Claim(
         "reweight_changes_profile_little",
@@ -198,6 +249,7 @@ CLAIMS: list[Claim] = [
         ("metrics",),
         pair_settings("reweight", "metrics", "last common checkpoint"),
         reweight_changes_profile_little,
+        kind=CLAIM,
     ),
     Claim(
         "observability_lowers_trace_imbalance",
@@ -208,6 +260,7 @@ CLAIMS: list[Claim] = [
         single_setting,
         observability_lowers_trace_imbalance,
         log_axis=True,
+        kind=CHECK,
     ),
     Claim(
         "algebraic_baseline_left_right_middle",
@@ -217,6 +270,7 @@ CLAIMS: list[Claim] = [
         ("algebraic_table",),
         single_setting,
         algebraic_baseline_left_right_middle,
+        kind=CLAIM,
     ),
     Claim(
         "algebraic_balance_e_inf_near_zero",
@@ -227,6 +281,7 @@ CLAIMS: list[Claim] = [
         single_setting,
         algebraic_balance_e_inf_near_zero,
         log_axis=True,
+        kind=CHECK,
     ),
     Claim(
         "algebraic_balance_z_grows",
@@ -236,6 +291,7 @@ CLAIMS: list[Claim] = [
         ("algebraic_table",),
         single_setting,
         algebraic_balance_z_grows,
+        kind=CLAIM,
     ),
     Claim(
         "algebraic_reweight_moves_little",
@@ -245,6 +301,7 @@ CLAIMS: list[Claim] = [
         ("algebraic_table",),
         single_setting,
         algebraic_reweight_moves_little,
+        kind=CLAIM,
     ),
     Claim(
         "algebraic_observability_right_below_middle",
@@ -254,6 +311,7 @@ CLAIMS: list[Claim] = [
         ("algebraic_table",),
         single_setting,
         algebraic_observability_right_below_middle,
+        kind=CLAIM,
     ),
     Claim(
         "probe_bias_falls",
@@ -264,6 +322,7 @@ CLAIMS: list[Claim] = [
         single_setting,
         probe_bias_falls,
         log_axis=True,
+        kind=CHECK,
     ),
     Claim(
         "probe_spread_falls",
@@ -274,6 +333,7 @@ CLAIMS: list[Claim] = [
         single_setting,
         probe_spread_falls,
         log_axis=True,
+        kind=CHECK,
     ),
     # The paper's validation protocol (section 4.5) on trained runs: lostmid.evidence.validation_claims,
     # docs/validation.md.
@@ -283,9 +343,10 @@ CLAIMS: list[Claim] = [
         "paired log(E_inf Alg. 1 / E_inf baseline), each arm at its own mid-training checkpoint",
         LOG_RATIO,
         ("failure", "metrics"),
-        vc.uniform_arm_settings("balance", "metrics", (vc.MATCHED,)),
+        vc.uniform_arm_settings("balance", "metrics", (vc.MATCHED, vc.INTERPOLATED)),
         vc.t_result(vc.balance_e_inf_effect),
         family=PAPER_VALIDATION,
+        kind=CLAIM,
     ),
     Claim(
         "reweight_changes_profile_little_at_matched_accuracy",
@@ -296,6 +357,7 @@ CLAIMS: list[Claim] = [
         vc.uniform_arm_settings("reweight", "metrics", (vc.MATCHED,)),
         vc.t_result(vc.reweight_e_inf_effect),
         family=PAPER_VALIDATION,
+        kind=CLAIM,
     ),
     Claim(
         "balance_lowers_jacobian_imbalance",
@@ -306,6 +368,7 @@ CLAIMS: list[Claim] = [
         vc.uniform_arm_settings("balance", "observability", (vc.MATCHED, vc.LAST)),
         vc.t_result(vc.balance_jacobian_effect),
         family=PAPER_VALIDATION,
+        kind=CLAIM,
     ),
     Claim(
         "observability_lowers_trace_imbalance_on_transformer",
@@ -316,6 +379,7 @@ CLAIMS: list[Claim] = [
         vc.uniform_arm_settings("observability", "observability", (vc.MATCHED, vc.LAST)),
         vc.t_result(vc.observability_trace_effect),
         family=PAPER_VALIDATION,
+        kind=CLAIM,
     ),
     Claim(
         "flag_shift_raises_untrained_failure",
@@ -325,6 +389,7 @@ CLAIMS: list[Claim] = [
         ("failure",),
         vc.shift_settings(remedies=False),
         vc.t_result(vc.shift_effect),
+        kind=CHECK,
     ),
     Claim(
         "remedy_recalls_untrained_positions",
@@ -335,6 +400,7 @@ CLAIMS: list[Claim] = [
         vc.shift_settings(remedies=True),
         vc.t_result(vc.shift_effect),
         family=PAPER_VALIDATION,
+        kind=CLAIM,
     ),
     Claim(
         "remedy_time_overhead",
@@ -346,6 +412,7 @@ CLAIMS: list[Claim] = [
         vc.t_result(vc.time_effect, log_scale=True),
         log_axis=True,
         family=PAPER_VALIDATION,
+        kind=CLAIM,
     ),
     Claim(
         "remedy_memory_overhead",
@@ -357,6 +424,7 @@ CLAIMS: list[Claim] = [
         vc.t_result(vc.memory_effect, log_scale=True),
         log_axis=True,
         family=PAPER_VALIDATION,
+        kind=CLAIM,
     ),
     Claim(
         "penalty_strength_lowers_its_target",
@@ -367,6 +435,7 @@ CLAIMS: list[Claim] = [
         vc.ladder_settings,
         vc.t_result(vc.strength_effect),
         family=PAPER_VALIDATION,
+        kind=CLAIM,
     ),
     # The retrieval stage (docs/retrieval.md): lostmid.evidence.retrieval_claims, family "retrieval".
     *retrieval_claims.CLAIMS,

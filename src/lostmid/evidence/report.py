@@ -1,6 +1,7 @@
-"""The evidence table in words for the documentation: the headline verdicts (one line per claim
-family, its rows counted by verdict and its contradicted rows named) and the counts of verdicts.
-``lostmid results-page`` writes them into docs/results.md; the README quotes them."""
+"""The evidence table in words for the documentation: the verdict summary of the results page (one
+line per row of each claim of the blog in the blog's own setting, the counts, and every contradicted or
+not-evaluable row) and the README's headline (one line per claim family). ``lostmid results-page``
+writes both."""
 
 from __future__ import annotations
 
@@ -23,32 +24,153 @@ def verdict_counts(table: pd.DataFrame) -> str:
     return ", ".join(f"{counts[verdict]} {verdict}" for verdict in sorted(counts.index))
 
 
-def family(source: str) -> str:
-    """The claim family a row's source belongs to in the headline: a letter of the blog's list
-    (``blog (c): the fit ...`` -> ``blog (c)``), the paper's validation protocol (section 4.5), or
-    the paper's other claims (the mechanism, Algorithms 1-3 and section 4's simulations)."""
-    if source.startswith("blog"):
-        return source[: source.index(")") + 1] if ")" in source else source
-    if "4.5" in source or "validation" in source:
-        return "the paper's validation (section 4.5)"
-    return "the paper's other claims"
+# How the method of a row without a verdict of its own begins: a claim not evaluated on the run, one
+# measured but not decidable, one with fewer seeds than the run's plan (evidence.min_seeds).
+NO_VERDICT = ("not run", "not evaluable", "pilot")
 
 
-def short_setting(setting: str) -> str:
-    """A row's setting up to its checkpoint: the variant(s), L, depth and residual path."""
-    return setting.split(", checkpoint")[0]
+def no_verdict(row) -> str:
+    """The prefix of NO_VERDICT that the row's method begins with ("" for a row with a verdict)."""
+    method = str(getattr(row, "method", ""))
+    return next((prefix for prefix in NO_VERDICT if method.startswith(prefix)), "")
+
+
+def verdict_words(row) -> str:
+    """The verdict, with "(not evaluable)" or "(not run)" when the row has none of its own."""
+    return row.verdict + (f" ({no_verdict(row)})" if no_verdict(row) else "")
+
+
+def row_line(row) -> str:
+    """One row in words: source, claim, setting, estimate [interval], seeds, verdict."""
+    seeds = f", {int(row.n_seeds)} seed{'s' if row.n_seeds > 1 else ''}" if row.n_seeds else ""
+    why = f" ({no_verdict(row)})" if no_verdict(row) else ""
+    return f"{row.source} `{row.claim}` — {row.setting}: {estimate_words(row)}{seeds} → **{row.verdict}**{why}"
+
+
+def split_kinds(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the sources' claims, the checks of the instrument); a table written before the kind column: all claims."""
+    if "kind" not in table:
+        return table, table.iloc[:0]
+    return table[table.kind == "claim"], table[table.kind == "check"]
+
+
+def verdict_summary(table: pd.DataFrame) -> str:
+    """Markdown: each claim of the blog in the blog's own setting (the L and depth of the first setting
+    the claim lists), one line per row there (so every reading of the fix at that shape), then the
+    paper's claims counted by verdict, then the claims counted (checks of the instrument apart), then
+    every contradicted or not-evaluable row not listed above (a summary leaves none out), then the rows
+    whose verdict under the rules as first written differs (deviations on the record)."""
+    claims, checks = split_kinds(table)
+    blog = claims[claims.source.str.startswith("blog")]
+    paper = claims[~claims.index.isin(blog.index)]
+    lines, listed = [], set()
+    for _, rows in blog.groupby("claim", sort=False):
+        shape = rows[["L", "depth"]].astype("float64").fillna(-1)
+        own = rows[(shape == shape.iloc[0]).all(axis=1)]
+        others = len(rows) - len(own)
+        more = f" (and {others} other setting{'s' if others > 1 else ''})" if others else ""
+        listed |= set(own.index)
+        for i, row in enumerate(own.itertuples(index=False)):
+            lines.append(f"- {row_line(row)}" + (more if i == len(own) - 1 else ""))
+    if not paper.empty:
+        lines.append(f"- the paper's {paper.claim.nunique()} claims, {len(paper)} rows: {verdict_counts(paper)}")
+    lines.append(f"- every claim row: {verdict_counts(claims)} of {len(claims)}")
+    if not checks.empty:
+        lines.append(
+            f"- the checks of the instrument (not counted above): {checks.claim.nunique()} checks, {len(checks)} "
+            f"rows: {verdict_counts(checks)}"
+        )
+    unlisted = table[~table.index.isin(listed)]
+    flagged = [
+        row for row in unlisted.itertuples() if row.verdict == "contradicted" or no_verdict(row) == "not evaluable"
+    ]
+    if flagged:
+        lines.append("- every contradicted or not-evaluable row not listed above:")
+        lines += [f"  - {row.kind if hasattr(row, 'kind') else 'claim'}: {row_line(row)}" for row in flagged]
+    if "verdict_as_first_written" in table:
+        moved = [
+            row
+            for row in table.itertuples()
+            if row.verdict_as_first_written and row.verdict_as_first_written != verdict_words(row)
+        ]
+        if moved:
+            lines.append("- rows whose verdict differs under the rules as first written (deviations on the record):")
+            lines += [
+                f"  - `{row.claim}` — {row.setting}: **{row.verdict}**, as first written "
+                f"{row.verdict_as_first_written} ({row.deviations})"
+                for row in moved
+            ]
+    return "\n".join(lines) + "\n"
+
+
+def family_label(family: str) -> str:
+    """How the headline names a claim family (``Claim.family``; "" for the paper's claims outside a family)."""
+    return family or "paper"
 
 
 def headline(table: pd.DataFrame) -> str:
-    """Markdown, one line per claim family (``family``, in the table's order): its rows counted by
-    verdict and each contradicted row named; then the whole table counted."""
+    """Markdown for the README, one line per claim family (the sources' claims only, in the table's order):
+    its rows counted by verdict, each contradicted or not-evaluable row named, and the rows whose verdict
+    differs under the rules as first written; then one line for the checks of the instrument."""
+    claims, checks = split_kinds(table)
+    families = claims.family.fillna("") if "family" in claims else pd.Series("", index=claims.index)
     lines = []
-    for name, rows in table.groupby(table.source.map(family), sort=False):
-        contradicted = rows[rows.verdict == "contradicted"]
-        named = "; ".join(f"`{row.claim}` ({short_setting(row.setting)})" for row in contradicted.itertuples())
+    for name, rows in claims.groupby(families, sort=False):
+        named = {
+            what: "; ".join(f"`{row.claim}` ({row.setting.split(', checkpoint')[0]})" for row in rows.itertuples())
+            for what, rows in (
+                ("contradicted", rows[rows.verdict == "contradicted"]),
+                ("not evaluable", rows[[no_verdict(row) == "not evaluable" for row in rows.itertuples()]]),
+            )
+        }
+        moved = 0
+        if "verdict_as_first_written" in rows:
+            moved = sum(
+                bool(row.verdict_as_first_written) and row.verdict_as_first_written != verdict_words(row)
+                for row in rows.itertuples()
+            )
         lines.append(
-            f"- {name}: {len(rows)} row{'s' if len(rows) > 1 else ''}, {verdict_counts(rows)}"
-            + (f"; contradicted: {named}" if named else "")
+            f"- {family_label(name)}: {len(rows)} row{'s' if len(rows) > 1 else ''}, {verdict_counts(rows)}"
+            + "".join(f"; {what}: {words}" for what, words in named.items() if words)
+            + (
+                f"; {moved} verdict{'s differ' if moved > 1 else ' differs'} under the rules as first written"
+                if moved
+                else ""
+            )
         )
-    lines.append(f"- every row: {verdict_counts(table)} of {len(table)}")
+    if not checks.empty:
+        lines.append(f"- checks of the instrument (not counted above): {len(checks)} rows, {verdict_counts(checks)}")
+    return "\n".join(lines) + "\n"
+
+
+def side_by_side(runs: dict[str, pd.DataFrame]) -> str:
+    """Markdown: the rows of several runs' evidence tables beside one another, one line per row of the
+    first run (matched by claim, variant, L, depth and order within them), each run's cell "estimate
+    [interval], n seeds, verdict"; a row another run lacks reads "–". ``runs`` maps a label (e.g.
+    "confirmatory") to its table."""
+    keys = ["claim", "variant", "L", "depth"]
+
+    def keyed(table: pd.DataFrame) -> pd.DataFrame:
+        frame = table.assign(**{k: table[k].astype(str) for k in keys})
+        return frame.assign(nth=frame.groupby(keys).cumcount()).set_index([*keys, "nth"])
+
+    tables = {label: keyed(table) for label, table in runs.items()}
+    first = next(iter(tables.values()))
+    labels = list(tables)
+    lines = [
+        "| claim | kind | setting | " + " | ".join(labels) + " |",
+        "|---|---|---|" + "---|" * len(labels),
+    ]
+    for key, row in first.iterrows():
+        cells = []
+        for label in labels:
+            other = tables[label]
+            if key not in other.index:
+                cells.append("–")
+                continue
+            r = other.loc[key]
+            seeds = f", {int(r.n_seeds)} seeds" if r.n_seeds else ""
+            cells.append(f"{estimate_words(r)}{seeds} → **{verdict_words(r)}**")
+        kind = row.get("kind", "claim")
+        lines.append(f"| {key[0]} | {kind} | {str(row.setting).replace('|', '/')} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

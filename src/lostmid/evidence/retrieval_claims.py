@@ -17,7 +17,7 @@ import math
 from lostmid.architectures import retrieval_summary as rs
 from lostmid.evidence import decisions as dec
 from lostmid.evidence import statistics as st
-from lostmid.evidence.inputs import Claim, Inputs, NotRun, Result, Setting
+from lostmid.evidence.inputs import CLAIM, Claim, Inputs, NotRun, Result, Setting
 from lostmid.evidence.settings import EvidenceSettings
 
 RETRIEVAL = "retrieval"  # the family of these rows (Claim.family)
@@ -90,13 +90,14 @@ def influence_predicts_retrieval(measure: str):
 CLAIMS = [
     Claim(
         f"{measure}_influence_predicts_retrieval",
-        "paper: open problem (diagnostics predict retrieval in real LMs); issue #35",
+        "paper: open problem (do the diagnostics predict retrieval in real LMs?)",
         f"AUC - 0.5 of retrieval success on the needle's {words} influence share, per example",
         "AUC - 0.5",
         ("retrieval",),
         retrieval_settings(measure),
         influence_predicts_retrieval(measure),
         family=RETRIEVAL,
+        kind=CLAIM,
     )
     for measure, words in (("task", "task-conditioned"), ("free", "task-free"))
 ]

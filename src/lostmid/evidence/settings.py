@@ -14,6 +14,8 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class EvidenceSettings:
     level: float  # level of every interval over seeds
+    # The run's plan: a row over fewer seeds is a pilot, with no verdict (2: every interval decides).
+    min_seeds: int
     # "Mid-training": the first checkpoint after step 0 at which the baseline's mean evaluation
     # accuracy over seeds (balanced set, all flag positions) reaches this level: half-way from
     # chance (0.5) to perfect recall.
@@ -25,6 +27,9 @@ class EvidenceSettings:
     # Smallest difference in training speed that matters: the mean failure rate over training
     # (area under the failure curve divided by the span), in absolute failure rate.
     speed_margin: float
+    # The model-free position preference (late minus early failure rate, blog (a) and (e)): the
+    # smallest difference that matters, in absolute failure rate.
+    preference_margin: float
     # Smallest difference in late-flag recall that matters (blog (e), "perfect recall all the way
     # along the sequence"): the failure rate on flags with p > 1/2, in absolute failure rate.
     recall_margin: float
@@ -38,10 +43,14 @@ class EvidenceSettings:
     # The fit keeps the context's voice: the context's share of the influence profile may fall by at
     # most this, on the natural log scale (log 1.1: a tenth).
     share_margin: float
+    # The reference of that share: "flat_capped", min(share at B = 0, (L-1)/L), or "unbiased", the
+    # share at B = 0 (the rule as first written: lostmid.evidence.deviations).
+    share_reference: str
     delta: float  # region scale of the influence metrics read (must be one of influence.deltas)
     # Initialization: the depth the blog quotes ("~10^6 after 4 layers") and the growth that matters.
     init_depth: int
     init_growth_margin: float  # orders of magnitude (log10) of the first/last ratio gained from depth 1
+    density_growth_margin: float  # the same for the squared loss-gradient density (twice the blog's orders)
     blog_init_orders: float  # the blog's ~10^6 after 4 layers, quoted beside ours
     # Deterministic claims: tolerances of the rule-based verdicts.
     structural_tolerance: float  # max relative deviation of the structural baseline from its closed form
@@ -49,6 +58,7 @@ class EvidenceSettings:
     algebraic_tolerance: float  # a difference of regional densities smaller than this counts as no difference
     einf_zero: float  # "E_inf close to 0"
     imbalance_ratio: float  # "lowers the trace imbalance": at most this fraction of the baseline's
+    z_growth_margin: float  # "Algorithm 1 more than doubles Z": log(Z Alg. 1 / Z baseline) that matters
     probe_ratio: (
         float  # "falls with the probe count": the largest count's value at most this fraction of the smallest's
     )

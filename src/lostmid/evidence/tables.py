@@ -21,7 +21,10 @@ TABLES = {
     "failure": EvidenceTable((*_RUN_KEYS, "p", "n", "failures"), "results/failure files (one per run)"),
     "metrics": EvidenceTable((*_RUN_KEYS, "delta", "E_inf"), "results/metrics files"),
     "density_flow": EvidenceTable((*_RUN_KEYS, "eta", "rel_error"), "results/density_flow files"),
-    "conditions": EvidenceTable((*_RUN_KEYS, "delta", "test", "holds", "conclusion_holds"), "results/conditions files"),
+    "conditions": EvidenceTable(
+        (*_RUN_KEYS, "delta", "test", "holds", "conclusion_holds", "lhs", "rhs"),
+        "results/conditions files",
+    ),
     "structural": EvidenceTable(
         ("residual", "L", "depth", "layer", "position", "measured", "closed_form"), "the structural baseline table"
     ),

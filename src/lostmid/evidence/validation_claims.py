@@ -32,7 +32,7 @@ import pandas as pd
 from lostmid.core.density import imbalance
 from lostmid.evidence import decisions as dec
 from lostmid.evidence import statistics as st
-from lostmid.evidence.blog_claims import mid_training_step
+from lostmid.evidence.blog_claims import at_matched_accuracy, mean_accuracy_at, mid_training_step
 from lostmid.evidence.inputs import Inputs, NotRun, Result, Setting, last_common_step, pair_settings, rows_of, runs_of
 from lostmid.evidence.paper_claims import log_metric
 from lostmid.evidence.settings import EvidenceSettings
@@ -40,6 +40,9 @@ from lostmid.tables.summaries import accuracy_per_checkpoint
 
 MATCHED = "own mid-training (matched accuracy)"
 LAST = "last common checkpoint"
+# Each seed of each arm where its own accuracy crosses the mid-training level, interpolated between checkpoints
+# (issue 33: the checkpoint grid left Algorithm 1 at 0.923 against the baseline's 0.762 at "matched" accuracy).
+INTERPOLATED = "matched accuracy, interpolated between checkpoints"
 # The position shift's two checkpoints: the last (the reading fixed first), and the mid-training checkpoint of the
 # uniform-law reference, both arms at that step (added after the validation run's shift did not bite at the last
 # checkpoint: by then every arm recalls every position; docs/validation.md, "Position shift").
@@ -159,16 +162,47 @@ def _log_ratio(per_variant: Callable[[str, int], pd.Series], s: Setting, steps: 
 # =========================================================================== per-seed effects of the claims
 
 
+def _accuracy_gap(inputs: Inputs, s: Setting, steps: tuple[int, int]) -> str:
+    """The two arms' mean evaluation accuracies at their checkpoints: what "matched" leaves unmatched."""
+    accuracy = [mean_accuracy_at(inputs.failure, v, s.L, s.depth, t) for v, t in zip((s.variant, s.reference), steps)]
+    return f"mean accuracy {accuracy[0]:.3f} against {accuracy[1]:.3f} (gap {accuracy[0] - accuracy[1]:+.3f})"
+
+
+def interpolated_log_ratio(inputs: Inputs, ev: EvidenceSettings, s: Setting, column: str = "E_inf") -> PerSeed:
+    """Per seed, log(column remedy / reference), each arm's log interpolated to where the seed's own
+    accuracy crosses ``mid_accuracy`` (``blog_claims.at_matched_accuracy``)."""
+    arms = [
+        at_matched_accuracy(
+            inputs.failure,
+            v,
+            s.L,
+            s.depth,
+            ev.mid_accuracy,
+            lambda step, v=v: log_metric(inputs, ev, v, s, step, column),
+        )
+        for v in (s.variant, s.reference)
+    ]
+    values = _paired(arms[0][0], arms[1][0])
+    if values.empty:
+        raise NotRun(f"no seed reaches the accuracy {ev.mid_accuracy:g} in both {s.variant} and {s.reference}")
+    method = (
+        f"per-seed log({column} remedy / {column} baseline), each seed interpolated to accuracy {ev.mid_accuracy:g}"
+    )
+    return PerSeed(values, None, method, "; ".join(words for _, words in arms) + "; accuracy gap 0 by construction")
+
+
 def balance_e_inf_effect(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> PerSeed:
+    rule = dec.DecisionRule("less_than_zero", ev.log_ratio_margin, ev.level, "log(E_inf Alg. 1 / E_inf baseline)")
+    if s.checkpoint == INTERPOLATED:
+        return interpolated_log_ratio(inputs, ev, s)._replace(rule=rule)
     steps = arm_steps(inputs, ev, s, inputs.metrics)
     values = _log_ratio(lambda v, step: log_metric(inputs, ev, v, s, step), s, steps)
     z = _log_ratio(lambda v, step: log_metric(inputs, ev, v, s, step, "Z"), s, steps)
-    rule = dec.DecisionRule("less_than_zero", ev.log_ratio_margin, ev.level, "log(E_inf Alg. 1 / E_inf baseline)")
     return PerSeed(
         values,
         rule,
         f"per-seed log(E_inf remedy / E_inf baseline), {_steps_words(s, steps)}, delta {ev.delta:g}",
-        f"raw total energy: log(Z remedy / Z baseline) {_interval_words(z, ev)}",
+        f"raw total energy: log(Z remedy / Z baseline) {_interval_words(z, ev)}; {_accuracy_gap(inputs, s, steps)}",
     )
 
 
@@ -347,7 +381,9 @@ def shift_effect(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> PerSeed:
 def _per_run(inputs: Inputs, variant: str, s: Setting, column: str) -> pd.Series:
     part = rows_of(inputs.train, "train", variant, s.L, s.depth)
     values = (
-        part.groupby("seed")[column].median() if column == "seconds_per_step" else part.groupby("seed")[column].max()
+        part.groupby("seed")[column].median()
+        if column.endswith("seconds_per_step")
+        else part.groupby("seed")[column].max()
     )
     if not (np.isfinite(values).all() and (values > 0).all()):
         raise NotRun(f"the training log of {variant} has no positive {column}")
@@ -363,7 +399,19 @@ def overhead_effect(column: str, what: str):
     return effect
 
 
-time_effect = overhead_effect("seconds_per_step", "median time per training step")
+def time_effect(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> PerSeed:
+    """The time overhead, by the process's CPU time per step: the load of other processes on the machine
+    stretches wall-clock time, not the CPU time the step itself takes (torch's threads are fixed per job),
+    so the ratio no longer follows the machine's load (issue 33; benchmarks/bench_overhead_load.py shows a
+    loaded and an idle run agree). A train table written before the CPU-time column falls back on the
+    wall-clock time, and its method says so."""
+    train = inputs.train
+    if "cpu_seconds_per_step" in train and train["cpu_seconds_per_step"].notna().all():
+        return overhead_effect("cpu_seconds_per_step", "median process CPU time per training step")(inputs, ev, s)
+    what = "median wall-clock time per training step (the table predates the CPU-time column: the load enters)"
+    return overhead_effect("seconds_per_step", what)(inputs, ev, s)
+
+
 memory_effect = overhead_effect("peak_mem_mb", "peak memory of the training job")
 
 

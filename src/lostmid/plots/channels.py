@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from lostmid.analysis.conditions import REGIONS, TESTS, violations
+from lostmid.analysis.conditions import REGIONS, TESTS
 from lostmid.plots.common import nearest_delta, save
 
 CHANNEL_LABELS = {"res": "residual $J_{res}$", "cone": "causal cone $J_{cone}$", "loc": "local $J_{loc}$"}
@@ -80,11 +80,9 @@ def condition_summary(conditions: pd.DataFrame) -> pd.DataFrame:
     """Per test and delta: rows, how often the test holds, its conclusion holds, it is conservative
     (a sufficient test failing while its conclusion holds; for an equivalence: disagreeing), and
     soundness violations (must be 0)."""
-    bad = conditions.index.isin(violations(conditions).index)
-    frame = conditions.assign(
-        conservative=~conditions["holds"] & conditions["conclusion_holds"],
-        violation=bad,
-    )
+    frame = conditions.assign(conservative=~conditions["holds"] & conditions["conclusion_holds"])
+    if "violation" not in frame:  # written before the column, by a stage that refused any violation
+        frame = frame.assign(violation=False)
     summary = frame.groupby(["test", "delta"], as_index=False).agg(
         n=("holds", "size"),
         holds=("holds", "sum"),

@@ -45,10 +45,18 @@ def with_run_keys(df: pd.DataFrame, spec: dict, step: int | None = None) -> pd.D
 
 
 # The columns of every per-run table (lostmid.jobs.RUN_TABLES and the training log), each with the
-# kind of its values: declared once, checked whenever a table is read (``read``).
+# kind of its values: declared once, checked whenever a table is read (``read``). A kind ending in "?" is a
+# column added later (issue 33) that a table written before may lack; its readers say what they do then.
 _RUN = {"variant": "string", "L": "integer", "depth": "integer", "seed": "integer", "step": "integer"}
 RUN_TABLE_COLUMNS = {
-    "train": {**_RUN, "loss": "float", "accuracy": "float", "seconds_per_step": "float", "peak_mem_mb": "float"},
+    "train": {
+        **_RUN,
+        "loss": "float",
+        "accuracy": "float",
+        "seconds_per_step": "float",
+        "peak_mem_mb": "float",
+        "cpu_seconds_per_step": "float?",
+    },
     "failure": {
         **_RUN,
         "flag_pos": "integer",
@@ -99,6 +107,8 @@ RUN_TABLE_COLUMNS = {
         "conclusion_holds": "boolean",
         "lhs": "float",
         "rhs": "float",
+        "tolerance": "float?",
+        "violation": "boolean?",
     },
     "observability": {
         **_RUN,
@@ -121,17 +131,19 @@ _KINDS = {
 def schema_problems(df: pd.DataFrame, columns: dict[str, str]) -> list[str]:
     """How ``df`` departs from the declared ``columns`` (name -> kind): missing, unexpected and mistyped columns."""
     problems = []
-    missing = [name for name in columns if name not in df]
+    missing = [name for name, kind in columns.items() if name not in df and not kind.endswith("?")]
     unexpected = [name for name in df if name not in columns]
     if missing:
         problems.append(f"lacks the column(s) {missing}")
     if unexpected:
         problems.append(f"has unexpected column(s) {unexpected}")
     mistyped = [
-        f"{name} ({df[name].dtype}, expected {kind})"
+        f"{name} ({df[name].dtype}, expected {kind.rstrip('?')})"
         for name, kind in columns.items()
         if name in df
-        and not (_KINDS[kind](df[name]) and not (kind == "integer" and pd.api.types.is_bool_dtype(df[name])))
+        and not (
+            _KINDS[kind.rstrip("?")](df[name]) and not (kind == "integer" and pd.api.types.is_bool_dtype(df[name]))
+        )
     ]
     if mistyped:
         problems.append("has column(s) of the wrong type: " + ", ".join(mistyped))

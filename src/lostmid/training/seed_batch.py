@@ -117,7 +117,7 @@ class StackedSeeds:
         for step in steps:
             batches = [task.sample_batch(train["batch_size"], L, law, state.data_generator) for state in self.states]
             tokens, targets, flags = (torch.stack(parts).to(device) for parts in zip(*batches))
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), time.process_time()
             sequence_weights = [
                 state.objective.sequence_weights(state.model, x, f, step)
                 for state, x, f in zip(self.states, tokens, flags)
@@ -139,13 +139,14 @@ class StackedSeeds:
             self.optimizer.step()
             losses = loss.tolist()  # synchronizes with the device, so the timing is honest
             seconds = (time.perf_counter() - start) / len(seeds)
+            cpu = (time.process_time() - cpu_start) / len(seeds)
             accuracy = (
                 (self.model.predictions(logits.flatten(0, 1)) == targets.flatten()).view(len(seeds), -1).float().mean(1)
             )
             memory = peak_memory_mb(device)
             for state, seed_log, seed_loss, seed_accuracy in zip(self.states, logs, losses, accuracy.tolist()):
                 state.step = step
-                seed_log.add(step, seed_loss, seed_accuracy, seconds, memory)
+                seed_log.add(step, seed_loss, seed_accuracy, seconds, memory, cpu)
         return [seed_log.table() for seed_log in logs]
 
     @staticmethod

@@ -23,7 +23,9 @@ from lostmid.training.checkpoint import TrainingState
 log = logging.getLogger(__name__)
 
 
-COLUMNS = ["step", "loss", "accuracy", "seconds_per_step", "peak_mem_mb"]
+# cpu_seconds_per_step: the process's CPU time over the step (time.process_time, all its threads), which
+# other processes on the machine do not inflate as they do the wall-clock seconds_per_step.
+COLUMNS = ["step", "loss", "accuracy", "seconds_per_step", "peak_mem_mb", "cpu_seconds_per_step"]
 
 
 class StepLog:
@@ -43,8 +45,8 @@ class StepLog:
         """``steps`` with a progress bar when attached to a terminal (or when ``show``)."""
         return tqdm(steps, disable=not cls.show_bar(show), desc=description, unit="step")
 
-    def add(self, step: int, loss: float, accuracy: float, seconds: float, memory_mb: float) -> None:
-        self.rows.append((step, loss, accuracy, seconds, memory_mb))
+    def add(self, step: int, loss: float, accuracy: float, seconds: float, memory_mb: float, cpu: float) -> None:
+        self.rows.append((step, loss, accuracy, seconds, memory_mb, cpu))
         if not self.quiet and len(self.rows) % self.every == 0:
             log.info(
                 "%sstep %d loss %.4f batch accuracy %.3f (%.1f ms/step)",
@@ -63,7 +65,8 @@ def train_steps(state: TrainingState, n_steps: int, device, progress: bool | Non
     """Advance ``state`` by ``n_steps`` optimizer steps in place; return the per-step log.
 
     Columns: step, loss, accuracy (of the training batch), seconds_per_step (forward,
-    backward and update, measured on the host after the device finished), peak_mem_mb
+    backward and update, measured on the host after the device finished), cpu_seconds_per_step
+    (the process's CPU time over the same span), peak_mem_mb
     (peak memory so far, see ``peak_memory_mb``).
     """
     spec = state.spec
@@ -78,7 +81,7 @@ def train_steps(state: TrainingState, n_steps: int, device, progress: bool | Non
     for step in StepLog.progress(range(first, first + n_steps), progress, f"train {spec['variant']} L{L}"):
         tokens, targets, flags = task.sample_batch(train["batch_size"], L, law, state.data_generator)
         tokens, targets, flags = tokens.to(device), targets.to(device), flags.to(device)
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         loss, logits = state.objective(model, tokens, targets, flags, step)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -87,9 +90,9 @@ def train_steps(state: TrainingState, n_steps: int, device, progress: bool | Non
         optimizer.lr = warmup_lr(train["lr"], step, warmup)
         optimizer.step()
         loss_value = loss.item()  # synchronizes with the device, so the timing is honest
-        seconds = time.perf_counter() - start
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
         accuracy = (model.predictions(logits.detach()) == targets).float().mean().item()
-        step_log.add(step, loss_value, accuracy, seconds, peak_memory_mb(device))
+        step_log.add(step, loss_value, accuracy, seconds, peak_memory_mb(device), cpu)
         state.step = step
     return step_log.table()
 
