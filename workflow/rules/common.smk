@@ -12,6 +12,7 @@ from lostmid.analysis.settings import (
     FlowSettings,
     InfluenceSettings,
     InitSweepSettings,
+    LengthSettings,
     StructuralSettings,
     TraceSettings,
 )
@@ -100,6 +101,10 @@ def summary_tables():
         "remedies": [rules.remedies_table.output.table],
         **{f"bias_{name}": wf.bias_tables(BLOCKS, name) for name in wf.BIAS_TABLES},
         **{f"algebraic_{name}": [rules.algebraic.output[name]] for name in ("table", "profiles", "probes")},
+        # The length study's tables (workflow/rules/length.smk), where the config has the study.
+        "length_init": [rules.length_init.output[0]] if LENGTH else [],
+        "length_fit": [rules.length_fit.output.profiles] if LENGTH else [],
+        "length_fits": [rules.length_fit.output.fits] if LENGTH else [],
     }
 
 

@@ -23,6 +23,7 @@ from lostmid.cli import (  # noqa: F401  (they register commands)
     evidence,
     figures,
     influence,
+    length,
     remedies,
     results,
     training,
