@@ -163,3 +163,34 @@ def test_the_arm_of_a_length_variant_drops_its_suffix():
         "baseline",
         "debiased_literal",
     ]
+
+
+def test_the_study_measures_every_length_and_fits_and_carries_b_where_the_config_says():
+    from lostmid.analysis.length import fit_profiles, init_profiles
+
+    model = {"d_model": 8, "heads": 2, "mlp_ratio": 2, "block": "sequential", "epsilon": 1.0, "readout": "last"}
+    settings = settings_from_block(
+        LengthSettings,
+        {
+            "L": [4, 6, 8],
+            "depth": 1,
+            "seeds": [0, 1],
+            "batch_per_position": 1,
+            "full_max_L": 4,
+            "fit_max_L": 6,
+            "carry_from": 4,
+        },
+        "length",
+    )
+    init = init_profiles(model, settings)
+    assert init.groupby(["L", "residual"]).seed.nunique().to_dict() == {
+        (L, r): 2 for L in (4, 6, 8) for r in (False, True)
+    }
+    fit = settings_from_block(
+        FitSettings, {"target": "output_jacobian", "heldout": 2, "inits": 1, "batch": 4, "max_iter": 2}, "bias_fit"
+    )
+    profiles, fits = fit_profiles(model, settings, fit)
+    assert list(zip(fits.L, fits.param)) == [(4, "full"), (4, "distance"), (6, "distance")]
+    biases = profiles.groupby("L").bias.unique().map(sorted).to_dict()
+    assert biases == {4: ["distance", "full", "none"], 6: ["carried", "distance", "none"], 8: ["carried", "none"]}
+    assert set(profiles.fitted_at[profiles.bias == "carried"]) == {4}
