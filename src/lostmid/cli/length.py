@@ -64,3 +64,41 @@ def length_fit(args):
     profiles, fits = length.fit_profiles(args.model, _settings(args), fit)
     io.write_parquet(fits, args.fits)
     io.write_parquet(profiles, args.out)
+
+
+def _report_args(parser):
+    parser.add_argument("--results", required=True, help="a length run's results folder")
+    parser.add_argument("--into", default=None, help="a docs page: write the tables between its length markers")
+
+
+PAGE_MARKERS = ("<!-- length tables: begin -->", "<!-- length tables: end -->")
+
+
+@command(
+    "length-report",
+    "the length study's tables (statistics at init by L, each fit's check, cost and held-out profiles) as Markdown",
+    _report_args,
+)
+def length_report(args):
+    from pathlib import Path
+
+    import pandas as pd
+
+    from lostmid.tables.length import fit_summary, init_summary
+
+    folder = Path(args.results, "length")
+    init = init_summary(pd.read_parquet(folder / "init.parquet"))
+    fits = fit_summary(pd.read_parquet(folder / "fits.parquet"), pd.read_parquet(folder / "fit_profiles.parquet"))
+    text = (
+        "\nAt initialization, no fix: mean over init seeds [95% t interval] of each statistic by L "
+        "(`lostmid.tables.length`).\n\n"
+        + init.to_markdown(index=False)
+        + "\n\nThe literal B fitted at each L: the fit's cost (one thread), its held-out check, and the "
+        "output-Jacobian profile on its held-out initializations (mean [95% t interval]).\n\n"
+        + fits.set_index(["L", "B"]).T.to_markdown()
+        + "\n\n"
+    )
+    if args.into:
+        io.write_between_markers(args.into, *PAGE_MARKERS, text)
+    else:
+        print(text)

@@ -52,3 +52,53 @@ def slope_per_doubling(L, values) -> float:
 def slopes_per_unit(stats: pd.DataFrame, unit: str, statistic: str) -> pd.Series:
     """Per unit (seed or held-out initialization): the slope of ``statistic`` on log2 L over the lengths it has."""
     return stats.groupby(unit).apply(lambda g: slope_per_doubling(g.L, g[statistic]), include_groups=False)
+
+
+def _interval(values: pd.Series, level: float = 0.95) -> str:
+    from scipy import stats
+
+    n = values.size
+    half = stats.t.ppf(0.5 + level / 2, n - 1) * values.std(ddof=1) / np.sqrt(n) if n > 1 else np.nan
+    return f"{values.mean():.3g} [{values.mean() - half:.3g}, {values.mean() + half:.3g}]"
+
+
+def init_summary(init: pd.DataFrame) -> pd.DataFrame:
+    """Per residual path, measure and L: each statistic's mean over init seeds with its 95% t interval."""
+    rows = []
+    for column in ("output_jacobian", "density"):
+        stats = statistics_table(init, ["residual", "seed", "L"], column)
+        for (residual, L), part in stats.groupby(["residual", "L"]):
+            rows.append(
+                {
+                    "residual": bool(residual),
+                    "measure": column,
+                    "L": int(L),
+                    "seeds": len(part),
+                    **{name: _interval(part[name]) for name in STATISTICS},
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def fit_summary(fits: pd.DataFrame, profiles: pd.DataFrame) -> pd.DataFrame:
+    """Per fit: its cost, its held-out check, and log10 first/last and E_inf of the held-out profiles
+    with B = 0 and with it, in the fit network and inserted into the residual model."""
+    stats = statistics_table(profiles, ["residual", "bias", "heldout_init", "L"], "output_jacobian")
+    rows = []
+    for fit in fits.itertuples():
+        row = {
+            "L": fit.L,
+            "B": fit.param,
+            "seconds": round(fit.seconds, 1),
+            "iterations": fit.iterations,
+            "held-out change of E_inf [95%]": f"{fit.change:.3g} [{fit.change_low:.3g}, {fit.change_high:.3g}]",
+            "accepted": bool(fit.accepted),
+        }
+        for residual, where in ((False, "fit network"), (True, "residual model")):
+            for bias in ("none", fit.param):
+                part = stats[(stats.residual == residual) & (stats.bias == bias) & (stats.L == fit.L)]
+                label = f"{where}, B {'= 0' if bias == 'none' else 'fitted'}"
+                row[f"{label}: E_inf"] = _interval(2.0**part.log2_E_inf)
+                row[f"{label}: log10 first/last"] = _interval(part.log10_first_last)
+        rows.append(row)
+    return pd.DataFrame(rows)
