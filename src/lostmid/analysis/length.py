@@ -99,8 +99,7 @@ def heldout_profiles(config: ModelConfig, fit: FitSettings, biases: dict[str, to
     L = config.seq_len
     parts = []
     for name, bias in biases.items():
-        with torch.no_grad() if fit.target == "loss" else torch.enable_grad():
-            values = problems.profiles(bias).detach().double().numpy()  # (heldout, L)
+        values = problems.profiles(bias).detach().double().numpy()  # (heldout, L), as bias_fit.held_out_tables
         parts.append(
             pd.DataFrame(
                 {
