@@ -168,7 +168,7 @@ def fit_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
                 Setting(
                     residual=bool(residual),
                     depth=int(table.depth.iloc[0]),
-                    checkpoint=f"initialization, B fitted at each L {lengths[0]}-{lengths[-1]}, {where}",
+                    checkpoint=f"initialization, {param}-form B fitted at each L {lengths[0]}-{lengths[-1]}, {where}",
                     reading=param,
                     not_evaluable=why,
                 )
