@@ -44,6 +44,7 @@ include: "workflow/rules/remedies.smk"
 include: "workflow/rules/algebraic.smk"
 include: "workflow/rules/architectures.smk"
 include: "workflow/rules/retrieval.smk"
+include: "workflow/rules/length.smk"
 include: "workflow/rules/evidence.smk"
 include: "workflow/rules/figures.smk"
 
@@ -59,5 +60,6 @@ rule all:
         rules.architectures_pretrained.output if ARCHITECTURES.get("pretrained") else [],
         rules.architectures_flag.output if ARCHITECTURE_FLAG_RUNS else [],
         rules.retrieval.output if RETRIEVAL else [],
+        rules.length.input if LENGTH else [],
         rules.evidence.output,
         rules.figures.output,

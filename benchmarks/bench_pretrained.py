@@ -38,28 +38,10 @@ import torch  # noqa: E402
 from lostmid import io  # noqa: E402
 from lostmid.architectures import bounded, models, pretrained, text  # noqa: E402
 
+from timing import peak_call  # noqa: E402
+
 # The lines of a page between which --into writes the table (docs/performance.md).
 PAGE_MARKERS = ("<!-- bench_pretrained: begin -->", "<!-- bench_pretrained: end -->")
-
-
-def status_kb(field: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise RuntimeError(f"no {field} in /proc/self/status")
-
-
-def peak_call(fn) -> tuple[float, float, float, float]:
-    """(CPU seconds, peak RSS in GB, peak above the RSS before the call in GB, wall seconds) of one call of ``fn``."""
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")  # reset the high-water mark VmHWM to the current RSS
-    before = status_kb("VmRSS")
-    start, wall = time.process_time(), time.perf_counter()
-    fn()
-    seconds, wall = time.process_time() - start, time.perf_counter() - wall
-    peak = status_kb("VmHWM")
-    return seconds, peak / 2**20, (peak - before) / 2**20, wall
 
 
 def fastest_time_first_memory(calls: list[tuple]) -> tuple:

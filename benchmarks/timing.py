@@ -1,4 +1,5 @@
-"""The benchmarks' clock: median wall-clock of a call after a warm-up, the device synchronized."""
+"""The benchmarks' clock and memory gauge: median wall-clock of a call after a warm-up, the device synchronized;
+CPU time and peak resident memory of one call (Linux: /proc/self)."""
 
 from __future__ import annotations
 
@@ -24,3 +25,23 @@ def median_seconds(fn, repeats: int, device="cpu") -> float:
         synchronize(device)
         times.append(time.perf_counter() - start)
     return statistics.median(times)
+
+
+def status_kb(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def peak_call(fn) -> tuple[float, float, float, float]:
+    """(CPU seconds, peak RSS in GB, peak above the RSS before the call in GB, wall seconds) of one call of ``fn``."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # reset the high-water mark VmHWM to the current RSS
+    before = status_kb("VmRSS")
+    start, wall = time.process_time(), time.perf_counter()
+    fn()
+    seconds, wall = time.process_time() - start, time.perf_counter() - wall
+    peak = status_kb("VmHWM")
+    return seconds, peak / 2**20, (peak - before) / 2**20, wall

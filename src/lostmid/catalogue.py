@@ -43,6 +43,9 @@ FIGURES = {
         "Algebraic simulations", ("algebraic_table", "algebraic_profiles"), "algebraic.table_figure"
     ),
     "algebraic_probes": Figure("Algebraic simulations", ("algebraic_probes",), "algebraic.probe_figure"),
+    # The sequence-length study (docs/length.md): drawn where the run has it.
+    "length_imbalance": Figure("Length", ("length_init", "length_fit"), "length.imbalance_by_length"),
+    "length_position_effect": Figure("Length", ("failure", "length_init"), "length.position_effect_by_length"),
 }
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 
 from lostmid import config as cfg
 from lostmid.algebraic.settings import AlgebraicSettings
@@ -28,10 +28,12 @@ from lostmid.analysis.settings import (
     FlowSettings,
     InfluenceSettings,
     InitSweepSettings,
+    LengthSettings,
     StructuralSettings,
     TraceSettings,
     check_disjoint_from_training,
     fit_section,
+    length_fit_section,
 )
 from lostmid.architectures.settings import ArchSettings, FlagSettings, RetrievalSettings, TextSettings
 from lostmid.errors import ConfigError
@@ -357,6 +359,7 @@ SETTINGS = {
     FlagSettings: "architectures.flag",
     TextSettings: "architectures.text",
     RetrievalSettings: "retrieval",
+    LengthSettings: "length",
 }
 
 
@@ -409,3 +412,18 @@ def check(config: dict) -> None:
     for cls, key in ((InfluenceSettings, "influence"), (ChannelSettings, "channels")):
         for L in sorted({run.L for run in grid}):
             check_deltas(L, parsed[cls].deltas, f"{key}.deltas")
+    if LengthSettings in parsed:
+        from lostmid.analysis.length import check_lengths  # imports torch: only for a config with the study
+
+        check_disjoint_from_training(length_fit_settings(config), {run.seed for run in grid}, "length.fit")
+        check_lengths(config["model"], parsed[LengthSettings], length_fit_settings(config))
+
+
+def length_fit_settings(config: dict) -> FitSettings:
+    """The length study's fit settings (lostmid.analysis.settings.length_fit_section)."""
+    return cfg.settings_from_section(FitSettings, length_fit_section(config), "bias_fit")  # its keys
+
+
+def length_fit_json(config: dict) -> str:
+    """The length study's fit settings as canonical JSON (what ``lostmid length-fit --fit`` takes)."""
+    return cfg.canonical_json(asdict(length_fit_settings(config)))

@@ -13,6 +13,7 @@ from lostmid.analysis.settings import (
     FlowSettings,
     InfluenceSettings,
     InitSweepSettings,
+    LengthSettings,
     StructuralSettings,
     TraceSettings,
 )
@@ -86,6 +87,10 @@ def summary_tables():
         **{f"bias_{name}": jobs.bias_tables(BLOCKS, name) for name in jobs.BIAS_TABLES},
         **{f"algebraic_{name}": [rules.algebraic.output[name]] for name in ("table", "profiles", "probes")},
         "retrieval": [],  # its claims are decided by rule retrieval (results/evidence/retrieval.parquet)
+        # The length study's tables (workflow/rules/length.smk), where the config has the study.
+        "length_init": [rules.length_init.output[0]] if LENGTH else [],
+        "length_fit": [rules.length_fit.output.profiles] if LENGTH else [],
+        "length_fits": [rules.length_fit.output.fits] if LENGTH else [],
     }
 
 

@@ -129,3 +129,44 @@ def check_disjoint_from_training(settings: FitSettings, training_seeds, key: str
             f"config key {key}.seed={settings.seed}: the fit would use training seeds {clash[:5]}; "
             "choose a seed far from them"
         )
+
+
+@dataclass(frozen=True)
+class LengthSettings:
+    """The sequence-length study (``length``; docs/length.md): influence at initialization and the
+    literal bias fit at every L of ``L``, at one depth, with and without the residual path."""
+
+    L: tuple[int, ...]  # the lengths, increasing
+    depth: int
+    seeds: tuple[int, ...]  # initialization seeds of the profiles at init (the unit of their intervals)
+    batch_per_position: int  # sequences per flag position 2..L of the profiles' batch
+    seed: int  # seed of that batch
+    full_max_L: int  # the full-form B (every entry free) is fitted up to this L ...
+    fit_max_L: int  # ... and the distance form B_ij = c(i - j) up to this one (its cost: docs/performance.md)
+    carry_from: int  # the L whose distance-form B is carried over to every longer L
+    max_memory_mb: int  # refuse a length whose fit would hold more than this (``fit_memory_mb``)
+
+    def check(self) -> None:
+        if list(self.L) != sorted(set(self.L)) or self.L[0] < 3:
+            raise ConfigError(f"config key length.L={list(self.L)}: lengths must be increasing and each >= 3")
+        if self.carry_from not in self.L or self.carry_from == self.L[-1]:
+            raise ConfigError(
+                f"config key length.carry_from={self.carry_from}: must be one of length.L and not the longest"
+            )
+        if not self.full_max_L <= self.fit_max_L or self.carry_from > self.fit_max_L:
+            raise ConfigError(
+                f"config key length: need full_max_L ({self.full_max_L}) <= fit_max_L ({self.fit_max_L}) and "
+                f"carry_from ({self.carry_from}) <= fit_max_L"
+            )
+        if len(self.seeds) < 2:
+            raise ConfigError("config key length.seeds: an interval over initializations needs at least 2 seeds")
+
+
+# The length study fits the blog's literal B (docs/length.md): these keys are the reading's, whatever bias_fit says.
+LITERAL_FIT = {"target": "output_jacobian", "positions": "all"}
+
+
+def length_fit_section(config: dict) -> dict:
+    """The length study's fit block: the config's ``bias_fit`` keys, the literal reading's target and
+    positions, then ``length.fit``'s sizes (``param`` is set per fit)."""
+    return {**(config.get("bias_fit") or {}), **LITERAL_FIT, **(config["length"].get("fit") or {})}

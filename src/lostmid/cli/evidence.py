@@ -55,6 +55,11 @@ def _args(parser):
         help="an evidence table already written (Parquet file or folder): print it, compute nothing",
     )
     parser.add_argument(
+        "--claims-matching",
+        default=None,
+        help="with --table: only the rows whose claim name matches this regular expression (e.g. '^length_')",
+    )
+    parser.add_argument(
         "--into",
         default=None,
         help="a docs page: with --markdown, write the table between its lines "
@@ -92,7 +97,10 @@ def evidence(args):
     if args.table:
         import pandas as pd
 
-        show(claims.markdown(pd.read_parquet(args.table)), args.into)
+        table = pd.read_parquet(args.table)
+        if args.claims_matching:
+            table = table[table.claim.str.contains(args.claims_matching, regex=True)]
+        show(claims.markdown(table), args.into)
         return
     blocks = read_merged(args.config or [])  # no files: an empty config
     settings = settings_from_section(

@@ -24,6 +24,7 @@ from lostmid.cli import (  # noqa: F401  (they register commands)
     figures,
     influence,
     joblog,
+    length,
     pooled,
     remedies,
     results,

@@ -31,6 +31,7 @@ from lostmid.evidence.blog_claims import (
 )
 from lostmid.evidence.fit_checks import bias_fit_flattens_profile, bias_fit_keeps_context_share, reading_settings
 from lostmid.evidence.inputs import BLOG, CHECK, CLAIM, PAPER_VALIDATION, Claim, pair_settings
+from lostmid.evidence.length_claims import CLAIMS as LENGTH_CLAIMS
 from lostmid.evidence.paper_claims import (
     algebraic_balance_e_inf_near_zero,
     algebraic_balance_z_grows,
@@ -439,6 +440,8 @@ CLAIMS: list[Claim] = [
     ),
     # The retrieval stage (docs/retrieval.md): lostmid.evidence.retrieval_claims, family "retrieval".
     *retrieval_claims.CLAIMS,
+    # The sequence-length study (docs/length.md): lostmid.evidence.length_claims.
+    *LENGTH_CLAIMS,
 ]
 
 CLAIMS_BY_NAME = {claim.name: claim for claim in CLAIMS}

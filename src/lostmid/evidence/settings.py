@@ -65,3 +65,10 @@ class EvidenceSettings:
     # The validation protocol (docs/validation.md): a remedy's step costs at most this many times the
     # baseline's, in time and in peak memory (the paper: the same order, a larger constant).
     overhead_ratio: float
+    # The sequence-length study (docs/length.md, "Rules"): the growth of log10 first/last per doubling
+    # of L that matters, log10 2 (the ratio grows at least in proportion to L: the blog's rod, whose
+    # energy "grows faster than L"); twice that for the squared density. And for the statistics whose
+    # null is not 0 for every shape (E_inf, the last position's share, log2 per doubling): half the
+    # slope of a spike on the last position (1).
+    length_growth_margin: float
+    length_concentration_margin: float

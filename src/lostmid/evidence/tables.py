@@ -76,4 +76,17 @@ TABLES = {
         (*_RUN_KEYS, "seconds_per_step", "peak_mem_mb"),
         "results/train files (per-step time and peak memory: the overhead claims)",
     ),
+    # The sequence-length study (docs/length.md; lostmid.analysis.length).
+    "length_init": EvidenceTable(
+        ("L", "residual", "seed", "position", "density", "output_jacobian"),
+        "the length study's profiles at initialization (results/length/init.parquet)",
+    ),
+    "length_fit": EvidenceTable(
+        ("L", "residual", "bias", "fitted_at", "heldout_init", "position", "output_jacobian"),
+        "the length study's held-out profiles of the fitted B (results/length/fit_profiles.parquet)",
+    ),
+    "length_fits": EvidenceTable(
+        ("L", "param", "seconds", "accepted", "imbalance_before", "imbalance_after"),
+        "the length study's fits, their held-out checks and costs (results/length/fits.parquet)",
+    ),
 }

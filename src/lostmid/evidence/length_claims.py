@@ -1,0 +1,391 @@
+"""The claims of the sequence-length study (docs/length.md): the blog's "thermodynamic limit".
+
+The blog: without the fix, "every token talks to every other token, and thus bad things happen ...
+when we try to take the thermodynamic limit of long sequences"; the fix gives "a system that now
+has a sensible thermodynamic limit" ("screening"); B "can be computed once and for all explicitly
+for a given architecture". Read here as:
+
+- at initialization, the baseline's imbalance grows with L: the per-seed slope of log10 first/last
+  (the blog's output-Jacobian measure, and the squared loss-gradient density) on log2 L, whose null
+  for a profile of fixed shape is 0 (``lostmid.tables.length``); E_inf and the last position's share
+  are reported beside it with their own nulls;
+- with the B fitted at each L, that slope is at most the margin (the "sensible limit"), in the fit
+  network and with B inserted into the residual model; only where every fit passed its held-out check;
+- the distance-form B fitted at a short L, carried to longer L, is within a factor of the B fitted
+  there ("once and for all"), and at least lowers the imbalance where no fit was run;
+- trained, the baseline's position effect (a) and the fix's effect (e) grow with L (the difference
+  between the longest and the shortest L, Welch), and (e)'s model-free reading at every L.
+
+The trained claims are in ``lostmid.evidence.length_trained``.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+import pandas as pd
+
+from lostmid.evidence import decisions as dec
+from lostmid.evidence import statistics as st
+from lostmid.evidence.inputs import CLAIM, Claim, Inputs, NotRun, Result, Setting
+from lostmid.evidence.length_trained import (
+    fix_effect_grows_with_length,
+    fix_lowers_model_free_preference,
+    model_free_settings,
+    position_effect_grows_with_length,
+    trained_growth_settings,
+)
+from lostmid.evidence.settings import EvidenceSettings
+from lostmid.tables.length import slopes_per_unit, statistics_table
+
+LENGTH = "length"  # the family of the study's findings (docs/evidence.md, "Family-wise correction")
+MEASURES = {"output_jacobian": "E||d logits_L/d x_j|| (the blog's measure)", "density": "the loss-gradient density"}
+
+
+# =========================================================================== at initialization
+
+
+def init_statistics(inputs: Inputs, column: str) -> pd.DataFrame:
+    return statistics_table(inputs.length_init, ["residual", "depth", "seed", "L"], column)
+
+
+def init_length_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
+    table = inputs.length_init
+    lengths = sorted(table.L.unique())
+    words = f"initialization, L {lengths[0]}-{lengths[-1]} ({len(lengths)} lengths)"
+    return [
+        Setting(residual=bool(residual), depth=int(depth), checkpoint=words)
+        for residual, depth in sorted({(bool(r), int(d)) for r, d in zip(table.residual, table.depth)})
+    ]
+
+
+def _by_length(stats: pd.DataFrame, statistic: str) -> str:
+    means = stats.groupby("L")[statistic].mean()
+    return ", ".join(f"L {L}: {value:.3g}" for L, value in means.items())
+
+
+def _slope_result(stats: pd.DataFrame, unit: str, statistic: str, rule: dec.DecisionRule, ev, what: str) -> Result:
+    slopes = slopes_per_unit(stats, unit, statistic)
+    if not np.isfinite(slopes).all():
+        raise NotRun(f"not evaluable: {statistic} is not finite at some L (a zero profile value)")
+    interval = st.t_interval(slopes.to_numpy(), ev.level)
+    method = f"per {what}, least-squares slope on log2 L over {stats.L.nunique()} lengths; {interval.method}"
+    return Result(interval._replace(method=method), rule, f"mean {statistic} by L: {_by_length(stats, statistic)}")
+
+
+def _init_rows(inputs: Inputs, s: Setting, column: str) -> pd.DataFrame:
+    stats = init_statistics(inputs, column)
+    return stats[(stats.residual == s.residual) & (stats.depth == s.depth)]
+
+
+def _init_growth(inputs, ev, s, column: str, statistic: str, kind: str, margin: float, quantity: str) -> Result:
+    rule = dec.DecisionRule(kind, margin, ev.level, quantity)
+    return _slope_result(_init_rows(inputs, s, column), "seed", statistic, rule, ev, "init seed")
+
+
+def first_last_jacobian_grows_with_length(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+    """The blog's thermodynamic limit, in its own measure: at initialization the first token's
+    output-Jacobian norm over the last's grows with L. Null (a profile of fixed shape): slope 0.
+    Rule: at least ``length_growth_margin`` orders of magnitude per doubling (a claim of growth has a size:
+    a fixed shape on the discrete grid p = (i - 1/2)/L already drifts by ~0.04 at L 8-64)."""
+    return _init_growth(
+        inputs,
+        ev,
+        s,
+        "output_jacobian",
+        "log10_first_last",
+        "at_least",
+        ev.length_growth_margin,
+        "the growth of log10 first/last output-Jacobian norm per doubling of L",
+    )
+
+
+def first_last_density_grows_with_length(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+    """The same in the squared loss-gradient density (margin doubled: the measure is squared)."""
+    return _init_growth(
+        inputs,
+        ev,
+        s,
+        "density",
+        "log10_first_last",
+        "at_least",
+        2 * ev.length_growth_margin,
+        "the growth of log10 first/last density per doubling of L",
+    )
+
+
+def e_inf_grows_with_length(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+    """Beside the decision: log2 E_inf of the output-Jacobian density per doubling of L. Null: 0 for a
+    fixed shape, ~1 for a spike on the last position (E_inf = L - 1)."""
+    return _init_growth(
+        inputs,
+        ev,
+        s,
+        "output_jacobian",
+        "log2_E_inf",
+        "at_least",
+        ev.length_concentration_margin,
+        "the growth of log2 E_inf (output-Jacobian density) per doubling of L",
+    )
+
+
+def last_share_grows_with_length(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+    """Beside the decision: log2 (L x the last position's share) of the output-Jacobian profile per
+    doubling of L. Null: 0 for a fixed shape, 1 for a spike on the last position."""
+    return _init_growth(
+        inputs,
+        ev,
+        s,
+        "output_jacobian",
+        "log2_L_last_share",
+        "at_least",
+        ev.length_concentration_margin,
+        "the growth of log2 (L x last position's share) per doubling of L",
+    )
+
+
+# =========================================================================== the fitted B at every L
+
+
+def fit_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
+    table, fits = inputs.length_fit, inputs.length_fits
+    found = []
+    for param in ("full", "distance"):
+        lengths = sorted(fits.L[fits.param == param].unique())
+        if len(lengths) < 2:
+            continue
+        rejected = sorted(int(L) for L in fits.L[(fits.param == param) & ~fits.accepted.astype(bool)].unique())
+        why = (
+            f"the {param}-form fit did not flatten the held-out profile at L {rejected} (its check)"
+            if rejected
+            else None
+        )
+        for residual in sorted(table.residual.astype(bool).unique()):
+            where = "in the fit network (no residual path)" if not residual else "inserted into the residual model"
+            found.append(
+                Setting(
+                    residual=bool(residual),
+                    depth=int(table.depth.iloc[0]),
+                    checkpoint=f"initialization, {param}-form B fitted at each L {lengths[0]}-{lengths[-1]}, {where}",
+                    reading=param,
+                    not_evaluable=why,
+                )
+            )
+    if not found:
+        raise NotRun("the length study fitted B at fewer than 2 lengths")
+    return found
+
+
+def fit_statistics(inputs: Inputs, s: Setting, bias: str) -> pd.DataFrame:
+    table = inputs.length_fit
+    part = table[(table.residual.astype(bool) == s.residual) & (table.bias == bias)]
+    return statistics_table(part, ["heldout_init", "L"], "output_jacobian")
+
+
+def fitted_bias_keeps_first_last_bounded(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+    """The fix's "sensible thermodynamic limit": with the B fitted at each L, log10 first/last of the
+    output-Jacobian profile on the fit's held-out initializations grows by at most the margin per
+    doubling (the baseline claim's margin). The B = 0 slope of the same initializations is in the note."""
+    rule = dec.DecisionRule(
+        "at_most",
+        ev.length_growth_margin,
+        ev.level,
+        "the growth of log10 first/last output-Jacobian norm per doubling of L, B fitted at each L",
+    )
+    fitted = fit_statistics(inputs, s, s.reading)
+    result = _slope_result(fitted, "heldout_init", "log10_first_last", rule, ev, "held-out initialization")
+    plain = fit_statistics(inputs, s, "none")
+    plain = plain[plain.L.isin(fitted.L.unique())]
+    before = slopes_per_unit(plain, "heldout_init", "log10_first_last")
+    e_inf = fitted.groupby("L").log2_E_inf.mean().rpow(2)
+    note = (
+        f"{result.note}; B = 0 on the same initializations: slope {before.mean():.3g}, by L: "
+        f"{_by_length(plain, 'log10_first_last')}; E_inf with B by L: "
+        + ", ".join(f"L {L}: {v:.3g}" for L, v in e_inf.items())
+    )
+    return Result(result.interval, rule, note)
+
+
+def carried_settings(inputs: Inputs, ev: EvidenceSettings, local_only: bool = False) -> list[Setting]:
+    """Every longer L the B was carried to (``local_only``: those where a distance-form B was fitted too)."""
+    table = inputs.length_fit
+    carried = table[table.bias == "carried"]
+    if carried.empty:
+        raise NotRun("the length study carried no B to a longer L")
+    source = int(carried.fitted_at.iloc[0])
+    lengths = set(carried.L) & set(table.L[table.bias == "distance"]) if local_only else set(carried.L)
+    found = []
+    for L in sorted(lengths):
+        for residual in sorted(carried.residual.astype(bool).unique()):
+            found.append(
+                Setting(
+                    L=int(L),
+                    depth=int(table.depth.iloc[0]),
+                    residual=bool(residual),
+                    checkpoint=f"initialization, distance-form B fitted at L {source}",
+                    reading="distance",
+                )
+            )
+    return found
+
+
+def _log_e_inf(inputs: Inputs, s: Setting, bias: str) -> pd.Series:
+    stats = fit_statistics(inputs, s, bias)
+    part = stats[stats.L == s.L]
+    if part.empty:
+        raise NotRun(f"no {bias} B at L {s.L}")
+    return (part.set_index("heldout_init").log2_E_inf * math.log(2)).astype(np.float64)
+
+
+def carried_bias_matches_local_fit(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+    """ "Once and for all": at a longer L, the distance-form B fitted at the short L gives a held-out
+    E_inf at most a factor exp(``log_ratio_margin``) above the distance-form B fitted at that L."""
+    rule = dec.DecisionRule(
+        "at_most",
+        ev.log_ratio_margin,
+        ev.level,
+        "log(E_inf with the carried B / E_inf with the B fitted at this L), per held-out initialization",
+    )
+    carried, local = _log_e_inf(inputs, s, "carried"), _log_e_inf(inputs, s, "distance")
+    interval = st.paired_difference(carried, local, st.t_interval, level=ev.level)
+    note = f"E_inf: carried {np.exp(carried).mean():.3g}, fitted here {np.exp(local).mean():.3g}"
+    return Result(interval._replace(method=f"per held-out initialization; {interval.method}"), rule, note)
+
+
+def carried_bias_lowers_imbalance(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+    """The carried B still does what it is for at a longer L: log(E_inf carried / E_inf at B = 0) < 0."""
+    rule = dec.DecisionRule(
+        "less_than_zero",
+        ev.log_ratio_margin,
+        ev.level,
+        "log(E_inf with the carried B / E_inf at B = 0), per held-out initialization",
+    )
+    carried, plain = _log_e_inf(inputs, s, "carried"), _log_e_inf(inputs, s, "none")
+    interval = st.paired_difference(carried, plain, st.t_interval, level=ev.level)
+    note = f"E_inf: carried {np.exp(carried).mean():.3g}, B = 0 {np.exp(plain).mean():.3g}"
+    return Result(interval._replace(method=f"per held-out initialization; {interval.method}"), rule, note)
+
+
+# =========================================================================== the study's rows of the evidence table
+
+ORDERS_PER_DOUBLING = "log10 per doubling of L"
+LOG2_PER_DOUBLING = "log2 per doubling of L"
+_THERMO = "blog: thermodynamic limit"
+
+CLAIMS = [
+    Claim(
+        "length_first_last_jacobian_grows",
+        _THERMO + " (no fix)",
+        "per-seed slope of log10 E||d logits_L/d x_1|| / E||d logits_L/d x_L|| on log2 L at init (null for a "
+        "profile of fixed shape: 0)",
+        ORDERS_PER_DOUBLING,
+        ("length_init",),
+        init_length_settings,
+        first_last_jacobian_grows_with_length,
+        family=LENGTH,
+        kind=CLAIM,
+    ),
+    Claim(
+        "length_first_last_density_grows",
+        _THERMO + " (no fix)",
+        "per-seed slope of log10 m_1 / m_L (squared loss-gradient density) on log2 L at init (null for a fixed "
+        "shape: 0)",
+        ORDERS_PER_DOUBLING,
+        ("length_init",),
+        init_length_settings,
+        first_last_density_grows_with_length,
+        family=LENGTH,
+        kind=CLAIM,
+    ),
+    Claim(
+        "length_e_inf_grows",
+        _THERMO + " (no fix; beside the decision)",
+        "per-seed slope of log2 E_inf (output-Jacobian density) on log2 L at init (null: 0 for a fixed shape, "
+        "~1 for a spike on the last position)",
+        LOG2_PER_DOUBLING,
+        ("length_init",),
+        init_length_settings,
+        e_inf_grows_with_length,
+        kind=CLAIM,
+    ),
+    Claim(
+        "length_last_share_grows",
+        _THERMO + " (no fix; beside the decision)",
+        "per-seed slope of log2 (L x last position's share of the output-Jacobian profile) on log2 L at init "
+        "(null: 0 for a fixed shape, 1 for a spike on the last position)",
+        LOG2_PER_DOUBLING,
+        ("length_init",),
+        init_length_settings,
+        last_share_grows_with_length,
+        kind=CLAIM,
+    ),
+    Claim(
+        "length_fitted_bias_bounds_first_last",
+        _THERMO + ": the fix's sensible limit",
+        "per held-out init, slope of log10 first/last output-Jacobian norm on log2 L with the literal B fitted "
+        "at each L",
+        ORDERS_PER_DOUBLING,
+        ("length_fit", "length_fits"),
+        fit_settings,
+        fitted_bias_keeps_first_last_bounded,
+        family=LENGTH,
+        kind=CLAIM,
+    ),
+    Claim(
+        "length_carried_bias_matches_local_fit",
+        "blog (c): B computed once and for all",
+        "per held-out init, log(E_inf carried distance-form B / E_inf distance-form B fitted at this L)",
+        "natural log of a ratio",
+        ("length_fit",),
+        functools.partial(carried_settings, local_only=True),
+        carried_bias_matches_local_fit,
+        family=LENGTH,
+        kind=CLAIM,
+    ),
+    Claim(
+        "length_carried_bias_lowers_imbalance",
+        "blog (c): B computed once and for all (check of the carried B)",
+        "per held-out init, log(E_inf carried distance-form B / E_inf at B = 0)",
+        "natural log of a ratio",
+        ("length_fit",),
+        carried_settings,
+        carried_bias_lowers_imbalance,
+        kind=CLAIM,
+    ),
+    Claim(
+        "length_position_effect_grows",
+        _THERMO + " (trained, no fix)",
+        "(a)'s per-seed logistic slope at mid-training, longest L minus shortest L",
+        "log odds per unit p",
+        ("failure",),
+        trained_growth_settings,
+        position_effect_grows_with_length,
+        family=LENGTH,
+        kind=CLAIM,
+    ),
+    Claim(
+        "length_fix_effect_grows",
+        _THERMO + " (trained: does (e) grow with L?)",
+        "(e)'s paired slope difference (debiased - baseline, each at its own mid-training), longest L minus shortest L",
+        "log odds per unit p",
+        ("failure",),
+        trained_growth_settings,
+        fix_effect_grows_with_length,
+        family=LENGTH,
+        kind=CLAIM,
+    ),
+    Claim(
+        "length_fix_lowers_late_minus_early",
+        "blog (e), model-free reading, at every L",
+        "paired difference (debiased - baseline) of late (p > 1/2) minus early (p < 1/2) failure, each at its "
+        "own mid-training",
+        "failure rate",
+        ("failure",),
+        model_free_settings,
+        fix_lowers_model_free_preference,
+        family=LENGTH,
+        kind=CLAIM,
+    ),
+]

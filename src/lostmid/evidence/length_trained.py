@@ -1,0 +1,143 @@
+"""The trained claims of the sequence-length study (docs/length.md): the baseline's position effect (a)
+and the fix's effect (e) as L grows, and (e)'s model-free reading at every L.
+
+Trained arms at several L are variants named ``<arm>_L<n>`` beside ``<arm>`` (config/length.yaml):
+the arm is the name without that suffix.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from lostmid.evidence import decisions as dec
+from lostmid.evidence import statistics as st
+from lostmid.evidence.blog_claims import late_minus_early_failure_per_seed, mid_training_step, slopes_at
+from lostmid.evidence.inputs import Inputs, NotRun, Result, Setting, runs_of
+from lostmid.evidence.settings import EvidenceSettings
+
+
+def arm(variant: str) -> str:
+    """The arm of a variant: its name without an ``_L<n>`` suffix (config/length.yaml)."""
+    return re.sub(r"_L\d+$", "", variant)
+
+
+def welch_difference(a, b, level: float) -> st.Interval:
+    """Mean of ``a`` minus mean of ``b`` (independent samples) with the Welch t interval."""
+    a, b = st.as_values(a), st.as_values(b)
+    va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
+    se = math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va**2 / (a.size - 1) + vb**2 / (b.size - 1)) if se > 0 else math.inf
+    half = stats.t.ppf(0.5 + level / 2, df) * se
+    diff = float(a.mean() - b.mean())
+    return st.Interval(
+        diff, diff - half, diff + half, a.size + b.size, f"Welch t {level:.0%} interval ({a.size} and {b.size} seeds)"
+    )
+
+
+def trained_growth_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
+    if inputs.failure is None:
+        raise NotRun("no failure table")
+    found = []
+    by_arm: dict[tuple[str, int], list[tuple[int, str]]] = {}
+    for variant in inputs.of_kind("none"):
+        for L, depth in runs_of(inputs.failure, variant):
+            by_arm.setdefault((arm(variant), depth), []).append((L, variant))
+    for (_arm, depth), runs in sorted(by_arm.items()):
+        if len({L for L, _ in runs}) >= 2:
+            short, long = min(runs), max(runs)
+            found.append(
+                Setting(
+                    variant=long[1],
+                    reference=short[1],
+                    L=long[0],
+                    depth=depth,
+                    residual=inputs.residual(long[1]),
+                    checkpoint=f"L {long[0]} against L {short[0]}, each at its own mid-training",
+                )
+            )
+    if not found:
+        raise NotRun("no baseline arm trained at two or more lengths")
+    return found
+
+
+def _slopes_at_mid(inputs: Inputs, ev: EvidenceSettings, variant: str, L: int, depth: int) -> pd.Series:
+    step, best = mid_training_step(inputs.failure, variant, L, depth, ev.mid_accuracy)
+    if step is None:
+        raise NotRun(f"not evaluable: {variant} at L {L} never reached mid-training (best {best:.3f})")
+    return slopes_at(inputs.failure, variant, L, depth, step)
+
+
+def _short_L(s: Setting) -> int:
+    return int(re.search(r"against L (\d+)", s.checkpoint).group(1))
+
+
+def position_effect_grows_with_length(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+    """Trained: the baseline's position effect (a), the logistic slope of failure on p at mid-training,
+    is larger at the longest L than at the shortest (Welch; seeds are independent runs at each L)."""
+    rule = dec.DecisionRule("greater_than_zero", ev.slope_margin, ev.level, "the growth of (a)'s slope with L")
+    long = _slopes_at_mid(inputs, ev, s.variant, s.L, s.depth)
+    short = _slopes_at_mid(inputs, ev, s.reference, _short_L(s), s.depth)
+    interval = welch_difference(long, short, ev.level)
+    note = f"(a) slope: {long.mean():.3g} at L {s.L}, {short.mean():.3g} at L {_short_L(s)}"
+    return Result(interval, rule, note)
+
+
+def _fix_effect(inputs: Inputs, ev: EvidenceSettings, baseline: str, L: int, depth: int, per_seed) -> pd.Series:
+    """(e)'s per-seed paired effect (the bias arm of ``baseline``'s arm minus the baseline), each at its own
+    mid-training, with ``per_seed(failure, variant, L, depth, step)``."""
+    fixed = [
+        v
+        for v in inputs.of_kind("bias")
+        if inputs.reference(v) == baseline and (L, depth) in runs_of(inputs.failure, v)
+    ]
+    if not fixed:
+        raise NotRun(f"no bias variant paired with {baseline} at L {L}")
+    values = []
+    for variant in (sorted(fixed)[0], baseline):
+        step, best = mid_training_step(inputs.failure, variant, L, depth, ev.mid_accuracy)
+        if step is None:
+            raise NotRun(f"not evaluable: {variant} at L {L} never reached mid-training (best {best:.3f})")
+        values.append(per_seed(inputs.failure, variant, L, depth, step))
+    shared = values[0].index.intersection(values[1].index)
+    return (values[0].loc[shared] - values[1].loc[shared]).astype(np.float64)
+
+
+def fix_effect_grows_with_length(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+    """The interaction: (e)'s effect (debiased - baseline slope, each at its own mid-training) is more
+    negative at the longest L than at the shortest (the fix matters more as L grows)."""
+    rule = dec.DecisionRule("less_than_zero", ev.slope_margin, ev.level, "the change of (e)'s effect with L")
+    long = _fix_effect(inputs, ev, s.variant, s.L, s.depth, slopes_at)
+    short = _fix_effect(inputs, ev, s.reference, _short_L(s), s.depth, slopes_at)
+    interval = welch_difference(long, short, ev.level)
+    return Result(interval, rule, f"(e) effect: {long.mean():.3g} at L {s.L}, {short.mean():.3g} at L {_short_L(s)}")
+
+
+def model_free_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
+    found = []
+    for variant in inputs.of_kind("bias"):
+        reference = inputs.reference(variant)
+        if reference is None:
+            continue
+        for L, depth in runs_of(inputs.failure, variant):
+            found.append(
+                Setting(variant, L, depth, inputs.residual(variant), "each at its own mid-training", reference)
+            )
+    if not found:
+        raise NotRun("no bias variant with a reference in the failure table")
+    return found
+
+
+def fix_lowers_model_free_preference(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+    """(e), model-free, at every L: the paired difference (debiased - baseline) of the late-minus-early
+    failure rate, each at its own mid-training; rule less than zero, margin ``recall_margin``."""
+    rule = dec.DecisionRule(
+        "less_than_zero", ev.recall_margin, ev.level, "the difference (debiased - baseline) of late minus early failure"
+    )
+    effect = _fix_effect(inputs, ev, s.reference, s.L, s.depth, late_minus_early_failure_per_seed)
+    interval = st.t_interval(effect.to_numpy(), ev.level)
+    return Result(interval._replace(method=f"paired by seed; {interval.method}"), rule)
