@@ -55,7 +55,7 @@ class BlockStage:
 # The per-block analysis stages: the one place that says which blocks have which stage. The rule
 # files loop over ``stage_blocks``, the default targets and the summaries' inputs follow ``run_tables``.
 BLOCK_STAGES = {
-    "evaluate": BlockStage(("failure", "influence", "metrics"), lambda block: True),
+    "evaluate": BlockStage(("failure", "influence", "metrics", "answer_influence"), lambda block: True),
     "density_flow": BlockStage(("density_flow",), lambda block: block.flow),  # influence.flow_variants
     # the channel split needs a residual path
     "channels": BlockStage(("channels", "cross_terms", "conditions"), lambda block: block.residual),

@@ -25,6 +25,7 @@ from lostmid.evidence.blog_claims import (
     init_settings,
 )
 from lostmid.evidence.fit_checks import bias_fit_flattens_profile, bias_fit_keeps_context_share, reading_settings
+from lostmid.evidence.influence_failure import CLAIMS as INFLUENCE_FAILURE_CLAIMS
 from lostmid.evidence.inputs import BLOG, PAPER_VALIDATION, Claim, pair_settings
 from lostmid.evidence.paper_claims import (
     algebraic_balance_e_inf_near_zero,
@@ -367,5 +368,8 @@ CLAIMS: list[Claim] = [
         family=PAPER_VALIDATION,
     ),
 ]
+
+# Influence predicts failure (issue 34): the blog's middle link, its own family.
+CLAIMS += INFLUENCE_FAILURE_CLAIMS
 
 CLAIMS_BY_NAME = {claim.name: claim for claim in CLAIMS}

@@ -38,6 +38,9 @@ class EvidenceSettings:
     # The fit keeps the context's voice: the context's share of the influence profile may fall by at
     # most this, on the natural log scale (log 1.1: a tenth).
     share_margin: float
+    # Influence predicts failure (docs/evidence.md, "Influence predicts failure"): the blog's "the reason"
+    # implies a strong monotone link; Spearman's rho across flag positions as strong as -this matters.
+    influence_failure_margin: float
     delta: float  # region scale of the influence metrics read (must be one of influence.deltas)
     # Initialization: the depth the blog quotes ("~10^6 after 4 layers") and the growth that matters.
     init_depth: int
