@@ -20,6 +20,7 @@ from lostmid.evidence.settings import EvidenceSettings
 
 BLOCKS = wf.blocks(config)
 FITS = wf.bias_fits(config, BLOCKS)
+CONTROLS = wf.bias_controls(config, BLOCKS)
 ARCHITECTURES = config.get("architectures") or {}
 ARCHITECTURE_FLAG_RUNS = wf.architecture_flag_runs(config)
 
