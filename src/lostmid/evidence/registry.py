@@ -10,6 +10,7 @@ them.
 
 from __future__ import annotations
 
+from lostmid.evidence import mechanism_claims as mc
 from lostmid.evidence import validation_claims as vc
 from lostmid.evidence.blog_claims import (
     baseline_settings,
@@ -371,5 +372,7 @@ CLAIMS: list[Claim] = [
 
 # Influence predicts failure (issue 34): the blog's middle link, its own family.
 CLAIMS += INFLUENCE_FAILURE_CLAIMS
+
+CLAIMS += mc.MECHANISM_CLAIMS  # controls for the fix (docs/remedies.md): their own family
 
 CLAIMS_BY_NAME = {claim.name: claim for claim in CLAIMS}
