@@ -96,7 +96,10 @@ def test_a_planted_link_is_supported_and_a_null_or_reversed_one_contradicted(nam
     averaged, conditioned = influence_rows({0: link if at_init else other, MID: other if at_init else link})
     (row,) = rows_of(name, failure, averaged, conditioned)
     assert row["verdict"] == verdict, row
-    assert row["n_seeds"] == len(SEEDS) and row["checkpoint"] == f"step {MID} (mid-training)"
+    assert row["n_seeds"] == len(SEEDS)
+    assert row["checkpoint"] == (f"influence at step 0, failure at step {MID}" if at_init else f"step {MID}") + (
+        " (mid-training)"
+    )
     assert f"influence at step {0 if at_init else MID}, failure at step {MID}" in row["note"]
     if link == "planted":
         assert (

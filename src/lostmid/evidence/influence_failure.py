@@ -110,17 +110,28 @@ def fisher_z_interval(rho: np.ndarray, level: float) -> st.Interval | None:
     return st.Interval(math.tanh(z.estimate), math.tanh(z.low), math.tanh(z.high), z.n, "Fisher z")
 
 
-def influence_failure_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
-    """Every variant of the failure table at every (L, depth), with its own mid-training checkpoint."""
-    found = []
-    for name in sorted(set(inputs.failure.variant.astype(str))):
-        for L, depth in runs_of(inputs.failure, name):
-            step, _ = mid_training_step(inputs.failure, name, L, depth, ev.mid_accuracy)
-            checkpoint = f"step {step} (mid-training)" if step is not None else "mid-training not reached"
-            found.append(Setting(name, L, depth, inputs.residual(name), checkpoint))
-    if not found:
-        raise NotRun("no variant in the failure table")
-    return found
+def influence_failure_settings(reading: str):
+    """The settings of one reading: every variant of the failure table at every (L, depth), at its own
+    mid-training checkpoint (the checkpoint's words say where influence and failure are read)."""
+
+    def settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
+        found = []
+        for name in sorted(set(inputs.failure.variant.astype(str))):
+            for L, depth in runs_of(inputs.failure, name):
+                step, _ = mid_training_step(inputs.failure, name, L, depth, ev.mid_accuracy)
+                checkpoint = (
+                    "mid-training not reached"
+                    if step is None
+                    else f"influence at step 0, failure at step {step} (mid-training)"
+                    if reading == "initialization"
+                    else f"step {step} (mid-training)"
+                )
+                found.append(Setting(name, L, depth, inputs.residual(name), checkpoint))
+        if not found:
+            raise NotRun("no variant in the failure table")
+        return found
+
+    return settings
 
 
 def _claim_name(measure: str, reading: str) -> str:
@@ -181,7 +192,7 @@ CLAIMS: list[Claim] = [
         "and the failure rate at f at mid-training",
         RHO,
         ("failure", MEASURES[measure].table),
-        influence_failure_settings,
+        influence_failure_settings(reading),
         influence_predicts_failure(measure, reading),
         family=INFLUENCE_FAILURE,
     )
