@@ -168,3 +168,26 @@ def test_a_control_with_a_fit_block_is_refused_by_the_schema():
     }
     with pytest.raises(ConfigError, match=r"variants\.debiased_ramp\.remedy"):
         cfg.validate(config)
+
+
+def test_the_fits_comparison_counts_only_what_changes_the_model(source):
+    import sys
+
+    sys.path.insert(0, str(REPO / "scripts"))
+    import compare_bias_fits
+
+    shifted = source + torch.arange(L, dtype=torch.float32)[:, None] * torch.ones(L, L).tril()  # rows shifted
+    same = compare_bias_fits.distances(gauge_fix(source).double(), gauge_fix(shifted).double())
+    assert same["max_abs_diff"] < 1e-5 and same["correlation"] == pytest.approx(1.0)
+    other = compare_bias_fits.distances(gauge_fix(source).double(), bc.reversed_ramp(source.double()))
+    assert other["max_abs_diff"] > 1 and other["first_key_b"] == pytest.approx(
+        float(bc.reversed_ramp(source.double())[-1, 0])
+    )
+    table = bias_long_table(source)
+    assert torch.allclose(compare_bias_fits.matrix(table), gauge_fix(source).double(), atol=1e-6)
+
+
+def bias_long_table(B):
+    from lostmid.analysis.bias_fit import bias_long
+
+    return bias_long(B).assign(variant="x")
