@@ -7,7 +7,9 @@ against a loop of one backward pass per position.
 Prints one Markdown row per setting (medians over --repeats, after one warm-up call):
 - train step: forward, backward, gradient clipping and AdamW update on a training batch;
 - influence: the stage's work per evaluation batch (one forward and one backward pass giving
-  P_k at every step and position, energies, densities, metrics);
+  P_k at every step and position, energies, densities, metrics, and the conditioned influence of the
+  answer, results/answer_influence);
+- without answers: the same without the conditioned influence (what the answer table adds);
 - per-position loop: the same input energies from L forward/backward passes, one per position
   (what the one-pass taps avoid; layer 0 only, so it understates the cost of all layers);
 - density flow: predicted d_s m (forward-over-reverse, float64) and the finite-difference step
@@ -46,6 +48,12 @@ def per_position_loop(model, tokens, targets):
         (grad,) = torch.autograd.grad(loss, row)
         energy[i] = grad.square().sum(-1).mean()
     return energy
+
+
+def without_answers(model, tokens, targets, deltas):
+    """The influence stage's work without the conditioned influence of the answer."""
+    energy = influence.energies(model, tokens, targets)
+    return influence.profile_table(energy), influence.metrics_table(energy[0], deltas)
 
 
 def bench(L: int, depth: int, args) -> dict:
@@ -104,6 +112,7 @@ def bench(L: int, depth: int, args) -> dict:
 
     t_train = median_seconds(train_step, args.repeats)
     t_influence = median_seconds(lambda: influence.analyze(model, tokens, targets, settings.deltas), args.repeats)
+    t_without = median_seconds(lambda: without_answers(model, tokens, targets, settings.deltas), args.repeats)
     t_loop = median_seconds(lambda: per_position_loop(model, tokens, targets), max(3, args.repeats // 4))
     t_flow = median_seconds(
         lambda: density_flow.flow_table(model, flow_tokens, flow_targets, 1e-4), max(3, args.repeats // 4)
@@ -116,6 +125,8 @@ def bench(L: int, depth: int, args) -> dict:
         "train step ms": 1e3 * t_train,
         "influence ms": 1e3 * t_influence,
         "influence / train step": t_influence / t_train,
+        "without answers ms": 1e3 * t_without,
+        "answers add": f"{t_influence / t_without - 1:+.1%}",
         "per-position loop ms": 1e3 * t_loop,
         "loop / influence": t_loop / t_influence,
         "flow batch": flow_tokens.shape[0],

@@ -12,7 +12,7 @@ from lostmid import config as cfg
 from lostmid.analysis import influence, metrics, structural
 from lostmid.analysis.settings import InfluenceSettings, InitSweepSettings, StructuralSettings
 from lostmid.cli import main as cli
-from lostmid.core import density, task
+from lostmid.core import adjoint, density, task
 from lostmid.core.model import FlagTransformer, ModelConfig
 from lostmid.errors import ConfigError
 from lostmid.training import checkpoint
@@ -252,7 +252,7 @@ def test_the_evaluate_command_writes_tidy_influence_tables_with_the_documented_c
     path = tmp_path / "step0.pt"
     checkpoint.TrainingState.initial(spec, "cpu").save(path)
     settings = {"batch_per_position": 2, "seed": 2000, "deltas": [0.1, 0.2]}
-    profiles, table = tmp_path / "influence.parquet", tmp_path / "metrics.parquet"
+    profiles, table, answers = tmp_path / "influence.parquet", tmp_path / "metrics.parquet", tmp_path / "answer.parquet"
     argv = [
         "evaluate",
         "--device",
@@ -271,6 +271,8 @@ def test_the_evaluate_command_writes_tidy_influence_tables_with_the_documented_c
         str(profiles),
         "--metrics",
         str(table),
+        "--answer-influence",
+        str(answers),
     ]
     assert cli.main(argv) == 0
 
@@ -285,6 +287,42 @@ def test_the_evaluate_command_writes_tidy_influence_tables_with_the_documented_c
     assert met.Z.iloc[0] == pytest.approx(prof[prof.layer == 0].energy.sum())
     input_density = prof[prof.layer == 0].density.to_numpy()
     assert met.LIM.iloc[1] == pytest.approx(metrics.regional_metrics(input_density, 0.2)["LIM"])
+    # The conditioned influence: one row per flag position f = 2..L, at the answer's position f - 1,
+    # on the averaged density's scale (the same divisor, mean_j I^(0)(j)).
+    ans = pd.read_parquet(answers)
+    assert list(ans.columns) == keys + ["flag_pos", "position", "sequences", "energy", "density"]
+    assert ans.flag_pos.tolist() == list(range(2, spec["L"] + 1)) and (ans.position == ans.flag_pos - 1).all()
+    assert (ans.sequences == 2).all()
+    input_energy = prof[prof.layer == 0].energy
+    assert np.allclose(ans.density, ans.energy / input_energy.mean())
+
+
+def test_the_conditioned_influence_is_the_answer_energy_of_the_sequences_that_ask_for_it():
+    """E[||P_0(f-1)||^2 | flag at f], computed per sequence from the input adjoint, equals what the
+    same pass as the averaged energies gives (in chunks too), and the averaged energies are unchanged."""
+    torch.manual_seed(0)
+    L = 6
+    model = FlagTransformer(model_config(seq_len=L, depth=2, d_model=8, heads=2)).double()
+    tokens, targets, flags = task.stratified_eval_set(L, 3, 11)
+    per_sequence = adjoint.input_adjoint(model, tokens, targets).detach().square().sum(-1)  # (N, L)
+    expected = torch.stack([per_sequence[flags == f, f - 2].mean() for f in range(2, L + 1)]).double()
+
+    for chunk in (1024, 4):
+        energy, conditioned, sequences = influence.answer_energies(model, tokens, targets, chunk)
+        torch.testing.assert_close(conditioned, expected)
+        assert sequences.tolist() == [3] * (L - 1)
+        torch.testing.assert_close(energy, influence.energies(model, tokens, targets, chunk))
+    # Conditioning matters: the answer's energy where it is asked for is not the position's average.
+    assert not torch.allclose(conditioned, energy[0, : L - 1])
+
+
+def test_a_batch_without_a_flag_position_has_no_conditioned_influence():
+    L = 5
+    model = FlagTransformer(model_config(seq_len=L, depth=1, d_model=8, heads=2)).double()
+    tokens, targets, flags = task.stratified_eval_set(L, 2, 0)
+    keep = flags != 3
+    with pytest.raises(ValueError, match=r"no sequence with its flag at positions \[3\]"):
+        influence.answer_energies(model, tokens[keep], targets[keep])
 
 
 def test_a_delta_that_empties_a_region_at_this_L_exits_with_a_config_error(tmp_path, capsys):
@@ -309,6 +347,8 @@ def test_a_delta_that_empties_a_region_at_this_L_exits_with_a_config_error(tmp_p
         str(tmp_path / "a.parquet"),
         "--metrics",
         str(tmp_path / "b.parquet"),
+        "--answer-influence",
+        str(tmp_path / "c.parquet"),
     ]
     assert cli.main(argv) == 2
     assert "influence.deltas" in capsys.readouterr().err

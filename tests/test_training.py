@@ -191,6 +191,8 @@ def test_a_checkpoint_of_another_step_of_the_same_run_is_refused_naming_both_ste
         str(tmp_path / "p.parquet"),
         "--metrics",
         str(tmp_path / "m.parquet"),
+        "--answer-influence",
+        str(tmp_path / "a.parquet"),
     ]
     assert cli.main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -355,6 +357,8 @@ def test_every_analysis_of_a_bias_variant_checks_the_attention_bias_its_checkpoi
         str(tmp_path / "profiles.parquet"),
         "--metrics",
         str(tmp_path / "metrics.parquet"),
+        "--answer-influence",
+        str(tmp_path / "answer_influence.parquet"),
     ]
     assert cli.main(["init", *common, "--attention-bias", str(other), "--out", str(step0)]) == 0
     assert cli.main([*evaluate, "--attention-bias", str(ours)]) == 2

@@ -39,6 +39,10 @@ FIGURES = {
     "remedy_overhead": Figure("Remedies", ("remedies",), "remedies.overhead", ("baseline",)),
     "bias_heatmap": Figure("Remedies", ("bias_matrix", "bias_summary"), "remedies.bias_heatmap"),
     "bias_profile": Figure("Remedies", ("bias_profiles", "bias_iterations"), "remedies.bias_profiles"),
+    # Controls for the fix (docs/remedies.md): each arm's B beside its failure by position at mid-training.
+    "mechanism_controls": Figure(
+        "Remedies", ("bias_matrix", "failure"), "remedies.mechanism_controls", ("baseline", "mid_accuracy")
+    ),
     "algebraic_table": Figure(
         "Algebraic simulations", ("algebraic_table", "algebraic_profiles"), "algebraic.table_figure"
     ),

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 
 from lostmid import config as cfg
 from lostmid.algebraic.settings import AlgebraicSettings
@@ -57,7 +57,7 @@ class BlockStage:
 # The per-block analysis stages: the one place that says which blocks have which stage. The rule
 # files loop over ``stage_blocks``, the default targets and the summaries' inputs follow ``run_tables``.
 BLOCK_STAGES = {
-    "evaluate": BlockStage(("failure", "influence", "metrics"), lambda block: True),
+    "evaluate": BlockStage(("failure", "influence", "metrics", "answer_influence"), lambda block: True),
     "density_flow": BlockStage(("density_flow",), lambda block: block.flow),  # influence.flow_variants
     # the channel split needs a residual path
     "channels": BlockStage(("channels", "cross_terms", "conditions"), lambda block: block.residual),
@@ -290,6 +290,8 @@ def bias_fits(config: dict, all_blocks: list[Block]) -> list[Fit]:
     found = []
     for variant, L, depth in fit_keys(all_blocks):
         remedy = config["variants"][variant]["remedy"]
+        if "control" in remedy:  # built from another variant's fit: bias_controls
+            continue
         fit_model = (remedy.get("fit") or {}).get("fit_model", variant)
         if fit_model not in config["variants"]:
             raise ConfigError(
@@ -308,6 +310,43 @@ def bias_fits(config: dict, all_blocks: list[Block]) -> list[Fit]:
                 priority=max(b.priority for b in all_blocks if (b.variant, b.L, b.depth) == (variant, L, depth)),
             )
         )
+    return found
+
+
+@dataclass(frozen=True)
+class Control:
+    """The job of one control bias (lostmid.analysis.bias_controls): built by ``rule`` from the fitted B of
+    the variant ``source`` at the same L and depth, measured on that fit's held-out initializations."""
+
+    fit: Fit  # the source's fit job with the control's own variant and model (its tables' paths and keys)
+    source: str  # the fitted variant the control is built from
+    rule: str
+    seed: int
+
+    def source_tensor(self) -> str:
+        return BIAS_TENSOR.format(variant=self.source, L=self.fit.L, depth=self.fit.depth)
+
+
+def bias_controls(config: dict, all_blocks: list[Block]) -> list[Control]:
+    """The control jobs: one per control variant (``remedy.control``), L and depth of the grid; its source
+    must be a fitted bias variant (no control itself) trained at the same L and depth."""
+    fits = {(fit.variant, fit.L, fit.depth): fit for fit in bias_fits(config, all_blocks)}
+    found = []
+    for variant, L, depth in fit_keys(all_blocks):
+        remedy = config["variants"][variant]["remedy"]
+        control = remedy.get("control")
+        if control is None:
+            continue
+        key = f"config key variants.{variant}.remedy.control.of"
+        source = fits.get((control["of"], L, depth))
+        if source is None:
+            raise ConfigError(
+                f"{key}: {control['of']!r} is not a fitted bias variant trained at L {L}, depth {depth} in the grid"
+            )
+        own = cfg.canonical_json(cfg.model_spec(config, variant, L, depth))
+        priority = max(b.priority for b in all_blocks if (b.variant, b.L, b.depth) == (variant, L, depth))
+        fit = replace(source, variant=variant, model=own, priority=priority)
+        found.append(Control(fit, control["of"], control["rule"], int(control.get("seed", 0))))
     return found
 
 

@@ -22,6 +22,7 @@ from lostmid.evidence.settings import EvidenceSettings
 
 BLOCKS = jobs.blocks(config)
 FITS = jobs.bias_fits(config, BLOCKS)
+CONTROLS = jobs.bias_controls(config, BLOCKS)
 ARCHITECTURES = config.get("architectures") or {}
 ARCHITECTURE_FLAG_RUNS = jobs.architecture_flag_runs(config)
 RETRIEVAL = config.get("retrieval")

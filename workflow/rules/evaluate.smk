@@ -15,6 +15,7 @@ for block in jobs.stage_blocks(BLOCKS, "evaluate"):
             failure=block.paths(jobs.RUN_TABLES["failure"]),
             profiles=block.paths(jobs.RUN_TABLES["influence"]),
             metrics=block.paths(jobs.RUN_TABLES["metrics"]),
+            answer_influence=block.paths(jobs.RUN_TABLES["answer_influence"]),
         log:
             f"results/logs/evaluate/{block.id}.log",
         benchmark:
@@ -41,4 +42,5 @@ for block in jobs.stage_blocks(BLOCKS, "evaluate"):
                 "lostmid evaluate --spec {params.spec:q} --seeds {params.seeds} --device {params.device} --threads {threads}"
                 " --checkpoints {input.checkpoints} {params.bias} --evaluation {params.evaluation:q} --influence {params.influence:q}"
                 " --failure {output.failure} --profiles {output.profiles} --metrics {output.metrics}"
+                " --answer-influence {output.answer_influence}"
             )

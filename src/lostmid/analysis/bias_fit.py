@@ -182,6 +182,26 @@ def fit_bias(config: ModelConfig, settings: FitSettings, inserted: ModelConfig |
         optimizer.step()
     bias = bias_matrix(theta.detach(), L, settings.param)
     iterations = pd.DataFrame(rows, columns=["iteration", "objective", "E_inf_fit", "E_inf"])
+    profiles, summary, change = held_out_report(config, settings, bias, inserted)
+    log.info(
+        "bias fit L=%d: %d iterations, held-out imbalance %.4g -> %.4g, change %.4g [%.4g, %.4g]",
+        L,
+        len(rows) - 1,
+        summary.imbalance_before.mean(),
+        summary.imbalance_after.mean(),
+        *change,
+    )
+    return FitResult(bias, iterations, profiles, summary.assign(accepted=change[2] < 0), change, converged)
+
+
+def held_out_report(
+    config: ModelConfig, settings: FitSettings, bias: torch.Tensor, inserted: ModelConfig | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame, tuple[float, float, float]]:
+    """What a bias does on the held-out initializations of ``settings``: the profiles before/after, the
+    summary per initialization (``held_out_tables``, the same in the model ``inserted`` B goes into as
+    ``inserted_*``, B's shape and the self-attention at init) and the imbalance change with its t interval
+    (mean, low, high). For a fitted B and for a control built from one (lostmid.analysis.bias_controls)."""
+    part = fitted_positions(config.seq_len, settings.positions)
     held_out = Problems.draw(config, settings, HELD_OUT, settings.heldout)
     profiles, summary = held_out_tables(held_out, bias, part)
     inserted = inserted or config
@@ -194,15 +214,7 @@ def fit_bias(config: ModelConfig, settings: FitSettings, inserted: ModelConfig |
     differences = (summary.imbalance_after - summary.imbalance_before).to_numpy()
     half = t_half_width(float(differences.std(ddof=1)), differences.size, settings.level)
     change = (float(differences.mean()), float(differences.mean() - half), float(differences.mean() + half))
-    log.info(
-        "bias fit L=%d: %d iterations, held-out imbalance %.4g -> %.4g, change %.4g [%.4g, %.4g]",
-        L,
-        len(rows) - 1,
-        summary.imbalance_before.mean(),
-        summary.imbalance_after.mean(),
-        *change,
-    )
-    return FitResult(bias, iterations, profiles, summary.assign(accepted=change[2] < 0), change, converged)
+    return profiles, summary, change
 
 
 def held_out_tables(problems: Problems, bias: torch.Tensor, part: slice) -> tuple[pd.DataFrame, pd.DataFrame]:

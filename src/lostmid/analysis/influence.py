@@ -46,20 +46,82 @@ def evaluation_batch(L: int, settings: InfluenceSettings | FlowSettings | TraceS
     return tokens.to(device), targets.to(device)
 
 
+def _accumulated_energies(model, tokens, targets, chunk: int, all_steps: bool, answers: bool):
+    """The loop of ``energies`` and ``answer_energies``: per chunk one forward and one backward pass;
+    returns (sum over sequences of ||P_k(i)||^2, shape (M'+1, L); with ``answers``, the sum over the
+    sequences whose flag is at f of ||P_0(f - 1)||^2, shape (L + 1,), indexed by f, and the number of
+    those sequences, (L + 1,); without, two zero tensors).
+    """
+    model.eval()
+    L = tokens.shape[1]
+    total = None
+    at_answer = torch.zeros(L + 1, dtype=torch.float64)
+    counts = torch.zeros(L + 1, dtype=torch.long)
+    for part_tokens, part_targets in zip(tokens.split(chunk), targets.split(chunk)):
+        with torch.enable_grad():  # the adjoints are gradients, even when called under no_grad
+            _, _, states = adjoint.adjoints(model, part_tokens, part_targets, all_steps=all_steps)
+        input_energy = states[0].detach().square().sum(-1)  # (chunk, L): ||P_0(i)||^2 of each sequence
+        part = torch.stack([input_energy.sum(0)] + [state.detach().square().sum(-1).sum(0) for state in states[1:]])
+        total = part if total is None else total + part
+        if not answers:
+            continue
+        # The flag at 1-based f asks for the token at f - 1 (0-based f - 2): its energy in this sequence.
+        if not ((part_tokens == task.FLAG).sum(1) == 1).all():
+            raise ValueError("every sequence of the influence batch must hold exactly one FLAG")
+        flags = (part_tokens == task.FLAG).long().argmax(1).cpu() + 1  # (chunk,), one FLAG per sequence
+        answer = input_energy.gather(1, (flags - 2).to(input_energy.device)[:, None])[:, 0]
+        at_answer.index_add_(0, flags, answer.double().cpu())
+        counts.index_add_(0, flags, torch.ones_like(flags))
+    return total, at_answer, counts
+
+
 def energies(model, tokens, targets, chunk: int = 1024, all_steps: bool = True) -> torch.Tensor:
     """Influence energies I^(k)(i) = E ||P_k(i)||^2, shape (M'+1, L) (or (1, L) with ``all_steps=False``).
 
     One forward and one backward pass per chunk of sequences; the per-sequence adjoints are
     independent, so chunking changes nothing but the memory held at once.
     """
-    model.eval()
-    total = None
-    for part_tokens, part_targets in zip(tokens.split(chunk), targets.split(chunk)):
-        with torch.enable_grad():  # the adjoints are gradients, even when called under no_grad
-            _, _, states = adjoint.adjoints(model, part_tokens, part_targets, all_steps=all_steps)
-        part = torch.stack([state.detach().square().sum(-1).sum(0) for state in states])
-        total = part if total is None else total + part
+    total, _, _ = _accumulated_energies(model, tokens, targets, chunk, all_steps, answers=False)
     return (total / tokens.shape[0]).double().cpu()
+
+
+def answer_energies(model, tokens, targets, chunk: int = 1024, all_steps: bool = True):
+    """``energies`` and, from the same passes, the *conditioned* influence of the answer: for every
+    flag position f = 2..L, E[||P_0(f - 1)||^2 | flag at f], the input energy at the answer's
+    position averaged over the sequences whose flag is at f only; shape (L - 1,), float64.
+
+    Returns (energies (M'+1, L), conditioned energy (L - 1,), sequences per flag position (L - 1,)).
+    A flag position without sequences in ``tokens`` is a ValueError (its conditioned energy is undefined).
+    """
+    total, at_answer, counts = _accumulated_energies(model, tokens, targets, chunk, all_steps, answers=True)
+    if (counts[2:] == 0).any():
+        missing = (torch.nonzero(counts[2:] == 0)[:, 0] + 2).tolist()
+        raise ValueError(f"the influence batch has no sequence with its flag at positions {missing}")
+    return (total / tokens.shape[0]).double().cpu(), at_answer[2:] / counts[2:], counts[2:]
+
+
+ANSWER_COLUMNS = ["flag_pos", "position", "sequences", "energy", "density"]
+
+
+def answer_table(conditioned, sequences, input_energy) -> pd.DataFrame:
+    """Tidy (flag_pos, position, sequences, energy, density) rows of the conditioned influence
+    (``answer_energies``): one per flag position f = 2..L, position = f - 1 the answer's, density =
+    energy / mean_j I^(0)(j), on the scale of the averaged density m_j (same divisor)."""
+    conditioned = np.asarray(conditioned, dtype=np.float64)
+    input_energy = np.asarray(input_energy, dtype=np.float64)
+    if input_energy.mean() <= 0:
+        raise ValueError("influence energy is zero everywhere: the density is undefined")
+    flags = np.arange(2, conditioned.size + 2)
+    return pd.DataFrame(
+        {
+            "flag_pos": flags,
+            "position": flags - 1,
+            "sequences": np.asarray(sequences, dtype=np.int64),
+            "energy": conditioned,
+            "density": conditioned / input_energy.mean(),
+        },
+        columns=ANSWER_COLUMNS,
+    )
 
 
 def profile_table(energy: torch.Tensor) -> pd.DataFrame:
@@ -86,10 +148,11 @@ def metrics_table(input_energy, deltas, target=None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=METRIC_COLUMNS)
 
 
-def analyze(model, tokens, targets, deltas, chunk: int = 1024) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Influence profiles at every layer and the metrics table of one model on one batch."""
-    energy = energies(model, tokens, targets, chunk)
-    return profile_table(energy), metrics_table(energy[0], deltas)
+def analyze(model, tokens, targets, deltas, chunk: int = 1024) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Influence profiles at every layer, the metrics table and the conditioned influence of the
+    answer (``answer_table``) of one model on one batch, all from one backward pass per chunk."""
+    energy, conditioned, sequences = answer_energies(model, tokens, targets, chunk)
+    return profile_table(energy), metrics_table(energy[0], deltas), answer_table(conditioned, sequences, energy[0])
 
 
 # --- The initialization sweep of the blog post --------------------------------------------------

@@ -43,6 +43,12 @@ def _args(parser):
     parser.add_argument(
         "--delta", type=float, default=None, help="region scale the metrics figures show (remedies.delta)"
     )
+    parser.add_argument(
+        "--mid-accuracy",
+        type=float,
+        default=None,
+        help="the mid-training rule's accuracy level (evidence.mid_accuracy) of the figures drawn at mid-training",
+    )
 
 
 def _check(kind: str, names, declared: dict, args) -> None:

@@ -94,6 +94,59 @@ def bias_fit(args):
     )
 
 
+def _bias_control_args(parser):
+    _bias_fit_args(parser)
+    parser.add_argument(
+        "--rule", required=True, help="the control's rule (lostmid.analysis.bias_controls.CONTROL_RULES)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="the seed of a seeded rule (row_shuffle)")
+    parser.add_argument("--source", required=True, help="tensor file (.pt) of the fitted B the control is built from")
+
+
+@command("bias-control", "build a control attention bias from a fitted one (docs/remedies.md)", _bias_control_args)
+def bias_control(args):
+    """A control B (lostmid.analysis.bias_controls) from the source's fitted B, with the bias fit's tables:
+    the source's fit section (--settings) and fit model (--fit-model-spec) say where its held-out effect is measured."""
+    from lostmid.analysis.bias_controls import control_bias, control_report
+    from lostmid.analysis.bias_fit import bias_long
+    from lostmid.analysis.settings import FitSettings, check_disjoint_from_training
+    from lostmid.config import settings_from_section
+    from lostmid.tables import keys as tables
+    from lostmid.training.checkpoint import read_attention_bias
+
+    settings = settings_from_section(FitSettings, args.settings, "bias_fit")
+    check_disjoint_from_training(settings, args.training_seeds)
+    config = _model_config(args.model, "model")
+    fit_config = config if args.fit_model_spec is None else _model_config(args.fit_model_spec, "fit_model")
+    if (fit_config.seq_len, fit_config.depth) != (config.seq_len, config.depth):
+        raise ConfigError("config key fit_model: the source's fit model must have the variant's seq_len and depth")
+    L = config.seq_len
+    source = read_attention_bias(args.source, L)
+    bias = control_bias(source, args.rule, args.seed, L, f"the source bias {args.source} of control {args.variant}")
+    iterations, profiles, summary = control_report(fit_config, settings, bias, config)
+    keys = {"variant": args.variant, "L": L, "depth": config.depth, "block": config.block}
+    reading = {
+        "target": settings.target,
+        "positions": settings.positions,
+        "fit_model": args.fit_model or args.variant,
+        "param": f"control {args.rule}",
+    }
+    io.save_torch(bias.contiguous(), args.out_tensor)
+    io.write_parquet(tables.with_keys(bias_long(bias), **keys), args.out_matrix)
+    io.write_parquet(tables.with_keys(iterations, **keys), args.out_iterations)
+    io.write_parquet(tables.with_keys(profiles, **keys), args.out_profiles)
+    io.write_parquet(tables.with_keys(summary, **keys, **reading), args.out_summary)
+    log.info(
+        "control %s of %s: held-out imbalance %.4g -> %.4g on the fit model, %.4g -> %.4g in the model it trains",
+        args.rule,
+        args.source,
+        summary.imbalance_before.mean(),
+        summary.imbalance_after.mean(),
+        summary.inserted_imbalance_before.mean(),
+        summary.inserted_imbalance_after.mean(),
+    )
+
+
 def _table_args(parser):
     parser.add_argument("--variants", type=json_arg, required=True, help="variant name -> remedy block (JSON)")
     parser.add_argument("--settings", type=json_arg, required=True, help="the config's remedies block (JSON)")

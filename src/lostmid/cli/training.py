@@ -103,6 +103,13 @@ def _evaluate_args(parser):
     parser.add_argument(
         "--metrics", nargs="+", required=True, help="Parquet: regional metrics and Z per delta, one per seed"
     )
+    parser.add_argument(
+        "--answer-influence",
+        nargs="+",
+        required=True,
+        help="Parquet: the input energy at the answer's position f-1 over the sequences with their flag at f "
+        "(the conditioned influence), one per seed",
+    )
 
 
 @command(
@@ -129,7 +136,7 @@ def evaluate(args):
         def analyze(model, step):
             # Each run is evaluated on its own draw of the balanced set (evaluation.seed mixed with the run's seed).
             failure = failure_by_position(model, L, evaluation.per_position, evaluation.seed, run_seed, device)
-            profile, metric = influence.analyze(model, tokens, targets, settings.deltas, settings.chunk)
+            profile, metric, answers = influence.analyze(model, tokens, targets, settings.deltas, settings.chunk)
             last = metric.iloc[-1]
             log.info(
                 "seed %d step %d: mean failure rate %.3f; delta %.2f Delta %.4f LIM %.4f E_inf %.4g Z %.4g",
@@ -142,17 +149,18 @@ def evaluate(args):
                 last.E_inf,
                 last.Z,
             )
-            return failure, profile, metric
+            return failure, profile, metric, answers
 
         return analyze
 
     inputs = block_inputs(args)
-    for spec, paths, failure_out, profiles_out, metrics_out in block_runs(
-        args, "checkpoints", "failure", "profiles", "metrics"
+    for spec, paths, failure_out, profiles_out, metrics_out, answers_out in block_runs(
+        args, "checkpoints", "failure", "profiles", "metrics", "answer_influence"
     ):
-        failure, profiles, metric_table = checkpoint.analyze_run(
+        failure, profiles, metric_table, answers = checkpoint.analyze_run(
             paths, spec, device, analyze_seed(spec["seed"]), inputs
         )
         io.write_parquet(failure, failure_out)
         io.write_parquet(profiles, profiles_out)
         io.write_parquet(metric_table, metrics_out)
+        io.write_parquet(answers, answers_out)

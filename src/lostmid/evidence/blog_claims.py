@@ -190,6 +190,8 @@ def bias_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
     for group, _ in inputs.bias_matrix.groupby(keys, sort=True):
         values = dict(zip(keys, group if isinstance(group, tuple) else (group,)))
         variant = values.get("variant")
+        if variant in inputs.variants and inputs.remedy(variant) == "control":
+            continue  # a control's B is built, not fitted: lostmid.evidence.mechanism_claims
         residual = values.get("residual", inputs.residual(variant) if variant in inputs.variants else None)
         L, depth = int(values["L"]), int(values["depth"])
         found.append(

@@ -98,7 +98,10 @@ class _Config:
     # ----------------------------------------------------------------- variants
 
     def remedy(self, name: str) -> str:
-        return (self.variants[name].get("remedy") or {}).get("kind", "none")
+        """The variant's remedy kind; "control" for a bias variant whose B is a control built from another's
+        (remedy.control: lostmid.evidence.mechanism_claims), which is no reading of the blog's fix."""
+        block = self.variants[name].get("remedy") or {}
+        return "control" if "control" in block else block.get("kind", "none")
 
     def residual(self, name: str) -> bool:
         return bool({**self.model, **(self.variants[name].get("model") or {})}.get("residual", True))

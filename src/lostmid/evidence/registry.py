@@ -10,6 +10,7 @@ them.
 
 from __future__ import annotations
 
+from lostmid.evidence import mechanism_claims as mc
 from lostmid.evidence import retrieval_claims
 from lostmid.evidence import validation_claims as vc
 from lostmid.evidence.blog_claims import (
@@ -30,6 +31,7 @@ from lostmid.evidence.blog_claims import (
     interpolated_preference_settings,
 )
 from lostmid.evidence.fit_checks import bias_fit_flattens_profile, bias_fit_keeps_context_share, reading_settings
+from lostmid.evidence.influence_failure import CLAIMS as INFLUENCE_FAILURE_CLAIMS
 from lostmid.evidence.inputs import BLOG, CHECK, CLAIM, PAPER_VALIDATION, Claim, pair_settings
 from lostmid.evidence.length_claims import CLAIMS as LENGTH_CLAIMS
 from lostmid.evidence.paper_claims import (
@@ -443,5 +445,10 @@ CLAIMS: list[Claim] = [
     # The sequence-length study (docs/length.md): lostmid.evidence.length_claims.
     *LENGTH_CLAIMS,
 ]
+
+# Influence predicts failure (issue 34): the blog's middle link, its own family.
+CLAIMS += INFLUENCE_FAILURE_CLAIMS
+
+CLAIMS += mc.MECHANISM_CLAIMS  # controls for the fix (docs/remedies.md): their own family
 
 CLAIMS_BY_NAME = {claim.name: claim for claim in CLAIMS}

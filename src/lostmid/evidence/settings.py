@@ -46,6 +46,9 @@ class EvidenceSettings:
     # The reference of that share: "flat_capped", min(share at B = 0, (L-1)/L), or "unbiased", the
     # share at B = 0 (the rule as first written: lostmid.evidence.deviations).
     share_reference: str
+    # Influence predicts failure (docs/evidence.md, "Influence predicts failure"): the blog's "the reason"
+    # implies a strong monotone link; Spearman's rho across flag positions as strong as -this matters.
+    influence_failure_margin: float
     delta: float  # region scale of the influence metrics read (must be one of influence.deltas)
     # Initialization: the depth the blog quotes ("~10^6 after 4 layers") and the growth that matters.
     init_depth: int

@@ -20,6 +20,12 @@ _RUN_KEYS = ("variant", "L", "depth", "seed", "step")
 TABLES = {
     "failure": EvidenceTable((*_RUN_KEYS, "p", "n", "failures"), "results/failure files (one per run)"),
     "metrics": EvidenceTable((*_RUN_KEYS, "delta", "E_inf"), "results/metrics files"),
+    # Influence predicts failure (lostmid.evidence.influence_failure): the averaged and the conditioned measure.
+    "influence": EvidenceTable((*_RUN_KEYS, "layer", "position", "density"), "results/influence files"),
+    "answer_influence": EvidenceTable(
+        (*_RUN_KEYS, "flag_pos", "position", "density"),
+        "results/answer_influence files (the input energy at f-1 over the sequences with their flag at f)",
+    ),
     "density_flow": EvidenceTable((*_RUN_KEYS, "eta", "rel_error"), "results/density_flow files"),
     "conditions": EvidenceTable(
         (*_RUN_KEYS, "delta", "test", "holds", "conclusion_holds", "lhs", "rhs"),

@@ -238,3 +238,63 @@ def bias_profiles(profiles: pd.DataFrame, iterations: pd.DataFrame, path) -> Non
         axes[1, col].set(yscale="log", xlabel="iteration", ylabel="E_inf (fitted positions)")
     fig.tight_layout()
     save(fig, path)
+
+
+def mechanism_controls(matrices: pd.DataFrame, failure: pd.DataFrame, path, baseline: str, mid_accuracy: float) -> None:
+    """Each arm's B (query i down, key j across) beside its failure rate by flag position at its own
+    mid-training checkpoint (the evidence stage's rule: the first checkpoint where its mean accuracy over
+    seeds reaches ``mid_accuracy``), mean over seeds with a 95% band, the baseline's curve at its own
+    mid-training drawn in grey beside it; one row per arm (variant, L, depth)."""
+    from lostmid.evidence.blog_claims import mid_training_step
+
+    arms = [key for key, _ in matrices.groupby(FIT_KEYS) if key[0] in set(failure.variant)]
+    if not arms:
+        _empty(path, "no bias variant with failure rows")
+        return
+    fig, axes = plt.subplots(
+        len(arms), 2, figsize=(9.5, 3.0 * len(arms)), squeeze=False, gridspec_kw={"width_ratios": [1, 1.5]}
+    )
+
+    def at_mid(variant, L, depth):
+        part = failure[(failure.variant == variant) & (failure.L == L) & (failure.depth == depth)]
+        if part.empty:
+            return None, part
+        step, _ = mid_training_step(failure, variant, L, depth, mid_accuracy)
+        return step, part[part.step == step] if step is not None else part.iloc[0:0]
+
+    for (heat, curve), (variant, L, depth) in zip(axes, arms):
+        part = matrices[(matrices.variant == variant) & (matrices.L == L) & (matrices.depth == depth)]
+        B = np.full((L, L), np.nan)
+        B[part["query"] - 1, part["key"] - 1] = part["bias"]
+        limit = np.nanmax(np.abs(B)) or 1.0
+        sns.heatmap(
+            B,
+            ax=heat,
+            cmap="RdBu_r",
+            center=0,
+            vmin=-limit,
+            vmax=limit,
+            square=True,
+            xticklabels=False,
+            yticklabels=False,
+            cbar_kws={"shrink": 0.7},
+        )
+        heat.set(title=f"B of {variant}", xlabel="key j", ylabel="query i")
+        for name, color in ((baseline, "0.6"), (variant, "C0")):
+            step, data = at_mid(name, L, depth)
+            label = f"{name}: " + (f"step {step}" if step is not None else f"never reaches {mid_accuracy:g}")
+            if not data.empty:
+                sns.lineplot(
+                    data=data, x="p", y="failure_rate", errorbar=SEED_INTERVAL, color=color, ax=curve, label=label
+                )
+            else:
+                curve.plot([], [], color=color, label=label)
+        curve.set(
+            title=f"failure at mid-training, L={L}, depth {depth}",
+            xlabel="flag position p = f/L",
+            ylabel="failure rate",
+            ylim=(0, None),
+        )
+        curve.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    save(fig, path)

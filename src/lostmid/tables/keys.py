@@ -88,6 +88,15 @@ RUN_TABLE_COLUMNS = {
         "E_inf": "float",
         "Z": "float",
     },
+    # The conditioned influence of the answer (lostmid.analysis.influence.answer_table), one row per flag position.
+    "answer_influence": {
+        **_RUN,
+        "flag_pos": "integer",
+        "position": "integer",
+        "sequences": "integer",
+        "energy": "float",
+        "density": "float",
+    },
     "density_flow": {
         **_RUN,
         "position": "integer",

@@ -1,0 +1,286 @@
+"""Influence predicts failure (issue 34; docs/evidence.md, "Influence predicts failure"): the blog's
+middle link, "possibly the reason the network loses things from the end of the sequence is" that
+late tokens have less influence, tested on the flag-recall runs.
+
+Per seed: Spearman's rho, across the flag positions f = 2..L, between the influence at the answer's
+position j = f - 1 and the failure rate at f. Two measures of influence (``MEASURES``): the averaged
+input density m_j of ``results/influence`` and the conditioned one of ``results/answer_influence``
+(the energy at f - 1 over the sequences whose flag is at f). Two readings (``READINGS``): influence
+at initialization (step 0) or at mid-training, failure at mid-training. Over seeds: Student t on
+rho. Rule: rho < 0, margin ``evidence.influence_failure_margin``. The rows are their own family.
+
+Across arms (the controls of the fix): ``flatness_predicts_preference``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from lostmid.evidence import decisions as dec
+from lostmid.evidence import statistics as st
+from lostmid.evidence.blog_claims import _not_reached, late_minus_early_failure_per_seed, mid_training_step
+from lostmid.evidence.inputs import CLAIM, Claim, EvidenceError, Inputs, NotRun, Result, Setting, rows_of, runs_of
+from lostmid.evidence.settings import EvidenceSettings
+
+INFLUENCE_FAILURE = "influence predicts failure"  # the family of these rows (Claim.family)
+RHO = "Spearman's rho"
+
+
+@dataclass(frozen=True)
+class Measure:
+    """A measure of the influence at the answer's position: the table it is read from and how."""
+
+    name: str
+    table: str  # the evidence input holding it
+    words: str
+
+
+MEASURES = {
+    "averaged": Measure("averaged", "influence", "the input density m_{f-1} over the whole influence batch"),
+    "conditioned": Measure(
+        "conditioned",
+        "answer_influence",
+        "the input energy at f-1 over the influence batch's sequences whose flag is at f",
+    ),
+}
+READINGS = ("initialization", "mid-training")  # where the influence is read; failure is read at mid-training
+
+
+def influence_by_flag(inputs: Inputs, measure: str, variant: str, L: int, depth: int, step: int) -> pd.DataFrame:
+    """(seed, flag_pos, influence) at ``step``: the measure's influence at the answer's position f - 1
+    for every flag position f = 2..L."""
+    if measure == "averaged":
+        part = rows_of(inputs.influence, "influence", variant, L, depth, step)
+        part = part[(part.layer == 0) & (part.position <= L - 1)]
+        return pd.DataFrame({"seed": part.seed, "flag_pos": part.position + 1, "influence": part.density})
+    part = rows_of(inputs.answer_influence, "answer_influence", variant, L, depth, step)
+    return pd.DataFrame({"seed": part.seed, "flag_pos": part.flag_pos, "influence": part.density})
+
+
+def failure_by_flag(failure: pd.DataFrame, variant: str, L: int, depth: int, step: int) -> pd.DataFrame:
+    """(seed, flag_pos, failure) at ``step``: the failure rate at every flag position."""
+    part = rows_of(failure, "failure", variant, L, depth, step)
+    return pd.DataFrame({"seed": part.seed, "flag_pos": part.flag_pos, "failure": part.failures / part.n})
+
+
+def rank_correlation(x, y) -> float:
+    """Spearman's rho of two profiles over the same positions (average ranks for ties); 0.0 by
+    definition when either is constant: there is no ranking to predict, or none to predict with."""
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    if np.all(x == x[0]) or np.all(y == y[0]):
+        return 0.0
+    return float(stats.spearmanr(x, y).statistic)
+
+
+def influence_failure_rho_per_seed(influence: pd.DataFrame, failure: pd.DataFrame, L: int) -> pd.Series:
+    """Per seed: ``rank_correlation`` across the flag positions 2..L of influence (``influence_by_flag``)
+    against failure (``failure_by_flag``). Both tables must hold the same seeds, each with every flag position."""
+    if set(influence.seed) != set(failure.seed):
+        raise EvidenceError(
+            f"the influence and failure tables hold different seeds: {sorted(set(influence.seed))} against "
+            f"{sorted(set(failure.seed))}"
+        )
+    joined = influence.merge(failure, on=["seed", "flag_pos"], validate="one_to_one")
+    counts = joined.groupby("seed").size()
+    short = counts[counts != L - 1]
+    if not short.empty:
+        raise EvidenceError(
+            f"seeds {list(short.index)} do not have influence and failure at all {L - 1} flag positions"
+        )
+    if not np.isfinite(joined[["influence", "failure"]].to_numpy()).all():
+        raise EvidenceError("the influence or failure by flag position is not finite")
+    rho = {
+        int(seed): rank_correlation(g.influence, g.failure)
+        for seed, g in joined.sort_values("flag_pos").groupby("seed", sort=True)
+    }
+    return pd.Series(rho, dtype=np.float64)
+
+
+def fisher_z_interval(rho: np.ndarray, level: float) -> st.Interval | None:
+    """The Fisher-z reading: Student t on atanh(rho), mapped back by tanh; None where some |rho| = 1."""
+    if (np.abs(rho) >= 1).any():
+        return None
+    z = st.t_interval(np.arctanh(rho), level)
+    return st.Interval(math.tanh(z.estimate), math.tanh(z.low), math.tanh(z.high), z.n, "Fisher z")
+
+
+def influence_failure_settings(reading: str):
+    """The settings of one reading: every variant of the failure table at every (L, depth), at its own
+    mid-training checkpoint (the checkpoint's words say where influence and failure are read)."""
+
+    def settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
+        found = []
+        for name in sorted(set(inputs.failure.variant.astype(str))):
+            for L, depth in runs_of(inputs.failure, name):
+                step, _ = mid_training_step(inputs.failure, name, L, depth, ev.mid_accuracy)
+                checkpoint = (
+                    "mid-training not reached"
+                    if step is None
+                    else f"influence at step 0, failure at step {step} (mid-training)"
+                    if reading == "initialization"
+                    else f"step {step} (mid-training)"
+                )
+                found.append(Setting(name, L, depth, inputs.residual(name), checkpoint))
+        if not found:
+            raise NotRun("no variant in the failure table")
+        return found
+
+    return settings
+
+
+def _claim_name(measure: str, reading: str) -> str:
+    return f"{measure}_influence_" + ("at_init_" if reading == "initialization" else "") + "predicts_failure"
+
+
+def influence_predicts_failure(measure: str, reading: str):
+    """The compute function of one claim: ``measure`` of influence, read at ``reading``, against the
+    failure at the variant's mid-training checkpoint."""
+    m = MEASURES[measure]
+
+    def compute(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+        margin = ev.influence_failure_margin
+        rule = dec.DecisionRule(
+            "less_than_zero",
+            margin,
+            ev.level,
+            f"Spearman's rho across flag positions f between the {measure} influence at f-1 "
+            f"(at {reading}) and the failure rate at f (at mid-training)",
+        )
+        step, best = mid_training_step(inputs.failure, s.variant, s.L, s.depth, ev.mid_accuracy)
+        if step is None:
+            return Result(_not_reached(s.variant, best, ev), rule)
+        influence_step = 0 if reading == "initialization" else step
+        influence = influence_by_flag(inputs, measure, s.variant, s.L, s.depth, influence_step)
+        failure = failure_by_flag(inputs.failure, s.variant, s.L, s.depth, step)
+        rho = influence_failure_rho_per_seed(influence, failure, s.L)
+        interval = st.t_interval(rho.to_numpy(), ev.level)
+        strong = dec.verdict(interval.low, interval.high, dec.DecisionRule("at_most", -margin, ev.level))
+        z = fisher_z_interval(rho.to_numpy(), ev.level)
+        constant = int((rho == 0.0).sum())
+        note = (
+            f"influence at step {influence_step}, failure at step {step} (mid-training, best mean accuracy "
+            f"{best:.3f}); {m.words}; stronger reading rho <= -{margin:g}: {strong}; "
+            + (
+                f"Fisher-z reading {z.estimate:.3g} [{z.low:.3g}, {z.high:.3g}], {dec.verdict(z.low, z.high, rule)}"
+                if z is not None
+                else "Fisher-z reading undefined (a seed has |rho| = 1)"
+            )
+            + f"; seeds with rho 0 (a constant profile or exactly no rank correlation): {constant}"
+        )
+        method = f"per-seed Spearman rho over the {s.L - 1} flag positions; {interval.method}"
+        return Result(interval._replace(method=method), rule, note)
+
+    compute.__name__ = _claim_name(measure, reading)
+    compute.__doc__ = (
+        f"Influence predicts failure: the {measure} influence at the answer's position f-1, read at "
+        f"{reading}, ranks the flag positions against their failure rate at mid-training (rho < 0)."
+    )
+    return compute
+
+
+CLAIMS: list[Claim] = [
+    Claim(
+        _claim_name(measure, reading),
+        f"blog: 'possibly the reason' (the chain's middle link), {measure} influence at {reading}",
+        f"per-seed Spearman rho across flag positions f between the {measure} influence at f-1 at {reading} "
+        "and the failure rate at f at mid-training",
+        RHO,
+        ("failure", MEASURES[measure].table),
+        influence_failure_settings(reading),
+        influence_predicts_failure(measure, reading),
+        family=INFLUENCE_FAILURE,
+        kind=CLAIM,
+    )
+    for measure in MEASURES
+    for reading in READINGS
+]
+
+
+# =========================================================================== across arms
+
+
+def trained_flatness_per_seed(metrics: pd.DataFrame, variant: str, L: int, depth: int, step: int, delta: float):
+    """Per seed: log E_inf of the input density at ``step`` (region scale ``delta``): 0 is flat."""
+    part = rows_of(metrics, "metrics", variant, L, depth, step)
+    part = part[np.isclose(part.delta, delta)]
+    if part.empty:
+        raise NotRun(f"{variant} at L {L}, depth {depth} has no metrics rows at delta {delta:g}")
+    e_inf = part.set_index("seed").E_inf.astype(np.float64)
+    if not (np.isfinite(e_inf) & (e_inf > 0)).all():
+        raise EvidenceError(f"{variant}'s E_inf at step {step} is not positive and finite")
+    return np.log(e_inf)
+
+
+def arm_flatness_and_preference(
+    inputs: Inputs, ev: EvidenceSettings, arms, L: int, depth: int
+) -> tuple[dict[str, pd.Series], dict[str, pd.Series]]:
+    """Per arm, at its own mid-training checkpoint: the trained flatness (``trained_flatness_per_seed``)
+    and the position preference (``late_minus_early_failure_per_seed``), each per seed. NotRun when an
+    arm never reaches mid-training."""
+    flatness, preference = {}, {}
+    for arm in arms:
+        step, best = mid_training_step(inputs.failure, arm, L, depth, ev.mid_accuracy)
+        if step is None:
+            raise NotRun(f"{arm} never reaches the mid-training accuracy {ev.mid_accuracy:g} (best {best:.3f})")
+        flatness[arm] = trained_flatness_per_seed(inputs.metrics, arm, L, depth, step, ev.delta)
+        preference[arm] = late_minus_early_failure_per_seed(inputs.failure, arm, L, depth, step)
+    return flatness, preference
+
+
+def flatness_predicts_preference(
+    flatness: Mapping[str, pd.Series],
+    preference: Mapping[str, pd.Series],
+    level: float = 0.95,
+    n_resamples: int = 2000,
+    seed: int = 0,
+) -> st.Interval:
+    """Across arms, does an arm's flatness predict its position preference? Spearman's rho across the
+    arms of the mean (over seeds) flatness (e.g. log E_inf: larger is less flat) against the mean
+    preference (late minus early failure: larger prefers early flags more); the claim is rho > 0.
+
+    Interval: percentile bootstrap over seeds (seeded, so the same values give the same interval).
+    Arms whose series share one seed set are resampled jointly (the same seeds for every arm, keeping
+    their pairing); otherwise each arm's seeds are resampled on their own. A flatness given as a
+    constant per arm (a held-out E_inf of its fitted B) simply does not vary under resampling.
+    Needs at least three arms.
+    """
+    arms = list(flatness)
+    if set(arms) != set(preference) or len(arms) < 3:
+        raise ValueError(f"need the same three or more arms in flatness and preference, got {arms}, {list(preference)}")
+    pairs = {}
+    for arm in arms:
+        joined = pd.concat([flatness[arm].rename("flatness"), preference[arm].rename("preference")], axis=1)
+        joined = joined.dropna()
+        if len(joined) < 2 or not np.isfinite(joined.to_numpy()).all():
+            raise ValueError(f"arm {arm} needs two or more seeds with finite flatness and preference")
+        pairs[arm] = joined.sort_index()
+    estimate = rank_correlation([pairs[a].flatness.mean() for a in arms], [pairs[a].preference.mean() for a in arms])
+    rng = np.random.default_rng(seed)
+    shared = len({tuple(p.index) for p in pairs.values()}) == 1
+    n = len(next(iter(pairs.values())))
+    draws = np.empty(n_resamples)
+    for b in range(n_resamples):
+        common = rng.integers(0, n, n) if shared else None
+        means = []
+        for arm in arms:
+            values = pairs[arm].to_numpy()
+            rows = common if shared else rng.integers(0, len(values), len(values))
+            means.append(values[rows].mean(0))
+        means = np.array(means)
+        draws[b] = rank_correlation(means[:, 0], means[:, 1])
+    low, high = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2])
+    pairing = "seeds resampled jointly across arms" if shared else "each arm's seeds resampled on its own"
+    return st.Interval(
+        estimate,
+        float(low),
+        float(high),
+        min(len(p) for p in pairs.values()),
+        f"Spearman rho across {len(arms)} arms of the mean flatness against the mean preference; percentile "
+        f"bootstrap {level:.0%} interval over seeds ({n_resamples} resamples, {pairing})",
+    )

@@ -1,0 +1,358 @@
+"""Which property of the blog's B carries its effect (docs/remedies.md, "Controls for the fix"): every
+*arm* (a bias variant: a reading of the fix, or a control built from the literal reading's B,
+lostmid.analysis.bias_controls) against its baseline and against the literal reading, paired by seed.
+
+The rows form their own family (``MECHANISM``) for the family-wise correction. They are gated only on
+what this comparison needs: the reference learns, and a fitted arm passed its own guard; whether an
+arm flattens the profile is not a gate here but one of the measured properties
+(``arm_flattens_trained_model_at_init``), since which property carries the effect is the question.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from lostmid.evidence import decisions as dec
+from lostmid.evidence import statistics as st
+from lostmid.evidence.blog_claims import (
+    _never_learns,
+    _not_reached,
+    debiased_has_less_position_preference,
+    debiased_trains_faster,
+    late_minus_early_failure_per_seed,
+    mean_accuracy_at,
+    mid_training_step,
+    training_speed_per_seed,
+)
+from lostmid.evidence.fit_checks import fit_rows, gate
+from lostmid.evidence.inputs import (
+    CHECK,
+    CLAIM,
+    Claim,
+    Inputs,
+    NotRun,
+    Result,
+    Setting,
+    last_common_step,
+    pair_settings,
+    runs_of,
+)
+from lostmid.evidence.settings import EvidenceSettings
+from lostmid.tables.summaries import accuracy_per_checkpoint
+
+MECHANISM = "mechanism"  # the family of these rows (Claim.family)
+ARM_KINDS = ("bias", "control")  # lostmid.evidence.inputs: a control is a bias variant built by a rule
+
+
+def _guard_failed(inputs: Inputs, s: Setting) -> str | None:
+    """Why an arm is not evaluable because of its B: a fitted arm whose fit failed its own guard."""
+    for variant in {s.variant, s.reference} & set(inputs.of_kind("bias")):
+        try:
+            part = fit_rows(inputs, replace(s, variant=variant))
+        except NotRun as why:
+            return f"the fit of {variant} is unchecked ({str(why).removeprefix('not run: ')})"
+        if not part.accepted.astype(bool).all():
+            return f"the fit of {variant} failed its own guard (accepted false)"
+    return None
+
+
+def arm_settings(
+    inputs: Inputs, ev: EvidenceSettings, checkpoint: str = "each at its own mid-training"
+) -> list[Setting]:
+    """Every arm at every (L, depth) of the failure table, against its baseline (the variant without a
+    remedy and with the same model and train overrides)."""
+    found = []
+    for kind in ARM_KINDS:
+        try:
+            settings = pair_settings(kind, "failure", checkpoint)(inputs, ev)
+        except NotRun:
+            continue
+        for s in settings:
+            why = None if s.missing else gate(_guard_failed(inputs, s), _never_learns(inputs, ev, s))
+            found.append(replace(s, reading=s.variant, not_evaluable=why))
+    if not found:
+        raise NotRun("no bias or control variant in the failure table")
+    return found
+
+
+SPAN = "steps 0 to the last common checkpoint"
+
+
+def speed_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
+    return arm_settings(inputs, ev, SPAN)
+
+
+def literal_speed_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
+    return literal_settings(inputs, ev, SPAN)
+
+
+def literal_reading(inputs: Inputs) -> str:
+    """The literal reading the controls are built from: the one variant their ``control.of`` names."""
+    sources = {inputs.variants[name]["remedy"]["control"]["of"] for name in inputs.of_kind("control")}
+    if len(sources) != 1:
+        raise NotRun(
+            "no control variant names the literal reading" if not sources else f"the controls name {sorted(sources)}"
+        )
+    return sources.pop()
+
+
+def literal_settings(
+    inputs: Inputs, ev: EvidenceSettings, checkpoint: str = "each at its own mid-training"
+) -> list[Setting]:
+    """Every other arm with the literal reading's baseline, against the literal reading, at each (L, depth)
+    where both were trained."""
+    literal = literal_reading(inputs)
+    found = []
+    for s in arm_settings(inputs, ev, checkpoint):
+        if s.variant == literal or s.missing or s.reference != inputs.reference(literal):
+            continue
+        pair = replace(s, reference=literal)
+        if (s.L, s.depth) not in runs_of(inputs.failure, literal):
+            pair = replace(
+                pair, missing=f"the literal reading {literal} has no failure rows at L {s.L}, depth {s.depth}"
+            )
+        else:
+            pair = replace(pair, not_evaluable=gate(pair.not_evaluable, _guard_failed(inputs, pair)))
+        found.append(pair)
+    if not found:
+        raise NotRun(f"no arm beside the literal reading {literal} with its baseline")
+    return found
+
+
+# ----------------------------------------------------------------------------- per-seed effects
+
+
+def late_minus_early_at_mid_training(inputs: Inputs, ev: EvidenceSettings, variant: str, L: int, depth: int):
+    """Per seed: late minus early failure (``late_minus_early_failure_per_seed``) at the variant's own
+    mid-training checkpoint; (None, best accuracy) when it never gets there."""
+    step, best = mid_training_step(inputs.failure, variant, L, depth, ev.mid_accuracy)
+    if step is None:
+        return None, best
+    return late_minus_early_failure_per_seed(inputs.failure, variant, L, depth, step), step
+
+
+def _paired_preference(inputs: Inputs, ev: EvidenceSettings, s: Setting, rule: dec.DecisionRule) -> Result:
+    per_seed, words = [], []
+    for variant in (s.variant, s.reference):
+        values, step = late_minus_early_at_mid_training(inputs, ev, variant, s.L, s.depth)
+        if values is None:
+            return Result(_not_reached(variant, step, ev), rule)
+        per_seed.append(values)
+        words.append(f"{variant} {values.mean():.3g} at step {step}")
+    interval = st.paired_difference(*per_seed, st.t_interval, level=ev.level)
+    method = (
+        "per seed, failure on late flags (p > 1/2) minus early flags (p < 1/2), each arm at its own "
+        f"mid-training; {interval.method}"
+    )
+    return Result(interval._replace(method=method), rule, "late minus early failure: " + ", ".join(words))
+
+
+def arm_has_less_late_minus_early_failure(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+    """Blog (e), model-free: the arm's late-minus-early failure is below its baseline's, each at its own
+    mid-training. Paired by seed (arm - baseline), Student t. Rule: less than zero, margin ``recall_margin``."""
+    rule = dec.DecisionRule(
+        "less_than_zero",
+        ev.recall_margin,
+        ev.level,
+        "the difference (arm - baseline) of late minus early failure, each at its own mid-training",
+    )
+    return _paired_preference(inputs, ev, s, rule)
+
+
+def _as_literal(ev: EvidenceSettings, margin: float, quantity: str) -> dec.DecisionRule:
+    return dec.DecisionRule(
+        "equivalent_to_zero", margin, ev.level, f"the difference (arm - literal reading) of {quantity}"
+    )
+
+
+def arm_preference_as_literal(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+    """The arm's late-minus-early failure equals the literal reading's, each at its own mid-training: paired
+    by seed (arm - literal), Student t. Rule: equivalent to zero within ``recall_margin``."""
+    rule = _as_literal(ev, ev.recall_margin, "late minus early failure, each at its own mid-training")
+    return _paired_preference(inputs, ev, s, rule)
+
+
+def arm_slope_as_literal(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+    """The arm's logistic slope of failure on p equals the literal reading's, each at its own mid-training
+    (blog (e)'s model-based statistic). Rule: equivalent to zero within ``slope_margin``."""
+    result = debiased_has_less_position_preference(inputs, ev, s)
+    rule = _as_literal(ev, ev.slope_margin, "the slope of logit(failure) on p, each at its own mid-training")
+    return replace(result, rule=rule)
+
+
+def arm_speed_as_literal(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+    """The arm's mean failure over training equals the literal reading's (blog (d)'s statistic). Rule:
+    equivalent to zero within ``speed_margin``."""
+    arm, literal, horizon = training_speed_per_seed(inputs.failure, s)
+    interval = st.paired_difference(arm, literal, st.t_interval, level=ev.level)
+    rule = _as_literal(ev, ev.speed_margin, "the mean failure rate over training")
+    method = f"per-seed area under the failure curve, steps 0-{horizon}, divided by the span; {interval.method}"
+    note = f"mean failure over training: {s.variant} {arm.mean():.3f}, {s.reference} {literal.mean():.3f}"
+    return Result(interval._replace(method=method), rule, note)
+
+
+def arm_flattens_trained_model_at_init(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+    """Whether the arm's B flattens the model it trains, at initialization: per held-out initialization of
+    the (source's) fit, log(E_inf with B / at B = 0) of the fit target's profile in the model B is inserted
+    into (``inserted_imbalance_*``). Student t over held-out inits. Rule: at most -``log_ratio_margin``
+    (a fall by a factor 1.5). A measured property of the arm, not a gate."""
+    part = fit_rows(inputs, s)
+    if not {"inserted_imbalance_before", "inserted_imbalance_after"} <= set(part.columns):
+        raise NotRun("not run: bias_fit_summary has no inserted_imbalance columns")
+    before, after = (part[f"inserted_imbalance_{stage}"].to_numpy(np.float64) for stage in ("before", "after"))
+    interval = st.t_interval(np.log(after / before), ev.level)
+    rule = dec.DecisionRule(
+        "at_most",
+        -ev.log_ratio_margin,
+        ev.level,
+        "log(E_inf with B / E_inf at B = 0) in the model B trains in, on held-out initializations",
+    )
+    first = part.iloc[0]
+    note = (
+        f"E_inf in the trained model {np.exp(np.log(before).mean()):.3g} -> {np.exp(np.log(after).mean()):.3g}, "
+        f"on the fit model {np.exp(np.log(part.imbalance_before).mean()):.3g} -> "
+        f"{np.exp(np.log(part.imbalance_after).mean()):.3g} (geometric means over {len(part)} held-out inits); "
+        f"B: {first.param}, fit model {first.fit_model}, c0 {first.c0:.3g}, lag slope {first.lag_slope:.3g}, "
+        f"self-attention at init {first.self_attention_init_b0:.3g} -> {first.self_attention_init:.3g}"
+    )
+    method = (
+        f"per held-out initialization of the fit (n_seeds counts them), log ratio of the inserted model's "
+        f"imbalance; {interval.method.replace('seed', 'held-out init')}"
+    )
+    return Result(interval._replace(method=method), rule, note)
+
+
+def flatness_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
+    """Every arm at every (L, depth) of the bias summary (the fit's or the control's held-out report)."""
+    if inputs.bias_summary is None:
+        raise NotRun("not run: no bias_fit_summary table given")
+    found = [
+        Setting(name, L, depth, inputs.residual(name), "initialization (held-out inits)", reading=name)
+        for kind in ARM_KINDS
+        for name in inputs.of_kind(kind)
+        for L, depth in runs_of(inputs.bias_summary, name)
+    ]
+    if not found:
+        raise NotRun("no bias or control variant in bias_fit_summary")
+    return found
+
+
+def arm_keeps_accuracy(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+    """The arm's accuracy at the last checkpoint both have equals its baseline's: paired by seed (arm -
+    baseline), Student t. Rule: equivalent to zero within ``accuracy_margin``."""
+    accuracy = accuracy_per_checkpoint(inputs.failure)
+    step = last_common_step(accuracy, s)
+    per_seed = [
+        accuracy[(accuracy.variant == v) & (accuracy.L == s.L) & (accuracy.depth == s.depth) & (accuracy.step == step)]
+        .set_index("seed")
+        .accuracy
+        for v in (s.variant, s.reference)
+    ]
+    interval = st.paired_difference(*per_seed, st.t_interval, level=ev.level)
+    rule = dec.DecisionRule(
+        "equivalent_to_zero", ev.accuracy_margin, ev.level, f"the accuracy difference (arm - baseline) at step {step}"
+    )
+    note = (
+        f"accuracy at step {step}: {s.variant} {mean_accuracy_at(inputs.failure, s.variant, s.L, s.depth, step):.3f}, "
+        f"{s.reference} {mean_accuracy_at(inputs.failure, s.reference, s.L, s.depth, step):.3f}"
+    )
+    return Result(interval._replace(method=f"accuracy at step {step}; {interval.method}"), rule, note)
+
+
+def last_checkpoint_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
+    return arm_settings(inputs, ev, "last common checkpoint")
+
+
+_SLOPE = "log odds per unit p"
+_FAILURE = "failure rate"
+MECHANISM_CLAIMS = [
+    Claim(
+        "arm_trains_faster",
+        "controls for the fix: blog (d) per arm",
+        "paired difference (arm - baseline) of the mean failure rate over training",
+        _FAILURE,
+        ("failure",),
+        speed_settings,
+        debiased_trains_faster,
+        family=MECHANISM,
+        kind=CLAIM,
+    ),
+    Claim(
+        "arm_has_less_position_preference",
+        "controls for the fix: blog (e) per arm, model-based",
+        "paired difference (arm - baseline) of the per-seed logistic slope of failure on p, each at its own "
+        "mid-training",
+        _SLOPE,
+        ("failure",),
+        arm_settings,
+        debiased_has_less_position_preference,
+        family=MECHANISM,
+        kind=CLAIM,
+    ),
+    Claim(
+        "arm_has_less_late_minus_early_failure",
+        "controls for the fix: blog (e) per arm, model-free",
+        "paired difference (arm - baseline) of late minus early failure, each at its own mid-training",
+        _FAILURE,
+        ("failure",),
+        arm_settings,
+        arm_has_less_late_minus_early_failure,
+        family=MECHANISM,
+        kind=CLAIM,
+    ),
+    Claim(
+        "arm_speed_as_literal",
+        "controls for the fix: blog (d), arm against the literal reading",
+        "paired difference (arm - literal reading) of the mean failure rate over training",
+        _FAILURE,
+        ("failure",),
+        literal_speed_settings,
+        arm_speed_as_literal,
+        family=MECHANISM,
+        kind=CLAIM,
+    ),
+    Claim(
+        "arm_slope_as_literal",
+        "controls for the fix: blog (e), model-based, arm against the literal reading",
+        "paired difference (arm - literal reading) of the logistic slope of failure on p, each at its own mid-training",
+        _SLOPE,
+        ("failure",),
+        literal_settings,
+        arm_slope_as_literal,
+        family=MECHANISM,
+        kind=CLAIM,
+    ),
+    Claim(
+        "arm_preference_as_literal",
+        "controls for the fix: blog (e), model-free, arm against the literal reading",
+        "paired difference (arm - literal reading) of late minus early failure, each at its own mid-training",
+        _FAILURE,
+        ("failure",),
+        literal_settings,
+        arm_preference_as_literal,
+        family=MECHANISM,
+        kind=CLAIM,
+    ),
+    Claim(
+        "arm_flattens_trained_model_at_init",
+        "controls for the fix: the arm's B in the model it trains (a measured property)",
+        "log(E_inf with B / E_inf at B = 0) of the fit target's profile in the trained model, per held-out init",
+        "natural log of a ratio",
+        (),
+        flatness_settings,
+        arm_flattens_trained_model_at_init,
+        kind=CHECK,
+    ),
+    Claim(
+        "arm_keeps_accuracy",
+        "controls for the fix: the arm learns the task (a check)",
+        "paired accuracy difference (arm - baseline) at the last common checkpoint",
+        "accuracy",
+        ("failure",),
+        last_checkpoint_settings,
+        arm_keeps_accuracy,
+        kind=CHECK,
+    ),
+]
