@@ -95,7 +95,7 @@ def test_the_summary_gives_each_claim_of_the_blog_in_its_own_setting_every_readi
     ]
 
 
-def test_the_headline_is_one_line_per_claim_family_naming_its_contradicted_and_not_evaluable_rows():
+def test_the_headline_is_one_line_per_claim_family_naming_its_contradicted_rows_and_counting_the_rest():
     """Claims only, grouped by their family (Claim.family; "" is the paper's claims outside one), then one
     line for the checks; a verdict that differs under the rules as first written is counted on its line."""
     table = pd.DataFrame(
@@ -126,13 +126,19 @@ def test_the_headline_is_one_line_per_claim_family_naming_its_contradicted_and_n
                 **row("structural_baseline_matches_closed_form", "paper", "-", 0.1, "supported", kind="check"),
                 "family": "",
             },
+            {
+                **row("length_e_inf_grows", "blog", "-", math.nan, "inconclusive"),
+                "family": "length",
+                "method": "not run",
+            },
         ]
     )
     assert headline(table).splitlines() == [
         "- blog: 3 rows, 1 contradicted, 1 inconclusive, 1 supported; contradicted: `debiased_trains_faster` "
-        "(literal vs baseline); not evaluable: `debiased_trains_faster` (debiased vs baseline)",
+        "(literal vs baseline); 1 not evaluable",
         "- paper: 1 row, 1 supported; 1 verdict differs under the rules as first written",
         "- checks of the instrument (not counted above): 1 rows, 1 supported",
+        "- not run on this run's tables: length",
     ]
 
 

@@ -53,7 +53,10 @@ from lostmid.evidence.settings import EvidenceSettings
 
 NOT_RUN_RULE = "No verdict: the claim was not evaluated on this run (the method says what is missing)."
 NOT_EVALUABLE_RULE = "No verdict: the claim is not evaluable on this run (the method says why)."
-PILOT_RULE = "No verdict: a pilot, with fewer seeds than the run's plan (evidence.min_seeds)."
+PILOT_RULE = (
+    "No verdict: a pilot, with fewer replicates (seeds; windows in the retrieval stage) than the run's plan "
+    "(evidence.min_seeds, evidence.min_windows)."
+)
 
 
 @dataclass

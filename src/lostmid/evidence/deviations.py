@@ -31,7 +31,7 @@ class Deviation:
 DEVIATIONS: list[Deviation] = [
     Deviation(
         "context_share_reference",
-        "2026-12-01 (ca5db18)",
+        "2026-12-01",
         "the bias fit's context-share check compares with min(share at B = 0, (L-1)/L)",
         "the literal fit's network gives its last position almost no voice at B = 0 (share 1.000); a "
         "whole-profile fit gives it its 1/L, so the share falls to (L-1)/L with no position silenced",
@@ -46,7 +46,7 @@ DEVIATIONS: list[Deviation] = [
         "slope_margin log 2: a doubling of the odds of failure from first to last position",
         "the smallest effect of the blog's 'gets worse and worse' (a) and 'does not have the previous preference' (e)",
         "slope_margin 0.5",
-        "the default run's evidence table (131d024)",
+        "the default run's evidence table of 2026-12-03",
         {"slope_margin": 0.5},
         ("failure_rises_with_position", "debiased_has_less_position_preference"),
     ),
@@ -56,7 +56,7 @@ DEVIATIONS: list[Deviation] = [
         "speed_margin 0.05: a third of the baseline's mean failure over training (1.5 times as fast)",
         "the smallest effect of the blog's 'trains much faster' (d)",
         "speed_margin 0.02",
-        "the default run's evidence table (131d024): (d) +0.009 [-0.040, 0.058], baseline mean failure 0.151",
+        "the default run's evidence table of 2026-12-03: (d) +0.009 [-0.040, 0.058], baseline mean failure 0.151",
         {"speed_margin": 0.02},
         ("debiased_trains_faster",),
     ),
@@ -89,6 +89,16 @@ DEVIATIONS: list[Deviation] = [
         "the algebraic table",
         {"z_growth_margin": 0.001},
         ("algebraic_balance_z_grows",),
+    ),
+    Deviation(
+        "retrieval_min_windows",
+        "2026-12-03",
+        "a retrieval row whose bootstrap is over fewer than evidence.min_windows (5) windows is a pilot: no verdict",
+        "a percentile bootstrap over 2 windows has at most 3 distinct resamples and no 95% coverage",
+        "every retrieval row decided on its bootstrap interval, whatever its number of windows",
+        "the retrieval run's rows (n = 1024: 2 windows with gradients, verdicts decided on them)",
+        {"min_windows": 0},
+        ("task_influence_predicts_retrieval", "free_influence_predicts_retrieval"),
     ),
 ]
 

@@ -58,11 +58,18 @@ def _guard_failed(inputs: Inputs, s: Setting) -> str | None:
     return None
 
 
+def _require_controls(inputs: Inputs) -> None:
+    if not inputs.of_kind("control"):
+        raise NotRun("no control variant in the run (the controls' run: config/mechanism.yaml)")
+
+
 def arm_settings(
     inputs: Inputs, ev: EvidenceSettings, checkpoint: str = "each at its own mid-training"
 ) -> list[Setting]:
     """Every arm at every (L, depth) of the failure table, against its baseline (the variant without a
-    remedy and with the same model and train overrides)."""
+    remedy and with the same model and train overrides). Only in a run with controls (config/mechanism.yaml):
+    elsewhere the bias arms' rows are the blog's own (c)-(e)."""
+    _require_controls(inputs)
     found = []
     for kind in ARM_KINDS:
         try:
@@ -226,6 +233,7 @@ def arm_flattens_trained_model_at_init(inputs: Inputs, ev: EvidenceSettings, s: 
 
 def flatness_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
     """Every arm at every (L, depth) of the bias summary (the fit's or the control's held-out report)."""
+    _require_controls(inputs)
     if inputs.bias_summary is None:
         raise NotRun("not run: no bias_fit_summary table given")
     found = [

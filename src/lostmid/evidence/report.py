@@ -103,26 +103,33 @@ def verdict_summary(table: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
-def family_label(family: str) -> str:
-    """How the headline names a claim family (``Claim.family``; "" for the paper's claims outside a family)."""
-    return family or "paper"
+def family_label(row) -> str:
+    """How the headline names a row's claim family (``Claim.family``); a claim outside a family goes with its
+    source: the blog's or the paper's."""
+    if row.family:
+        return row.family
+    return "blog, outside its family" if str(row.source).startswith("blog") else "paper"
 
 
 def headline(table: pd.DataFrame) -> str:
     """Markdown for the README, one line per claim family (the sources' claims only, in the table's order):
-    its rows counted by verdict, each contradicted or not-evaluable row named, and the rows whose verdict
-    differs under the rules as first written; then one line for the checks of the instrument."""
+    its rows counted by verdict, each contradicted row named, the not-evaluable rows and the rows whose verdict
+    differs under the rules as first written counted (the results page's summary names them); then one line
+    for the checks of the instrument, and one naming the families with no row run (their stage was not run)."""
     claims, checks = split_kinds(table)
-    families = claims.family.fillna("") if "family" in claims else pd.Series("", index=claims.index)
-    lines = []
-    for name, rows in claims.groupby(families, sort=False):
-        named = {
-            what: "; ".join(f"`{row.claim}` ({row.setting.split(', checkpoint')[0]})" for row in rows.itertuples())
-            for what, rows in (
-                ("contradicted", rows[rows.verdict == "contradicted"]),
-                ("not evaluable", rows[[no_verdict(row) == "not evaluable" for row in rows.itertuples()]]),
-            )
-        }
+    if "family" not in claims:
+        claims = claims.assign(family="")
+    labels = [family_label(row) for row in claims.fillna({"family": ""}).itertuples()]
+    lines, not_run = [], []
+    for name, rows in claims.groupby(pd.Series(labels, index=claims.index), sort=False):
+        if all(no_verdict(row) == "not run" for row in rows.itertuples()):
+            not_run.append(name)
+            continue
+        contradicted = rows[rows.verdict == "contradicted"]
+        named = "; ".join(
+            f"`{row.claim}` ({row.setting.split(', checkpoint')[0]})" for row in contradicted.itertuples()
+        )
+        unevaluable = sum(no_verdict(row) == "not evaluable" for row in rows.itertuples())
         moved = 0
         if "verdict_as_first_written" in rows:
             moved = sum(
@@ -130,8 +137,9 @@ def headline(table: pd.DataFrame) -> str:
                 for row in rows.itertuples()
             )
         lines.append(
-            f"- {family_label(name)}: {len(rows)} row{'s' if len(rows) > 1 else ''}, {verdict_counts(rows)}"
-            + "".join(f"; {what}: {words}" for what, words in named.items() if words)
+            f"- {name}: {len(rows)} row{'s' if len(rows) > 1 else ''}, {verdict_counts(rows)}"
+            + (f"; contradicted: {named}" if named else "")
+            + (f"; {unevaluable} not evaluable" if unevaluable else "")
             + (
                 f"; {moved} verdict{'s differ' if moved > 1 else ' differs'} under the rules as first written"
                 if moved
@@ -140,6 +148,8 @@ def headline(table: pd.DataFrame) -> str:
         )
     if not checks.empty:
         lines.append(f"- checks of the instrument (not counted above): {len(checks)} rows, {verdict_counts(checks)}")
+    if not_run:
+        lines.append(f"- not run on this run's tables: {', '.join(not_run)}")
     return "\n".join(lines) + "\n"
 
 

@@ -82,7 +82,13 @@ def influence_predicts_retrieval(measure: str):
             f"({int(rows.success.sum())} successes) of {rows.window.nunique()} windows, minus 0.5; "
             f"percentile bootstrap over windows ({RESAMPLES} draws)"
         )
-        return Result(st.Interval(estimate - 0.5, lo - 0.5, hi - 0.5, rows.window.nunique(), method), rule)
+        used = rows.window.nunique()
+        if used < ev.min_windows:
+            method = (
+                f"pilot: {used} windows, fewer than the stage's plan of {ev.min_windows} (evidence.min_windows); "
+                + method
+            )
+        return Result(st.Interval(estimate - 0.5, lo - 0.5, hi - 0.5, used, method), rule)
 
     return compute
 

@@ -16,6 +16,8 @@ class EvidenceSettings:
     level: float  # level of every interval over seeds
     # The run's plan: a row over fewer seeds is a pilot, with no verdict (2: every interval decides).
     min_seeds: int
+    # The retrieval stage's plan: a row over fewer windows (its unit of replication) is a pilot, not decided.
+    min_windows: int
     # "Mid-training": the first checkpoint after step 0 at which the baseline's mean evaluation
     # accuracy over seeds (balanced set, all flag positions) reaches this level: half-way from
     # chance (0.5) to perfect recall.
