@@ -31,15 +31,9 @@ import torch  # noqa: E402
 from lostmid import io  # noqa: E402
 from lostmid.architectures import models, retrieval, text  # noqa: E402
 
+from timing import status_kb  # noqa: E402
+
 PAGE_MARKERS = ("<!-- bench_retrieval: begin -->", "<!-- bench_retrieval: end -->")
-
-
-def status_kb(field: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise RuntimeError(f"no {field} in /proc/self/status")
 
 
 def cpu(fn):

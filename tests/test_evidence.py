@@ -15,7 +15,7 @@ from lostmid.cli.main import main
 from lostmid.config import settings_from_section
 from lostmid.core import task
 from lostmid.errors import ConfigError
-from lostmid.evidence import blog_claims, claims, decisions, statistics
+from lostmid.evidence import blog_claims, claims, decisions, robustness, statistics
 from lostmid.evidence.settings import EvidenceSettings
 
 from conftest import REPO, model_config
@@ -979,7 +979,7 @@ def test_a_and_e_are_reported_with_the_model_free_statistic_too_and_say_where_th
     slope_rule = decisions.DecisionRule("greater_than_zero", 0.5)
     free_rule = decisions.DecisionRule("greater_than_zero", 0.05)
     based = claims.Result(statistics.Interval(1.0, 0.5, 1.5, 24, "t"), slope_rule)
-    note = blog_claims._agreement(based, statistics.Interval(0.01, -0.02, 0.04, 24, "t"), free_rule)
+    note = robustness._agreement(based, statistics.Interval(0.01, -0.02, 0.04, 24, "t"), free_rule)
     assert "supported" in note and "contradicted" in note and "THE TWO VERDICTS DIFFER" in note
 
 
@@ -1022,7 +1022,7 @@ def test_matched_accuracy_interpolates_each_seed_to_where_its_own_accuracy_cross
     ]
     failure = pd.DataFrame(rows)
     value = {0: 0.0, 100: 1.0, 200: 3.0}
-    found, words = blog_claims.at_matched_accuracy(
+    found, words = robustness.at_matched_accuracy(
         failure, "baseline", 8, 1, 0.75, lambda step: pd.Series({0: value[step]})
     )
     # w = (0.75 - 0.7) / (0.9 - 0.7) = 0.25 of the way from step 100 to 200.

@@ -32,9 +32,10 @@ import pandas as pd
 from lostmid.core.density import imbalance
 from lostmid.evidence import decisions as dec
 from lostmid.evidence import statistics as st
-from lostmid.evidence.blog_claims import at_matched_accuracy, mean_accuracy_at, mid_training_step
+from lostmid.evidence.blog_claims import mean_accuracy_at, mid_training_step
 from lostmid.evidence.inputs import Inputs, NotRun, Result, Setting, last_common_step, pair_settings, rows_of, runs_of
 from lostmid.evidence.paper_claims import log_metric
+from lostmid.evidence.robustness import at_matched_accuracy
 from lostmid.evidence.settings import EvidenceSettings
 from lostmid.tables.summaries import accuracy_per_checkpoint
 
@@ -170,7 +171,7 @@ def _accuracy_gap(inputs: Inputs, s: Setting, steps: tuple[int, int]) -> str:
 
 def interpolated_log_ratio(inputs: Inputs, ev: EvidenceSettings, s: Setting, column: str = "E_inf") -> PerSeed:
     """Per seed, log(column remedy / reference), each arm's log interpolated to where the seed's own
-    accuracy crosses ``mid_accuracy`` (``blog_claims.at_matched_accuracy``)."""
+    accuracy crosses ``mid_accuracy`` (``robustness.at_matched_accuracy``)."""
     arms = [
         at_matched_accuracy(
             inputs.failure,
@@ -375,46 +376,6 @@ def shift_effect(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> PerSeed:
     return PerSeed(values, rule, f"per-seed failure rate on flags with {half} at step {step}", note)
 
 
-# --------------------------------------------------------------------------- overhead
-
-
-def _per_run(inputs: Inputs, variant: str, s: Setting, column: str) -> pd.Series:
-    part = rows_of(inputs.train, "train", variant, s.L, s.depth)
-    values = (
-        part.groupby("seed")[column].median()
-        if column.endswith("seconds_per_step")
-        else part.groupby("seed")[column].max()
-    )
-    if not (np.isfinite(values).all() and (values > 0).all()):
-        raise NotRun(f"the training log of {variant} has no positive {column}")
-    return np.log(values.astype(np.float64))
-
-
-def overhead_effect(column: str, what: str):
-    def effect(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> PerSeed:
-        values = _paired(_per_run(inputs, s.variant, s, column), _per_run(inputs, s.reference, s, column))
-        rule = dec.DecisionRule("at_most", ev.overhead_ratio, ev.level, f"the remedy's {what} / its baseline's")
-        return PerSeed(values, rule, f"per-seed ratio of the {what} (remedy / baseline, same block)")
-
-    return effect
-
-
-def time_effect(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> PerSeed:
-    """The time overhead, by the process's CPU time per step: the load of other processes on the machine
-    stretches wall-clock time, not the CPU time the step itself takes (torch's threads are fixed per job),
-    so the ratio no longer follows the machine's load (issue 33; benchmarks/bench_overhead_load.py shows a
-    loaded and an idle run agree). A train table written before the CPU-time column falls back on the
-    wall-clock time, and its method says so."""
-    train = inputs.train
-    if "cpu_seconds_per_step" in train and train["cpu_seconds_per_step"].notna().all():
-        return overhead_effect("cpu_seconds_per_step", "median process CPU time per training step")(inputs, ev, s)
-    what = "median wall-clock time per training step (the table predates the CPU-time column: the load enters)"
-    return overhead_effect("seconds_per_step", what)(inputs, ev, s)
-
-
-memory_effect = overhead_effect("peak_mem_mb", "peak memory of the training job")
-
-
 # --------------------------------------------------------------------------- dose-response of each penalty
 
 
@@ -499,31 +460,6 @@ def union_settings(*parts):
     return settings
 
 
-def sequential(inputs: Inputs, name: str) -> bool:
-    """The variant trains its seeds one at a time (``train.seed_batch`` left out or 1): its per-step time is one
-    seed's.
-    """
-    return (inputs.variants[name].get("train") or {}).get("seed_batch", 1) == 1
-
-
-def overhead_pairs(kind: str):
-    """The pairs of ``kind`` whose arms both train one seed at a time: a vmapped step is several seeds'
-    (and Algorithm 3 is never vmapped), so only such pairs compare time and memory per step."""
-
-    def settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
-        found = [
-            s
-            for s in pair_settings(kind, "train", "every training step")(inputs, ev)
-            if sequential(inputs, s.variant) and (s.reference is None or sequential(inputs, s.reference))
-        ]
-        if not found:
-            raise NotRun(f"no {kind} variant and baseline that both train with seed_batch 1")
-        return found
-
-    return settings
-
-
-overhead_settings = union_settings(*(overhead_pairs(kind) for kind in ("balance", "reweight", "observability")))
 ladder_settings = union_settings(strength_settings("balance"), strength_settings("observability"))
 
 

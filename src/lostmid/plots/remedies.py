@@ -13,6 +13,26 @@ import seaborn as sns
 from lostmid.plots.common import SEED_INTERVAL, save
 
 
+def draw_bias(ax, matrix: pd.DataFrame, L: int, title: str) -> None:
+    """One B (the long table of a bias matrix: query, key, bias) as a heat map centred on 0, on ``ax``."""
+    B = np.full((L, L), np.nan)
+    B[matrix["query"] - 1, matrix["key"] - 1] = matrix["bias"]
+    limit = np.nanmax(np.abs(B)) or 1.0
+    sns.heatmap(
+        B,
+        ax=ax,
+        cmap="RdBu_r",
+        center=0,
+        vmin=-limit,
+        vmax=limit,
+        square=True,
+        xticklabels=False,
+        yticklabels=False,
+        cbar_kws={"shrink": 0.7},
+    )
+    ax.set(title=title, xlabel="key j", ylabel="query i")
+
+
 def matched_steps(steps, requested=None) -> list[int]:
     """The checkpoints every figure compares: ``requested`` if given, else the middle and last."""
     steps = sorted(int(s) for s in steps)
@@ -193,22 +213,7 @@ def bias_heatmap(matrices: pd.DataFrame, summaries: pd.DataFrame, path) -> None:
         len(fits), 2, figsize=(10.5, 3.4 * len(fits)), squeeze=False, gridspec_kw={"width_ratios": [1, 1.6]}
     )
     for (ax, text), ((variant, L, depth), part) in zip(axes, fits):
-        B = np.full((L, L), np.nan)
-        B[part["query"] - 1, part["key"] - 1] = part["bias"]
-        limit = np.nanmax(np.abs(B)) or 1.0
-        sns.heatmap(
-            B,
-            ax=ax,
-            cmap="RdBu_r",
-            center=0,
-            vmin=-limit,
-            vmax=limit,
-            square=True,
-            xticklabels=False,
-            yticklabels=False,
-            cbar_kws={"shrink": 0.7},
-        )
-        ax.set(title=f"B of {variant}, L={L}, depth {depth}", xlabel="key j", ylabel="query i")
+        draw_bias(ax, part, L, f"B of {variant}, L={L}, depth {depth}")
         fit = means[(means.variant == variant) & (means.L == L) & (means.depth == depth)]
         text.axis("off")
         text.text(
@@ -264,22 +269,7 @@ def mechanism_controls(matrices: pd.DataFrame, failure: pd.DataFrame, path, base
 
     for (heat, curve), (variant, L, depth) in zip(axes, arms):
         part = matrices[(matrices.variant == variant) & (matrices.L == L) & (matrices.depth == depth)]
-        B = np.full((L, L), np.nan)
-        B[part["query"] - 1, part["key"] - 1] = part["bias"]
-        limit = np.nanmax(np.abs(B)) or 1.0
-        sns.heatmap(
-            B,
-            ax=heat,
-            cmap="RdBu_r",
-            center=0,
-            vmin=-limit,
-            vmax=limit,
-            square=True,
-            xticklabels=False,
-            yticklabels=False,
-            cbar_kws={"shrink": 0.7},
-        )
-        heat.set(title=f"B of {variant}", xlabel="key j", ylabel="query i")
+        draw_bias(heat, part, L, f"B of {variant}")
         for name, color in ((baseline, "0.6"), (variant, "C0")):
             step, data = at_mid(name, L, depth)
             label = f"{name}: " + (f"step {step}" if step is not None else f"never reaches {mid_accuracy:g}")
