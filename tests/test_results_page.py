@@ -188,7 +188,10 @@ def test_the_page_holds_every_section_of_the_run_stamped_with_its_config(smoke_r
     assert headline(evidence) in page and page.count("| **") >= len(evidence)
     assert main(["results-page", "--results", str(workdir / "results"), "--config", str(config), "--headline"]) == 0
     printed = capsys.readouterr().out
-    assert printed.startswith("From the run of `") and "smoke.yaml` at commit " in printed
+    assert (
+        printed.startswith("From the run of `")
+        and "smoke.yaml` (its commit and every table: docs/results.md)" in printed
+    )
     assert printed.endswith("\n\n" + headline(evidence))
 
 

@@ -210,7 +210,7 @@ def test_every_rule_declares_log_benchmark_threads_resources_and_conda(tmp_path,
     # threads default to 1 when left out, so read the declarations themselves (rules in an `if`
     # or a `for` are indented)
     for smk in (REPO / "workflow" / "rules").glob("*.smk"):
-        for block in re.split(r"\n(?=[ ]*rule\b)", smk.read_text())[1:]:
+        for block in re.split(r"\n(?=[ ]*rule \w+:)", smk.read_text())[1:]:
             assert re.search(r"\n[ ]+threads:", block), f"{smk.name}: {block.splitlines()[0]} declares no threads"
 
 
@@ -498,6 +498,17 @@ def test_every_per_run_table_has_its_declared_columns(smoke_run):
         assert files and list(keys.read(files, name).columns) == list(keys.RUN_TABLE_COLUMNS[name]), name
 
 
+def lostmid_commands(dry_run: str) -> list[str]:
+    """The ``lostmid`` command of each job a dry run with --printshellcmds shows, without the log options
+    every rule's shell puts first (``lostmid --log PATH --attempt N COMMAND ...``)."""
+    shells = [line.removeprefix("Shell command: ") for line in dry_run.splitlines() if "lostmid " in line]
+    return [
+        re.sub(r"^lostmid --log \S+ --attempt \d+ ", "lostmid ", shell)
+        for shell in shells
+        if shell.startswith("lostmid ")
+    ]
+
+
 def test_each_bias_fit_job_runs_its_own_variant_with_the_training_seeds(tmp_path):
     config = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
     config["variants"]["debiased_context"] = {"remedy": {"kind": "bias", "fit": {"positions": "context"}}}
@@ -510,7 +521,7 @@ def test_each_bias_fit_job_runs_its_own_variant_with_the_training_seeds(tmp_path
         "results/bias_fit_summary/debiased_L8_M1.parquet",
         "results/bias_fit_summary/debiased_context_L8_M1.parquet",
     ).stdout
-    commands = [line for line in out.splitlines() if "lostmid bias-fit" in line]
+    commands = [line for line in lostmid_commands(out) if line.startswith("lostmid bias-fit ")]
     assert len(commands) == 2
     for variant in ("debiased", "debiased_context"):
         (command,) = [c for c in commands if f"--out-summary results/bias_fit_summary/{variant}_L8_M1.parquet" in c]
@@ -526,7 +537,7 @@ def test_every_job_that_reads_a_bias_variants_checkpoints_is_given_its_fitted_bi
     config["architectures"]["flag"] = {**config["architectures"].get("flag", {}), "variants": ["debiased"]}
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     out = run_snakemake(tmp_path, "--dry-run", "--printshellcmds", "--forceall").stdout
-    commands = [match.groups() for match in re.finditer(r"lostmid ([\w-]+) (.*?) >> ", out)]
+    commands = [tuple(line.removeprefix("lostmid ").split(" ", 1)) for line in lostmid_commands(out)]
     readers = {(name, args) for name, args in commands if name != "init" and "results/checkpoints/debiased/" in args}
     assert {name for name, _ in readers} == {
         "train",

@@ -61,9 +61,12 @@ if LENGTH:
                 " --fit {params.fit:q} --out {output.profiles} --fits {output.fits}"
             )
 
+    # The study's target: its tables, the evidence and the figure; it runs nothing itself.
     rule length:
         input:
             rules.length_init.output,
             rules.length_fit.output,
             "results/evidence/evidence.parquet",
             "results/figures/length_imbalance.png",
+        localrule: True
+        threads: 1
