@@ -49,20 +49,28 @@ def _model_config(block: dict, key: str):
         raise ConfigError(f"config key {key}: {err}") from err
 
 
-@command("bias-fit", "fit the attention-logit bias that flattens the influence profile at init", _bias_fit_args)
-def bias_fit(args):
-    from lostmid.analysis.bias_fit import bias_long, fit_bias
+def _fit_inputs(args, whose: str):
+    """The fit's settings (checked disjoint from the training seeds), the variant's model and the model the
+    fit runs on (``whose``: how the error names it), which must have the variant's seq_len and depth."""
     from lostmid.analysis.settings import FitSettings, check_disjoint_from_training
     from lostmid.config import settings_from_section
-    from lostmid.errors import FitRejected
-    from lostmid.tables import keys as tables
 
     settings = settings_from_section(FitSettings, args.settings, "bias_fit")
     check_disjoint_from_training(settings, args.training_seeds)
     config = _model_config(args.model, "model")
     fit_config = config if args.fit_model_spec is None else _model_config(args.fit_model_spec, "fit_model")
     if (fit_config.seq_len, fit_config.depth) != (config.seq_len, config.depth):
-        raise ConfigError("config key fit_model: the fit's model must have the variant's seq_len and depth")
+        raise ConfigError(f"config key fit_model: {whose} must have the variant's seq_len and depth")
+    return settings, config, fit_config
+
+
+@command("bias-fit", "fit the attention-logit bias that flattens the influence profile at init", _bias_fit_args)
+def bias_fit(args):
+    from lostmid.analysis.bias_fit import bias_long, fit_bias
+    from lostmid.errors import FitRejected
+    from lostmid.tables import keys as tables
+
+    settings, config, fit_config = _fit_inputs(args, "the fit's model")
     fit = fit_bias(fit_config, settings, inserted=config)
     if not fit.converged:
         log.warning("bias fit stopped at max_iter=%d before the tolerance %g was met", settings.max_iter, settings.tol)
@@ -109,17 +117,10 @@ def bias_control(args):
     the source's fit section (--settings) and fit model (--fit-model-spec) say where its held-out effect is measured."""
     from lostmid.analysis.bias_controls import control_bias, control_report
     from lostmid.analysis.bias_fit import bias_long
-    from lostmid.analysis.settings import FitSettings, check_disjoint_from_training
-    from lostmid.config import settings_from_section
     from lostmid.tables import keys as tables
     from lostmid.training.checkpoint import read_attention_bias
 
-    settings = settings_from_section(FitSettings, args.settings, "bias_fit")
-    check_disjoint_from_training(settings, args.training_seeds)
-    config = _model_config(args.model, "model")
-    fit_config = config if args.fit_model_spec is None else _model_config(args.fit_model_spec, "fit_model")
-    if (fit_config.seq_len, fit_config.depth) != (config.seq_len, config.depth):
-        raise ConfigError("config key fit_model: the source's fit model must have the variant's seq_len and depth")
+    settings, config, fit_config = _fit_inputs(args, "the source's fit model")
     L = config.seq_len
     source = read_attention_bias(args.source, L)
     bias = control_bias(source, args.rule, args.seed, L, f"the source bias {args.source} of control {args.variant}")

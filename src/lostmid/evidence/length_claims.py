@@ -239,33 +239,31 @@ def _log_e_inf(inputs: Inputs, s: Setting, bias: str) -> pd.Series:
     return (part.set_index("heldout_init").log2_E_inf * math.log(2)).astype(np.float64)
 
 
+def _carried_against(inputs: Inputs, ev: EvidenceSettings, s: Setting, other: str, kind: str, words: str) -> Result:
+    """log(E_inf with the carried B / E_inf with ``other``: the B fitted at this L or none), paired by
+    held-out initialization, decided by ``kind`` with margin ``log_ratio_margin``."""
+    rule = dec.DecisionRule(
+        kind,
+        ev.log_ratio_margin,
+        ev.level,
+        f"log(E_inf with the carried B / E_inf {words}), per held-out initialization",
+    )
+    carried, reference = _log_e_inf(inputs, s, "carried"), _log_e_inf(inputs, s, other)
+    interval = st.paired_difference(carried, reference, st.t_interval, level=ev.level)
+    shown = "fitted here" if other == "distance" else "B = 0"
+    note = f"E_inf: carried {np.exp(carried).mean():.3g}, {shown} {np.exp(reference).mean():.3g}"
+    return Result(interval._replace(method=f"per held-out initialization; {interval.method}"), rule, note)
+
+
 def carried_bias_matches_local_fit(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
     """ "Once and for all": at a longer L, the distance-form B fitted at the short L gives a held-out
     E_inf at most a factor exp(``log_ratio_margin``) above the distance-form B fitted at that L."""
-    rule = dec.DecisionRule(
-        "at_most",
-        ev.log_ratio_margin,
-        ev.level,
-        "log(E_inf with the carried B / E_inf with the B fitted at this L), per held-out initialization",
-    )
-    carried, local = _log_e_inf(inputs, s, "carried"), _log_e_inf(inputs, s, "distance")
-    interval = st.paired_difference(carried, local, st.t_interval, level=ev.level)
-    note = f"E_inf: carried {np.exp(carried).mean():.3g}, fitted here {np.exp(local).mean():.3g}"
-    return Result(interval._replace(method=f"per held-out initialization; {interval.method}"), rule, note)
+    return _carried_against(inputs, ev, s, "distance", "at_most", "with the B fitted at this L")
 
 
 def carried_bias_lowers_imbalance(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
     """The carried B still does what it is for at a longer L: log(E_inf carried / E_inf at B = 0) < 0."""
-    rule = dec.DecisionRule(
-        "less_than_zero",
-        ev.log_ratio_margin,
-        ev.level,
-        "log(E_inf with the carried B / E_inf at B = 0), per held-out initialization",
-    )
-    carried, plain = _log_e_inf(inputs, s, "carried"), _log_e_inf(inputs, s, "none")
-    interval = st.paired_difference(carried, plain, st.t_interval, level=ev.level)
-    note = f"E_inf: carried {np.exp(carried).mean():.3g}, B = 0 {np.exp(plain).mean():.3g}"
-    return Result(interval._replace(method=f"per held-out initialization; {interval.method}"), rule, note)
+    return _carried_against(inputs, ev, s, "none", "less_than_zero", "at B = 0")
 
 
 # =========================================================================== the study's rows of the evidence table
