@@ -115,6 +115,29 @@ def test_prefix_reuse_changes_no_result_and_the_shares_are_shares_with_or_withou
     assert reused.window.nunique() == 3 and (reused.groupby("window").n.first() == 64).all()
 
 
+def test_gradients_on_a_subset_of_the_tasks_leave_the_others_forward_only():
+    subset = run(gradient_windows=1, gradient_tasks=("single",), tasks=("single", "flag"), fractions=(0.0, 1.0))
+    measured = subset.influence_task.notna()
+    assert (measured == ((subset.window == subset.window.iloc[0]) & (subset.task == "single"))).all()
+    assert measured.sum() == 2 and (subset.influence_free.notna() == measured).all()
+
+
+def test_gradient_tasks_are_one_entry_per_length_naming_configured_tasks():
+    from lostmid.architectures.settings import RetrievalSettings
+    from lostmid.config import settings_from_section
+
+    def settings(**block):
+        return settings_from_section(RetrievalSettings, {"lengths": [256, 4096], **block}, "retrieval")
+
+    assert settings(gradient_tasks=[None, ["multikey"]]).gradient_tasks_at(4096) == ("multikey",)
+    assert settings(gradient_tasks=[None, ["multikey"]]).gradient_tasks_at(256) == retrieval.TASKS
+    assert settings().gradient_tasks_at(4096) == retrieval.TASKS  # empty: every task at every n
+    with pytest.raises(ConfigError, match="^config key retrieval.gradient_tasks has 1 entries for 2 lengths"):
+        settings(gradient_tasks=[["single"]])
+    with pytest.raises(ConfigError, match=r"^config key retrieval.gradient_tasks at n = 4096 names \['flag'\], not"):
+        settings(tasks=["single"], gradient_tasks=[None, ["flag"]])
+
+
 def test_the_task_conditioned_share_is_the_needles_share_of_the_answers_input_gradient():
     model, tok = tiny_model(), tokenizer()
     arch = retrieval.arch_of(model)

@@ -248,6 +248,7 @@ def retrieval_examples(
     n: int = 256,
     windows: int = 4,
     gradient_windows: int | None = None,
+    gradient_tasks=None,
     fractions=FRACTIONS,
     tasks=TASKS,
     keys: int = 8,
@@ -264,7 +265,8 @@ def retrieval_examples(
     """One row per (task, q, window) of a Hugging Face causal LM with its tokenizer: model (``name``),
     weights (``weights``: pretrained | twin), positions (the model's), share (n / positions), task, q, window
     (the window's index in the corpus), n, start, stop, query_start, prefix, success, logprob, influence_task,
-    influence_free (NaN beyond the first ``gradient_windows`` windows; None: every window).
+    influence_free (NaN beyond the first ``gradient_windows`` windows, None: every window, and for the tasks
+    not in ``gradient_tasks``, None: every task).
 
     ``windows`` disjoint windows of n tokens of ``corpus`` (``text.corpus_ids``; or the token ``stream``)
     drawn with ``seed + n``; keys, values and distractor places with (seed + n + window index, task).
@@ -286,6 +288,7 @@ def retrieval_examples(
             f"{windows} windows asked"
         )
     gradient_windows = windows if gradient_windows is None else gradient_windows
+    gradient_tasks = tasks if gradient_tasks is None else gradient_tasks
     checkpoint = n >= CHECKPOINT_FROM if checkpoint is None else checkpoint
     vocabulary = single_token_words(tokenizer, words)
     device = next(arch.model.parameters()).device
@@ -302,7 +305,8 @@ def retrieval_examples(
         for example in examples:
             example.tokens = example.tokens.to(device)
             success, logprob = score(arch, example, cache)
-            shares = influence_shares(arch, example, checkpoint) if w < gradient_windows else (np.nan, np.nan)
+            measured = w < gradient_windows and example.task in gradient_tasks
+            shares = influence_shares(arch, example, checkpoint) if measured else (np.nan, np.nan)
             rows.append(
                 {
                     "model": name,
@@ -332,7 +336,7 @@ def retrieval_examples(
             run,
             index,
             done.success.mean(),
-            "with gradients" if w < gradient_windows else "forward only",
+            f"with gradients ({', '.join(gradient_tasks)})" if w < gradient_windows else "forward only",
             time.perf_counter() - start,
         )
     return pd.DataFrame(rows)
@@ -360,6 +364,7 @@ def retrieval_job(settings, twin: bool, n: int, device) -> pd.DataFrame:
         n=n,
         windows=settings.windows[settings.lengths.index(n)],  # the twin runs the first ``count`` of them
         gradient_windows=gradients,
+        gradient_tasks=settings.gradient_tasks_at(n),
         fractions=settings.fractions,
         tasks=settings.tasks,
         keys=settings.keys,

@@ -87,6 +87,7 @@ class RetrievalSettings:
     lengths: tuple[int, ...]
     windows: tuple[int, ...]  # per n: windows of the pretrained model
     gradient_windows: tuple[int, ...]  # per n: the first k of them also get both influence measures
+    gradient_tasks: tuple[tuple[str, ...] | None, ...]  # per n (or empty): the tasks measured there (None: all)
     twin_windows: tuple[int, ...]  # per n: windows of the random-init twin (accuracy only)
     fractions: tuple[float, ...]
     tasks: tuple[str, ...]
@@ -111,8 +112,24 @@ class RetrievalSettings:
             for n, k, w in zip(self.lengths, getattr(self, name), self.windows):
                 if k > w:
                     raise ConfigError(f"config key retrieval.{name}: {k} at n = {n} exceeds the {w} windows there")
+        if self.gradient_tasks and len(self.gradient_tasks) != len(self.lengths):
+            raise ConfigError(
+                f"config key retrieval.gradient_tasks has {len(self.gradient_tasks)} entries for {len(self.lengths)} "
+                "lengths (one entry per length, or none)"
+            )
+        for n, tasks in zip(self.lengths, self.gradient_tasks):
+            if tasks is not None and set(tasks) - set(self.tasks):
+                raise ConfigError(
+                    f"config key retrieval.gradient_tasks at n = {n} names {sorted(set(tasks) - set(self.tasks))}, "
+                    f"not among retrieval.tasks {list(self.tasks)}"
+                )
 
     def count(self, n: int, twin: bool) -> tuple[int, int]:
         """(windows, gradient windows) at length n for the model or its twin (the twin: no gradients)."""
         i = self.lengths.index(n)
         return (self.twin_windows[i], 0) if twin else (self.windows[i], self.gradient_windows[i])
+
+    def gradient_tasks_at(self, n: int) -> tuple[str, ...]:
+        """The tasks whose examples get the influence measures (in the gradient windows) at length n."""
+        tasks = self.gradient_tasks[self.lengths.index(n)] if self.gradient_tasks else None
+        return self.tasks if tasks is None else tasks
