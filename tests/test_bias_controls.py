@@ -10,6 +10,7 @@ import torch
 from lostmid.analysis import bias_controls as bc
 from lostmid.analysis.bias_fit import bias_summary, gauge_fix
 from lostmid.errors import ConfigError, InputError
+from lostmid.plots.remedies import bias_heatmap, reading_line
 
 from conftest import REPO, model_config
 
@@ -101,7 +102,10 @@ def test_the_command_writes_the_tables_of_a_fit_with_the_trained_models_flatness
     assert len(summary) == 3 and summary.accepted.all() and (summary.param == "control lag_ramp").all()
     assert summary.inserted_imbalance_after.gt(0).all() and summary.fit_model.eq("nores").all()
     assert len(pd.read_parquet(out / "iterations.parquet")) == 1
-    assert len(pd.read_parquet(out / "matrix.parquet")) == L * (L + 1) // 2
+    matrix = pd.read_parquet(out / "matrix.parquet")
+    assert len(matrix) == L * (L + 1) // 2
+    bias_heatmap(matrix, summary, tmp_path / "heatmap.png")  # the figure names a control's rule
+    assert reading_line(summary.iloc[0]).startswith("control lag_ramp of a B fitted to the output Jacobian")
 
 
 def _command(model, source, out):

@@ -191,9 +191,13 @@ READING_WORDS = {
 def reading_line(fit: pd.Series) -> str:
     """One line describing a fit's reading and what it did, from a row of results/bias_fit_summary."""
     where = "its own model" if fit.fit_model == fit.variant else f"{fit.fit_model}"
-    words = [READING_WORDS[key][fit[key]] for key in ("target", "positions", "param")]
+    target, positions = (READING_WORDS[key][fit[key]] for key in ("target", "positions"))
+    if fit.param in READING_WORDS["param"]:
+        how = f"{target} {positions}, {READING_WORDS['param'][fit.param]}, fitted on {where} at init"
+    else:  # a control, built by a rule from a fitted B (lostmid.analysis.bias_controls)
+        how = f"{fit.param} of a B fitted to {target.removeprefix('flattens ')} {positions}"
     return (
-        f"{words[0]} {words[1]}, {words[2]}, fitted on {where} at init\n"
+        f"{how}\n"
         f"held-out imbalance {fit.imbalance_before:.3g} -> {fit.imbalance_after:.3g}, "
         f"context share {fit.context_share_before:.3g} -> {fit.context_share_after:.3g}\n"
         f"c0 {fit.c0:+.2f}, lag slope {fit.lag_slope:+.3f}; self-attention at init "
