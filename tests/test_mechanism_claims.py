@@ -119,3 +119,19 @@ def test_the_figure_draws_each_arms_b_beside_its_failure_at_mid_training(failure
     mechanism_controls(matrices, failure, tmp_path / "m.png", "baseline", EV.mid_accuracy)
     assert (tmp_path / "m.png").stat().st_size > 10_000
     assert FIGURES["mechanism_controls"].tables == ("bias_matrix", "failure")
+
+
+def test_the_model_free_row_at_every_length_reads_its_own_arm_where_two_fits_share_a_baseline(failure):
+    """Two bias arms of one baseline (the literal fit, which removes the preference, and a second fit, which
+    keeps it): each arm's (e) row at every L is its own, not the first arm's twice."""
+    variants = {"baseline": {}, "literal": FIT, "fit2": FIT}
+    second = failure[failure.variant == "shuffled"].assign(variant="fit2")  # the baseline's steep curve
+    inputs = claims.Inputs(
+        variants=variants,
+        model=MODEL,
+        failure=pd.concat([failure[failure.variant.isin(["baseline", "literal"])], second]),
+        bias_summary=pd.concat([summary("literal"), summary("fit2")]),
+    )
+    claim = claims.CLAIMS_BY_NAME["length_fix_lowers_late_minus_early"]
+    table = claims.evidence_table(inputs, EV, [claim]).set_index("variant")
+    assert table.loc["literal", "verdict"] == "supported" and table.loc["fit2", "verdict"] == "contradicted"

@@ -87,22 +87,26 @@ def position_effect_grows_with_length(inputs: Inputs, ev: EvidenceSettings, s: S
     return Result(interval, rule, note)
 
 
-def _fix_effect(inputs: Inputs, ev: EvidenceSettings, baseline: str, L: int, depth: int, per_seed) -> pd.Series:
-    """(e)'s per-seed paired effect (the bias arm of ``baseline``'s arm minus the baseline), each at its own
-    mid-training, with ``per_seed(failure, variant, L, depth, step)``."""
-    fixed = [
-        v
-        for v in inputs.of_kind("bias")
-        if inputs.reference(v) == baseline and (L, depth) in runs_of(inputs.failure, v)
-    ]
+def _bias_arm(inputs: Inputs, baseline: str, L: int, depth: int) -> str:
+    """The one bias variant paired with ``baseline`` at (L, depth): (e)'s arm of the growth claims."""
+    paired = (v for v in inputs.of_kind("bias") if inputs.reference(v) == baseline)
+    fixed = sorted(v for v in paired if (L, depth) in runs_of(inputs.failure, v))
     if not fixed:
         raise NotRun(f"no bias variant paired with {baseline} at L {L}")
+    if len(fixed) > 1:
+        raise NotRun(f"not evaluable: {len(fixed)} bias variants pair with {baseline} at L {L} ({', '.join(fixed)})")
+    return fixed[0]
+
+
+def _fix_effect(inputs: Inputs, ev: EvidenceSettings, variant: str, baseline: str, L: int, depth: int, per_seed):
+    """(e)'s per-seed paired effect (the bias arm ``variant`` minus its ``baseline``), each at its own
+    mid-training, with ``per_seed(failure, variant, L, depth, step)``."""
     values = []
-    for variant in (sorted(fixed)[0], baseline):
-        step, best = mid_training_step(inputs.failure, variant, L, depth, ev.mid_accuracy)
+    for arm_variant in (variant, baseline):
+        step, best = mid_training_step(inputs.failure, arm_variant, L, depth, ev.mid_accuracy)
         if step is None:
-            raise NotRun(f"not evaluable: {variant} at L {L} never reached mid-training (best {best:.3f})")
-        values.append(per_seed(inputs.failure, variant, L, depth, step))
+            raise NotRun(f"not evaluable: {arm_variant} at L {L} never reached mid-training (best {best:.3f})")
+        values.append(per_seed(inputs.failure, arm_variant, L, depth, step))
     shared = values[0].index.intersection(values[1].index)
     return (values[0].loc[shared] - values[1].loc[shared]).astype(np.float64)
 
@@ -111,10 +115,13 @@ def fix_effect_grows_with_length(inputs: Inputs, ev: EvidenceSettings, s: Settin
     """The interaction: (e)'s effect (debiased - baseline slope, each at its own mid-training) is more
     negative at the longest L than at the shortest (the fix matters more as L grows)."""
     rule = dec.DecisionRule("less_than_zero", ev.slope_margin, ev.level, "the change of (e)'s effect with L")
-    long = _fix_effect(inputs, ev, s.variant, s.L, s.depth, slopes_at)
-    short = _fix_effect(inputs, ev, s.reference, _short_L(s), s.depth, slopes_at)
+    short_L = _short_L(s)
+    long = _fix_effect(inputs, ev, _bias_arm(inputs, s.variant, s.L, s.depth), s.variant, s.L, s.depth, slopes_at)
+    short = _fix_effect(
+        inputs, ev, _bias_arm(inputs, s.reference, short_L, s.depth), s.reference, short_L, s.depth, slopes_at
+    )
     interval = welch_difference(long, short, ev.level)
-    return Result(interval, rule, f"(e) effect: {long.mean():.3g} at L {s.L}, {short.mean():.3g} at L {_short_L(s)}")
+    return Result(interval, rule, f"(e) effect: {long.mean():.3g} at L {s.L}, {short.mean():.3g} at L {short_L}")
 
 
 def model_free_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
@@ -138,6 +145,6 @@ def fix_lowers_model_free_preference(inputs: Inputs, ev: EvidenceSettings, s: Se
     rule = dec.DecisionRule(
         "less_than_zero", ev.recall_margin, ev.level, "the difference (debiased - baseline) of late minus early failure"
     )
-    effect = _fix_effect(inputs, ev, s.reference, s.L, s.depth, late_minus_early_failure_per_seed)
+    effect = _fix_effect(inputs, ev, s.variant, s.reference, s.L, s.depth, late_minus_early_failure_per_seed)
     interval = st.t_interval(effect.to_numpy(), ev.level)
     return Result(interval._replace(method=f"paired by seed; {interval.method}"), rule)
