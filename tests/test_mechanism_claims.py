@@ -109,15 +109,32 @@ def test_an_arm_that_keeps_the_task_is_equivalent_at_the_last_checkpoint(planted
     assert row.verdict == "supported" and row.checkpoint == "last common checkpoint" and "step 200" in row.method
 
 
-def test_the_figure_draws_each_arms_b_beside_its_failure_at_mid_training(failure, tmp_path):
+def test_the_figure_draws_each_arms_b_beside_its_failure_and_its_own_references(failure, tmp_path, monkeypatch):
     from lostmid.analysis.bias_fit import bias_long
     from lostmid.catalogue import FIGURES
-    from lostmid.plots.remedies import mechanism_controls
+    from lostmid.plots import remedies
 
-    B = torch.eye(16)
-    matrices = pd.concat([bias_long(B).assign(variant=name, L=16, depth=2) for name in ("literal", "ramp", "never")])
-    mechanism_controls(matrices, failure, tmp_path / "m.png", "baseline", EV.mid_accuracy)
-    assert (tmp_path / "m.png").stat().st_size > 10_000
+    nores = {"model": {"residual": False}}
+    variants = {**VARIANTS, "baseline_nores": nores, "literal_nores": {**nores, **FIT}}
+    renamed = {"variant": {"baseline": "baseline_nores", "literal": "literal_nores"}}
+    curves = failure[failure.variant.isin(["baseline", "literal"])].replace(renamed)
+    arms = ("literal", "ramp", "literal_nores")
+    matrices = pd.concat([bias_long(torch.eye(16)).assign(variant=name, L=16, depth=2) for name in arms])
+    drawn = []
+    monkeypatch.setattr(remedies, "save", lambda fig, path: drawn.append(fig))
+    remedies.mechanism_controls(
+        matrices,
+        pd.concat([failure, curves]),
+        tmp_path / "m.png",
+        variants,
+        EV.mid_accuracy,
+    )
+    legends = [[t.get_text() for t in ax.get_legend().get_texts()] for ax in drawn[0].axes if ax.get_legend()]
+    assert [[label.split(":")[0] for label in legend] for legend in legends] == [
+        ["baseline", "literal"],
+        ["baseline_nores", "literal_nores"],  # each arm's own reference
+        ["baseline", "ramp"],
+    ]
     assert FIGURES["mechanism_controls"].tables == ("bias_matrix", "failure")
 
 

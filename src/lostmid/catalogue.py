@@ -41,7 +41,7 @@ FIGURES = {
     "bias_profile": Figure("Remedies", ("bias_profiles", "bias_iterations"), "remedies.bias_profiles"),
     # Controls for the fix (docs/remedies.md): each arm's B beside its failure by position at mid-training.
     "mechanism_controls": Figure(
-        "Remedies", ("bias_matrix", "failure"), "remedies.mechanism_controls", ("baseline", "mid_accuracy")
+        "Remedies", ("bias_matrix", "failure"), "remedies.mechanism_controls", ("variants", "mid_accuracy")
     ),
     "algebraic_table": Figure(
         "Algebraic simulations", ("algebraic_table", "algebraic_profiles"), "algebraic.table_figure"

@@ -46,6 +46,7 @@ rule figures:
         baseline=config["remedies"]["baseline"],
         delta=config["remedies"]["delta"],
         mid_accuracy=config["evidence"]["mid_accuracy"],
+        variants=config_json("variants"),
         steps=" ".join(str(s) for s in config["remedies"].get("plot_steps", [])),  # none: the middle and last
     shell:
         logged(
@@ -53,5 +54,5 @@ rule figures:
             + jobs.input_options(FIGURE_INPUTS)
             + " --figures {params.figures} --out-dir results/figures --pages {params.pages} --pages-dir results/report_tables"
             " --baseline {params.baseline} --delta {params.delta} --steps {params.steps}"
-            " --mid-accuracy {params.mid_accuracy}"
+            " --mid-accuracy {params.mid_accuracy} --variants {params.variants:q}"
         )

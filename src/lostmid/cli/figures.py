@@ -9,6 +9,7 @@ the report (lostmid.catalogue.PAGES, lostmid.tables.summaries).
 from __future__ import annotations
 
 import importlib
+import json
 import logging
 from pathlib import Path
 
@@ -42,6 +43,12 @@ def _args(parser):
     )
     parser.add_argument(
         "--delta", type=float, default=None, help="region scale the metrics figures show (remedies.delta)"
+    )
+    parser.add_argument(
+        "--variants",
+        type=json.loads,
+        default=None,
+        help="the config's variants block as JSON: each arm's reference in the figures that pair them",
     )
     parser.add_argument(
         "--mid-accuracy",

@@ -249,12 +249,18 @@ def bias_profiles(profiles: pd.DataFrame, iterations: pd.DataFrame, path) -> Non
     save(fig, path)
 
 
-def mechanism_controls(matrices: pd.DataFrame, failure: pd.DataFrame, path, baseline: str, mid_accuracy: float) -> None:
+def mechanism_controls(
+    matrices: pd.DataFrame, failure: pd.DataFrame, path, variants: dict, mid_accuracy: float
+) -> None:
     """Each arm's B (query i down, key j across) beside its failure rate by flag position at its own
     mid-training checkpoint (the evidence stage's rule: the first checkpoint where its mean accuracy over
-    seeds reaches ``mid_accuracy``), mean over seeds with a 95% band, the baseline's curve at its own
-    mid-training drawn in grey beside it; one row per arm (variant, L, depth)."""
+    seeds reaches ``mid_accuracy``), mean over seeds with a 95% band, its reference's curve (the evidence
+    stage's pairing of ``variants``: the variant without a remedy and with the same model and training) at
+    its own mid-training drawn in grey beside it; one row per arm (variant, L, depth)."""
     from lostmid.evidence.blog_claims import mid_training_step
+    from lostmid.evidence.inputs import Inputs
+
+    pairing = Inputs(variants=variants, model={})
 
     arms = [key for key, _ in matrices.groupby(FIT_KEYS) if key[0] in set(failure.variant)]
     if not arms:
@@ -274,7 +280,7 @@ def mechanism_controls(matrices: pd.DataFrame, failure: pd.DataFrame, path, base
     for (heat, curve), (variant, L, depth) in zip(axes, arms):
         part = matrices[(matrices.variant == variant) & (matrices.L == L) & (matrices.depth == depth)]
         draw_bias(heat, part, L, f"B of {variant}")
-        for name, color in ((baseline, "0.6"), (variant, "C0")):
+        for name, color in ((pairing.reference(variant), "0.6"), (variant, "C0")):
             step, data = at_mid(name, L, depth)
             label = f"{name}: " + (f"step {step}" if step is not None else f"never reaches {mid_accuracy:g}")
             if not data.empty:
