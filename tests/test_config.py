@@ -647,3 +647,12 @@ def test_an_overlay_declares_its_base_and_alone_gets_the_command_that_runs_it(pa
         f"name its base first: snakemake --cores all --configfile {' '.join([*bases, name])}"
     )
     cfg.read_merged([*bases, name])  # after its base: accepted
+
+
+def test_an_overlay_named_from_outside_the_repository_gets_its_absolute_paths(tmp_path, monkeypatch):
+    """Run from another directory (snakemake --directory), the command line names the files as given."""
+    monkeypatch.chdir(tmp_path)
+    overlay, base = REPO / "config" / "validation.yaml", REPO / "config" / "config.yaml"
+    with pytest.raises(ConfigError) as err:
+        cfg.read_merged([overlay])
+    assert str(err.value).endswith(f"name its base first: snakemake --cores all --configfile {base} {overlay}")

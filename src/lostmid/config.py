@@ -240,7 +240,7 @@ def check_bases(paths) -> None:
 def _shown(path) -> str:
     """``path`` as a person would type it here: relative to the working directory when under it."""
     relative = os.path.relpath(path)
-    return path if relative.startswith("..") else relative
+    return str(path) if relative.startswith("..") else relative
 
 
 def load(*paths, schema_path=schema.SCHEMA) -> dict:
