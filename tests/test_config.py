@@ -421,7 +421,7 @@ def test_every_figure_and_page_names_a_function_taking_its_tables_the_path_and_i
             )
 
 
-# --- No silently wrong value (issue 25) -----------------------------------------------------------
+# --- No silently wrong value -----------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -606,7 +606,7 @@ def run_launcher(tmp_path, *config_files):
 
 def test_lostmid_snakemake_refuses_a_missing_or_unparsable_configfile_in_one_line_before_snakemake(tmp_path):
     """Snakemake reads --configfile before the Snakefile runs: a missing file ends in its traceback and a
-    YAML error names no line (issue 25, item 9). The launcher checks them first."""
+    YAML error names no line. The launcher checks them first."""
     missing = run_launcher(tmp_path, tmp_path / "nope.yaml")
     assert missing.returncode == 2 and "Traceback" not in missing.stderr
     assert missing.stderr.strip().splitlines()[-1] == (

@@ -543,7 +543,7 @@ def test_a_bias_that_favours_recent_keys_is_supported_its_mirror_and_a_self_atte
     mirror = ramp.assign(bias=-ramp.bias)
     (row,) = run_claim("fitted_bias_weights_recent_keys", bias_matrix=mirror, bias_summary=summary)
     assert row["verdict"] == "contradicted"
-    # The old statistic's trap (issue 21): a diagonal spike with flat other lags has no recency preference.
+    # The old statistic's trap: a diagonal spike with flat other lags has no recency preference.
     spike = bias_matrix_table(lambda i, j: 4.1 if i == j else -0.3)
     (row,) = run_claim("fitted_bias_weights_recent_keys", bias_matrix=spike, bias_summary=summary)
     assert row["verdict"] == "contradicted" and abs(row["estimate"]) < 1e-9
@@ -580,7 +580,7 @@ def test_a_whole_profile_fit_that_gives_a_voiceless_last_position_its_share_keep
 @pytest.mark.parametrize(
     "summary, failed",
     [
-        (summary_table(before=0.063, after=0.131), "bias_fit_flattens_profile is contradicted"),  # issue 21: made worse
+        (summary_table(before=0.063, after=0.131), "bias_fit_flattens_profile is contradicted"),  # made worse
         (
             summary_table(share_before=0.015, share_after=0.0003),
             "bias_fit_keeps_context_share is contradicted",

@@ -256,7 +256,7 @@ def test_without_positions_the_model_has_no_position_embedding_and_order_still_m
 
 def test_a_checkpoint_made_from_another_attention_bias_is_refused_naming_both_digests(tmp_path, capsys):
     """The fitted B is an input of a bias variant's runs: its digest is in the checkpoint's fingerprint,
-    and a segment continued with another B refuses the checkpoint (issue 25: a step-0 checkpoint
+    and a segment continued with another B refuses the checkpoint (a step-0 checkpoint
     initialized from another fit was trained on, 10 tables differed)."""
     import json
 

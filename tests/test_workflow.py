@@ -404,7 +404,7 @@ def test_a_retried_job_keeps_the_log_of_every_attempt(tmp_path):
     ) == ["1"]
 
 
-# --- A damaged input is repaired, not propagated (issue 25) ----------------------------------------
+# --- A damaged input is repaired, not propagated ----------------------------------------
 
 BALANCE_TABLES = [
     f"results/{name}/balance/L8_M1_seed0.parquet"

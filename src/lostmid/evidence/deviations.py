@@ -42,7 +42,7 @@ DEVIATIONS: list[Deviation] = [
     ),
     Deviation(
         "slope_margin_from_words",
-        "2026-12-03 (issue 33)",
+        "2026-12-03",
         "slope_margin log 2: a doubling of the odds of failure from first to last position",
         "the smallest effect of the blog's 'gets worse and worse' (a) and 'does not have the previous preference' (e)",
         "slope_margin 0.5",
@@ -52,7 +52,7 @@ DEVIATIONS: list[Deviation] = [
     ),
     Deviation(
         "speed_margin_from_words",
-        "2026-12-03 (issue 33)",
+        "2026-12-03",
         "speed_margin 0.05: a third of the baseline's mean failure over training (1.5 times as fast)",
         "the smallest effect of the blog's 'trains much faster' (d)",
         "speed_margin 0.02",
@@ -62,7 +62,7 @@ DEVIATIONS: list[Deviation] = [
     ),
     Deviation(
         "init_growth_margin_from_words",
-        "2026-12-03 (issue 33)",
+        "2026-12-03",
         "init_growth_margin 5 orders, density_growth_margin 10 orders",
         "the smallest effect of the blog's '~10^6 after 4 layers' (b), to within an order of magnitude",
         "init_growth_margin 1 order for both measures",
@@ -72,7 +72,7 @@ DEVIATIONS: list[Deviation] = [
     ),
     Deviation(
         "imbalance_ratio_from_words",
-        "2026-12-03 (issue 33)",
+        "2026-12-03",
         "imbalance_ratio 0.25",
         "the paper's 'Algorithm 3 strongly reduces its scalar trace target': at least a factor 4",
         "imbalance_ratio 0.5",
@@ -82,7 +82,7 @@ DEVIATIONS: list[Deviation] = [
     ),
     Deviation(
         "z_growth_margin_from_words",
-        "2026-12-03 (issue 33)",
+        "2026-12-03",
         "z_growth_margin log 2",
         "the paper's 'Algorithm 1 more than doubles Z'",
         "the margin algebraic_tolerance (0.001)",

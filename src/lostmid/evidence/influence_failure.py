@@ -1,4 +1,4 @@
-"""Influence predicts failure (issue 34; docs/evidence.md, "Influence predicts failure"): the blog's
+"""Influence predicts failure (docs/evidence.md, "Influence predicts failure"): the blog's
 middle link, "possibly the reason the network loses things from the end of the sequence is" that
 late tokens have less influence, tested on the flag-recall runs.
 

@@ -36,7 +36,7 @@ def overhead_effect(column: str, what: str):
 def time_effect(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> PerSeed:
     """The time overhead, by the process's CPU time per step: the load of other processes on the machine
     stretches wall-clock time, not the CPU time the step itself takes (torch's threads are fixed per job),
-    so the ratio no longer follows the machine's load (issue 33; benchmarks/bench_overhead_load.py shows a
+    so the ratio no longer follows the machine's load (benchmarks/bench_overhead_load.py shows a
     loaded and an idle run agree). A train table written before the CPU-time column falls back on the
     wall-clock time, and its method says so."""
     train = inputs.train

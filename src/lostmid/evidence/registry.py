@@ -75,7 +75,7 @@ CLAIMS: list[Claim] = [
         family=BLOG,
         kind=CLAIM,
     ),
-    # (a) and (e) again with a model-free statistic (estimator robustness, issue 33): outside the family,
+    # (a) and (e) again with a model-free statistic (estimator robustness): outside the family,
     # since they re-estimate the same claims; the note says where the two verdicts differ.
     Claim(
         "failure_rises_with_position_model_free",
@@ -449,7 +449,7 @@ CLAIMS: list[Claim] = [
     *LENGTH_CLAIMS,
 ]
 
-# Influence predicts failure (issue 34): the blog's middle link, its own family.
+# Influence predicts failure: the blog's middle link, its own family.
 CLAIMS += INFLUENCE_FAILURE_CLAIMS
 
 CLAIMS += mc.MECHANISM_CLAIMS  # controls for the fix (docs/remedies.md): their own family

@@ -42,7 +42,7 @@ from lostmid.tables.summaries import accuracy_per_checkpoint
 MATCHED = "own mid-training (matched accuracy)"
 LAST = "last common checkpoint"
 # Each seed of each arm where its own accuracy crosses the mid-training level, interpolated between checkpoints
-# (issue 33: the checkpoint grid left Algorithm 1 at 0.923 against the baseline's 0.762 at "matched" accuracy).
+# (the checkpoint grid left Algorithm 1 at 0.923 against the baseline's 0.762 at "matched" accuracy).
 INTERPOLATED = "matched accuracy, interpolated between checkpoints"
 # The position shift's two checkpoints: the last (the reading fixed first), and the mid-training checkpoint of the
 # uniform-law reference, both arms at that step (added after the validation run's shift did not bite at the last

@@ -46,7 +46,7 @@ def with_run_keys(df: pd.DataFrame, spec: dict, step: int | None = None) -> pd.D
 
 # The columns of every per-run table (lostmid.jobs.RUN_TABLES and the training log), each with the
 # kind of its values: declared once, checked whenever a table is read (``read``). A kind ending in "?" is a
-# column added later (issue 33) that a table written before may lack; its readers say what they do then.
+# column added later that a table written before may lack; its readers say what they do then.
 _RUN = {"variant": "string", "L": "integer", "depth": "integer", "seed": "integer", "step": "integer"}
 RUN_TABLE_COLUMNS = {
     "train": {
