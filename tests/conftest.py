@@ -96,6 +96,12 @@ def run_snakemake(workdir: Path, *args, configfile=None, check: bool = True, tim
     return result
 
 
+def lostmid(*args, cwd) -> subprocess.CompletedProcess:
+    """``lostmid ARGS`` (the console entry point of this checkout's package) run in ``cwd``."""
+    code = "from lostmid.cli.main import run; run()"
+    return subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, capture_output=True, text=True)
+
+
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory):
     """The whole DAG of config/smoke.yaml, run once per session in a temp dir: (workdir, config)."""
