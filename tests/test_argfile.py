@@ -4,13 +4,17 @@ the job fails, and ``lostmid @ARGS`` reruns the job by hand."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import types
 
 import pytest
 
 from lostmid.cli import argfile
 from lostmid.cli.main import parse
+
+from conftest import REPO, lostmid, run_snakemake
 
 SETTINGS = '{"lengths": [8, 16], "note": "two words", "quote": "it\'s"}'
 
@@ -73,3 +77,31 @@ def test_a_rules_shell_writes_the_file_when_snakemake_formats_it(tmp_path):
         "--out",
         "results/init.parquet",
     ]
+
+
+@pytest.mark.slow
+def test_a_failed_job_shows_its_error_line_and_a_short_shell_line(tmp_path):
+    """A training segment whose checkpoint is missing fails: Snakemake's report of the job echoes
+    the short shell line, and the job's error line stands out beside it; `lostmid @ARGS` reruns the
+    job by hand, with the same error on the terminal."""
+    (tmp_path / "config.yaml").write_text((REPO / "config" / "smoke.yaml").read_text())
+    for seed in (0, 1):  # a folder where the block's first checkpoints should be: "does not exist"
+        (tmp_path / f"results/checkpoints/baseline/L8_M1_seed{seed}/step0.pt").mkdir(parents=True)
+    failed = run_snakemake(tmp_path, "results/checkpoints/baseline/L8_M1_seed0/step10.pt", check=False)
+    assert failed.returncode != 0
+    log = "results/logs/train/baseline/L8_M1_seeds0-1_step10.log"
+    arguments = "results/logs/train/baseline/L8_M1_seeds0-1_step10.args"
+    shell = f"lostmid --log {log} --attempt 1 @{arguments}"
+    # Snakemake echoes the shell twice: "Command 'set -euo pipefail;  SHELL' returned non-zero exit
+    # status 2." and, under "Error in rule ...", the job's shell: entry
+    echoed = [line.strip() for line in failed.stderr.splitlines() if "lostmid --log" in line]
+    assert len(echoed) == 2 and re.fullmatch(rf"Command '[^']*;\s+{re.escape(shell)}' returned .*", echoed[0])
+    assert echoed[1] == shell and len(shell) < 200, echoed
+    missing = "results/checkpoints/baseline/L8_M1_seed0/step0.pt"
+    error = f"lostmid train: error: checkpoint {missing} does not exist"
+    assert f"{error} (log: {log})" in failed.stderr.splitlines()
+    words = (tmp_path / arguments).read_text().splitlines()
+    assert words[:2] == ["train", "--spec"] and json.loads(words[2])["variant"] == "baseline"
+    # by hand, the output goes to the terminal
+    by_hand = lostmid(f"@{arguments}", cwd=tmp_path)
+    assert by_hand.returncode == 2 and error in by_hand.stderr.splitlines()
