@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -94,6 +95,22 @@ def run_snakemake(workdir: Path, *args, configfile=None, check: bool = True, tim
     if check and result.returncode:
         raise AssertionError(f"snakemake {' '.join(args)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}")
     return result
+
+
+def lostmid(*args, cwd) -> subprocess.CompletedProcess:
+    """``lostmid ARGS`` (the console entry point of this checkout's package) run in ``cwd``."""
+    code = "from lostmid.cli.main import run; run()"
+    return subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, capture_output=True, text=True)
+
+
+def lostmid_arguments(workdir: Path, shell: str) -> list[str]:
+    """The arguments of the ``lostmid`` command of a job's shell as Snakemake prints it
+    (``lostmid --log LOG --attempt N @ARGS``): the lines of its arguments file ARGS, which Snakemake
+    wrote in ``workdir`` when it formatted the shell (lostmid.cli.argfile), a dry run's too."""
+    words = shlex.split(shell)
+    assert len(words) == 6 and words[:2] == ["lostmid", "--log"] and words[3] == "--attempt", shell
+    assert words[5].startswith("@"), shell
+    return (workdir / words[5].removeprefix("@")).read_text().splitlines()
 
 
 @pytest.fixture(scope="session")

@@ -5,15 +5,7 @@ a failed command prints one line to the terminal, its error and the log's path, 
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
-from conftest import REPO
-
-
-def lostmid(*args, cwd):
-    code = "from lostmid.cli.main import run; run()"
-    return subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, capture_output=True, text=True)
+from conftest import REPO, lostmid
 
 
 def test_a_failing_command_prints_its_one_error_line_and_the_log_path(tmp_path):

@@ -41,7 +41,7 @@ import yaml
 from lostmid.core import devices
 from lostmid.tables.keys import without_measurements
 
-from conftest import REPO
+from conftest import REPO, lostmid_arguments
 
 SCRIPT = REPO / "scripts" / "slurm_cluster.sh"
 PROFILE = REPO / "profiles" / "slurm"
@@ -70,8 +70,8 @@ def snakemake(workdir: Path, *args, env=None, timeout=300) -> subprocess.Complet
 
 
 def dry_run_jobs(workdir: Path, *args) -> list[dict]:
-    """Every job of a dry run: its rule, outputs, resources (as Snakemake resolved them) and shell
-    command. The jobs of a group are listed indented under ``Group job <group>``."""
+    """Every job of a dry run: its rule, outputs, resources (as Snakemake resolved them), shell
+    command and ``lostmid`` arguments. The jobs of a group are listed indented under ``Group job <group>``."""
     result = snakemake(workdir, "--dry-run", *args, timeout=120)
     assert result.returncode == 0, result.stdout[-3000:]
     jobs = []
@@ -79,13 +79,14 @@ def dry_run_jobs(workdir: Path, *args) -> list[dict]:
         rule = re.match(r"\s*(?:local)?rule (\S+):", block).group(1)
         output = re.search(r"^\s+output: (.*)$", block, re.M)
         resources = re.search(r"^\s+resources: (.*)$", block, re.M)
-        shell = re.search(r"^Shell command: (.*)$", block, re.M)
+        shell = re.search(r"^Shell command: (lostmid .*)$", block, re.M)  # rule all's: "None"
         jobs.append(
             {
                 "rule": rule,
                 "output": output.group(1) if output else "",
                 "resources": dict(kv.split("=", 1) for kv in resources.group(1).split(", ")) if resources else {},
                 "shell": shell.group(1) if shell else "",
+                "arguments": lostmid_arguments(workdir, shell.group(1)) if shell else [],
             }
         )
     return jobs
@@ -135,7 +136,7 @@ def test_the_slurm_profile_asks_a_gpu_for_the_model_rules_only(smoke_workdir, sm
             assert gpu == "1", where
         else:
             assert gpu in (None, "0"), where
-        assert "--device" in job["shell"] or not is_model_rule(job["rule"]), where
+        assert "--device" in job["arguments"] or not is_model_rule(job["rule"]), where
         assert int(job["resources"]["runtime"]) > 0 and int(job["resources"]["mem_mb"]) > 0
         # every rule logs each attempt separately (test_a_retried_job_keeps_the_log_of_each_attempt)
         # one log per attempt (lostmid.cli.joblog)

@@ -22,7 +22,7 @@ from lostmid.evidence import claims
 from lostmid.evidence import overhead_claims as oc
 from lostmid.evidence import validation_claims as vc
 
-from conftest import REPO, model_config, run_snakemake
+from conftest import REPO, lostmid_arguments, model_config, run_snakemake
 
 SCHEDULE = {"steps": 1500, "every": 250}
 VARIANTS = {
@@ -412,19 +412,16 @@ def test_the_pilot_shares_the_validation_arms_on_seeds_the_validation_run_never_
 def test_the_figures_job_of_the_validation_run_passes_only_options_lostmid_figures_takes(tmp_path):
     """The loss-free profiles are a per-run table of the validation run but not a figure's table: the
     figures job must not pass them (`lostmid figures` would stop on an unknown option)."""
-    import shlex
-
     from lostmid.cli.main import build_parser
 
     merged = lostmid_config.read_merged([REPO / "config/config.yaml", REPO / "config/validation.yaml"])
     merged.pop("base")  # written out, the merged config stands alone
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(merged))
     dry = run_snakemake(tmp_path, "--dry-run", "--printshellcmds", "figures")
-    (command,) = [
-        line for line in dry.stdout.splitlines() if line.startswith("Shell command: lostmid ") and " figures " in line
-    ]
-    words = shlex.split(command.removeprefix("Shell command: "))
-    build_parser().parse_args(words[1:])  # exits (SystemExit) on an unknown option
+    shells = [line.removeprefix("Shell command: ") for line in dry.stdout.splitlines()]
+    commands = [lostmid_arguments(tmp_path, shell) for shell in shells if shell.startswith("lostmid ")]
+    (words,) = [command for command in commands if command[0] == "figures"]
+    build_parser().parse_args(words)  # exits (SystemExit) on an unknown option
     assert "--observability" not in words and "--metrics" in words
 
 

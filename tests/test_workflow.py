@@ -19,7 +19,7 @@ import lostmid.jobs
 from lostmid import config as lostmid_config
 from lostmid.tables.keys import without_measurements
 
-from conftest import REPO, SCHEMA, run_snakemake
+from conftest import REPO, SCHEMA, lostmid_arguments, run_snakemake
 
 pytestmark = pytest.mark.slow
 
@@ -498,14 +498,12 @@ def test_every_per_run_table_has_its_declared_columns(smoke_run):
         assert files and list(keys.read(files, name).columns) == list(keys.RUN_TABLE_COLUMNS[name]), name
 
 
-def lostmid_commands(dry_run: str) -> list[str]:
-    """The ``lostmid`` command of each job a dry run with --printshellcmds shows, without the log options
-    every rule's shell puts first (``lostmid --log PATH --attempt N COMMAND ...``)."""
-    shells = [line.removeprefix("Shell command: ") for line in dry_run.splitlines() if "lostmid " in line]
+def lostmid_commands(workdir, dry_run: str) -> list[str]:
+    """The ``lostmid`` command of each job a dry run with --printshellcmds shows, its arguments read
+    from the job's arguments file (``lostmid --log LOG --attempt N @ARGS``) and joined by spaces."""
+    shells = [line.removeprefix("Shell command: ") for line in dry_run.splitlines()]
     return [
-        re.sub(r"^lostmid --log \S+ --attempt \d+ ", "lostmid ", shell)
-        for shell in shells
-        if shell.startswith("lostmid ")
+        " ".join(["lostmid", *lostmid_arguments(workdir, shell)]) for shell in shells if shell.startswith("lostmid ")
     ]
 
 
@@ -521,7 +519,7 @@ def test_each_bias_fit_job_runs_its_own_variant_with_the_training_seeds(tmp_path
         "results/bias_fit_summary/debiased_L8_M1.parquet",
         "results/bias_fit_summary/debiased_context_L8_M1.parquet",
     ).stdout
-    commands = [line for line in lostmid_commands(out) if line.startswith("lostmid bias-fit ")]
+    commands = [line for line in lostmid_commands(tmp_path, out) if line.startswith("lostmid bias-fit ")]
     assert len(commands) == 2
     for variant in ("debiased", "debiased_context"):
         (command,) = [c for c in commands if f"--out-summary results/bias_fit_summary/{variant}_L8_M1.parquet" in c]
@@ -537,7 +535,7 @@ def test_every_job_that_reads_a_bias_variants_checkpoints_is_given_its_fitted_bi
     config["architectures"]["flag"] = {**config["architectures"].get("flag", {}), "variants": ["debiased"]}
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     out = run_snakemake(tmp_path, "--dry-run", "--printshellcmds", "--forceall").stdout
-    commands = [tuple(line.removeprefix("lostmid ").split(" ", 1)) for line in lostmid_commands(out)]
+    commands = [tuple(line.removeprefix("lostmid ").split(" ", 1)) for line in lostmid_commands(tmp_path, out)]
     readers = {(name, args) for name, args in commands if name != "init" and "results/checkpoints/debiased/" in args}
     assert {name for name, _ in readers} == {
         "train",

@@ -23,6 +23,7 @@ rule algebraic:
         gpu=0,
     params:
         settings=jobs.settings_json(config, AlgebraicSettings),
+        arguments=ARGUMENTS_FILE,
     shell:
         logged(
             "lostmid algebraic --threads {threads} --settings {params.settings:q}"

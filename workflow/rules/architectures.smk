@@ -33,6 +33,7 @@ rule architectures_sweep:
     params:
         device=config["device"],
         settings=config_json("architectures", exclude=("flag", "pretrained", "text")),
+        arguments=ARGUMENTS_FILE,
     shell:
         logged(
             "lostmid architectures --device {params.device} --threads {threads} --settings {params.settings:q}"
@@ -70,6 +71,7 @@ rule architectures_pretrained:
     params:
         device=config["device"],
         settings=config_json("architectures", ("pretrained", "text")),
+        arguments=ARGUMENTS_FILE,
     shell:
         logged(
             "lostmid architectures-pretrained --device {params.device} --threads {threads} --settings {params.settings:q}"
@@ -109,6 +111,7 @@ rule architectures_flag:
         device=config["device"],
         settings=config_json("architectures", ("flag",)),
         runs=canonical_json(ARCHITECTURE_FLAG_RUNS),
+        arguments=ARGUMENTS_FILE,
     shell:
         logged(
             "lostmid architectures-flag --device {params.device} --threads {threads} --settings {params.settings:q}"

@@ -34,6 +34,7 @@ for block in jobs.stage_blocks(BLOCKS, "channels"):
             device=config["device"],
             bias=bias_option(block),
             settings=jobs.settings_json(config, ChannelSettings),
+            arguments=ARGUMENTS_FILE,
         shell:
             logged(
                 "lostmid channels --spec {params.spec:q} --seeds {params.seeds} --device {params.device} --threads {threads}"

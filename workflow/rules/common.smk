@@ -17,6 +17,7 @@ from lostmid.analysis.settings import (
     StructuralSettings,
     TraceSettings,
 )
+from lostmid.cli import argfile
 from lostmid.config import canonical_json
 from lostmid.evidence.settings import EvidenceSettings
 
@@ -41,9 +42,23 @@ def attempt_number(wildcards, attempt):
     return attempt
 
 
+# A job's arguments go to a file beside its log (lostmid.cli.argfile), so that the shell Snakemake
+# runs, prints and echoes when the job fails is one short line: `lostmid --log LOG --attempt N @ARGS`.
+# The file is written when Snakemake formats the shell (a dry run with --printshellcmds too): the
+# rule's command is the format spec of its param `arguments` (ARGUMENTS_FILE), whose fields Snakemake
+# fills in as in any shell before the param turns the command into the file. The rule's shell text,
+# which Snakemake compares to rerun a job whose code changed, still holds the whole command; the
+# param itself is no rerun trigger (Snakemake records no value it cannot represent).
+ARGUMENTS_FILE = argfile.ARGUMENTS_FILE
+
+
 def logged(command):
-    """A rule's shell: the ``lostmid ...`` ``command`` with its output in this attempt's log."""
-    return "lostmid --log {log} --attempt {resources.attempt}" + command.removeprefix("lostmid")
+    """A rule's shell: the ``lostmid ...`` ``command`` with its output in this attempt's log and its
+    arguments in a file (the param ``arguments=ARGUMENTS_FILE`` of every rule that runs one)."""
+    # The format spec: the log's path, a newline, the arguments and a newline (a spec ending in q or
+    # u would tell Snakemake to quote the field or not).
+    arguments = command.removeprefix("lostmid ")
+    return f"lostmid --log {{log}} --attempt {{resources.attempt}} @{{params.arguments:{{log}}\n{arguments}\n}}"
 
 
 # A bias variant's block: its fitted attention bias is an input of init and of every job that reads

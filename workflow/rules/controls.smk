@@ -38,6 +38,7 @@ for control in CONTROLS:
             settings=control.fit.settings,
             training_seeds=control.fit.training_seeds,
             device=config["device"],
+            arguments=ARGUMENTS_FILE,
         shell:
             logged(
                 "lostmid bias-control --variant {params.variant} --rule {params.rule} --seed {params.seed}"

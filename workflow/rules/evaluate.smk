@@ -37,6 +37,7 @@ for block in jobs.stage_blocks(BLOCKS, "evaluate"):
             bias=bias_option(block),
             evaluation=config_json("evaluation"),
             influence=jobs.settings_json(config, InfluenceSettings),
+            arguments=ARGUMENTS_FILE,
         shell:
             logged(
                 "lostmid evaluate --spec {params.spec:q} --seeds {params.seeds} --device {params.device} --threads {threads}"

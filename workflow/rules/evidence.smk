@@ -33,6 +33,7 @@ rule evidence:
         settings=jobs.settings_json(config, EvidenceSettings),
         variants=canonical_json(config["variants"]),
         model=config_json("model"),
+        arguments=ARGUMENTS_FILE,
     shell:
         logged(
             "lostmid evidence --threads {threads} --settings {params.settings:q} --variants {params.variants:q} --model {params.model:q} "

@@ -48,6 +48,7 @@ rule figures:
         mid_accuracy=config["evidence"]["mid_accuracy"],
         variants=config_json("variants"),
         steps=" ".join(str(s) for s in config["remedies"].get("plot_steps", [])),  # none: the middle and last
+        arguments=ARGUMENTS_FILE,
     shell:
         logged(
             "lostmid figures --threads {threads} "

@@ -40,6 +40,7 @@ for stage, (command, settings_class) in BLOCK_CHECKS.items():
                 bias=bias_option(block),
                 settings=jobs.settings_json(config, settings_class),
                 command=command.removeprefix("lostmid "),  # a param: the shell is read when the job runs
+                arguments=ARGUMENTS_FILE,
             shell:
                 logged(
                     "lostmid {params.command} --spec {params.spec:q} --seeds {params.seeds} --device {params.device}"
@@ -71,6 +72,7 @@ rule influence_baselines:
         model=config_json("model"),
         init_sweep=jobs.settings_json(config, InitSweepSettings),
         structural=jobs.settings_json(config, StructuralSettings),
+        arguments=ARGUMENTS_FILE,
     shell:
         logged(
             "lostmid influence-baselines --device {params.device} --threads {threads} --model {params.model:q}"

@@ -27,6 +27,7 @@ if LENGTH:
             device=config["device"],
             model=config_json("model"),
             settings=jobs.settings_json(config, LengthSettings),
+            arguments=ARGUMENTS_FILE,
         shell:
             logged(
                 "lostmid length-init --device {params.device} --threads {threads} --model {params.model:q}"
@@ -55,6 +56,7 @@ if LENGTH:
             model=config_json("model"),
             settings=jobs.settings_json(config, LengthSettings),
             fit=jobs.length_fit_json(config),
+            arguments=ARGUMENTS_FILE,
         shell:
             logged(
                 "lostmid length-fit --threads {threads} --model {params.model:q} --settings {params.settings:q}"

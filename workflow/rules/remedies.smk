@@ -35,6 +35,7 @@ for fit in FITS:
             settings=fit.settings,
             training_seeds=fit.training_seeds,
             device=config["device"],
+            arguments=ARGUMENTS_FILE,
         shell:
             logged(
                 "lostmid bias-fit --variant {params.variant} --fit-model {params.fit_model}"
@@ -71,6 +72,7 @@ rule remedies_table:
     params:
         variants=jobs.remedy_sections(config),
         settings=config_json("remedies", exclude=("plot_steps",)),
+        arguments=ARGUMENTS_FILE,
     shell:
         logged(
             "lostmid remedies-table --threads {threads} --variants {params.variants:q}"

@@ -26,6 +26,7 @@ rule retrieval_job:
         device=config["device"],
         settings=config_json("retrieval"),
         twin=lambda wildcards: "--twin" if wildcards.weights == "twin" else "",
+        arguments=ARGUMENTS_FILE,
     shell:
         logged(
             "lostmid retrieval --device {params.device} --threads {threads} --settings {params.settings:q}"
@@ -59,6 +60,7 @@ rule retrieval_summary:
         gpu=0,
     params:
         settings=config_json("retrieval"),
+        arguments=ARGUMENTS_FILE,
     shell:
         logged(
             "lostmid retrieval-summary --threads {threads} --settings {params.settings:q} --jobs {input}"
@@ -89,6 +91,7 @@ rule retrieval:
         settings=jobs.settings_json(config, EvidenceSettings),
         variants=canonical_json(config["variants"]),
         model=config_json("model"),
+        arguments=ARGUMENTS_FILE,
     shell:
         logged(
             "lostmid evidence --threads {threads} --settings {params.settings:q} --variants {params.variants:q}"

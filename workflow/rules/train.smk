@@ -32,6 +32,7 @@ for block in BLOCKS:
             seeds=block.seed_list,
             device=config["device"],
             bias=bias_option(block),
+            arguments=ARGUMENTS_FILE,
         shell:
             logged(
                 "lostmid init --spec {params.spec:q} --seeds {params.seeds} --device {params.device}"
@@ -70,6 +71,7 @@ for block in BLOCKS:
             device=config["device"],
             steps=block.every,
             bias=bias_option(block),
+            arguments=ARGUMENTS_FILE,
         shell:
             logged(
                 "lostmid train --spec {params.spec:q} --seeds {params.seeds} --device {params.device} --threads {threads}"

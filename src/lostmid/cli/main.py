@@ -43,7 +43,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="lostmid", description=__doc__.splitlines()[0])
+    # `lostmid @FILE` reads arguments from FILE, one a line: how the rules pass theirs (lostmid.cli.argfile)
+    parser = argparse.ArgumentParser(prog="lostmid", description=__doc__.splitlines()[0], fromfile_prefix_chars="@")
     parser.add_argument("--log", default=None, help="write the output to this log, per attempt (lostmid.cli.joblog)")
     parser.add_argument("--attempt", type=int, default=1, help="Snakemake's attempt number ({resources.attempt})")
     sub = parser.add_subparsers(dest="command", required=True)
