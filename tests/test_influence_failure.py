@@ -191,3 +191,27 @@ def test_the_arms_flatness_and_preference_are_read_at_each_arms_own_mid_training
         np.log(0.5)
     )
     assert preference["baseline"].mean() > preference["flat"].mean() > 0
+
+
+def across_arms_inputs(direction: int) -> claims.Inputs:
+    """Four arms at their mid-training: E_inf 1, 2, 4, 8 (flatter first); the late-minus-early preference
+    rises with E_inf (direction 1: the flatter arm prefers early flags less) or falls (direction -1)."""
+    rises = {f"arm{k}": 1.25 + direction * 0.5 * (k - 1.5) for k in range(4)}  # 0.5 .. 2: all reach 0.75
+    failure = pd.concat([failure_rows(arm, rise=rise, seed=k) for k, (arm, rise) in enumerate(rises.items())])
+    metrics = pd.DataFrame(
+        [
+            dict(variant=arm, L=L, depth=DEPTH, seed=s, step=step, delta=EV.delta, E_inf=2.0**k)
+            for k, arm in enumerate(rises)
+            for s in SEEDS
+            for step in (0, MID)
+        ]
+    )
+    return claims.Inputs(variants={arm: {} for arm in rises}, model={}, failure=failure, metrics=metrics)
+
+
+@pytest.mark.parametrize("direction, verdict", [(1, "supported"), (-1, "contradicted")])
+def test_across_arms_a_planted_link_is_supported_and_a_reversed_one_contradicted(direction, verdict):
+    row = claims.evidence_table(across_arms_inputs(direction), EV, claims=[inf.ACROSS_ARMS]).iloc[0]
+    assert row.claim == "flatness_predicts_preference" and row.verdict == verdict, row.note
+    assert row.estimate == pytest.approx(direction * 1.0) and "arm3 (2.08" in row.note
+    assert row.family_size == 0  # outside the influence family: its adjusted interval is its own

@@ -9,7 +9,9 @@ input density m_j of ``results/influence`` and the conditioned one of ``results/
 at initialization (step 0) or at mid-training, failure at mid-training. Over seeds: Student t on
 rho. Rule: rho < 0, margin ``evidence.influence_failure_margin``. The rows are their own family.
 
-Across arms (the controls of the fix): ``flatness_predicts_preference``.
+Across arms (the controls of the fix): ``flatness_predicts_preference``, decided by the claim of the
+same name over the variants of one (L, depth) that reach mid-training (``ACROSS_ARMS``): outside any
+family (written after the mechanism run's other rows were seen; docs/remedies.md).
 """
 
 from __future__ import annotations
@@ -284,3 +286,57 @@ def flatness_predicts_preference(
         f"Spearman rho across {len(arms)} arms of the mean flatness against the mean preference; percentile "
         f"bootstrap {level:.0%} interval over seeds ({n_resamples} resamples, {pairing})",
     )
+
+
+def across_arms_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
+    """One setting per (L, depth) of the failure table that holds three or more variants."""
+    variants = sorted(set(inputs.failure.variant.astype(str)))
+    runs = sorted({run for name in variants for run in runs_of(inputs.failure, name)})
+    found = [
+        Setting("across arms", L, depth, None, "each arm at its own mid-training")
+        for L, depth in runs
+        if sum((L, depth) in runs_of(inputs.failure, name) for name in variants) >= 3
+    ]
+    if not found:
+        raise NotRun("no (L, depth) with three or more variants in the failure table")
+    return found
+
+
+def flatness_predicts_preference_across_arms(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+    """Across the arms of one (L, depth): does a flatter trained model prefer early flags less
+    (``flatness_predicts_preference``, rho > 0, margin ``influence_failure_margin``)? Arms that never
+    reach mid-training are left out and named."""
+    rule = dec.DecisionRule(
+        "greater_than_zero",
+        ev.influence_failure_margin,
+        ev.level,
+        "Spearman's rho across arms of the trained flatness (mean log E_inf at mid-training) against the "
+        "position preference (mean late minus early failure at mid-training)",
+    )
+    names = sorted(set(inputs.failure.variant.astype(str)))
+    arms = [name for name in names if (s.L, s.depth) in runs_of(inputs.failure, name)]
+    reached = [arm for arm in arms if mid_training_step(inputs.failure, arm, s.L, s.depth, ev.mid_accuracy)[0]]
+    left_out = sorted(set(arms) - set(reached))
+    if len(reached) < 3:
+        raise NotRun(f"fewer than three arms reach mid-training at L {s.L}, depth {s.depth}: {reached}")
+    flatness, preference = arm_flatness_and_preference(inputs, ev, reached, s.L, s.depth)
+    interval = flatness_predicts_preference(flatness, preference, ev.level)
+    note = (
+        "per arm (mean log E_inf, mean late minus early failure): "
+        + "; ".join(f"{arm} ({flatness[arm].mean():.3g}, {preference[arm].mean():.3g})" for arm in reached)
+        + (f"; left out (mid-training not reached): {', '.join(left_out)}" if left_out else "")
+    )
+    return Result(interval, rule, note)
+
+
+ACROSS_ARMS = Claim(
+    "flatness_predicts_preference",
+    "blog: a bias that flattens the profile removes the preference (the chain's last link), across arms",
+    "Spearman rho across arms of the mean log E_inf of the input density against the mean late minus early "
+    "failure, each arm at its own mid-training",
+    RHO,
+    ("failure", "metrics"),
+    across_arms_settings,
+    flatness_predicts_preference_across_arms,
+    kind=CLAIM,
+)

@@ -28,6 +28,7 @@ from lostmid.evidence.blog_claims import (
     init_settings,
 )
 from lostmid.evidence.fit_checks import bias_fit_flattens_profile, bias_fit_keeps_context_share, reading_settings
+from lostmid.evidence.influence_failure import ACROSS_ARMS
 from lostmid.evidence.influence_failure import CLAIMS as INFLUENCE_FAILURE_CLAIMS
 from lostmid.evidence.inputs import BLOG, CHECK, CLAIM, PAPER_VALIDATION, Claim, pair_settings
 from lostmid.evidence.length_claims import CLAIMS as LENGTH_CLAIMS
@@ -451,6 +452,7 @@ CLAIMS: list[Claim] = [
 
 # Influence predicts failure: the blog's middle link, its own family.
 CLAIMS += INFLUENCE_FAILURE_CLAIMS
+CLAIMS.append(ACROSS_ARMS)  # outside the family: written after the mechanism run's rows were seen
 
 CLAIMS += mc.MECHANISM_CLAIMS  # controls for the fix (docs/remedies.md): their own family
 
