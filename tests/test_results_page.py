@@ -184,6 +184,7 @@ def test_the_page_holds_every_section_of_the_run_stamped_with_its_config(smoke_r
     ):
         assert section in page
     assert "smoke.yaml` (sha256 " in page and "commit " in page and "Not in this run" not in page
+    assert "Written by `lostmid results-page --results " in page and "smoke.yaml --out " in page  # how to redo it
     evidence = pd.read_parquet(workdir / "results" / "evidence")
     assert headline(evidence) in page and page.count("| **") >= len(evidence)
     assert main(["results-page", "--results", str(workdir / "results"), "--config", str(config), "--headline"]) == 0

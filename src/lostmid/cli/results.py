@@ -20,7 +20,6 @@ from lostmid import io
 from lostmid.cli.registry import command
 from lostmid.errors import ConfigError
 
-PAGE_COMMAND = "lostmid results-page --results results --out docs/results.md"
 HEADLINE_START = "<!-- headline: lostmid results-page --results results --headline -->"
 HEADLINE_END = "<!-- /headline -->"
 
@@ -79,14 +78,28 @@ def _shown(path: Path) -> str:
         return str(Path(*path.parts[-2:]))
 
 
-def stamp(results: Path, configs: list[Path], at: str) -> str:
+def page_command(results: Path, configs: list[Path], label: str, beside: list[str], out: Path | None) -> str:
+    """The ``lostmid results-page`` command line that writes this page (paths as ``_shown``)."""
+    words = ["lostmid results-page", f"--results {_shown(results)}"]
+    if configs:
+        words.append("--config " + " ".join(_shown(path) for path in configs))
+    if label != "this run":
+        words.append(f"--label {label}")
+    if beside:
+        words.append("--beside " + " ".join(beside))
+    if out is not None:
+        words.append(f"--out {_shown(out)}")
+    return " ".join(words)
+
+
+def stamp(results: Path, configs: list[Path], at: str, command: str) -> str:
     evidence = results / "evidence" / "evidence.parquet"
     written = datetime.fromtimestamp(evidence.stat().st_mtime, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     files = ", ".join(
         f"`{_shown(path)}` (sha256 {hashlib.sha256(path.read_bytes()).hexdigest()[:12]})" for path in configs
     )
     return (
-        f"Written by `{PAGE_COMMAND}` from the tables of `{_shown(results)}` (evidence table written {written}); "
+        f"Written by `{command}` from the tables of `{_shown(results)}` (evidence table written {written}); "
         f"commit {at}; config {files or 'not given'}."
     )
 
@@ -207,7 +220,14 @@ def beside_section(evidence, label: str, beside: list[str]) -> list[str]:
     ]
 
 
-def page(results: Path, configs: list[Path], at: str, label: str = "this run", beside: list[str] = ()) -> str:
+def page(
+    results: Path,
+    configs: list[Path],
+    at: str,
+    label: str = "this run",
+    beside: list[str] = (),
+    out: Path | None = None,
+) -> str:
     from lostmid.evidence import claims
     from lostmid.evidence.report import headline, split_kinds, verdict_summary
 
@@ -215,7 +235,8 @@ def page(results: Path, configs: list[Path], at: str, label: str = "this run", b
     sources, checks = split_kinds(evidence)
     sections = [
         "# Results of a run\n",
-        stamp(results, configs, at) + " Regenerate it after a run; every number below is a table of that run.\n",
+        stamp(results, configs, at, page_command(results, configs, label, list(beside), out))
+        + " Regenerate it after a run; every number below is a table of that run.\n",
         "## Headline verdicts\n",
         "`lostmid results-page --results results --headline` (the README quotes it): one line per claim family.\n",
         headline(evidence),
@@ -261,6 +282,6 @@ def results_page(args):
     if args.headline:
         print(block, end="")
     elif args.out:
-        io.write_text(page(args.results, configs, at, args.label, args.beside), args.out)
+        io.write_text(page(args.results, configs, at, args.label, args.beside, args.out), args.out)
     elif not args.readme:
         print(page(args.results, configs, at, args.label, args.beside), end="")
