@@ -105,3 +105,10 @@ def test_a_failed_job_shows_its_error_line_and_a_short_shell_line(tmp_path):
     # by hand, the output goes to the terminal
     by_hand = lostmid(f"@{arguments}", cwd=tmp_path)
     assert by_hand.returncode == 2 and error in by_hand.stderr.splitlines()
+
+
+def test_formatted_without_a_command_the_field_names_itself_and_writes_nothing(tmp_path, monkeypatch):
+    """Snakemake's report lists a rule's params with an empty format spec: no log, no command, no file."""
+    monkeypatch.chdir(tmp_path)
+    assert format(argfile.ARGUMENTS_FILE, "") == f"{argfile.ARGUMENTS_FILE}" == "ARGUMENTS_FILE"
+    assert not any(tmp_path.iterdir())

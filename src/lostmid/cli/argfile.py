@@ -53,6 +53,8 @@ class ArgumentsFile:
     its command in the spec, whose fields Snakemake fills in before the field is formatted."""
 
     def __format__(self, spec: str) -> str:
+        if "\n" not in spec:  # formatted without a command (a report listing a rule's params): nothing to write
+            return repr(self)
         log, command = spec.split("\n", 1)
         return shlex.quote(str(write(log, shlex.split(command))))
 
