@@ -100,6 +100,25 @@ DEVIATIONS: list[Deviation] = [
         {"min_windows": 0},
         ("task_influence_predicts_retrieval", "free_influence_predicts_retrieval"),
     ),
+    Deviation(
+        "mechanism_fit_gate",
+        "2026-12-04",
+        "a fitted arm of the controls run is not evaluable when its fit failed its guard or a fit check",
+        "a verdict on an arm whose fit did not flatten its own held-out profile (debiased_own_jacobian: "
+        "-0.153, contradicted) is a verdict on a failed intervention, not on the fix",
+        "a fitted arm gated on its fit's guard only",
+        "the mechanism run's rows, in which debiased_own_jacobian's speed and accuracy rows were decided",
+        {"mechanism_gate": "guard"},
+        (
+            "arm_trains_faster",
+            "arm_has_less_position_preference",
+            "arm_has_less_late_minus_early_failure",
+            "arm_speed_as_literal",
+            "arm_slope_as_literal",
+            "arm_preference_as_literal",
+            "arm_keeps_accuracy",
+        ),
+    ),
 ]
 
 

@@ -2,9 +2,11 @@
 *arm* (a bias variant: a reading of the fix, or a control built from the literal reading's B,
 lostmid.analysis.bias_controls) against its baseline and against the literal reading, paired by seed.
 
-The rows form their own family (``MECHANISM``) for the family-wise correction. They are gated only on
-what this comparison needs: the reference learns, and a fitted arm passed its own guard; whether an
-arm flattens the profile is not a gate here but one of the measured properties
+The rows form their own family (``MECHANISM``) for the family-wise correction. They are gated on what
+this comparison needs: the reference learns, and a fitted arm's fit did what it is for (its guard and its
+checks on the fit model's held-out initializations, ``fit_checks.fit_not_evaluable``; the rule as first
+written gated on the guard alone: ``evidence.mechanism_gate``, a deviation). Whether an arm's B flattens
+the model it *trains* is not a gate but one of the measured properties
 (``arm_flattens_trained_model_at_init``), since which property carries the effect is the question.
 """
 
@@ -26,7 +28,7 @@ from lostmid.evidence.blog_claims import (
     mid_training_step,
     training_speed_per_seed,
 )
-from lostmid.evidence.fit_checks import fit_rows, gate
+from lostmid.evidence.fit_checks import fit_not_evaluable, fit_rows, gate
 from lostmid.evidence.inputs import (
     CHECK,
     CLAIM,
@@ -46,9 +48,15 @@ MECHANISM = "mechanism"  # the family of these rows (Claim.family)
 ARM_KINDS = ("bias", "control")  # lostmid.evidence.inputs: a control is a bias variant built by a rule
 
 
-def _guard_failed(inputs: Inputs, s: Setting) -> str | None:
-    """Why an arm is not evaluable because of its B: a fitted arm whose fit failed its own guard."""
-    for variant in {s.variant, s.reference} & set(inputs.of_kind("bias")):
+def _fit_failed(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> str | None:
+    """Why an arm is not evaluable because of its B: a fitted arm (or reference) whose fit did not do what
+    it is for (``fit_not_evaluable``), or, under ``mechanism_gate: guard``, only one that failed its guard."""
+    for variant in sorted({s.variant, s.reference} & set(inputs.of_kind("bias"))):
+        if ev.mechanism_gate == "fit_checks":
+            why = fit_not_evaluable(inputs, ev, variant, s.L, s.depth)
+            if why:
+                return f"{variant}: {why}"
+            continue
         try:
             part = fit_rows(inputs, replace(s, variant=variant))
         except NotRun as why:
@@ -77,7 +85,7 @@ def arm_settings(
         except NotRun:
             continue
         for s in settings:
-            why = None if s.missing else gate(_guard_failed(inputs, s), _never_learns(inputs, ev, s))
+            why = None if s.missing else gate(_fit_failed(inputs, ev, s), _never_learns(inputs, ev, s))
             found.append(replace(s, reading=s.variant, not_evaluable=why))
     if not found:
         raise NotRun("no bias or control variant in the failure table")
@@ -121,7 +129,7 @@ def literal_settings(
                 pair, missing=f"the literal reading {literal} has no failure rows at L {s.L}, depth {s.depth}"
             )
         else:
-            pair = replace(pair, not_evaluable=gate(pair.not_evaluable, _guard_failed(inputs, pair)))
+            pair = replace(pair, not_evaluable=gate(pair.not_evaluable, _fit_failed(inputs, ev, pair)))
         found.append(pair)
     if not found:
         raise NotRun(f"no arm beside the literal reading {literal} with its baseline")

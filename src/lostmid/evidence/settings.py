@@ -48,6 +48,10 @@ class EvidenceSettings:
     # The reference of that share: "flat_capped", min(share at B = 0, (L-1)/L), or "unbiased", the
     # share at B = 0 (the rule as first written: lostmid.evidence.deviations).
     share_reference: str
+    # What makes a fitted arm of the controls run not evaluable: "fit_checks", its fit failed its guard or
+    # did not do what it is for (lostmid.evidence.fit_checks.fit_not_evaluable); "guard", only a failed
+    # guard (the rule as first written: lostmid.evidence.deviations).
+    mechanism_gate: str
     # Influence predicts failure (docs/evidence.md, "Influence predicts failure"): the blog's "the reason"
     # implies a strong monotone link; Spearman's rho across flag positions as strong as -this matters.
     influence_failure_margin: float
