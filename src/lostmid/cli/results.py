@@ -20,6 +20,7 @@ from lostmid import io
 from lostmid.cli.registry import command
 from lostmid.errors import ConfigError
 
+LABEL = "this run"  # the run's label when no --label is given
 HEADLINE_START = "<!-- headline: lostmid results-page --results results --headline -->"
 HEADLINE_END = "<!-- /headline -->"
 
@@ -36,7 +37,7 @@ def _args(parser):
     parser.add_argument("--out", type=Path, default=None, help="write the page here (default: print it)")
     parser.add_argument("--headline", action="store_true", help="print only the headline verdicts (for the README)")
     parser.add_argument(
-        "--label", default="this run", help="the run's label beside others (e.g. confirmatory for config/confirm.yaml)"
+        "--label", default=LABEL, help="the run's label beside others (e.g. confirmatory for config/confirm.yaml)"
     )
     parser.add_argument(
         "--beside",
@@ -83,7 +84,7 @@ def page_command(results: Path, configs: list[Path], label: str, beside: list[st
     words = ["lostmid results-page", f"--results {_shown(results)}"]
     if configs:
         words.append("--config " + " ".join(_shown(path) for path in configs))
-    if label != "this run":
+    if label != LABEL:
         words.append(f"--label {label}")
     if beside:
         words.append("--beside " + " ".join(beside))
@@ -224,7 +225,7 @@ def page(
     results: Path,
     configs: list[Path],
     at: str,
-    label: str = "this run",
+    label: str = LABEL,
     beside: list[str] = (),
     out: Path | None = None,
 ) -> str:

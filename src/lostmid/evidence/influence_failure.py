@@ -223,13 +223,13 @@ def arm_flatness_and_preference(
     inputs: Inputs, ev: EvidenceSettings, arms, L: int, depth: int
 ) -> tuple[dict[str, pd.Series], dict[str, pd.Series]]:
     """Per arm, at its own mid-training checkpoint: the trained flatness (``trained_flatness_per_seed``)
-    and the position preference (``late_minus_early_failure_per_seed``), each per seed. NotRun when an
-    arm never reaches mid-training."""
+    and the position preference (``late_minus_early_failure_per_seed``), each per seed. An arm that never
+    reaches mid-training is in neither."""
     flatness, preference = {}, {}
     for arm in arms:
-        step, best = mid_training_step(inputs.failure, arm, L, depth, ev.mid_accuracy)
+        step, _ = mid_training_step(inputs.failure, arm, L, depth, ev.mid_accuracy)
         if step is None:
-            raise NotRun(f"{arm} never reaches the mid-training accuracy {ev.mid_accuracy:g} (best {best:.3f})")
+            continue
         flatness[arm] = trained_flatness_per_seed(inputs.metrics, arm, L, depth, step, ev.delta)
         preference[arm] = late_minus_early_failure_per_seed(inputs.failure, arm, L, depth, step)
     return flatness, preference
@@ -288,14 +288,18 @@ def flatness_predicts_preference(
     )
 
 
+def arms_at(failure: pd.DataFrame, L: int, depth: int) -> list[str]:
+    """The variants of the failure table trained at (L, depth), sorted."""
+    return sorted(set(failure.variant[(failure.L == L) & (failure.depth == depth)].astype(str)))
+
+
 def across_arms_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
     """One setting per (L, depth) of the failure table that holds three or more variants."""
-    variants = sorted(set(inputs.failure.variant.astype(str)))
-    runs = sorted({run for name in variants for run in runs_of(inputs.failure, name)})
+    counts = inputs.failure.groupby(["L", "depth"]).variant.nunique()
     found = [
-        Setting("across arms", L, depth, None, "each arm at its own mid-training")
-        for L, depth in runs
-        if sum((L, depth) in runs_of(inputs.failure, name) for name in variants) >= 3
+        Setting("across arms", int(L), int(depth), None, "each arm at its own mid-training")
+        for (L, depth), n in counts.items()
+        if n >= 3
     ]
     if not found:
         raise NotRun("no (L, depth) with three or more variants in the failure table")
@@ -313,13 +317,12 @@ def flatness_predicts_preference_across_arms(inputs: Inputs, ev: EvidenceSetting
         "Spearman's rho across arms of the trained flatness (mean log E_inf at mid-training) against the "
         "position preference (mean late minus early failure at mid-training)",
     )
-    names = sorted(set(inputs.failure.variant.astype(str)))
-    arms = [name for name in names if (s.L, s.depth) in runs_of(inputs.failure, name)]
-    reached = [arm for arm in arms if mid_training_step(inputs.failure, arm, s.L, s.depth, ev.mid_accuracy)[0]]
-    left_out = sorted(set(arms) - set(reached))
+    arms = arms_at(inputs.failure, s.L, s.depth)
+    flatness, preference = arm_flatness_and_preference(inputs, ev, arms, s.L, s.depth)
+    reached = list(flatness)
+    left_out = [arm for arm in arms if arm not in flatness]
     if len(reached) < 3:
         raise NotRun(f"fewer than three arms reach mid-training at L {s.L}, depth {s.depth}: {reached}")
-    flatness, preference = arm_flatness_and_preference(inputs, ev, reached, s.L, s.depth)
     interval = flatness_predicts_preference(flatness, preference, ev.level)
     note = (
         "per arm (mean log E_inf, mean late minus early failure): "
