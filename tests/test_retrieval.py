@@ -24,6 +24,7 @@ from lostmid.architectures import models, retrieval, retrieval_summary
 from lostmid.errors import ConfigError
 from lostmid.evidence import claims, retrieval_claims
 from lostmid.evidence.settings import EvidenceSettings
+from lostmid.plots import retrieval as plots_retrieval
 
 FILLER = [f"x{a}{b}" for a in "abcde" for b in "abcdef"]  # no digits: the digit pre-tokenizer would split them
 TEMPLATE_WORDS = "The code word for is . special magic number".split()
@@ -287,6 +288,20 @@ def test_the_commands_run_a_saved_model_and_its_twin_into_tables_and_evidence(tm
     bare = json.dumps({**block, "model": {"path": str(tmp_path / "bare")}})
     assert main(["retrieval", "--settings", bare, "--n", "48", "--out", str(jobs[0])]) == 2
     assert "has no tokenizer; the retrieval tasks are written as text" in capsys.readouterr().err
+
+
+def test_each_row_of_the_figure_names_the_windows_behind_it():
+    rows = [
+        dict(n=256, share=256 / 8192, weights="pretrained", windows=12),
+        dict(n=256, share=256 / 8192, weights="twin", windows=8),
+        dict(n=4096, share=4096 / 8192, weights="pretrained", windows=3),
+    ]
+    accuracy = pd.DataFrame(rows)
+    titles = [plots_retrieval.accuracy_title(accuracy.query("n == @n")) for n in (256, 4096)]
+    assert titles == [
+        "n = 256 (0.0312 of the model's window; 12 windows, twin 8): accuracy",
+        "n = 4096 (0.5 of the model's window; 3 windows): accuracy",
+    ]
 
 
 def test_success_of_a_multi_token_answer_is_greedy_decoding_reproducing_it():

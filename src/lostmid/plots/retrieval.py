@@ -8,8 +8,16 @@ import seaborn as sns
 
 from lostmid.plots.common import save
 
-PANELS = (("accuracy", "retrieval accuracy (top-1 / greedy exact)"), ("influence", "needle's influence share"))
 INFLUENCE = {"influence_task": "task-conditioned", "influence_free": "task-free"}
+
+
+def accuracy_title(at_n: pd.DataFrame) -> str:
+    """The accuracy panel's title at one n: n, its share of the model's window and the windows behind each
+    model (the count differs between lengths, so each row names its own)."""
+    n, share = at_n.n.iloc[0], at_n.share.iloc[0]
+    counts = at_n.groupby("weights").windows.max()
+    windows = f"{counts['pretrained']} windows" + (f", twin {counts['twin']}" if "twin" in counts else "")
+    return f"n = {n} ({share:.3g} of the model's window; {windows}): accuracy"
 
 
 def accuracy_and_influence(accuracy: pd.DataFrame, path) -> None:
@@ -27,7 +35,7 @@ def accuracy_and_influence(accuracy: pd.DataFrame, path) -> None:
                 line = at_n.query("task == @task and weights == @weights").sort_values("q")
                 if line.empty:
                     continue
-                label = f"{task} ({line.windows.max()} windows)" if weights == "pretrained" else None
+                label = task if weights == "pretrained" else None
                 row[0].plot(line.q, line.accuracy, color=palette[task], dashes=dashes, lw=1.2, marker=".", label=label)
                 row[0].fill_between(line.q, line.accuracy_lo, line.accuracy_hi, color=palette[task], alpha=0.15, lw=0)
             line = at_n.query("task == @task and weights == 'pretrained'").sort_values("q")
@@ -36,8 +44,7 @@ def accuracy_and_influence(accuracy: pd.DataFrame, path) -> None:
                     row[1].plot(line.q, line[column], color=palette[task], dashes=dashes, lw=1.2, marker=".")
                     lo, hi = line[f"{column}_lo"], line[f"{column}_hi"]
                     row[1].fill_between(line.q, lo.where(lo > 0), hi, color=palette[task], alpha=0.15, lw=0)
-        share = at_n.share.iloc[0]
-        row[0].set_title(f"n = {n} ({share:.3g} of the model's window): accuracy", fontsize=8)
+        row[0].set_title(accuracy_title(at_n), fontsize=8)
         row[0].set_ylim(-0.03, 1.03)
         row[0].set_ylabel("accuracy")
         row[1].set_title(f"n = {n}: needle's influence share (solid task-conditioned, dotted task-free)", fontsize=8)
