@@ -138,9 +138,12 @@ def bias_fit_keeps_context_share(inputs: Inputs, ev: EvidenceSettings, s: Settin
 FIT_CHECKS = (bias_fit_flattens_profile, bias_fit_keeps_context_share)
 
 
-def fit_not_evaluable(inputs: Inputs, ev: EvidenceSettings, variant: str | None, L: int, depth: int) -> str | None:
+def fit_not_evaluable(
+    inputs: Inputs, ev: EvidenceSettings, variant: str | None, L: int, depth: int, checks=FIT_CHECKS
+) -> str | None:
     """Why the claims about a reading cannot be decided because of its fit (None: the fit did what it
-    is for): no report of the fit, a failed guard, or a fit check not supported at the row's level."""
+    is for): no report of the fit, a failed guard, or one of ``checks`` not supported at the row's level
+    (``checks=()``: the guard alone)."""
     if variant is None:
         return "the bias matrix names no variant, so its fit cannot be checked"
     s = Setting(variant, L, depth)
@@ -149,7 +152,7 @@ def fit_not_evaluable(inputs: Inputs, ev: EvidenceSettings, variant: str | None,
     except NotRun as why:
         return f"the fit's effect is unchecked ({str(why).removeprefix('not run: ')})"
     problems = [] if part.accepted.astype(bool).all() else ["the fit failed its own guard (accepted false)"]
-    for check in FIT_CHECKS:
+    for check in checks:
         result = check(inputs, ev, s)
         i = result.interval
         found = dec.verdict(i.low, i.high, result.rule)

@@ -28,7 +28,7 @@ from lostmid.evidence.blog_claims import (
     mid_training_step,
     training_speed_per_seed,
 )
-from lostmid.evidence.fit_checks import fit_not_evaluable, fit_rows, gate
+from lostmid.evidence.fit_checks import FIT_CHECKS, fit_not_evaluable, fit_rows, gate
 from lostmid.evidence.inputs import (
     CHECK,
     CLAIM,
@@ -51,18 +51,11 @@ ARM_KINDS = ("bias", "control")  # lostmid.evidence.inputs: a control is a bias 
 def _fit_failed(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> str | None:
     """Why an arm is not evaluable because of its B: a fitted arm (or reference) whose fit did not do what
     it is for (``fit_not_evaluable``), or, under ``mechanism_gate: guard``, only one that failed its guard."""
+    checks = FIT_CHECKS if ev.mechanism_gate == "fit_checks" else ()
     for variant in sorted({s.variant, s.reference} & set(inputs.of_kind("bias"))):
-        if ev.mechanism_gate == "fit_checks":
-            why = fit_not_evaluable(inputs, ev, variant, s.L, s.depth)
-            if why:
-                return f"{variant}: {why}"
-            continue
-        try:
-            part = fit_rows(inputs, replace(s, variant=variant))
-        except NotRun as why:
-            return f"the fit of {variant} is unchecked ({str(why).removeprefix('not run: ')})"
-        if not part.accepted.astype(bool).all():
-            return f"the fit of {variant} failed its own guard (accepted false)"
+        why = fit_not_evaluable(inputs, ev, variant, s.L, s.depth, checks)
+        if why:
+            return f"{variant}: {why}"
     return None
 
 
