@@ -157,3 +157,18 @@ def test_the_model_free_row_at_every_length_reads_its_own_arm_where_two_fits_sha
     claim = claims.CLAIMS_BY_NAME["length_fix_lowers_late_minus_early"]
     table = claims.evidence_table(inputs, EV, [claim]).set_index("variant")
     assert table.loc["literal", "verdict"] == "supported" and table.loc["fit2", "verdict"] == "contradicted"
+
+
+def test_the_model_free_row_at_every_length_gives_no_verdict_on_a_fit_that_did_not_flatten(failure):
+    """The literal arm removes the preference, but its fit left its held-out profile as imbalanced as at
+    B = 0: no verdict on the fix (as the blog's own (e) rows); the rule as first written decided it."""
+    inputs = claims.Inputs(
+        variants={"baseline": {}, "literal": FIT},
+        model=MODEL,
+        failure=failure[failure.variant.isin(["baseline", "literal"])],
+        bias_summary=summary("literal", after=3.9),
+    )
+    claim = claims.CLAIMS_BY_NAME["length_fix_lowers_late_minus_early"]
+    row = claims.evidence_table(inputs, EV, [claim]).set_index("variant").loc["literal"]
+    assert row.method.startswith("not evaluable") and "bias_fit_flattens_profile is" in row.method
+    assert row.verdict_as_first_written == "supported" and "length_fit_gate" in row.deviations

@@ -119,6 +119,18 @@ DEVIATIONS: list[Deviation] = [
             "arm_keeps_accuracy",
         ),
     ),
+    Deviation(
+        "length_fit_gate",
+        "2026-12-04",
+        "a row of the length study on the fix's effect is not evaluable when its bias arm's fit failed its guard "
+        "or a fit check",
+        "a verdict on the effect of a fit that did not do what it is for is a verdict on a failed intervention; "
+        "the blog's own (e) rows were gated so, these were not",
+        "no gate on the fit (only on reaching mid-training)",
+        "the length run's rows and the default run's (every decided row's fit passed both checks: no verdict moves)",
+        {"length_gate": "none"},
+        ("length_fix_lowers_late_minus_early", "length_fix_effect_grows"),
+    ),
 ]
 
 

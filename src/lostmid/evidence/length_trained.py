@@ -17,6 +17,7 @@ from scipy import stats
 from lostmid.evidence import decisions as dec
 from lostmid.evidence import statistics as st
 from lostmid.evidence.blog_claims import late_minus_early_failure_per_seed, mid_training_step, slopes_at
+from lostmid.evidence.fit_checks import fit_not_evaluable
 from lostmid.evidence.inputs import Inputs, NotRun, Result, Setting, runs_of
 from lostmid.evidence.settings import EvidenceSettings
 
@@ -100,7 +101,13 @@ def _bias_arm(inputs: Inputs, baseline: str, L: int, depth: int) -> str:
 
 def _fix_effect(inputs: Inputs, ev: EvidenceSettings, variant: str, baseline: str, L: int, depth: int, per_seed):
     """(e)'s per-seed paired effect (the bias arm ``variant`` minus its ``baseline``), each at its own
-    mid-training, with ``per_seed(failure, variant, L, depth, step)``."""
+    mid-training, with ``per_seed(failure, variant, L, depth, step)``. Not evaluable when the arm's fit did
+    not do what it is for (``fit_not_evaluable``; ``evidence.length_gate: none``, the rule as first
+    written, skips this)."""
+    if ev.length_gate == "fit_checks":
+        why = fit_not_evaluable(inputs, ev, variant, L, depth)
+        if why:
+            raise NotRun(f"not evaluable: {variant} at L {L}: {why}")
     values = []
     for arm_variant in (variant, baseline):
         step, best = mid_training_step(inputs.failure, arm_variant, L, depth, ev.mid_accuracy)

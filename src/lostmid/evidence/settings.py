@@ -52,6 +52,9 @@ class EvidenceSettings:
     # did not do what it is for (lostmid.evidence.fit_checks.fit_not_evaluable); "guard", only a failed
     # guard (the rule as first written: lostmid.evidence.deviations).
     mechanism_gate: str
+    # What else makes the length study's rows on the fix's effect not evaluable: "fit_checks", the bias arm's
+    # fit failed its guard or a fit check; "none", nothing (the rule as first written: deviations).
+    length_gate: str
     # Influence predicts failure (docs/evidence.md, "Influence predicts failure"): the blog's "the reason"
     # implies a strong monotone link; Spearman's rho across flag positions as strong as -this matters.
     influence_failure_margin: float
