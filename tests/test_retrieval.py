@@ -296,7 +296,8 @@ def test_the_commands_run_a_saved_model_and_its_twin_into_tables_and_evidence(tm
     )
     settings = json.dumps(block)
     jobs = [("pretrained", k) for k in range(3)] + [("twin", 0)]
-    windows = [tmp_path / f"{weights}_w{k}.parquet" for weights, k in jobs]
+    record = tmp_path / "run"  # a run's record: its overlay and one Parquet per window
+    windows = [record / "windows" / f"{weights}_n48_w{k}.parquet" for weights, k in jobs]
     for (weights, k), path in zip(jobs, windows):
         job = ["--n", "48", "--window", str(k), *(["--twin"] if weights == "twin" else []), "--out", str(path)]
         assert main(["retrieval", "--settings", settings, *job]) == 0
@@ -313,6 +314,13 @@ def test_the_commands_run_a_saved_model_and_its_twin_into_tables_and_evidence(tm
     assert main([*evidence, "--out", str(tmp_path / "evidence.parquet")]) == 0
     table = pd.read_parquet(tmp_path / "evidence.parquet")
     assert len(table) == 2 * 2 * 2 and set(table.claim) == {c.name for c in retrieval_claims.CLAIMS}
+    (record / "overlay.yaml").write_text(json.dumps({"retrieval": block}))  # JSON is YAML
+    assert main(["retrieval-page", "--record", str(record)]) == 0
+    page = (record / "page.md").read_text()
+    assert "Windows: pretrained n = 48: 3 windows (2 with the task-free share); twin n = 48: 1 windows" in page
+    primaries = pd.read_parquet(record / "tables" / "primaries.parquet")
+    assert {"middle_minus_ends", "influence_beyond_position"} <= set(primaries.estimator)
+    assert (record / "retrieval.png").exists() and "| middle_minus_ends | success | 3 |" in page
     capsys.readouterr()
     other = json.dumps({**block, "seed": 1})  # another draw of keys: the records are not this run's
     assert main([*summary[:2], other, *summary[3:], *(f"--{k}={v}" for k, v in out.items())]) == 2

@@ -130,3 +130,15 @@ def retrieval_tables(args):
         io.write_text(text, args.out)
     elif not args.into:
         print(text, end="")
+
+
+def _page_args(parser):
+    parser.add_argument("--record", required=True, help="a run's record folder (runs/<name>, retrieval.record)")
+
+
+@command("retrieval-page", "a retrieval run's tables, figure and page.md from its record folder alone", _page_args)
+def retrieval_page(args):
+    from lostmid.architectures.retrieval_record import write_page
+
+    write_page(args.record)
+    log.info("wrote %s/page.md", args.record)
