@@ -118,9 +118,11 @@ rule retrieval:
         settings=jobs.settings_json(config, EvidenceSettings),
         variants=canonical_json(config["variants"]),
         model=config_json("model"),
+        retrieval=config_json("retrieval"),
         arguments=ARGUMENTS_FILE,
     shell:
         logged(
             "lostmid evidence --threads {threads} --settings {params.settings:q} --variants {params.variants:q}"
-            " --model {params.model:q} --family retrieval --retrieval {input} --out {output}"
+            " --model {params.model:q} --retrieval-settings {params.retrieval:q} --family retrieval"
+            " --retrieval {input} --out {output}"
         )
