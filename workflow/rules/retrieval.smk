@@ -4,11 +4,12 @@
 # of the evidence table. Runs only with a `retrieval` block (config/retrieval.yaml); its own target: `snakemake retrieval`.
 
 
-# Before any window job: the corpus holds the windows asked for at every n (one line otherwise). The window
-# jobs take its output as ancient: a rerun of the check (results/ gone) reruns no window.
+# Before any window job: the corpus holds the windows asked for at every n (one line otherwise). Its output
+# is part of the record, beside the windows, and the window jobs take it as ancient: a record that has it
+# (a resumed run, a fresh clone) runs no check and reruns no window for it.
 rule retrieval_corpus:
     output:
-        "results/retrieval/corpus.json",
+        f"{RETRIEVAL_RECORD}/corpus.json",
     log:
         "results/logs/retrieval/corpus.log",
     conda:
