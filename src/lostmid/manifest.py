@@ -53,14 +53,20 @@ def source(root: Path) -> dict:
 
 
 def cpu_model() -> str:
-    """The processor's model name (/proc/cpuinfo on Linux, the platform's word elsewhere)."""
+    """The processor: its model name, family and model numbers, and whether it has AVX-512 (the
+    pin's subject), from /proc/cpuinfo on Linux; the platform's word elsewhere."""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("model name"):
-                return line.split(":", 1)[1].strip()
+        text = Path("/proc/cpuinfo").read_text()
     except OSError:
-        pass
-    return platform.processor() or platform.machine()
+        return platform.processor() or platform.machine()
+    fields = {}
+    for line in text.split("\n\n")[0].splitlines():
+        name, _, value = line.partition(":")
+        fields[name.strip()] = value.strip()
+    if "model name" not in fields:
+        return platform.processor() or platform.machine()
+    avx512 = "AVX-512" if "avx512f" in fields.get("flags", "").split() else "no AVX-512"
+    return f"{fields['model name']} (family {fields.get('cpu family', '?')}, model {fields.get('model', '?')}, {avx512})"
 
 
 def machine() -> dict:
