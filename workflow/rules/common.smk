@@ -156,5 +156,5 @@ def retrieval_windows():
     return [f"{RETRIEVAL_RECORD}/windows/{w}_n{n}_w{k}.parquet" for w, n, k in settings.window_jobs()]
 
 
-RETRIEVAL_RECORD = RETRIEVAL["record"] if RETRIEVAL else None
+RETRIEVAL_RECORD = RETRIEVAL["record"] if RETRIEVAL else "results/retrieval_windows"  # the schema default
 RETRIEVAL_WINDOWS = retrieval_windows()
