@@ -199,7 +199,8 @@ def primaries(examples: pd.DataFrame, resamples: int, seed: int, level: float) -
         for name, contrast in (("middle_minus_ends", middle_minus_ends), ("last_minus_first", last_minus_first)):
             for column in ("success", "logprob"):
                 effect = t_effect(contrast(part, column), level)
-                found.append(dict(key, estimator=name, outcome=column, **effect_columns(effect), check=""))
+                check = "" if effect.high > effect.low else "zero width"  # NaN bounds: one window
+                found.append(dict(key, estimator=name, outcome=column, **effect_columns(effect), check=check))
         if part[SHARE].notna().sum() == 0:
             continue
         windows = part[part[SHARE].notna()].window.nunique()
