@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -35,13 +34,9 @@ import torch  # noqa: E402
 from lostmid import io  # noqa: E402
 from lostmid.architectures import measure, models, text  # noqa: E402
 
+from timing import cpu  # noqa: E402
+
 PAGE_MARKERS = ("<!-- bench_limit: begin -->", "<!-- bench_limit: end -->")
-
-
-def cpu(fn):
-    start = time.process_time()
-    value = fn()
-    return time.process_time() - start, value
 
 
 def matmul_throughput(size: int, repeats: int, calls: int = 4) -> float:
