@@ -6,7 +6,8 @@ matrix-multiply throughput that it runs at (run on demand, not a test).
     python benchmarks/bench_limit.py                                  # n = 1024, 4096
     python benchmarks/bench_limit.py --into docs/performance.md       # the page's table
 
-Measured, CPU seconds (time.process_time), single thread (torch.set_num_threads(1)), as the jobs run:
+Measured, CPU seconds (time.process_time), under the jobs' numerics (``lostmid.numerics.pin``: deterministic,
+AVX2 kernels and one thread, unless $LOSTMID_NUMERICS says fast):
 - throughput: ``torch.matmul`` of two fp32 (--size, --size) matrices, 2 size^3 FLOPs per call, the best of
   --repeats timed blocks (the machine's dense limit at one thread);
 - forward: the base model on one window of n tokens, no gradients (what scoring runs, without prefix reuse);
@@ -28,6 +29,10 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+from lostmid import numerics  # noqa: E402
+
+numerics.pin()  # the jobs' kernels (deterministic: AVX2, one thread), before torch loads them
 
 import torch  # noqa: E402
 
