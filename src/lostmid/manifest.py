@@ -66,7 +66,9 @@ def cpu_model() -> str:
     if "model name" not in fields:
         return platform.processor() or platform.machine()
     avx512 = "AVX-512" if "avx512f" in fields.get("flags", "").split() else "no AVX-512"
-    return f"{fields['model name']} (family {fields.get('cpu family', '?')}, model {fields.get('model', '?')}, {avx512})"
+    return (
+        f"{fields['model name']} (family {fields.get('cpu family', '?')}, model {fields.get('model', '?')}, {avx512})"
+    )
 
 
 def machine() -> dict:
