@@ -16,10 +16,11 @@ AVX2 kernels and one thread, unless $LOSTMID_NUMERICS says fast):
 
 Counted, FLOPs (a multiply-add is 2), ``flops``: P the parameters of the 30 blocks (embedding and head not
 counted: a lookup, and the head runs on one position), L layers, d = heads x head dim, n tokens:
-- forward: 2 P n (every linear map) + 4 L n^2 d (Q K^T and the weights times V, every pair of positions: a
-  dense kernel computes the causal mask's zeros too; the causal half is 2 L n^2 d);
+- forward: 2 P n (every linear map) + 2 L n^2 d (Q K^T and the weights times V over the causal half of the
+  pairs of positions, n^2 / 2 each: the CPU's fused attention skips the masked blocks; counted over every
+  pair, the forward pass at n = 1024 would run above the matmul throughput);
 - backward to the inputs (no weight gradients: ``autograd.grad`` with respect to the embeddings only): 2 P n
-  (one product per linear map) + 8 L n^2 d (the four products of attention's backward).
+  (one product per linear map) + 4 L n^2 d (the four products of attention's backward, causal half).
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ def flops(arch: models.Arch, n: int) -> dict:
     config = arch.model.config
     blocks = sum(p.numel() for p in arch.model.base_model.layers.parameters())
     d, layers = config.num_attention_heads * config.head_dim, config.num_hidden_layers
-    linear, attention = 2 * blocks * n, 4 * layers * n**2 * d
+    linear, attention = 2 * blocks * n, 2 * layers * n**2 * d  # attention: the causal half
     return {"params": blocks, "forward": linear + attention, "backward": linear + 2 * attention, "attention": attention}
 
 
