@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from lostmid.plots.common import save
+from lostmid.plots.style import save
 
 COLORS = {"supported": "#1b9e77", "contradicted": "#d95f02", "inconclusive": "#7f7f7f"}
 FLOOR = 1e-18  # where a zero sits on a log axis

@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from lostmid.plots.common import SEED_INTERVAL, nearest_delta, save
+from lostmid.plots.common import SEED_INTERVAL, nearest_delta
+from lostmid.plots.style import save
 
 P_LABEL = "relative position p = (i - 1/2) / L"
 

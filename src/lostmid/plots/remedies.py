@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from lostmid.plots.common import SEED_INTERVAL, save
+from lostmid.plots.common import SEED_INTERVAL
+from lostmid.plots.style import save
 
 
 def draw_bias(ax, matrix: pd.DataFrame, L: int, title: str) -> None:

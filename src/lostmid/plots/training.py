@@ -5,7 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import seaborn as sns
 
-from lostmid.plots.common import SEED_INTERVAL, save
+from lostmid.plots.common import SEED_INTERVAL
+from lostmid.plots.style import save
 
 
 def failure_by_position(failure: pd.DataFrame, path) -> None:
