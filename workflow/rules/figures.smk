@@ -20,6 +20,7 @@ rule figures:
             )
             for name in FIGURE_NAMES
         ],
+        vectors=[f"results/figures/{name}.pdf" for name in FIGURE_NAMES],  # the same figures for a paper
         pages=[
             report(
                 f"results/report_tables/{name}.html", caption=f"../report/table_{name}.rst", category="Summary tables"

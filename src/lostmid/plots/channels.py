@@ -9,7 +9,7 @@ import seaborn as sns
 
 from lostmid.analysis.conditions import REGIONS, TESTS
 from lostmid.plots.common import nearest_delta
-from lostmid.plots.style import save
+from lostmid.plots.style import PALETTE, save
 
 CHANNEL_LABELS = {"res": "residual $J_{res}$", "cone": "causal cone $J_{cone}$", "loc": "local $J_{loc}$"}
 RUN_GROUP = ["variant", "L", "depth"]
@@ -30,7 +30,7 @@ def channel_energies(channels: pd.DataFrame, cross_terms: pd.DataFrame, path, de
     xi = xi.groupby(RUN_GROUP + ["step", "region"], as_index=False)["xi"].mean()
     groups = J[RUN_GROUP].drop_duplicates().sort_values(RUN_GROUP).itertuples(index=False)
     groups = list(groups)
-    colors = dict(zip(CHANNEL_LABELS, sns.color_palette("deep", 3)))
+    colors = dict(zip(CHANNEL_LABELS, PALETTE[:3]))
     fig, axes = plt.subplots(len(groups), 3, figsize=(10, 2.6 * len(groups)), squeeze=False, sharey="row")
     for row, group in enumerate(groups):
         selector = dict(zip(RUN_GROUP, group))

@@ -15,3 +15,38 @@ def nearest_delta(table: pd.DataFrame, preferred: float) -> float:
     """The region scale (``delta`` column) closest to ``preferred`` among those in the table."""
     deltas = np.sort(table["delta"].unique())
     return float(deltas[np.argmin(np.abs(deltas - preferred))])
+
+
+# Honest bands. A rate lives in [0, 1], so its interval is clipped there; a positive quantity drawn on
+# a log axis is averaged on the log scale (the geometric mean) and its interval computed there, so the
+# band is symmetric on the axis it is drawn on and never reaches zero. 95% intervals over seeds.
+Z95 = 1.96
+
+
+def rate_interval(values) -> tuple[float, float]:
+    """Mean +- 1.96 standard errors over seeds of a rate, clipped to [0, 1]."""
+    values = pd.Series(values, dtype=float).dropna()
+    half = Z95 * values.sem()
+    return max(values.mean() - half, 0.0), min(values.mean() + half, 1.0)
+
+
+def _logs(values) -> pd.Series:
+    values = pd.Series(values, dtype=float)
+    return np.log(values[values > 0])
+
+
+def geometric_mean(values) -> float:
+    """exp(mean(log v)) over the positive values (a zero cannot sit on a log axis)."""
+    return float(np.exp(_logs(values).mean()))
+
+
+def log_interval(values) -> tuple[float, float]:
+    """The 95% interval of the geometric mean: exp(mean(log v) +- 1.96 standard errors of log v)."""
+    logs = _logs(values)
+    half = Z95 * logs.sem()
+    return float(np.exp(logs.mean() - half)), float(np.exp(logs.mean() + half))
+
+
+# seaborn's estimator and errorbar of a positive quantity on a log axis
+LOG_BAND = {"estimator": geometric_mean, "errorbar": log_interval}
+RATE_BAND = {"errorbar": rate_interval}

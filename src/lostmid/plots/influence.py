@@ -1,7 +1,8 @@
 """Seaborn figures of the influence stage.
 
 Densities have mean 1 and span orders of magnitude, so every profile is drawn on a log scale
-with the flat profile m = 1 as a dashed line. Intervals are 95% intervals over seeds (mean ± 1.96 standard errors).
+with the flat profile m = 1 as a dashed line: lines are geometric means over seeds and bands their 95%
+intervals on the log scale (lostmid.plots.common.LOG_BAND); signed quantities get mean ± 1.96 standard errors.
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from lostmid.plots.common import SEED_INTERVAL, nearest_delta
-from lostmid.plots.style import save
+from lostmid.plots.common import LOG_BAND, SEED_INTERVAL, nearest_delta
+from lostmid.plots.style import arm_palette, save
 
 P_LABEL = "relative position p = (i - 1/2) / L"
 
@@ -40,7 +41,7 @@ def profiles_over_training(influence: pd.DataFrame, path) -> None:
         col="variant",
         col_wrap=min(4, data.variant.nunique()),
         kind="line",
-        errorbar=SEED_INTERVAL,
+        **LOG_BAND,
         palette="viridis",
         height=2.6,
         aspect=1.3,
@@ -52,35 +53,34 @@ def profiles_over_training(influence: pd.DataFrame, path) -> None:
 
 
 def metrics_over_training(metrics: pd.DataFrame, path, delta: float) -> None:
-    """Delta, LIM (at region scale ``delta``), E_inf and raw Z against the training step."""
+    """Delta, LIM (at region scale ``delta``), E_inf and raw Z against the training step, a line per variant
+    (style = L). Z is positive and drawn on a log axis (geometric mean, interval on the log scale)."""
     shown = nearest_delta(metrics, delta)
     data = metrics[np.isclose(metrics.delta, shown)]
-    long = data.melt(
-        id_vars=["variant", "L", "depth", "seed", "step"], value_vars=["Delta", "LIM", "E_inf", "Z"], var_name="metric"
-    )
-    grid = sns.relplot(
-        data=long,
-        x="step",
-        y="value",
-        hue="variant",
-        style="L",
-        col="metric",
-        col_wrap=2,
-        kind="line",
-        errorbar=SEED_INTERVAL,
-        markers=True,
-        height=2.4,
-        aspect=1.4,
-        facet_kws={"sharey": False},
-    )
-    for name, ax in grid.axes_dict.items():
+    fig, axes = plt.subplots(2, 2, figsize=(8.5, 5.6), layout="constrained")
+    palette = arm_palette(data.variant.unique())
+    for ax, name in zip(axes.flat, ["Delta", "LIM", "E_inf", "Z"]):
+        band = LOG_BAND if name == "Z" else {"errorbar": SEED_INTERVAL}
+        sns.lineplot(
+            data=data,
+            x="step",
+            y=name,
+            hue="variant",
+            style="L",
+            palette=palette,
+            markers=True,
+            ax=ax,
+            legend=name == "Z",
+            **band,
+        )
         if name == "Z":
             ax.set_yscale("log")
+            sns.move_legend(ax, "upper left", bbox_to_anchor=(1.02, 1), frameon=False)
         else:
             ax.axhline(0.0, color="0.4", lw=0.8, ls="--")
-        ax.set_title(f"{name} (delta = {shown:g})" if name in ("Delta", "LIM") else name)
-    grid.set_axis_labels("training step", "")
-    save(grid, path)
+        title = f"{name} (delta = {shown:g})" if name in ("Delta", "LIM") else name
+        ax.set(title=title, xlabel="training step", ylabel="")
+    save(fig, path)
 
 
 def depth_profiles(influence: pd.DataFrame, path) -> None:
@@ -101,7 +101,7 @@ def depth_profiles(influence: pd.DataFrame, path) -> None:
         col="variant",
         col_wrap=min(4, data.variant.nunique()),
         kind="line",
-        errorbar=SEED_INTERVAL,
+        **LOG_BAND,
         palette="crest",
         height=2.6,
         aspect=1.3,
@@ -125,7 +125,7 @@ def init_sweep(sweep: pd.DataFrame, path) -> None:
         col="path",
         col_order=["without residual", "with residual"],
         kind="line",
-        errorbar=SEED_INTERVAL,
+        **LOG_BAND,
         palette="flare",
         legend="full",
         height=3.0,
@@ -188,8 +188,8 @@ def density_flow(flow: pd.DataFrame, path) -> None:
         hue="eta",
         style="variant",
         markers=True,
-        errorbar=SEED_INTERVAL,
         ax=axes[1],
+        **LOG_BAND,
     )
     axes[1].set_yscale("log")
     axes[1].set_xlabel("training step")
