@@ -7,9 +7,85 @@ import math
 
 import matplotlib.collections as mcoll
 import numpy as np
+import pandas as pd
 import pytest
+import yaml
 
-from lostmid.plots import findings, style
+from lostmid.plots import blog, findings, influence, remedies, style, training
+
+from conftest import REPO
+
+# The default config's arms, as config/config.yaml declares them: the blog's setting (L 16, depth 4, 1,500
+# steps) and the remedies' (L 24, depth 2, 600 steps); reweight never learns here.
+VARIANTS = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["variants"]
+ARMS = {
+    ("baseline", 16, 4): (1500, 4),
+    ("debiased_literal", 16, 4): (1500, 4),
+    ("debiased", 16, 4): (1500, 2),
+    ("baseline_short", 24, 2): (600, 3),
+    ("debiased_short", 24, 2): (600, 3),
+    ("reweight", 24, 2): (600, 3),
+}
+RNG = np.random.default_rng(0)
+
+
+def runs(every: int = 3):
+    """(variant, L, depth, seed, steps, checkpoints) of each synthetic run."""
+    for (variant, L, depth), (steps, seeds) in ARMS.items():
+        for seed in range(seeds):
+            yield variant, L, depth, seed, steps, np.linspace(0, steps, every).astype(int)
+
+
+def failure_table() -> pd.DataFrame:
+    """Failure rates that spread over seeds from 0 to 1: a mean +- 1.96 SE band would leave [0, 1]."""
+    rows = []
+    for variant, L, depth, seed, steps, checkpoints in runs():
+        for step in checkpoints:
+            for f in range(2, L + 1):
+                learned = 0.0 if variant == "reweight" else step / steps
+                rate = np.clip(0.5 * (1 - learned) * (1 + f / L) + RNG.normal(0, 0.3), 0, 1)
+                rows.append((variant, L, depth, seed, step, f, f / L, 32, rate))
+    columns = ["variant", "L", "depth", "seed", "step", "flag_pos", "p", "n", "failure_rate"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def train_table() -> pd.DataFrame:
+    """Losses over orders of magnitude across seeds (a linear band would go below 0), accuracies near 1."""
+    rows = []
+    for variant, L, depth, seed, steps, _ in runs():
+        for step in range(1, steps + 1, 5):
+            learns = variant != "reweight"
+            progress = step / steps if learns else 0.0
+            loss = 0.7 * np.exp(-6 * progress * RNG.uniform(0.5, 2)) * RNG.lognormal(0, 0.8)
+            accuracy = np.clip(0.5 + 0.5 * progress + RNG.normal(0, 0.08), 0, 1)
+            rows.append((variant, L, depth, seed, step, loss, accuracy))
+    return pd.DataFrame(rows, columns=["variant", "L", "depth", "seed", "step", "loss", "accuracy"])
+
+
+def influence_table() -> pd.DataFrame:
+    """Densities log-normal over seeds (sigma 1.5): the arithmetic mean - 1.96 SE is below zero."""
+    rows = []
+    for variant, L, depth, seed, _, checkpoints in runs():
+        for step in checkpoints:
+            for layer in range(depth + 1):
+                for i in range(1, L + 1):
+                    density = np.exp(-4 * (1 - i / L)) * RNG.lognormal(0, 1.5)
+                    rows.append((variant, L, depth, seed, step, layer, i, (i - 0.5) / L, density, density))
+    columns = ["variant", "L", "depth", "seed", "step", "layer", "position", "p", "energy", "density"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def sweep_table() -> pd.DataFrame:
+    """The init sweep: the output Jacobian falls by orders of magnitude with j and depth, spread over seeds."""
+    rows = [
+        (residual, depth, seed, j, (j - 0.5) / 16, 1.0, 1.0, 10.0 ** (-depth * j / 4) * RNG.lognormal(0, 1.0))
+        for residual in (False, True)
+        for depth in range(1, 5)
+        for seed in range(3)
+        for j in range(1, 17)
+    ]
+    columns = ["residual", "depth", "seed", "position", "p", "energy", "density", "output_jacobian"]
+    return pd.DataFrame(rows, columns=columns)
 
 
 @pytest.fixture
@@ -53,6 +129,24 @@ def band_limits(ax):
     values = np.concatenate(values) if values else np.array([])
     values = values[np.isfinite(values)]
     return (values.min(), values.max()) if values.size else (math.nan, math.nan)
+
+
+def line_limits(ax):
+    """(low, high) of the y values of every line of an axes."""
+    values = np.concatenate([np.asarray(line.get_ydata(), float) for line in ax.lines] or [np.array([])])
+    values = values[np.isfinite(values)]
+    return (values.min(), values.max()) if values.size else (math.nan, math.nan)
+
+
+def assert_in_range(fig):
+    """Rates (accuracy, failure) stay in [0, 1]; anything on a log axis stays above 0."""
+    for ax in panels(fig):
+        label = ax.get_ylabel()
+        for low, high in (band_limits(ax), line_limits(ax)):
+            if "rate" in label or "accuracy" in label:
+                assert 0 <= low and high <= 1, f"{ax.get_title()!r}: {label} spans [{low}, {high}]"
+            if ax.get_yscale() == "log" and not math.isnan(low):
+                assert low > 0, f"{ax.get_title()!r}: a band reaches {low} on a log axis"
 
 
 def assert_saved(path):
@@ -122,3 +216,86 @@ def test_every_arm_has_one_colour_and_ablations_a_shade_of_their_family():
     assert style.arm_color("baseline_nores") != style.arm_color("baseline")
     assert style.arm_color("balance_b03") != style.arm_color("balance")
     assert style.arm_color("unknown") == style.OTHER
+
+
+@pytest.fixture(scope="module")
+def tables():
+    return {"failure": failure_table(), "train": train_table(), "influence": influence_table(), "sweep": sweep_table()}
+
+
+def test_failure_by_position_has_one_panel_per_arm_the_run_has_and_rates_in_range(drawn, tables, tmp_path):
+    fig = drawn(training, "failure_by_position", tables["failure"], tmp_path / "f.png")
+    assert_saved(tmp_path / "f.png")
+    assert len(panels(fig)) == len(ARMS)  # not variants x L: six arms, six panels
+    assert {ax.get_title() for ax in panels(fig)} >= {"baseline, L = 16, depth 4 (4 seeds)"}
+    assert_no_empty_panel(fig)
+    assert_in_range(fig)
+
+
+def test_training_curves_give_each_setting_its_own_steps_and_name_a_variant_that_never_learns(drawn, tables, tmp_path):
+    fig = drawn(training, "training_curves", tables["train"], tmp_path / "t.png")
+    axes = panels(fig)
+    assert len(axes) == 4  # loss and accuracy for each of the two settings
+    ends = sorted(ax.get_xlim()[1] for ax in axes)  # each setting on its own steps: 600 and 1,500
+    assert 500 < ends[0] <= ends[1] <= 600 < 1400 < ends[2] <= ends[3] <= 1500
+    assert_no_empty_panel(fig)
+    assert_in_range(fig)
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert [label for label in labels if "never learns" in label] == [
+        next(label for label in labels if label.startswith("reweight"))
+    ]
+
+
+def test_the_blogs_failure_figure_puts_the_fix_beside_its_baseline_at_the_last_step(drawn, tables, tmp_path):
+    fig = drawn(blog, "failure_baseline_fix", tables["failure"], tmp_path / "b.png", VARIANTS)
+    axes = panels(fig)
+    assert [ax.get_title() for ax in axes] == ["L = 16, depth 4, step 1500", "L = 24, depth 2, step 600"]
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels == [
+        "baseline (4 seeds)",
+        "debiased (2 seeds)",
+        "debiased_literal (4 seeds)",
+        "baseline_short (3 seeds)",
+        "debiased_short (3 seeds)",
+    ]
+    colors = [tuple(line.get_color()) for line in axes[0].lines]
+    assert tuple(style.arm_color("baseline")) in colors  # each arm in its colour
+    assert_no_empty_panel(fig)
+    assert_in_range(fig)
+
+
+def test_the_blogs_training_curves_are_on_each_settings_steps_with_losses_on_a_log_axis(drawn, tables, tmp_path):
+    fig = drawn(blog, "training_baseline_fix", tables["train"], tmp_path / "c.png", VARIANTS)
+    axes = panels(fig)
+    assert len(axes) == 4 and [ax.get_yscale() for ax in axes[:2]] == ["log", "log"]
+    assert_no_empty_panel(fig)
+    assert_in_range(fig)
+
+
+def test_the_blogs_jacobian_figure_is_on_a_log_axis_with_bands_above_zero(drawn, tables, tmp_path):
+    fig = drawn(blog, "jacobian_at_init", tables["sweep"], tmp_path / "j.png")
+    axes = panels(fig)
+    assert [ax.get_yscale() for ax in axes] == ["log", "log"]
+    assert axes[0].get_title().startswith("without residual")
+    assert_no_empty_panel(fig)
+    assert_in_range(fig)
+    # The line is the geometric mean over seeds.
+    part = tables["sweep"][~tables["sweep"].residual & (tables["sweep"].depth == 1)]
+    expected = np.exp(np.log(part.output_jacobian).groupby(part.position).mean())
+    assert np.allclose(axes[0].lines[0].get_ydata(), expected.to_numpy())
+
+
+@pytest.mark.parametrize("function", ["profiles_over_training", "depth_profiles"])
+def test_influence_profiles_keep_their_bands_above_zero_on_the_log_axis(drawn, tables, tmp_path, function):
+    fig = drawn(influence, function, tables["influence"], tmp_path / "i.png")
+    assert len(panels(fig)) == len(ARMS) - 0 and all(ax.get_yscale() == "log" for ax in panels(fig))
+    assert_no_empty_panel(fig)
+    assert_in_range(fig)
+
+
+def test_the_remedy_failure_figure_keeps_rates_in_range(drawn, tables, tmp_path):
+    short = tables["failure"][tables["failure"].L == 24]
+    remedy_steps = pd.DataFrame({"step": short.step.unique()})
+    fig = drawn(remedies, "failure_by_remedy", remedy_steps, short, tmp_path / "r.png", "baseline_short")
+    assert_no_empty_panel(fig)
+    assert_in_range(fig)

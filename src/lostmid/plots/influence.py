@@ -14,6 +14,7 @@ import seaborn as sns
 
 from lostmid.plots.common import LOG_BAND, SEED_INTERVAL, nearest_delta
 from lostmid.plots.style import arm_palette, save
+from lostmid.plots.training import ARM_KEYS, seeds_of, seeds_text, with_arm
 
 P_LABEL = "relative position p = (i - 1/2) / L"
 
@@ -30,25 +31,36 @@ def _positive(table: pd.DataFrame, column: str) -> pd.DataFrame:
 
 
 def profiles_over_training(influence: pd.DataFrame, path) -> None:
-    """Input-influence density m_i against p at every checkpoint (colour = step, style = L), a panel per variant."""
-    data = _positive(influence[influence.layer == 0], "density")
+    """Input-influence density m_i against p at every checkpoint (colour = step), a panel per arm (variant,
+    L, depth)."""
+    data = with_arm(_positive(influence[influence.layer == 0], "density"))
+    _arm_panels(data, "step", "viridis", path, "influence density m_i (mean 1)", "{col_name} ({seeds})")
+
+
+def _arm_panels(data: pd.DataFrame, hue: str, palette: str, path, ylabel: str, title: str) -> None:
+    """Density against p, a line per ``hue`` value, one panel per arm (log axis, geometric means)."""
+    arms = list(dict.fromkeys(data.sort_values(ARM_KEYS).arm))
+    seeds = seeds_of(data)
     grid = sns.relplot(
         data=data,
         x="p",
         y="density",
-        hue="step",
-        style="L",
-        col="variant",
-        col_wrap=min(4, data.variant.nunique()),
+        hue=hue,
+        col="arm",
+        col_order=arms,
+        col_wrap=min(3, len(arms)),
         kind="line",
-        **LOG_BAND,
-        palette="viridis",
-        height=2.6,
+        palette=palette,
+        height=2.5,
         aspect=1.3,
+        marker="o",
+        markersize=3,  # late layers can be a single point (the terminal adjoint at L)
+        **LOG_BAND,
     )
     _log_density(grid)
-    grid.set_titles("{col_name}")
-    grid.set_axis_labels(P_LABEL, "influence density m_i (mean 1)")
+    for arm, ax in grid.axes_dict.items():
+        ax.set_title(title.format(col_name=arm, seeds=seeds_text(seeds[arm]), step=data[data.arm == arm].step.max()))
+    grid.set_axis_labels(P_LABEL, ylabel)
     save(grid, path)
 
 
@@ -84,34 +96,15 @@ def metrics_over_training(metrics: pd.DataFrame, path, delta: float) -> None:
 
 
 def depth_profiles(influence: pd.DataFrame, path) -> None:
-    """Per-step densities m^(k) (colour = residual-state index k, style = L) at the last checkpoint,
-    a panel per variant.
+    """Per-step densities m^(k) (colour = residual-state index k) at each arm's own last checkpoint, a panel
+    per arm (variant, L, depth).
 
     With readout 'last' the terminal adjoint lives at position L only; the profile widens as
     the adjoint flows back through the steps towards the input (k = 0).
     """
-    last = influence.step.max()
-    data = _positive(influence[influence.step == last], "density")
-    grid = sns.relplot(
-        data=data,
-        x="p",
-        y="density",
-        hue="layer",
-        style="L",
-        col="variant",
-        col_wrap=min(4, data.variant.nunique()),
-        kind="line",
-        **LOG_BAND,
-        palette="crest",
-        height=2.6,
-        aspect=1.3,
-        marker="o",
-        markersize=3,  # late layers can be a single point (the terminal adjoint at L)
-    )
-    _log_density(grid)
-    grid.set_titles("{col_name}, step " + str(last))
-    grid.set_axis_labels(P_LABEL, "density m^(k)_i of P_k")
-    save(grid, path)
+    arms = influence.groupby(ARM_KEYS).step.transform("max")
+    data = with_arm(_positive(influence[influence.step == arms], "density"))
+    _arm_panels(data, "layer", "crest", path, "density m^(k)_i of P_k", "{col_name}, step {step} ({seeds})")
 
 
 def init_sweep(sweep: pd.DataFrame, path) -> None:

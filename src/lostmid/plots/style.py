@@ -20,21 +20,22 @@ PAGE_WIDTH = 6.5  # inches: a figure this wide is read at a page's width without
 DPI = 150
 VECTOR = ".pdf"
 
-# The arms' families and their colours. A variant belongs to the family its name starts with (longest
-# prefix first): balance_b03 is a balance arm, debiased_short a debiased one. An ablation (a name longer
-# than its family's) is its family's colour, lightened; a name of no family is grey.
+# The arms' families and their colours, distinct among the arms that share a figure (the blog's setting:
+# the baseline, the two fits, the residual-free pair; the remedies: the short baseline and fix and
+# Algorithms 1-3). A variant belongs to the first family (in this order) its name starts with; the
+# short schedule is the same arm (debiased_short is debiased's colour), an ablation (balance_b03) its
+# family's colour lightened; a name of no family is grey.
 FAMILIES = {
     "baseline_nores": PALETTE[9],
     "debiased_nores": PALETTE[8],
-    "debiased_literal": PALETTE[3],
+    "debiased_literal": PALETTE[2],
     "baseline": PALETTE[0],
     "debiased": PALETTE[1],
-    "balance": PALETTE[2],
-    "reweight": PALETTE[4],
-    "observability": PALETTE[5],
+    "balance": PALETTE[4],
+    "reweight": PALETTE[5],
+    "observability": (0.13, 0.13, 0.13),
 }
 OTHER = PALETTE[7]
-# The schedules of a family share its colour: the short schedule is the same arm on the remedies' steps.
 SAME_ARM = ("_short",)
 
 
