@@ -161,7 +161,7 @@ ENDPOINTS = [
         "high": 0.30,
         "source_size": 0.4,
         "unit": "failure rate difference",
-        "outcome": "smaller than the source",
+        "outcome": "an effect smaller than the source's",
     },
     {
         "name": "(d) training speed",
@@ -170,7 +170,7 @@ ENDPOINTS = [
         "high": -10.0,
         "source_size": -50.0,
         "unit": "failure x steps",
-        "outcome": "as large as the source",
+        "outcome": "at least the source's size",
     },
     {
         "name": "imbalance growth",
@@ -189,7 +189,7 @@ def test_a_finding_is_one_panel_per_endpoint_with_its_interval_zero_and_the_sour
     assert_saved(tmp_path / "q.png")
     axes = panels(fig)
     assert [ax.get_title(loc="left") for ax in axes] == [e["name"] for e in ENDPOINTS]
-    assert [ax.get_title(loc="right") for ax in axes] == [e["outcome"] for e in ENDPOINTS]
+    assert all(e["outcome"] in [t.get_text() for t in ax.texts] for ax, e in zip(axes, ENDPOINTS))
     assert_no_empty_panel(fig)
     for ax, endpoint in zip(axes, ENDPOINTS):
         assert ax.get_xlabel() == endpoint["unit"]

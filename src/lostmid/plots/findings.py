@@ -6,18 +6,20 @@ endpoint, a mapping (or a DataFrame row) with the keys
     name         the endpoint, as the page names it
     estimate     the primary estimate (NaN or None: not yet run)
     low, high    its interval (NaN: none)
-    source_size  the size the source's words imply, in the same unit (NaN: the source gives none)
+    source_size  the size the source's words imply, signed, on the estimate's axis (a decrease the source
+                 predicts is negative; NaN: the source gives none)
     unit         the estimate's unit, the panel's x label
     outcome      the reading, one of OUTCOMES (any other text is drawn in grey)
 
 Each panel shows the interval (a bar), the estimate (a dot), zero (dashed) and the source's size (a
-black triangle on the axis, labelled), and names its outcome; panels are stacked, one per endpoint,
-at a page's width.
+black triangle, labelled), and names its outcome (top right, in its colour); panels are stacked, one
+per endpoint, at a page's width.
 """
 
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Iterable, Mapping
 
 import matplotlib.pyplot as plt
@@ -25,15 +27,16 @@ import pandas as pd
 
 from lostmid.plots.style import PAGE_WIDTH, PALETTE, save
 
+# The four outcomes of the plan's reading (lostmid.study.reading, issue 45), and an endpoint not yet run.
 OUTCOMES = {
-    "as large as the source": PALETTE[2],
-    "smaller than the source": PALETTE[0],
+    "at least the source's size": PALETTE[2],
+    "an effect smaller than the source's": PALETTE[0],
     "no effect of that size": PALETTE[3],
     "inconclusive": PALETTE[7],
     "not yet run": "0.6",
 }
 KEYS = ("name", "estimate", "low", "high", "source_size", "unit", "outcome")
-PANEL_HEIGHT = 1.05  # inches per endpoint
+PANEL_HEIGHT = 1.15  # inches per endpoint
 
 
 def _number(value) -> float:
@@ -95,8 +98,18 @@ def _panel(ax, row: dict) -> None:
     ax.set_yticks([])
     ax.grid(False, axis="y")
     ax.set_xlabel(row["unit"])
-    ax.set_title(row["name"], loc="left")
-    ax.set_title(row["outcome"], loc="right", color=color if row["outcome"] in OUTCOMES else "0.3", fontweight="bold")
+    ax.set_title("\n".join(textwrap.wrap(row["name"], 100)), loc="left")
+    ax.text(
+        0.995,
+        0.96,
+        row["outcome"],
+        transform=ax.transAxes,
+        ha="right",
+        va="top",
+        color=color if row["outcome"] in OUTCOMES else "0.3",
+        fontweight="bold",
+        fontsize=8,
+    )
 
 
 def finding_figure(rows, path, title: str | None = None) -> None:
