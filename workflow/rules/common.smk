@@ -6,6 +6,7 @@ import functools
 import threading
 
 import lostmid.catalogue as catalogue
+import lostmid.front as front
 import lostmid.jobs as jobs
 from lostmid.algebraic.settings import AlgebraicSettings
 from lostmid.analysis.settings import (
