@@ -35,7 +35,7 @@ def findings_sentences(markdown: str) -> list[tuple[str, str]]:
     found = []
     for section in re.split(r"^## ", markdown, flags=re.M)[1:]:
         heading, _, body = section.partition("\n")
-        paragraphs = [p.splitlines() for p in re.split(r"\n\s*\n", body)]
+        paragraphs = [[line for line in p.splitlines() if line.strip()] for p in re.split(r"\n\s*\n", body)]
         answer = next((" ".join(line.strip() for line in p) for p in paragraphs if _prose(p)), "")
         found.append((heading.strip(), answer))
     return found
