@@ -113,8 +113,9 @@ def panels(fig):
 
 
 def assert_no_empty_panel(fig):
+    """Every panel draws data, or (a text panel, axes off) says something."""
     for ax in panels(fig):
-        has = ax.lines or ax.collections or ax.patches or ax.images
+        has = ax.lines or ax.collections or ax.patches or ax.images or (not ax.axison and ax.texts)
         assert has, f"empty panel {ax.get_title()!r}"
 
 
@@ -299,3 +300,49 @@ def test_the_remedy_failure_figure_keeps_rates_in_range(drawn, tables, tmp_path)
     fig = drawn(remedies, "failure_by_remedy", remedy_steps, short, tmp_path / "r.png", "baseline_short")
     assert_no_empty_panel(fig)
     assert_in_range(fig)
+
+
+def test_the_fitted_b_is_a_heat_map_centred_on_zero_with_its_unit(drawn, tmp_path):
+    L = 16
+    matrix = pd.DataFrame(
+        [("debiased", L, 4, i, j, 0.1 * (i - j) - 0.5) for i in range(1, L + 1) for j in range(1, i + 1)],
+        columns=["variant", "L", "depth", "query", "key", "bias"],
+    )
+    summary = pd.DataFrame(
+        [
+            dict(
+                variant="debiased", L=L, depth=4, target="loss", positions="all", fit_model="debiased",
+                param="distance", imbalance_before=7.0, imbalance_after=1.0, context_share_before=0.1,
+                context_share_after=0.3, c0=-0.5, lag_slope=-0.1, self_attention_init_b0=0.3,
+                self_attention_init=0.2, accepted=True,
+            )
+        ]
+    )  # fmt: skip
+    fig = drawn(remedies, "bias_heatmap", matrix, summary, tmp_path / "b.png")
+    heat = fig.axes[0]
+    low, high = heat.collections[0].get_clim()
+    assert low == -high == -matrix.bias.abs().max()  # centred on 0
+    assert fig.axes[-1].get_ylabel() == "bias B_ij (attention logit)"  # the colour bar says what it shows
+    assert [t.get_text() for t in heat.get_xticklabels()] == ["1", "4", "8", "12", "16"]
+    assert_no_empty_panel(fig)
+
+
+def test_the_forest_never_cuts_a_label(drawn, tmp_path):
+    from lostmid.plots import evidence
+
+    setting = "debiased vs baseline, L 16, depth 4, residual true, checkpoint matched accuracy 0.75, interpolated"
+    table = pd.DataFrame(
+        [
+            dict(claim="c1", setting=setting, unit="failure rate", estimate=0.1, ci_low=0.0, ci_high=0.2,
+                 verdict="supported", rule_kind="greater_than_zero", margin=0.05, n_seeds=8, log_axis=False,
+                 variant="debiased", method="paired t"),
+            dict(claim="c2", setting="-", unit="failure rate", estimate=float("nan"), ci_low=float("nan"),
+                 ci_high=float("nan"), verdict="inconclusive", rule_kind="greater_than_zero", margin=0.05,
+                 n_seeds=0, log_axis=False, variant=None, method="not run: " + "a long reason " * 20),
+        ]
+    )  # fmt: skip
+    fig = drawn(evidence, "forest", table, tmp_path / "f.png")
+    label = fig.axes[0].get_yticklabels()[0].get_text()
+    assert " ".join(label.split()) == "c1 " + setting
+    listed = " ".join(fig.axes[-1].texts[0].get_text().split())
+    assert ("a long reason " * 20).strip() in listed and "..." not in listed

@@ -30,8 +30,12 @@ def draw_bias(ax, matrix: pd.DataFrame, L: int, title: str) -> None:
         square=True,
         xticklabels=False,
         yticklabels=False,
-        cbar_kws={"shrink": 0.7},
+        cbar_kws={"shrink": 0.7, "label": "bias B_ij (attention logit)"},
     )
+    ticks = sorted({1, *range(4, L + 1, 4), L})  # positions 1 .. L, a tick every 4
+    ax.set_xticks([t - 0.5 for t in ticks], ticks)
+    ax.set_yticks([t - 0.5 for t in ticks], ticks, rotation=0)
+    ax.grid(False)
     ax.set(title=title, xlabel="key j", ylabel="query i")
 
 
