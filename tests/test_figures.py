@@ -269,6 +269,7 @@ def test_the_blogs_training_curves_are_on_each_settings_steps_with_losses_on_a_l
     fig = drawn(blog, "training_baseline_fix", tables["train"], tmp_path / "c.png", VARIANTS)
     axes = panels(fig)
     assert len(axes) == 4 and [ax.get_yscale() for ax in axes[:2]] == ["log", "log"]
+    assert [t.get_text() for t in fig.legends[0].get_texts()][:2] == ["baseline (4 seeds)", "debiased (2 seeds)"]
     assert_no_empty_panel(fig)
     assert_in_range(fig)
 

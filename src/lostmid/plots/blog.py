@@ -16,7 +16,7 @@ from matplotlib.lines import Line2D
 
 from lostmid.plots.common import LOG_BAND, RATE_BAND
 from lostmid.plots.style import arm_palette, save
-from lostmid.plots.training import CHANCE, P_FLAG, seeds_text, smoothed
+from lostmid.plots.training import CHANCE, P_FLAG, seeds_text, smoothed, variant_labels
 
 FIX = "bias"
 
@@ -49,12 +49,12 @@ def _no_comparison(path, what: str) -> None:
     save(fig, path)
 
 
-def _legend(fig, data: pd.DataFrame, arms: list[str]) -> None:
+def _legend(fig, data: pd.DataFrame, arms: list[str], labels: dict | None = None) -> None:
+    """A legend under the panels: each arm in its colour with its seeds (or its ``labels``)."""
     palette = arm_palette(arms)
     seeds = data.groupby("variant").seed.nunique()
-    handles = [
-        Line2D([], [], color=palette[arm], lw=2, label=f"{arm} ({seeds_text(seeds.get(arm, 0))})") for arm in arms
-    ]
+    labels = labels or {arm: f"{arm} ({seeds_text(seeds.get(arm, 0))})" for arm in arms}
+    handles = [Line2D([], [], color=palette[arm], lw=2, label=labels[arm]) for arm in arms]
     fig.legend(handles=handles, loc="outside lower center", ncol=min(len(arms), 3), frameon=False)
 
 
@@ -126,7 +126,7 @@ def training_baseline_fix(train: pd.DataFrame, path, variants: dict, window: int
                 ax.set(ylim=(0, 1), ylabel="batch accuracy")
                 ax.axhline(CHANCE, color="0.4", lw=0.8, ls="--")
         arms_drawn += [a for a in arms if a not in arms_drawn]
-    _legend(fig, train, arms_drawn)
+    _legend(fig, train, arms_drawn, variant_labels(smooth))  # names an arm that never learns
     save(fig, path)
 
 
