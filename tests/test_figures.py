@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import matplotlib.collections as mcoll
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
@@ -46,7 +47,8 @@ def failure_table() -> pd.DataFrame:
                 rate = np.clip(0.5 * (1 - learned) * (1 + f / L) + RNG.normal(0, 0.3), 0, 1)
                 rows.append((variant, L, depth, seed, step, f, f / L, 32, rate))
     columns = ["variant", "L", "depth", "seed", "step", "flag_pos", "p", "n", "failure_rate"]
-    return pd.DataFrame(rows, columns=columns)
+    table = pd.DataFrame(rows, columns=columns)
+    return table.assign(failures=(table.failure_rate * table.n).round())
 
 
 def train_table() -> pd.DataFrame:
@@ -90,14 +92,15 @@ def sweep_table() -> pd.DataFrame:
 
 @pytest.fixture
 def drawn(monkeypatch):
-    """Call ``draw(module, *args)``: the figure the module drew (and saved, through the real ``save``)."""
+    """Call ``draw(module, function, *args)``: the figure the function drew, kept at its ``save`` (which
+    writes nothing here: test_a_finding... checks the files ``style.save`` writes)."""
 
     def draw(module, function, *args, **kwargs):
         figures = []
 
         def keep(grid, path):
             figures.append(grid.figure if hasattr(grid, "figure") else grid)
-            style.save(grid, path)
+            plt.close(figures[-1])
 
         monkeypatch.setattr(module, "save", keep)
         getattr(module, function)(*args, **kwargs)
@@ -113,9 +116,10 @@ def panels(fig):
 
 
 def assert_no_empty_panel(fig):
-    """Every panel draws data, or (a text panel, axes off) says something."""
+    """Every panel draws data (a line with points, a filled area, bars, an image) or says in words why not."""
     for ax in panels(fig):
-        has = ax.lines or ax.collections or ax.patches or ax.images or (not ax.axison and ax.texts)
+        lines = [line for line in ax.lines if len(line.get_xdata())]
+        has = lines or ax.collections or ax.patches or ax.images or ax.texts
         assert has, f"empty panel {ax.get_title()!r}"
 
 
@@ -144,9 +148,11 @@ def assert_in_range(fig):
     for ax in panels(fig):
         label = ax.get_ylabel()
         for low, high in (band_limits(ax), line_limits(ax)):
+            if math.isnan(low):  # nothing of this kind drawn
+                continue
             if "rate" in label or "accuracy" in label:
                 assert 0 <= low and high <= 1, f"{ax.get_title()!r}: {label} spans [{low}, {high}]"
-            if ax.get_yscale() == "log" and not math.isnan(low):
+            if ax.get_yscale() == "log":
                 assert low > 0, f"{ax.get_title()!r}: a band reaches {low} on a log axis"
 
 
@@ -185,9 +191,12 @@ ENDPOINTS = [
 ]
 
 
-def test_a_finding_is_one_panel_per_endpoint_with_its_interval_zero_and_the_source_size(drawn, tmp_path):
-    fig = drawn(findings, "finding_figure", ENDPOINTS, tmp_path / "q.png", title="Does the fix work?")
-    assert_saved(tmp_path / "q.png")
+def test_a_finding_is_one_panel_per_endpoint_with_its_interval_zero_and_the_source_size(monkeypatch, tmp_path):
+    saved = []
+    monkeypatch.setattr(findings, "save", lambda fig, path: saved.append(fig) or style.save(fig, path))
+    findings.finding_figure(ENDPOINTS, tmp_path / "q.png", title="Does the fix work?")
+    fig = saved[0]
+    assert_saved(tmp_path / "q.png")  # PNG and PDF
     axes = panels(fig)
     assert [ax.get_title(loc="left") for ax in axes] == [e["name"] for e in ENDPOINTS]
     assert all(e["outcome"] in [t.get_text() for t in ax.texts] for ax, e in zip(axes, ENDPOINTS))
@@ -226,7 +235,6 @@ def tables():
 
 def test_failure_by_position_has_one_panel_per_arm_the_run_has_and_rates_in_range(drawn, tables, tmp_path):
     fig = drawn(training, "failure_by_position", tables["failure"], tmp_path / "f.png")
-    assert_saved(tmp_path / "f.png")
     assert len(panels(fig)) == len(ARMS)  # not variants x L: six arms, six panels
     assert {ax.get_title() for ax in panels(fig)} >= {"baseline, L = 16, depth 4 (4 seeds)"}
     assert_no_empty_panel(fig)
@@ -347,3 +355,21 @@ def test_the_forest_never_cuts_a_label(drawn, tmp_path):
     assert " ".join(label.split()) == "c1 " + setting
     listed = " ".join(fig.axes[-1].texts[0].get_text().split())
     assert ("a long reason " * 20).strip() in listed and "..." not in listed
+
+
+@pytest.mark.parametrize("level", [0.75, 0.999])
+def test_the_mechanism_figure_draws_each_arm_at_mid_training_or_says_none_reaches_it(drawn, tables, tmp_path, level):
+    L = 16
+    matrix = pd.DataFrame(
+        [("debiased", L, 4, i, j, 0.1 * (j - i)) for i in range(1, L + 1) for j in range(1, i + 1)],
+        columns=["variant", "L", "depth", "query", "key", "bias"],
+    )
+    fig = drawn(remedies, "mechanism_controls", matrix, tables["failure"], tmp_path / "m.png", VARIANTS, level)
+    curve = fig.axes[1]
+    drawn_lines = [line for line in curve.lines if len(line.get_xdata())]
+    if level < 0.9:
+        assert drawn_lines and not curve.texts
+    else:
+        assert not drawn_lines and "neither arm reaches accuracy 0.999" in curve.texts[0].get_text()
+    assert_no_empty_panel(fig)
+    assert_in_range(fig)

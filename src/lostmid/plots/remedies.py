@@ -303,5 +303,10 @@ def mechanism_controls(
             ylim=(0, 1),
         )
         curve.legend(fontsize=7, loc="upper left")
+        if not curve.collections and not any(len(line.get_xdata()) for line in curve.lines):
+            # Neither arm reaches mid-training: say so instead of an empty panel.
+            curve.text(0.5, 0.5, f"no mid-training checkpoint:\nneither arm reaches accuracy {mid_accuracy:g}",
+                       transform=curve.transAxes, ha="center", va="center", color="0.3")  # fmt: skip
+            curve.set(xticks=[], yticks=[])
     fig.tight_layout()
     save(fig, path)
