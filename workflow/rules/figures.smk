@@ -62,7 +62,8 @@ rule figures:
 
 # The report's first screen (workflow/report/workflow.rst includes it first): docs/findings.md's
 # sentences and figures where the checkout has the page, else the run's headline and the blog's
-# figures; where the run came from.
+# figures. (Not the manifest's stamp: the run is not finished while the job runs; the report shows
+# the config and Snakemake's metadata, a run record's page its stamp.)
 FINDINGS_PAGE = Path(workflow.basedir) / "docs" / "findings.md"
 FRONT_FIGURES = (
     front.findings_figures(FINDINGS_PAGE.read_text(), FINDINGS_PAGE.parent) if FINDINGS_PAGE.exists() else []
@@ -101,6 +102,5 @@ rule report_front:
         arguments=ARGUMENTS_FILE,
     shell:
         logged(
-            "lostmid report-front --evidence {input.evidence} {params.findings} --manifest results/manifest.json"
-            " --figures {input.figures} --out {output}"
+            "lostmid report-front --evidence {input.evidence} {params.findings} --figures {input.figures} --out {output}"
         )

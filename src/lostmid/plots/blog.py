@@ -55,7 +55,8 @@ def _legend(fig, data: pd.DataFrame, arms: list[str], labels: dict | None = None
     seeds = data.groupby("variant").seed.nunique()
     labels = labels or {arm: f"{arm} ({seeds_text(seeds.get(arm, 0))})" for arm in arms}
     handles = [Line2D([], [], color=palette[arm], lw=2, label=labels[arm]) for arm in arms]
-    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(arms), 3), frameon=False)
+    ncol = 1 if max(len(label) for label in labels.values()) > 40 else min(len(arms), 3)  # long labels: one column
+    fig.legend(handles=handles, loc="outside lower center", ncol=ncol, frameon=False)
 
 
 def failure_baseline_fix(failure: pd.DataFrame, path, variants: dict) -> None:
