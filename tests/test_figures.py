@@ -373,3 +373,23 @@ def test_the_mechanism_figure_draws_each_arm_at_mid_training_or_says_none_reache
         assert not drawn_lines and "neither arm reaches accuracy 0.999" in curve.texts[0].get_text()
     assert_no_empty_panel(fig)
     assert_in_range(fig)
+
+
+def test_the_channel_figure_has_a_row_per_arm_and_names_its_seeds(drawn):
+    from lostmid.plots import channels
+
+    arms = [run for run in runs() if run[0] in ("baseline", "debiased")]
+    keys = [(v, L, d, seed, step) for v, L, d, seed, _, steps in arms for step in steps]
+    regions = ["left", "middle", "right"]
+    J = pd.DataFrame(
+        [(*k, 0.2, r, c, RNG.uniform(0, 1)) for k in keys for r in regions for c in ("res", "cone", "loc")],
+        columns=["variant", "L", "depth", "seed", "step", "delta", "region", "channel", "J"],
+    )
+    xi = pd.DataFrame(
+        [(*k, 0.2, r, "res-cone", RNG.normal(0, 0.1), 0.0) for k in keys for r in regions],
+        columns=["variant", "L", "depth", "seed", "step", "delta", "region", "pair", "xi", "rho"],
+    )
+    fig = drawn(channels, "channel_energies", J, xi, "unused.png", 0.2)
+    assert len(panels(fig)) == 2 * 3
+    assert panels(fig)[0].get_title() == "baseline L=16 M=4: left (4 seeds)"
+    assert_no_empty_panel(fig)
