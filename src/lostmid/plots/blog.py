@@ -14,9 +14,9 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.lines import Line2D
 
-from lostmid.plots.common import LOG_BAND, RATE_BAND
+from lostmid.plots.common import LOG_BAND, RATE_BAND, seeds_text
 from lostmid.plots.style import arm_palette, save
-from lostmid.plots.training import CHANCE, P_FLAG, seeds_text, smoothed, variant_labels
+from lostmid.plots.training import CHANCE, P_FLAG, smoothed, variant_labels
 
 FIX = "bias"
 

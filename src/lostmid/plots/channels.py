@@ -8,9 +8,8 @@ import pandas as pd
 import seaborn as sns
 
 from lostmid.analysis.conditions import REGIONS, TESTS
-from lostmid.plots.common import nearest_delta
+from lostmid.plots.common import nearest_delta, seeds_text
 from lostmid.plots.style import PALETTE, save
-from lostmid.plots.training import seeds_text
 
 CHANNEL_LABELS = {"res": "residual $J_{res}$", "cone": "causal cone $J_{cone}$", "loc": "local $J_{loc}$"}
 RUN_GROUP = ["variant", "L", "depth"]

@@ -50,3 +50,25 @@ def log_interval(values) -> tuple[float, float]:
 # seaborn's estimator and errorbar of a positive quantity on a log axis
 LOG_BAND = {"estimator": geometric_mean, "errorbar": log_interval}
 RATE_BAND = {"errorbar": rate_interval}
+
+
+# Arms: a variant at one L and depth, the unit panels are laid out by.
+ARM_KEYS = ["variant", "L", "depth"]
+
+
+def arm_label(variant: str, L: int, depth: int) -> str:
+    return f"{variant}, L = {L}, depth {depth}"
+
+
+def seeds_text(n: int) -> str:
+    return f"{n} seed" + ("" if n == 1 else "s")
+
+
+def with_arm(table: pd.DataFrame) -> pd.DataFrame:
+    """The table with an ``arm`` column naming its variant, L and depth."""
+    return table.assign(arm=[arm_label(*key) for key in table[ARM_KEYS].itertuples(index=False)])
+
+
+def seeds_of(table: pd.DataFrame) -> dict:
+    """``{arm: number of seeds}`` of a table with an ``arm`` column."""
+    return table.groupby("arm").seed.nunique().to_dict()

@@ -12,9 +12,8 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from lostmid.plots.common import LOG_BAND, SEED_INTERVAL, nearest_delta
+from lostmid.plots.common import ARM_KEYS, LOG_BAND, SEED_INTERVAL, nearest_delta, seeds_of, seeds_text, with_arm
 from lostmid.plots.style import arm_palette, save
-from lostmid.plots.training import ARM_KEYS, seeds_of, seeds_text, with_arm
 
 P_LABEL = "relative position p = (i - 1/2) / L"
 

@@ -11,31 +11,12 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.lines import Line2D
 
-from lostmid.plots.common import LOG_BAND, RATE_BAND
+from lostmid.plots.common import ARM_KEYS, LOG_BAND, RATE_BAND, seeds_of, seeds_text, with_arm
 from lostmid.plots.style import arm_palette, save
 
-ARM_KEYS = ["variant", "L", "depth"]
 P_FLAG = "flag position p = f / L"
 CHANCE = 0.5  # the answer is one bit
 LEARNS = 0.6  # a run whose final accuracy stays below this has not learned the task
-
-
-def arm_label(variant: str, L: int, depth: int) -> str:
-    return f"{variant}, L = {L}, depth {depth}"
-
-
-def seeds_text(n: int) -> str:
-    return f"{n} seed" + ("" if n == 1 else "s")
-
-
-def with_arm(table: pd.DataFrame) -> pd.DataFrame:
-    """The table with an ``arm`` column naming its variant, L and depth."""
-    return table.assign(arm=[arm_label(*key) for key in table[ARM_KEYS].itertuples(index=False)])
-
-
-def seeds_of(table: pd.DataFrame) -> dict:
-    """``{arm: number of seeds}`` of a table with an ``arm`` column."""
-    return table.groupby("arm").seed.nunique().to_dict()
 
 
 def failure_by_position(failure: pd.DataFrame, path) -> None:
