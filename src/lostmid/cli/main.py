@@ -29,6 +29,7 @@ from lostmid.cli import (  # noqa: F401  (they register commands)
     remedies,
     results,
     retrieval,
+    study,
     training,
 )
 from lostmid.cli.registry import COMMANDS, PASSES_ON
