@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import subprocess
 
+import numpy as np
+import pandas as pd
 import yaml
 
 from lostmid.config import read_merged
@@ -67,3 +69,126 @@ def test_the_stamp_records_the_plan_bytes_and_the_commits(tmp_path):
     assert stamp["plan_commit"] != stamp["run_commit"] and stamp["run_dirty"] is False
     plan.write_text("primaries: [changed]\n")
     assert plan_stamp(tmp_path, plan)["run_dirty"] is True and json.dumps(stamp)
+
+
+# --------------------------------------------------------------------------- the reading
+
+
+def test_the_four_outcomes_are_read_off_the_interval_against_zero_and_the_size():
+    from lostmid.study import reading
+
+    assert reading.outcome(0.8, 1.5, "increase", 0.69) == reading.AT_LEAST
+    assert reading.outcome(0.1, 0.5, "increase", 0.69) == reading.SMALLER
+    assert reading.outcome(-0.2, 0.5, "increase", 0.69) == reading.NO_EFFECT
+    assert reading.outcome(-0.9, -0.3, "increase", 0.69) == reading.NO_EFFECT  # the other side of 0
+    assert reading.outcome(-0.2, 0.9, "increase", 0.69) == reading.INCONCLUSIVE
+    assert reading.outcome(0.2, 0.9, "increase", 0.69) == reading.INCONCLUSIVE  # an effect, its size undecided
+    assert reading.outcome(-0.09, -0.06, "decrease", 0.05) == reading.AT_LEAST  # a decrease: mirrored
+    assert reading.outcome(-0.04, 0.01, "decrease", 0.05) == reading.NO_EFFECT
+    assert reading.outcome(float("nan"), float("nan"), "decrease", 0.05) == reading.INCONCLUSIVE
+
+
+def test_holm_gives_each_primary_the_level_of_its_rank_until_the_first_it_cannot_reject():
+    from lostmid.study.reading import holm_levels
+
+    levels = holm_levels([0.04, 0.001, 0.03, 0.2], alpha=0.05)
+    # sorted: 0.001 (rank 1: 0.05/4), 0.03 (rank 2: 0.05/3 = 0.0167, not rejected: stop), then 0.04 and 0.2
+    assert levels == [0.05 / 3, 0.05 / 4, 0.05 / 3, 0.05 / 3]
+    assert holm_levels([0.001, 0.002], alpha=0.05) == [0.025, 0.05]
+
+
+# --------------------------------------------------------------------------- planted effects
+
+
+def planted_failure(variant: str, seeds, slopes, step: int = 500, n: int = 512, seed: int = 0) -> pd.DataFrame:
+    """A failure table whose seed s fails with logit = -1.5 + slope_s (p - 1/2) at every flag position of L 16,
+    binomial draws of n sequences, at step 0 (everything fails half the time) and at ``step``."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for s, slope in zip(seeds, slopes):
+        for f in range(2, 17):
+            p = f / 16
+            for at, rate in ((0, 0.5), (step, 1 / (1 + np.exp(1.5 - slope * (p - 0.5))))):
+                failures = int(rng.binomial(n, rate))
+                rows.append(
+                    {
+                        "variant": variant,
+                        "L": 16,
+                        "depth": 4,
+                        "seed": s,
+                        "step": at,
+                        "flag_pos": f,
+                        "p": p,
+                        "n": n,
+                        "failures": failures,
+                        "failures_first_half": failures // 2,
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def planted_plan(sizes) -> dict:
+    primaries = [
+        {
+            "id": f"slope_{k}",
+            "question": f"Planted slope {k}?",
+            "arms": [f"arm_{k}"],
+            "checkpoint": 500,
+            "estimator": "lostmid.study.estimators.position_slope",
+            "unit": "seed",
+            "scale": "log odds per unit p",
+            "direction": "increase",
+            "size": size,
+            "words": "w",
+            "source": "test",
+        }
+        for k, size in enumerate(sizes)
+    ]
+    arms = {f"arm_{k}": {"variants": [f"v{k}"]} for k in range(len(sizes))}
+    return {
+        "alpha": 0.05,
+        "level": 0.95,
+        "primaries": primaries,
+        "run": {"arms": arms},
+        "checkpoints": {"fixed_mid_step": 500, "horizon": 500},
+    }
+
+
+def test_planted_effects_give_each_of_the_four_outcomes_and_a_changed_plan_demotes_them():
+    from lostmid.study import reading
+    from lostmid.study.findings import rows
+    from lostmid.study.record import Record
+
+    seeds = range(24)
+    rng = np.random.default_rng(1)
+    failure = pd.concat(
+        [
+            planted_failure("v0", seeds, 3.0 + 0.2 * rng.standard_normal(24)),  # well beyond the size 0.69
+            planted_failure("v1", seeds, 0.35 + 0.1 * rng.standard_normal(24)),  # an effect, below the size
+            planted_failure("v2", seeds, 0.0 * rng.standard_normal(24)),  # none
+            planted_failure("v3", range(3), [0.0, 2.0, -1.0]),  # three noisy seeds: undecided
+        ],
+        ignore_index=True,
+    )
+    plan = planted_plan([0.69, 0.69, 0.69, 0.69])
+    found = rows(plan, Record(failure=failure), primary_status=True)
+    assert [row.outcome for row in found] == [
+        reading.AT_LEAST,
+        reading.SMALLER,
+        reading.NO_EFFECT,
+        reading.INCONCLUSIVE,
+    ]
+    assert all(row.sentence.endswith(".") for row in found) and found[0].level < 0.05
+    demoted = rows(plan, Record(failure=failure), primary_status=False)
+    assert all(row.outcome.startswith("exploratory: ") for row in demoted)
+
+
+def test_an_endpoint_without_data_reads_not_yet_run_and_counts_in_holm():
+    from lostmid.study.findings import NOT_YET_RUN, rows
+    from lostmid.study.record import Record
+
+    plan = planted_plan([0.69, 0.69])
+    failure = planted_failure("v0", range(12), [3.0] * 12)
+    found = rows(plan, Record(failure=failure), primary_status=True)
+    assert found[1].outcome == NOT_YET_RUN and found[1].sentence == f"No answer: {NOT_YET_RUN}."
+    assert found[0].level == 0.05 / 2  # k = 2: the missing one keeps its place
