@@ -192,3 +192,107 @@ def test_an_endpoint_without_data_reads_not_yet_run_and_counts_in_holm():
     found = rows(plan, Record(failure=failure), primary_status=True)
     assert found[1].outcome == NOT_YET_RUN and found[1].sentence == f"No answer: {NOT_YET_RUN}."
     assert found[0].level == 0.05 / 2  # k = 2: the missing one keeps its place
+
+
+def planted_influence(failure: pd.DataFrame, influence_of) -> pd.DataFrame:
+    """A layer-0 influence table of the runs of ``failure``: density at position j = f - 1 from ``influence_of``."""
+    rows = failure[["variant", "L", "depth", "seed", "step", "flag_pos"]].drop_duplicates()
+    return pd.DataFrame(
+        {
+            "variant": rows.variant,
+            "L": rows.L,
+            "depth": rows.depth,
+            "seed": rows.seed,
+            "step": rows.step,
+            "layer": 0,
+            "position": rows.flag_pos - 1,
+            "p": (rows.flag_pos - 1) / 16,
+            "energy": 1.0,
+            "density": [influence_of(s, f) for s, f in zip(rows.seed, rows.flag_pos)],
+        }
+    )
+
+
+def test_influence_beyond_position_finds_a_planted_link_and_none_where_influence_is_position_alone():
+    from lostmid.study import estimators as est
+
+    rng = np.random.default_rng(2)
+    noise = {(s, f): rng.standard_normal() for s in range(24) for f in range(2, 17)}
+    rows = []
+    for s in range(24):  # failure rises with p and, beyond it, falls with a seed-specific influence
+        for f in range(2, 17):
+            logit = -1.5 + 1.0 * (f / 16 - 0.5) - 0.8 * noise[s, f]
+            failures = int(rng.binomial(512, 1 / (1 + np.exp(-logit))))
+            rows.append(
+                {
+                    "variant": "b",
+                    "L": 16,
+                    "depth": 4,
+                    "seed": s,
+                    "step": 500,
+                    "flag_pos": f,
+                    "p": f / 16,
+                    "n": 512,
+                    "failures": failures,
+                    "failures_first_half": int(rng.binomial(failures, 0.5)),
+                }
+            )
+    failure = pd.DataFrame(rows)
+    linked = planted_influence(failure, lambda s, f: np.exp(noise[s, f] - 0.2 * f))
+    effect = est.influence_beyond_position(failure, linked, ["b"], 500)
+    low, high = effect.interval(0.95)
+    assert high < -0.5 and effect.n == 24  # less influence, more failure, beyond position
+    reliability = est.split_half_reliability(failure, linked, ["b"], 500)
+    assert reliability["mean_rho"] < -0.3 and 0 < reliability["split_half_r"] <= reliability["reliability"] <= 1
+    position_only = planted_influence(failure, lambda s, f: np.exp(-0.2 * f + 0.01 * rng.standard_normal()))
+    low, high = est.influence_beyond_position(failure, position_only, ["b"], 500).interval(0.95)
+    assert not high < -0.5  # collinear with position: no planted link is found
+
+
+def test_speed_and_preference_are_paired_by_seed_over_the_fix_arms_blocks():
+    from lostmid.study import estimators as est
+
+    base = planted_failure("base", range(8), [2.0] * 8)
+    fix = pd.concat([planted_failure("fix_1", range(4), [0.0] * 4), planted_failure("fix_2", range(4, 8), [0.0] * 4)])
+    failure = pd.concat([base, fix], ignore_index=True)
+    preference = est.preference_difference(failure, ["fix_1", "fix_2"], ["base"], 500)
+    assert preference.n == 8 and preference.interval(0.95)[1] < -0.1  # the fix's flat profile: less preference
+    speed = est.speed_difference(failure, ["fix_1", "fix_2"], ["base"], 500)
+    assert speed.n == 8 and abs(speed.estimate) < 0.05  # the same mean failure over training, by construction
+    assert list(est.speed_differences(failure, ["fix_1"], ["base"], 500).index) == [0, 1, 2, 3]
+
+
+def test_the_findings_page_names_both_commits_tolerates_missing_data_and_demotes_after_a_plan_change(tmp_path):
+    from lostmid.study.findings import NOT_YET_RUN, README_END, README_START, write_findings
+    from lostmid.study.record import plan_stamp
+
+    def git(*words):
+        subprocess.run(["git", "-C", str(tmp_path), *words], check=True, capture_output=True)
+
+    git("init", "-q")
+    git("config", "user.email", "t@t"), git("config", "user.name", "t")
+    plan = tmp_path / "study" / "plan.yaml"
+    plan.parent.mkdir()
+    plan.write_text((REPO / "study" / "plan.yaml").read_text())
+    git("add", "."), git("commit", "-q", "-m", "pre-registration")
+    run = tmp_path / "runs" / "study"
+    (run / "tables").mkdir(parents=True)
+    stamp = plan_stamp(tmp_path, plan)
+    (run / "plan_stamp.json").write_text(json.dumps(stamp))
+    planted_failure("study_base_res", range(720, 732), [3.0] * 12).to_parquet(run / "tables" / "failure.parquet")
+    out = tmp_path / "docs" / "findings.md"
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n{README_START}\nold\n{README_END}\nrest\n")
+    found = write_findings(plan, run, out, tmp_path / "docs" / "figures", tmp_path, readme)
+    page = out.read_text()
+    assert f"{README_START}\nFrom [findings.md](docs/findings.md):\n\n- **Does the residual" in readme.read_text()
+    assert "old" not in readme.read_text() and readme.read_text().count(found[0].sentence) == 1
+    assert stamp["plan_commit"] in page and stamp["run_commit"] in page and "Endpoints: primary" in page
+    assert found[0].outcome == "at least the source's size" and (tmp_path / "docs" / "figures").is_dir()
+    assert "](figures/findings_a_position_effect_residual.png)" in page
+    assert sum(row.outcome == NOT_YET_RUN for row in found) == 9  # the fix arms have no fits in this record
+    plan.write_text(plan.read_text() + "# changed after the run began\n")
+    write_findings(plan, run, out, tmp_path / "docs" / "figures", tmp_path)
+    page = out.read_text()
+    assert "Endpoints: EXPLORATORY (the plan changed after the run began" in page
+    assert "exploratory: at least the source's size" in page

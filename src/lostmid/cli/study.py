@@ -55,11 +55,12 @@ def _findings_args(parser):
     parser.add_argument("--repo", default=".", help="the repository (git checkout) the plan is committed in")
     parser.add_argument("--out", default="docs/findings.md", help="the page to write")
     parser.add_argument("--figures", default="docs/figures", help="the folder of its figures")
+    parser.add_argument("--readme", default=None, help="also put the answers into this file, between its markers")
 
 
 @command("findings", "docs/findings.md from the study's run record and its plan", _findings_args)
 def findings(args):
     from lostmid.study.findings import write_findings
 
-    found = write_findings(args.plan, args.run, args.out, args.figures, args.repo)
+    found = write_findings(args.plan, args.run, args.out, args.figures, args.repo, args.readme)
     log.info("wrote %s: %s", args.out, "; ".join(f"{row.id}: {row.outcome}" for row in found))

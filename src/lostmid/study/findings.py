@@ -162,6 +162,11 @@ ANSWERS = {
 }
 
 
+def text(value) -> str:
+    """A plan's folded string on one line."""
+    return " ".join(str(value).split())
+
+
 def number(x: float) -> str:
     return "nan" if math.isnan(x) else f"{x:.3g}"
 
@@ -197,7 +202,7 @@ def rows(plan: dict, record, primary_status: bool) -> list[Row]:
         found.append(
             Row(
                 primary["id"],
-                primary["question"],
+                text(primary["question"]),
                 effect,
                 level,
                 low,
@@ -307,6 +312,15 @@ def provenance(record, status: tuple[bool, str]) -> str:
     return "\n".join(lines)
 
 
+def answers(found: list[Row]) -> list[str]:
+    """Each question and its answer in one sentence, one line each (the README quotes them)."""
+    return [f"- **{row.question}** {row.sentence}" for row in found]
+
+
+README_START = "<!-- findings: lostmid findings --readme README.md -->"
+README_END = "<!-- /findings -->"
+
+
 def markdown(plan: dict, record, found: list[Row], secondaries: list[dict], status, figures: dict) -> str:
     by_id = {p["id"]: p for p in plan["primaries"]}
     out = [
@@ -322,8 +336,7 @@ def markdown(plan: dict, record, found: list[Row], secondaries: list[dict], stat
         "## Answers",
         "",
     ]
-    for row in found:
-        out.append(f"- **{row.question}** {row.sentence}")
+    out += answers(found)
     out += [
         "",
         "| endpoint | estimate | interval | level | p | units | outcome |",
@@ -340,8 +353,8 @@ def markdown(plan: dict, record, found: list[Row], secondaries: list[dict], stat
             )
     for row in found:
         primary = by_id[row.id]
-        out += ["", f"## {primary['question']}", "", f"`{row.id}` ({primary['source']}). {row.sentence}", ""]
-        out.append(f"The source's words: “{' '.join(str(primary['words']).split())}”.")
+        out += ["", f"## {row.question}", "", f"`{row.id}` ({text(primary['source'])}). {row.sentence}", ""]
+        out.append(f"The source's words: “{text(primary['words'])}”.")
         if isinstance(row.effect, Missing):
             out += ["", f"{row.effect.kind}: {row.effect.why}"]
         else:
@@ -355,7 +368,8 @@ def markdown(plan: dict, record, found: list[Row], secondaries: list[dict], stat
         "## Exploratory rows",
         "",
         "Every row below, and every row of the other pages, is exploratory: 95% intervals, no multiplicity",
-        "correction, no outcome. The other pages: " + ", ".join(f"[{p}]({p})" for p in EXPLORATORY_PAGES) + ".",
+        "correction, no outcome. The other pages:",
+        ", ".join(f"[{p}]({p})" for p in EXPLORATORY_PAGES) + ".",
         "",
         "| row | what | estimate | 95% interval | units | note |",
         "|---|---|---|---|---|---|",
@@ -368,8 +382,9 @@ def markdown(plan: dict, record, found: list[Row], secondaries: list[dict], stat
     return "\n".join(out) + "\n"
 
 
-def write_findings(plan_path, run, out, figures_dir, repo) -> list[Row]:
-    """docs/findings.md (``out``) and its figures from the record ``run`` and the plan; returns the rows."""
+def write_findings(plan_path, run, out, figures_dir, repo, readme=None) -> list[Row]:
+    """docs/findings.md (``out``) and its figures from the record ``run`` and the plan, and the answers into
+    ``readme`` between its findings markers (where given); returns the rows."""
     from lostmid import io
     from lostmid.plots.study import finding
     from lostmid.study.plan import read_plan
@@ -387,4 +402,10 @@ def write_findings(plan_path, run, out, figures_dir, repo) -> list[Row]:
             finding(row, by_id[row.id], path)
             figures[row.id] = Path(os.path.relpath(path, Path(out).parent)).as_posix()
     io.write_text(markdown(plan, record, found, secondary_rows(plan, record), status, figures), out)
+    if readme is not None:
+        block = f"From [{Path(out).name}]({Path(os.path.relpath(out, Path(readme).parent)).as_posix()}):\n\n"
+        block += "\n".join(answers(found)) + "\n"
+        io.write_text(
+            io.between_markers(Path(readme).read_text(), README_START, README_END, block, str(readme)), readme
+        )
     return found

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import subprocess
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -17,6 +18,8 @@ from pathlib import Path
 import pandas as pd
 
 from lostmid.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 
 def sha256(path) -> str:
@@ -146,10 +149,12 @@ def write_record(results, plan: dict, out, overlay, retrieval=None) -> list[str]
 
 
 def read_record(run) -> Record:
-    """The record folder ``run`` as written by ``write_record`` (any part may be missing: not yet run)."""
+    """The record folder ``run`` as written by ``write_record`` (any part may be missing, the folder too: not yet
+    run)."""
     run = Path(run)
     if not run.is_dir():
-        raise ConfigError(f"run record {run} does not exist")
+        log.warning("run record %s does not exist: every endpoint reads 'not yet run'", run)
+        return Record()
     tables = {
         name: pd.read_parquet(path)
         for name in (*RECORD_TABLES, "retrieval")
