@@ -50,18 +50,25 @@ def test_the_plan_has_at_most_ten_primaries_each_with_its_reading():
             assert primary.get(key) not in (None, ""), (primary["id"], key)
 
 
-def test_the_stamp_records_the_plan_bytes_and_the_commits(tmp_path):
-    from lostmid.study.record import plan_stamp, sha256
+def committed_plan(repo, text: str):
+    """A git repository at ``repo`` whose first commit holds study/plan.yaml with ``text``; returns (git, plan)."""
 
     def git(*words):
-        subprocess.run(["git", "-C", str(tmp_path), *words], check=True, capture_output=True)
+        subprocess.run(["git", "-C", str(repo), *words], check=True, capture_output=True)
 
     git("init", "-q")
     git("config", "user.email", "t@t"), git("config", "user.name", "t")
-    plan = tmp_path / "study" / "plan.yaml"
+    plan = repo / "study" / "plan.yaml"
     plan.parent.mkdir()
-    plan.write_text("primaries: []\n")
+    plan.write_text(text)
     git("add", "."), git("commit", "-q", "-m", "plan")
+    return git, plan
+
+
+def test_the_stamp_records_the_plan_bytes_and_the_commits(tmp_path):
+    from lostmid.study.record import plan_stamp, sha256
+
+    git, plan = committed_plan(tmp_path, "primaries: []\n")
     (tmp_path / "run.txt").write_text("run\n")
     git("add", "."), git("commit", "-q", "-m", "run")
     stamp = plan_stamp(tmp_path, plan)
@@ -266,15 +273,7 @@ def test_the_findings_page_names_both_commits_tolerates_missing_data_and_demotes
     from lostmid.study.findings import NOT_YET_RUN, README_END, README_START, write_findings
     from lostmid.study.record import plan_stamp
 
-    def git(*words):
-        subprocess.run(["git", "-C", str(tmp_path), *words], check=True, capture_output=True)
-
-    git("init", "-q")
-    git("config", "user.email", "t@t"), git("config", "user.name", "t")
-    plan = tmp_path / "study" / "plan.yaml"
-    plan.parent.mkdir()
-    plan.write_text((REPO / "study" / "plan.yaml").read_text())
-    git("add", "."), git("commit", "-q", "-m", "pre-registration")
+    _, plan = committed_plan(tmp_path, (REPO / "study" / "plan.yaml").read_text())
     run = tmp_path / "runs" / "study"
     (run / "tables").mkdir(parents=True)
     stamp = plan_stamp(tmp_path, plan)
