@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 
 import numpy as np
@@ -65,17 +64,27 @@ def committed_plan(repo, text: str):
     return git, plan
 
 
-def test_the_stamp_records_the_plan_bytes_and_the_commits(tmp_path):
-    from lostmid.study.record import plan_stamp, sha256
+def test_endpoints_are_primary_only_under_the_plan_every_invocation_began_under(tmp_path):
+    from lostmid import manifest
+    from lostmid.study.record import plan_status
 
     git, plan = committed_plan(tmp_path, "primaries: []\n")
     (tmp_path / "run.txt").write_text("run\n")
     git("add", "."), git("commit", "-q", "-m", "run")
-    stamp = plan_stamp(tmp_path, plan)
-    assert stamp["plan"] == "study/plan.yaml" and stamp["plan_sha256"] == sha256(plan)
-    assert stamp["plan_commit"] != stamp["run_commit"] and stamp["run_dirty"] is False
+    started = manifest.start(tmp_path / "results", tmp_path, [], records=["study/plan.yaml"])
+    assert plan_status(tmp_path, plan, started)[0] is True
+    assert plan_status(tmp_path, plan, None) == (
+        False,
+        "the record has no manifest: the plan the run began under is unknown",
+    )
     plan.write_text("primaries: [changed]\n")
-    assert plan_stamp(tmp_path, plan)["run_dirty"] is True and json.dumps(stamp)
+    primary, why = plan_status(tmp_path, plan, started)
+    assert not primary and why.startswith("the plan changed after the run began")
+    git("commit", "-qam", "the plan, again, after the run")
+    plan.write_text("primaries: []\n")  # the run's bytes, committed after the run's commit
+    git("commit", "-qam", "the plan as it was")
+    primary, why = plan_status(tmp_path, plan, started)
+    assert not primary and "is not an ancestor of the run's" in why
 
 
 # --------------------------------------------------------------------------- the reading
@@ -270,14 +279,13 @@ def test_speed_and_preference_are_paired_by_seed_over_the_fix_arms_blocks():
 
 
 def test_the_findings_page_names_both_commits_tolerates_missing_data_and_demotes_after_a_plan_change(tmp_path):
+    from lostmid import manifest
     from lostmid.study.findings import NOT_YET_RUN, README_END, README_START, write_findings
-    from lostmid.study.record import plan_stamp
 
     _, plan = committed_plan(tmp_path, (REPO / "study" / "plan.yaml").read_text())
     run = tmp_path / "runs" / "study"
     (run / "tables").mkdir(parents=True)
-    stamp = plan_stamp(tmp_path, plan)
-    (run / "plan_stamp.json").write_text(json.dumps(stamp))
+    started = manifest.start(run, tmp_path, [], records=["study/plan.yaml"])
     planted_failure("study_base_res", range(720, 732), [3.0] * 12).to_parquet(run / "tables" / "failure.parquet")
     out = tmp_path / "docs" / "findings.md"
     readme = tmp_path / "README.md"
@@ -286,7 +294,8 @@ def test_the_findings_page_names_both_commits_tolerates_missing_data_and_demotes
     page = out.read_text()
     assert f"{README_START}\nFrom [findings.md](docs/findings.md):\n\n- **Does the residual" in readme.read_text()
     assert "old" not in readme.read_text() and readme.read_text().count(found[0].sentence) == 1
-    assert stamp["plan_commit"] in page and stamp["run_commit"] in page and "Endpoints: primary" in page
+    assert f"commit `{started['records'][0]['commit']}`" in page and f"`{started['commit'][:12]}`" in page
+    assert "Endpoints: primary" in page
     assert found[0].outcome == "at least the source's size" and (tmp_path / "docs" / "figures").is_dir()
     assert "](figures/findings_a_position_effect_residual.png)" in page
     assert sum(row.outcome == NOT_YET_RUN for row in found) == 9  # the fix arms have no fits in this record

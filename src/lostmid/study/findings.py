@@ -291,24 +291,15 @@ EXPLORATORY_PAGES = ("results.md", "confirm.md", "mechanism.md", "validation.md"
 
 
 def provenance(record, status: tuple[bool, str]) -> str:
-    """Where the page came from: the plan's commit beside the run's, and whether the endpoints are primary."""
-    stamp = record.stamp or {}
-    primary, why = status
-    lines = [
-        f"- Plan: `{stamp.get('plan', 'study/plan.yaml')}` at commit `{stamp.get('plan_commit') or 'unknown'}` "
-        f"(sha256 `{(stamp.get('plan_sha256') or 'unknown')[:16]}`).",
-        f"- Run: began {stamp.get('began', 'unknown')} at commit `{stamp.get('run_commit') or 'unknown'}`"
-        + (" with uncommitted changes" if stamp.get("run_dirty") else "")
-        + ".",
-        f"- Endpoints: {'primary' if primary else 'EXPLORATORY'} ({why}).",
-    ]
-    if record.manifest is not None:
-        try:
-            from lostmid.manifest import stamp as manifest_stamp
+    """Where the page came from: the plan's commit beside the run's, whether the endpoints are primary, and the
+    run's manifest stamp."""
+    from lostmid.manifest import stamp
+    from lostmid.study.record import plan_line
 
-            lines.append("- " + manifest_stamp(record.manifest).strip())
-        except ImportError:
-            lines.append(f"- Manifest: commit `{record.manifest.get('commit', 'unknown')}`.")
+    primary, why = status
+    lines = [plan_line(record.manifest), f"- Endpoints: {'primary' if primary else 'EXPLORATORY'} ({why})."]
+    if record.manifest is not None:
+        lines += ["", stamp(record.manifest)]
     return "\n".join(lines)
 
 
@@ -392,7 +383,7 @@ def write_findings(plan_path, run, out, figures_dir, repo, readme=None) -> list[
 
     plan = read_plan(plan_path)
     record = read_record(run)
-    status = plan_status(repo, plan_path, record.stamp)
+    status = plan_status(repo, plan_path, record.manifest)
     found = rows(plan, record, status[0])
     figures = {}
     by_id = {p["id"]: p for p in plan["primaries"]}
