@@ -6,6 +6,7 @@ import subprocess
 
 import numpy as np
 import pandas as pd
+import pytest
 import yaml
 
 from lostmid.config import read_merged
@@ -304,3 +305,55 @@ def test_the_findings_page_names_both_commits_tolerates_missing_data_and_demotes
     page = out.read_text()
     assert "Endpoints: EXPLORATORY (the plan changed after the run began" in page
     assert "exploratory: at least the source's size" in page
+
+
+def planted_retrieval(windows: int = 12, n: int = 1024, share_effect: float = 1.0, dip: float = 0.5, seed: int = 3):
+    """Per-example retrieval rows: success depends on q (a dip of ``dip`` in the middle) and, beyond it, on the
+    log task-free share with ``share_effect`` log odds per unit of log share."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for window in range(windows):
+        for task in ("single", "number"):
+            for q in np.arange(9) / 8:
+                for _ in range(3):
+                    log_share = -3 + 0.5 * q + rng.standard_normal()
+                    middle = dip if 0.25 <= q <= 0.75 else 0.0
+                    logit = 1.5 - 4 * middle + share_effect * (log_share + 3)
+                    success = float(rng.random() < 1 / (1 + np.exp(-logit)))
+                    rows.append(
+                        {
+                            "window": window,
+                            "n": n,
+                            "task": task,
+                            "q": q,
+                            "success": success,
+                            "share_free": float(np.exp(log_share)),
+                        }
+                    )
+    return pd.DataFrame(rows)
+
+
+def test_the_retrieval_estimators_find_a_planted_dip_and_a_planted_share_effect_over_windows():
+    from lostmid.study import estimators as est
+
+    examples = planted_retrieval()
+    dip = est.middle_minus_ends(examples, n=1024)
+    assert dip.n == 12 and dip.interval(0.95)[1] < 0
+    share = est.share_beyond_position(examples, n=1024, resamples=40)
+    assert share.n == 12 and share.interval(0.95)[0] > 0.3 and share.p_value < 0.05
+    none = est.share_beyond_position(planted_retrieval(share_effect=0.0, seed=4), n=1024, resamples=40)
+    assert none.interval(0.95)[0] < 0 < none.interval(0.95)[1]
+    assert abs(est.last_minus_first(examples, 1024).estimate) < 0.15  # the planted ends are alike
+
+
+def test_the_thermodynamic_limit_is_the_growth_of_log_first_over_last_per_doubling_of_L():
+    from lostmid.study import estimators as est
+
+    rows = [
+        {"seed": seed, "L": L, "position": j, "output_jacobian": 10.0 ** (-(seed + 1) * np.log2(L) * (j - 1) / (L - 1))}
+        for seed in (0, 1)
+        for L in (8, 16, 32)
+        for j in range(1, L + 1)
+    ]
+    growth = est.imbalance_growth(pd.DataFrame(rows), "seed")
+    assert growth.units.to_dict() == pytest.approx({0: 1.0, 1: 2.0})  # log10 first/last = (seed + 1) log2 L

@@ -47,6 +47,9 @@ def mean_failure_over_training(failure: pd.DataFrame, variants, horizon: int, se
     """Per seed: the area under the failure curve from step 0 to ``horizon`` over the span
     (``statistics.area_under_failure``), all flag positions pooled."""
     accuracy = accuracy_per_checkpoint(arm_rows(failure, variants, seeds))
+    short = accuracy.groupby("seed").step.max()
+    if (short < horizon).any():
+        raise InputError(f"{list(variants)}: seeds {list(short[short < horizon].index)} stop before step {horizon}")
     accuracy = accuracy[accuracy.step <= horizon].sort_values("step")
     return pd.Series(
         {
@@ -127,14 +130,21 @@ def influence_and_failure(failure: pd.DataFrame, influence: pd.DataFrame, varian
     return joined.sort_values(["seed", "flag_pos"]).reset_index(drop=True)
 
 
-def influence_beyond_position(failure: pd.DataFrame, influence: pd.DataFrame, variants, step: int) -> WaldEffect:
+def influence_beyond_position(
+    failure: pd.DataFrame, influence: pd.DataFrame, variants, step: int, position: str = "linear"
+) -> WaldEffect:
     """Does influence predict failure beyond position? The coefficient of the standardized log influence of the
     answer token in a binomial GEE logit(failure) = a + beta x + c p over seed x flag position, groups = seeds,
-    exchangeable working correlation, robust errors (statsmodels)."""
+    exchangeable working correlation, robust errors (statsmodels). ``position`` "factor": one term per flag
+    position instead of the linear c p (influence then counts only through its spread between seeds)."""
     rows = influence_and_failure(failure, influence, variants, step)
     log_influence = np.log(rows.influence.to_numpy(np.float64))
     x = (log_influence - log_influence.mean()) / log_influence.std()
-    design = np.column_stack([np.ones(len(rows)), x, rows.p.to_numpy(np.float64)])
+    if position == "factor":
+        trend = pd.get_dummies(rows.flag_pos.astype(str), drop_first=True).to_numpy(np.float64)
+    else:
+        trend = rows.p.to_numpy(np.float64)[:, None]
+    design = np.column_stack([np.ones(len(rows)), x, trend])
     counts = np.column_stack([rows.failures, rows.n - rows.failures]).astype(np.float64)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -150,8 +160,8 @@ def influence_beyond_position(failure: pd.DataFrame, influence: pd.DataFrame, va
         float(fit.params[1]),
         float(fit.bse[1]),
         int(rows.seed.nunique()),
-        f"binomial GEE of failure on standardized log influence + p at step {step}, seeds as clusters, "
-        "exchangeable, robust errors; Wald",
+        f"binomial GEE of failure on standardized log influence + {position} position at step {step}, "
+        "seeds as clusters, exchangeable, robust errors; Wald",
     )
 
 
@@ -192,18 +202,25 @@ def retrieval_rows(examples: pd.DataFrame, n: int, tasks=("single", "number")) -
     return part
 
 
-def middle_minus_ends(examples: pd.DataFrame, n: int = 4096) -> MeanEffect:
-    """Per window: mean success over q in ``MIDDLE`` minus over q in ``ENDS`` (tasks single and number pooled);
+def success_contrast(examples: pd.DataFrame, n: int, upper, lower, what: str) -> MeanEffect:
+    """Per window: mean success over q in ``upper`` minus over q in ``lower`` (tasks single and number pooled);
     the mean over windows, Student t."""
     part = retrieval_rows(examples, n)
     by_window = {
         side: part[np.isclose(part.q.to_numpy()[:, None], qs).any(1)].groupby("window").success.mean()
-        for side, qs in (("middle", MIDDLE), ("ends", ENDS))
+        for side, qs in (("upper", upper), ("lower", lower))
     }
-    return MeanEffect(
-        paired(by_window["middle"], by_window["ends"]),
-        f"per window, mean success in the middle (q 0.25-0.75) minus at the ends (q 0, 1), n = {n}; t over windows",
-    )
+    return MeanEffect(paired(by_window["upper"], by_window["lower"]), f"per window, {what}, n = {n}; t over windows")
+
+
+def middle_minus_ends(examples: pd.DataFrame, n: int = 4096) -> MeanEffect:
+    """Liu et al.'s U: per window, mean success over q in ``MIDDLE`` minus over q in ``ENDS``; t over windows."""
+    return success_contrast(examples, n, MIDDLE, ENDS, "mean success in the middle (q 0.25-0.75) minus at q 0 and 1")
+
+
+def last_minus_first(examples: pd.DataFrame, n: int) -> MeanEffect:
+    """Veseli et al.'s distance from the end: per window, success at q = 1 minus at q = 0; t over windows."""
+    return success_contrast(examples, n, (1.0,), (0.0,), "success at q = 1 minus at q = 0")
 
 
 def share_coefficient(part: pd.DataFrame) -> float:
@@ -239,4 +256,19 @@ def share_beyond_position(
         int(windows.size),
         f"logistic success ~ standardized log task-free share + factor(q) + factor(task), n = {n}; "
         f"cluster bootstrap over windows ({resamples} resamples, percentile)",
+    )
+
+
+def imbalance_growth(profiles: pd.DataFrame, unit: str) -> MeanEffect:
+    """The thermodynamic limit: per unit (init seed or held-out initialization), the least-squares slope of
+    log10(v_1 / v_L) of the output-Jacobian profile on log2 L, its growth per doubling of L
+    (``lostmid.tables.length``); the mean over units, Student t."""
+    from lostmid.tables.length import slopes_per_unit, statistics_table
+
+    if profiles.empty or profiles.L.nunique() < 2:
+        raise InputError("the length profiles have fewer than two lengths")
+    stats = statistics_table(profiles, [unit, "L"], "output_jacobian")
+    return MeanEffect(
+        slopes_per_unit(stats, unit, "log10_first_last").astype(np.float64),
+        f"per {unit}, the slope of log10 first/last on log2 L; Student t",
     )

@@ -216,12 +216,100 @@ def rows(plan: dict, record, primary_status: bool) -> list[Row]:
 
 
 def secondary_rows(plan: dict, record) -> list[dict]:
-    """The exploratory secondaries this record can compute, each at 95% (no multiplicity correction)."""
-    found = []
-    failure, influence = record.failure, record.influence
+    """The exploratory secondaries, each at the plan's level (95%, no multiplicity correction, no outcome); a row
+    whose data are not in the record reads "not yet run"."""
     step, horizon = plan["checkpoints"]["fixed_mid_step"], plan["checkpoints"]["horizon"]
 
-    def add(id_, what, compute):
+    def failure():
+        return _needs(record.failure, "failure")
+
+    def influence():
+        return _needs(record.influence, "influence")
+
+    def retrieval():
+        return _needs(record.retrieval, "retrieval examples")
+
+    def fixed(fix, base):
+        return _fix_pair(record, plan, fix, base)[0]
+
+    def preference_change(fix, base):
+        return est.paired(
+            est.late_minus_early(failure(), fixed(fix, base), step),
+            est.late_minus_early(failure(), arm_variants(plan, base), step),
+        )
+
+    def slope_change(fix, base):
+        return MeanEffect(
+            est.paired(
+                est.position_slope(failure(), fixed(fix, base), step).units,
+                est.position_slope(failure(), arm_variants(plan, base), step).units,
+            ),
+            f"paired by seed (fix - baseline) of the per-seed slope at step {step}; Student t",
+        )
+
+    def length_profiles(residual: bool, fixed_b: bool):
+        if fixed_b:
+            part = _needs(record.length_fit, "length fit profiles")
+            return part[(part.residual == residual) & (part.bias == "distance")], "heldout_init"
+        part = _needs(record.length_init, "length init profiles")
+        return part[part.residual == residual], "seed"
+
+    rows = {
+        "e_residual_by_fix_interaction": (
+            f"(e) at step {step}: (fix - baseline) without minus with the residual path; Welch t",
+            lambda: est.speed_interaction(
+                preference_change("fix_nores", "base_nores"), preference_change("fix_res", "base_res")
+            ),
+        ),
+        "influence_beyond_position_noresidual": (
+            f"influence beyond a linear position trend at step {step}, the no-residual baseline",
+            lambda: est.influence_beyond_position(failure(), influence(), arm_variants(plan, "base_nores"), step),
+        ),
+        "influence_beyond_position_factor": (
+            f"influence beyond position as a factor at step {step}, the residual baseline",
+            lambda: est.influence_beyond_position(
+                failure(), influence(), arm_variants(plan, "base_res"), step, "factor"
+            ),
+        ),
+        **{
+            f"a_position_slope_at_{horizon}_{arm}": (
+                f"(a) at step {horizon}, {arm}",
+                lambda arm=arm: est.position_slope(failure(), arm_variants(plan, arm), horizon),
+            )
+            for arm in ("base_res", "base_nores")
+        },
+        **{
+            f"e_slope_difference_{fix}": (
+                f"(e) as the paired difference of slopes at step {step}, {fix}",
+                lambda fix=fix, base=base: slope_change(fix, base),
+            )
+            for fix, base in (("fix_res", "base_res"), ("fix_nores", "base_nores"))
+        },
+        "smollm2_last_minus_first_4096": (
+            "success at q = 1 minus q = 0, n = 4096",
+            lambda: est.last_minus_first(retrieval(), 4096),
+        ),
+        "smollm2_middle_minus_ends_1024": (
+            "middle minus ends, n = 1024",
+            lambda: est.middle_minus_ends(retrieval(), 1024),
+        ),
+        "smollm2_last_minus_first_1024": (
+            "success at q = 1 minus q = 0, n = 1024",
+            lambda: est.last_minus_first(retrieval(), 1024),
+        ),
+        **{
+            f"thermodynamic_limit_{'residual' if residual else 'noresidual'}_{'fix' if fixed_b else 'nofix'}": (
+                f"growth of log10 first/last (output Jacobian) per doubling of L at init, "
+                f"{'with' if residual else 'without'} the residual path, "
+                f"{'with the literal B fitted at each L' if fixed_b else 'B = 0'}",
+                lambda residual=residual, fixed_b=fixed_b: est.imbalance_growth(*length_profiles(residual, fixed_b)),
+            )
+            for residual in (True, False)
+            for fixed_b in (False, True)
+        },
+    }
+    found = []
+    for id_, (what, compute) in rows.items():
         try:
             effect = compute()
         except (_Unavailable, InputError) as why:
@@ -233,53 +321,21 @@ def secondary_rows(plan: dict, record) -> list[dict]:
                     "low": math.nan,
                     "high": math.nan,
                     "n": 0,
-                    "note": NOT_YET_RUN + f": {why}",
+                    "note": f"{NOT_YET_RUN}: {why}",
                 }
             )
-            return
+            continue
         low, high = effect.interval(plan["level"])
         found.append(
-            {"id": id_, "what": what, "estimate": effect.estimate, "low": low, "high": high, "n": effect.n, "note": ""}
-        )
-
-    if failure is not None:
-        add(
-            "e_residual_by_fix_interaction",
-            "(e) without minus with the residual path, Welch t",
-            lambda: est.speed_interaction(
-                est.paired(
-                    est.late_minus_early(failure, _fix_pair(record, plan, "fix_nores", "base_nores")[0], step),
-                    est.late_minus_early(failure, arm_variants(plan, "base_nores"), step),
-                ),
-                est.paired(
-                    est.late_minus_early(failure, _fix_pair(record, plan, "fix_res", "base_res")[0], step),
-                    est.late_minus_early(failure, arm_variants(plan, "base_res"), step),
-                ),
-            ),
-        )
-        for arm in ("base_res", "base_nores"):
-            add(
-                f"a_position_slope_at_{horizon}_{arm}",
-                f"(a) at step {horizon}, {arm}",
-                lambda arm=arm: est.position_slope(failure, arm_variants(plan, arm), horizon),
-            )
-        for fix, base in (("fix_res", "base_res"), ("fix_nores", "base_nores")):
-            add(
-                f"e_slope_difference_{fix}",
-                f"(e) as the paired difference of slopes at step {step}, {fix}",
-                lambda fix=fix, base=base: MeanEffect(
-                    est.paired(
-                        est.position_slope(failure, _fix_pair(record, plan, fix, base)[0], step).units,
-                        est.position_slope(failure, arm_variants(plan, base), step).units,
-                    ),
-                    "t",
-                ),
-            )
-    if failure is not None and influence is not None:
-        add(
-            "influence_beyond_position_noresidual",
-            f"influence beyond position at step {step}, base_nores",
-            lambda: est.influence_beyond_position(failure, influence, arm_variants(plan, "base_nores"), step),
+            {
+                "id": id_,
+                "what": what,
+                "estimate": effect.estimate,
+                "low": low,
+                "high": high,
+                "n": effect.n,
+                "note": effect.method,
+            }
         )
     return found
 
