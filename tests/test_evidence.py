@@ -855,6 +855,20 @@ def test_a_constant_predictor_fails_equally_at_every_position_and_has_no_slope(a
         assert st.logistic_slope(table.failures, table.n, table.p).slope == 0.0
 
 
+def test_the_first_half_of_each_position_is_a_balanced_split_of_its_failures():
+    from lostmid.training.evaluate import failure_by_position
+
+    class FirstToken(ConstantModel):
+        def forward(self, tokens):
+            return torch.nn.functional.one_hot((tokens[:, 0] == 1).long(), 2).float()
+
+    constant = failure_by_position(ConstantModel(1), L=12, per_position=8, base_seed=1000, run_seed=0, device="cpu")
+    assert (constant.failures_first_half == 2).all()  # 4 sequences, targets 0, 1, 0, 1: half of them wrong
+    table = failure_by_position(FirstToken(0), L=12, per_position=64, base_seed=1000, run_seed=0, device="cpu")
+    assert (table.failures_first_half <= table.failures).all()
+    assert (table.failures - table.failures_first_half <= 32).all() and table.failures_first_half.sum() > 0
+
+
 def test_each_seed_draws_its_own_balanced_evaluation_set():
     from lostmid.training.evaluate import failure_by_position
 
