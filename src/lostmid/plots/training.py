@@ -11,7 +11,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.lines import Line2D
 
-from lostmid.plots.common import ARM_KEYS, LOG_BAND, RATE_BAND, seeds_of, seeds_text, with_arm
+from lostmid.plots.common import ARM_KEYS, LOG_BAND, RATE_BAND, RATE_LIMITS, seeds_of, seeds_text, with_arm
 from lostmid.plots.style import arm_palette, save
 
 P_FLAG = "flag position p = f / L"
@@ -46,7 +46,7 @@ def failure_by_position(failure: pd.DataFrame, path) -> None:
     for arm, ax in grid.axes_dict.items():
         ax.set_title(f"{arm} ({seeds_text(seeds[arm])})")
     grid.set_axis_labels(P_FLAG, "failure rate")
-    grid.set(ylim=(0, 1))
+    grid.set(ylim=RATE_LIMITS)
     save(grid, path)
 
 
@@ -98,7 +98,7 @@ def training_curves(train: pd.DataFrame, path, window: int = 25, points: int = 2
             if metric == "loss":
                 ax.set(yscale="log", ylabel="loss (cross-entropy, nats)", title=setting)
             else:
-                ax.set(ylim=(0, 1), ylabel="batch accuracy")
+                ax.set(ylim=RATE_LIMITS, ylabel="batch accuracy")
                 ax.axhline(CHANCE, color="0.4", lw=0.8, ls="--")
     handles = [Line2D([], [], color=palette[v], lw=2, label=label) for v, label in labels.items()]
     fig.legend(handles=handles, loc="outside lower center", ncol=1 if len(settings) < 2 else 2, frameon=False)
