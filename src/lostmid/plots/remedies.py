@@ -159,6 +159,7 @@ def overhead(table: pd.DataFrame, path, baseline: str) -> None:
     per_run = table.drop_duplicates(["variant", "L", "depth", "seed"])
     columns = [c for c in ("time_ratio", "peak_mem_ratio", "max_rss_ratio") if per_run[c].notna().any()]
     long = per_run.melt(id_vars=["variant", "L", "seed"], value_vars=columns, var_name="ratio").dropna(subset=["value"])
+    long = long.assign(L=long.L.map("L = {}".format))  # a category: one colour-blind-safe colour per L
     if long.empty:
         _empty(path, f"no overhead ratios: is the baseline variant {baseline!r} in the grid?")
         return
