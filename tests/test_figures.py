@@ -393,3 +393,19 @@ def test_the_channel_figure_has_a_row_per_arm_and_names_its_seeds(drawn):
     assert len(panels(fig)) == 2 * 3
     assert panels(fig)[0].get_title() == "baseline L=16 M=4: left (4 seeds)"
     assert_no_empty_panel(fig)
+
+
+def test_the_probe_figure_keeps_a_bias_interval_that_reaches_zero_on_its_log_axis(drawn):
+    from lostmid.plots import algebraic
+
+    n = np.array([1, 2, 4, 8])
+    probes = pd.DataFrame(
+        dict(n_probe=n, rel_bias=0.4 / n, rel_se_bias=[0.05, 0.05, 0.08, 0.01], rel_std=1.5 / np.sqrt(n),
+             exact=0.02, rel_bias_theory=0.4 / n, repetitions=200)
+    )  # fmt: skip
+    fig = drawn(algebraic, "probe_figure", probes, "unused.png")
+    ax = panels(fig)[0]
+    whiskers = np.concatenate([seg[:, 1] for coll in ax.collections for seg in coll.get_segments()])
+    assert whiskers.min() > 0 and ax.get_ylim()[0] < whiskers.min()  # on the axis, above 0
+    marked = [line for line in ax.lines if line.get_label() == "interval reaches 0 or below"]
+    assert list(marked[0].get_xdata()) == [4]  # the one interval (0.1 +- 0.16) that reaches below 0

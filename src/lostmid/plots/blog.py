@@ -14,7 +14,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.lines import Line2D
 
-from lostmid.plots.common import LOG_BAND, RATE_BAND, seeds_text
+from lostmid.plots.common import LOG_BAND, RATE_BAND, RATE_LIMITS, seeds_text
 from lostmid.plots.style import arm_palette, save
 from lostmid.plots.training import CHANCE, P_FLAG, smoothed, variant_labels
 
@@ -86,7 +86,7 @@ def failure_baseline_fix(failure: pd.DataFrame, path, variants: dict) -> None:
             legend=False,
             **RATE_BAND,
         )
-        ax.set(ylim=(0, 1), xlabel=P_FLAG, ylabel="failure rate", title=f"L = {L}, depth {depth}, step {step}")
+        ax.set(ylim=RATE_LIMITS, xlabel=P_FLAG, ylabel="failure rate", title=f"L = {L}, depth {depth}, step {step}")
         arms_drawn += [a for a in arms if a not in arms_drawn]
     _legend(fig, failure, arms_drawn)
     save(fig, path)
@@ -124,7 +124,7 @@ def training_baseline_fix(train: pd.DataFrame, path, variants: dict, window: int
             if metric == "loss":
                 ax.set(yscale="log", ylabel="loss (cross-entropy, nats)", title=f"L = {L}, depth {depth}")
             else:
-                ax.set(ylim=(0, 1), ylabel="batch accuracy")
+                ax.set(ylim=RATE_LIMITS, ylabel="batch accuracy")
                 ax.axhline(CHANCE, color="0.4", lw=0.8, ls="--")
         arms_drawn += [a for a in arms if a not in arms_drawn]
     _legend(fig, train, arms_drawn, variant_labels(smooth))  # names an arm that never learns

@@ -50,6 +50,7 @@ def log_interval(values) -> tuple[float, float]:
 # seaborn's estimator and errorbar of a positive quantity on a log axis
 LOG_BAND = {"estimator": geometric_mean, "errorbar": log_interval}
 RATE_BAND = {"errorbar": rate_interval}
+RATE_LIMITS = (-0.02, 1.02)  # a rate's axis: [0, 1] with room for a line at 0 or 1
 
 
 # Arms: a variant at one L and depth, the unit panels are laid out by.

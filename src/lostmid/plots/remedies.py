@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from lostmid.plots.common import LOG_BAND, RATE_BAND, SEED_INTERVAL
+from lostmid.plots.common import LOG_BAND, RATE_BAND, RATE_LIMITS, SEED_INTERVAL
 from lostmid.plots.style import arm_color, arm_palette, save
 
 
@@ -91,7 +91,7 @@ def failure_by_remedy(remedies: pd.DataFrame, failure: pd.DataFrame, path, basel
     (``steps``, else the middle and last of the remedies table's)."""
     data = failure[failure.step.isin(matched_steps(remedies.step.unique(), steps))]
     grid = _by_remedy(data, "failure_rate", baseline, RATE_BAND)
-    grid.set(ylim=(0, 1))
+    grid.set(ylim=RATE_LIMITS)
     grid.set_axis_labels("flag position p = f / L", "failure rate")
     save(grid, path)
 
@@ -159,6 +159,7 @@ def overhead(table: pd.DataFrame, path, baseline: str) -> None:
     per_run = table.drop_duplicates(["variant", "L", "depth", "seed"])
     columns = [c for c in ("time_ratio", "peak_mem_ratio", "max_rss_ratio") if per_run[c].notna().any()]
     long = per_run.melt(id_vars=["variant", "L", "seed"], value_vars=columns, var_name="ratio").dropna(subset=["value"])
+    long = long.assign(L=long.L.map("L = {}".format))  # a category: one colour-blind-safe colour per L
     if long.empty:
         _empty(path, f"no overhead ratios: is the baseline variant {baseline!r} in the grid?")
         return
@@ -300,7 +301,7 @@ def mechanism_controls(
             title=f"failure at mid-training, L={L}, depth {depth}",
             xlabel="flag position p = f/L",
             ylabel="failure rate",
-            ylim=(0, 1),
+            ylim=RATE_LIMITS,
         )
         curve.legend(fontsize=7, loc="upper left")
         if not curve.collections and not any(len(line.get_xdata()) for line in curve.lines):
