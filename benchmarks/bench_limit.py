@@ -6,7 +6,8 @@ matrix-multiply throughput that it runs at (run on demand, not a test).
     python benchmarks/bench_limit.py                                  # n = 1024, 4096
     python benchmarks/bench_limit.py --into docs/performance.md       # the page's table
 
-Measured, CPU seconds (time.process_time), single thread (torch.set_num_threads(1)), as the jobs run:
+Measured, CPU seconds (time.process_time), under the jobs' numerics (``lostmid.numerics.pin``: deterministic,
+AVX2 kernels and one thread, unless $LOSTMID_NUMERICS says fast):
 - throughput: ``torch.matmul`` of two fp32 (--size, --size) matrices, 2 size^3 FLOPs per call, the best of
   --repeats timed blocks (the machine's dense limit at one thread);
 - forward: the base model on one window of n tokens, no gradients (what scoring runs, without prefix reuse);
@@ -15,10 +16,11 @@ Measured, CPU seconds (time.process_time), single thread (torch.set_num_threads(
 
 Counted, FLOPs (a multiply-add is 2), ``flops``: P the parameters of the 30 blocks (embedding and head not
 counted: a lookup, and the head runs on one position), L layers, d = heads x head dim, n tokens:
-- forward: 2 P n (every linear map) + 4 L n^2 d (Q K^T and the weights times V, every pair of positions: a
-  dense kernel computes the causal mask's zeros too; the causal half is 2 L n^2 d);
+- forward: 2 P n (every linear map) + 2 L n^2 d (Q K^T and the weights times V over the causal half of the
+  pairs of positions, n^2 / 2 each: the CPU's fused attention skips the masked blocks; counted over every
+  pair, the forward pass at n = 1024 would run above the matmul throughput);
 - backward to the inputs (no weight gradients: ``autograd.grad`` with respect to the embeddings only): 2 P n
-  (one product per linear map) + 8 L n^2 d (the four products of attention's backward).
+  (one product per linear map) + 4 L n^2 d (the four products of attention's backward, causal half).
 """
 
 from __future__ import annotations
@@ -28,6 +30,10 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+from lostmid import numerics  # noqa: E402
+
+numerics.pin()  # the jobs' kernels (deterministic: AVX2, one thread), before torch loads them
 
 import torch  # noqa: E402
 
@@ -52,7 +58,7 @@ def flops(arch: models.Arch, n: int) -> dict:
     config = arch.model.config
     blocks = sum(p.numel() for p in arch.model.base_model.layers.parameters())
     d, layers = config.num_attention_heads * config.head_dim, config.num_hidden_layers
-    linear, attention = 2 * blocks * n, 4 * layers * n**2 * d
+    linear, attention = 2 * blocks * n, 2 * layers * n**2 * d  # attention: the causal half
     return {"params": blocks, "forward": linear + attention, "backward": linear + 2 * attention, "attention": attention}
 
 

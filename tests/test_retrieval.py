@@ -167,6 +167,20 @@ def test_gradient_tasks_are_one_entry_per_length_naming_configured_tasks():
         settings(tasks=["single"], gradient_tasks=[None, ["flag"]])
 
 
+def test_the_record_hash_follows_what_decides_a_windows_rows_not_the_counts():
+    from lostmid.architectures.settings import RetrievalSettings
+    from lostmid.config import settings_from_section
+
+    def digest(**block):
+        return settings_from_section(RetrievalSettings, {"lengths": [256, 4096], **block}, "retrieval").record_hash()
+
+    assert digest() == digest(windows=[9, 3], gradient_windows=[1, 0], resamples=50, record="elsewhere")
+    assert digest() != digest(bos=False) and digest() != digest(seed=1) and digest() != digest(measures=["free"])
+    block = {"lengths": [256], "windows": [2], "gradient_windows": [0], "twin_windows": [1]}
+    jobs = settings_from_section(RetrievalSettings, block, "retrieval")
+    assert jobs.window_jobs() == [("pretrained", 256, 0), ("pretrained", 256, 1), ("twin", 256, 0)]
+
+
 def test_the_task_conditioned_share_is_the_needles_share_of_the_answers_input_gradient():
     model, tok = tiny_model(), tokenizer()
     arch = retrieval.arch_of(model)

@@ -199,7 +199,7 @@ def primaries(examples: pd.DataFrame, resamples: int, seed: int, level: float) -
         for name, contrast in (("middle_minus_ends", middle_minus_ends), ("last_minus_first", last_minus_first)):
             for column in ("success", "logprob"):
                 effect = t_effect(contrast(part, column), level)
-                check = "" if effect.high > effect.low else "zero width"  # NaN bounds: one window
+                check = "" if effect.high > effect.low else "zero width" if effect.n > 1 else "one window"
                 found.append(dict(key, estimator=name, outcome=column, **effect_columns(effect), check=check))
         if part[SHARE].notna().sum() == 0:
             continue
