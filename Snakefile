@@ -71,3 +71,4 @@ rule all:
         rules.length.input if LENGTH else [],
         rules.evidence.output,
         rules.figures.output,
+        rules.report_front.output,

@@ -23,6 +23,7 @@ from lostmid.cli import (  # noqa: F401  (they register commands)
     check_config,
     evidence,
     figures,
+    front,
     influence,
     joblog,
     length,

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from lostmid.plots.common import save
+from lostmid.plots.style import save
 
 SHOWN = [
     "left",

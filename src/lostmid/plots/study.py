@@ -8,14 +8,14 @@ import math
 import matplotlib.pyplot as plt
 import numpy as np
 
-from lostmid.plots.common import save
+from lostmid.plots.style import PAGE_WIDTH, save
 from lostmid.study.effects import MeanEffect, WelchEffect
 
 
 def finding(row, primary: dict, path) -> None:
     """One question: the units' effects (dots; two groups for a difference of independent means), the estimate
     (black) with its interval at the primary's Holm level, 0 (dashed) and the source's size (red)."""
-    fig, ax = plt.subplots(figsize=(6.4, 2.2))
+    fig, ax = plt.subplots(figsize=(PAGE_WIDTH, 2.2))
     effect = row.effect
     groups = []
     if isinstance(effect, MeanEffect):
