@@ -343,7 +343,8 @@ def planted_retrieval(windows: int = 12, n: int = 1024, share_effect: float = 1.
                             "task": task,
                             "q": q,
                             "success": success,
-                            "share_free": float(np.exp(log_share)),
+                            "influence_free": float(np.exp(log_share)),
+                            "weights": "pretrained",
                         }
                     )
     return pd.DataFrame(rows)
