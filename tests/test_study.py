@@ -65,14 +65,30 @@ def committed_plan(repo, text: str):
     return git, plan
 
 
-def test_endpoints_are_primary_only_under_the_plan_every_invocation_began_under(tmp_path):
+def run_manifest(repo) -> dict:
+    """The manifest a run of ``repo`` would write as it starts, with the plan recorded (lostmid.manifest.start
+    without its probe of a job's numerics, which imports torch in a child process)."""
     from lostmid import manifest
+
+    invocation = {
+        **manifest.source(repo),
+        "configs": [],
+        "records": [manifest.recorded(repo, "study/plan.yaml")],
+        "numerics": {"mode": "deterministic"},
+        "machine": {"cpu": "test", "cores": 2, "architecture": "x86_64"},
+        "versions": {"torch": "test"},
+        "finished": None,
+    }
+    return {**invocation, "invocations": [invocation]}
+
+
+def test_endpoints_are_primary_only_under_the_plan_every_invocation_began_under(tmp_path):
     from lostmid.study.record import plan_status
 
     git, plan = committed_plan(tmp_path, "primaries: []\n")
     (tmp_path / "run.txt").write_text("run\n")
     git("add", "."), git("commit", "-q", "-m", "run")
-    started = manifest.start(tmp_path / "results", tmp_path, [], records=["study/plan.yaml"])
+    started = run_manifest(tmp_path)
     assert plan_status(tmp_path, plan, started)[0] is True
     assert plan_status(tmp_path, plan, None) == (
         False,
@@ -327,7 +343,8 @@ def planted_retrieval(windows: int = 12, n: int = 1024, share_effect: float = 1.
                             "task": task,
                             "q": q,
                             "success": success,
-                            "share_free": float(np.exp(log_share)),
+                            "influence_free": float(np.exp(log_share)),
+                            "weights": "pretrained",
                         }
                     )
     return pd.DataFrame(rows)

@@ -13,7 +13,7 @@ def _record_args(parser):
     parser.add_argument("--results", default="results", help="the study run's results folder")
     parser.add_argument("--plan", default="study/plan.yaml", help="the plan (its arms name the variants kept)")
     parser.add_argument("--overlay", default="config/study.yaml", help="the config overlay the run ran")
-    parser.add_argument("--retrieval", default=None, help="the retrieval run's per-example table (Parquet), if any")
+    parser.add_argument("--retrieval", default=None, help="the retrieval run's record folder (runs/<name>), if any")
     parser.add_argument("--out", default="runs/study", help="the run record folder")
 
 

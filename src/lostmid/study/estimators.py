@@ -15,6 +15,7 @@ import pandas as pd
 import statsmodels.api as sm
 from statsmodels.tools.sm_exceptions import ConvergenceWarning
 
+from lostmid.architectures import retrieval_estimators as retrieval
 from lostmid.errors import InputError
 from lostmid.evidence import statistics as st
 from lostmid.evidence.influence_failure import rank_correlation
@@ -186,76 +187,56 @@ def split_half_reliability(failure: pd.DataFrame, influence: pd.DataFrame, varia
     }
 
 
-# The SmolLM2 primaries: per-example rows (window, n, task, q, success, share_free) of the retrieval run (issue 47).
-RETRIEVAL_COLUMNS = ("window", "n", "task", "q", "success", "share_free")
-MIDDLE = (0.25, 0.375, 0.5, 0.625, 0.75)
-ENDS = (0.0, 1.0)
+# The SmolLM2 primaries: the retrieval record's examples (lostmid.architectures.retrieval_record), one row per
+# example; the estimators are the retrieval stage's (lostmid.architectures.retrieval_estimators, issue 47).
+RETRIEVAL_COLUMNS = ("weights", "window", "n", "task", "q", "success", "influence_free")
 
 
-def retrieval_rows(examples: pd.DataFrame, n: int, tasks=("single", "number")) -> pd.DataFrame:
+def retrieval_rows(examples: pd.DataFrame, n: int) -> pd.DataFrame:
+    """The pretrained model's examples at length ``n``; InputError when there are none."""
     missing = sorted(set(RETRIEVAL_COLUMNS) - set(examples.columns))
     if missing:
         raise InputError(f"the retrieval examples lack the columns {missing}")
-    part = examples[(examples.n == n) & examples.task.isin(list(tasks))]
+    part = examples[(examples.weights == "pretrained") & (examples.n == n)]
     if part.empty:
-        raise InputError(f"no retrieval examples at n = {n} for the tasks {list(tasks)}")
+        raise InputError(f"no retrieval examples of the pretrained model at n = {n}")
     return part
 
 
-def success_contrast(examples: pd.DataFrame, n: int, upper, lower, what: str) -> MeanEffect:
-    """Per window: mean success over q in ``upper`` minus over q in ``lower`` (tasks single and number pooled);
-    the mean over windows, Student t."""
-    part = retrieval_rows(examples, n)
-    by_window = {
-        side: part[np.isclose(part.q.to_numpy()[:, None], qs).any(1)].groupby("window").success.mean()
-        for side, qs in (("upper", upper), ("lower", lower))
-    }
-    return MeanEffect(paired(by_window["upper"], by_window["lower"]), f"per window, {what}, n = {n}; t over windows")
-
-
 def middle_minus_ends(examples: pd.DataFrame, n: int = 4096) -> MeanEffect:
-    """Liu et al.'s U: per window, mean success over q in ``MIDDLE`` minus over q in ``ENDS``; t over windows."""
-    return success_contrast(examples, n, MIDDLE, ENDS, "mean success in the middle (q 0.25-0.75) minus at q 0 and 1")
+    """Liu et al.'s U: per window, mean success at q in {0.25, ..., 0.75} minus at q in {0, 1}, tasks single and
+    number pooled (retrieval_estimators.middle_minus_ends); Student t over windows."""
+    return MeanEffect(
+        retrieval.middle_minus_ends(retrieval_rows(examples, n)),
+        f"per window, mean success in the middle (q 0.25-0.75) minus at q 0 and 1, n = {n}; t over windows",
+    )
 
 
 def last_minus_first(examples: pd.DataFrame, n: int) -> MeanEffect:
-    """Veseli et al.'s distance from the end: per window, success at q = 1 minus at q = 0; t over windows."""
-    return success_contrast(examples, n, (1.0,), (0.0,), "success at q = 1 minus at q = 0")
-
-
-def share_coefficient(part: pd.DataFrame) -> float:
-    """The coefficient of the standardized log task-free share in logit(success) ~ share + factor(q) + factor(task)."""
-    log_share = np.log(part.share_free.to_numpy(np.float64))
-    x = (log_share - log_share.mean()) / log_share.std()
-    dummies = pd.get_dummies(part[["q", "task"]].astype(str), drop_first=True).to_numpy(np.float64)
-    design = np.column_stack([np.ones(len(part)), x, dummies])
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        fit = sm.GLM(part.success.to_numpy(np.float64), design, family=sm.families.Binomial()).fit()
-    return float(fit.params[1])
+    """Per window, success at q = 1 minus at q = 0 (retrieval_estimators.window_contrast); t over windows."""
+    return MeanEffect(
+        retrieval.window_contrast(retrieval_rows(examples, n), (1.0,), (0.0,)),
+        f"per window, success at q = 1 minus at q = 0, n = {n}; t over windows",
+    )
 
 
 def share_beyond_position(
     examples: pd.DataFrame, n: int = 1024, resamples: int = 2000, seed: int = 0
 ) -> BootstrapEffect:
-    """Does the task-free share predict retrieval beyond position? ``share_coefficient`` on all windows, and its
-    cluster bootstrap: whole windows resampled with replacement (``resamples`` times, seeded)."""
-    part = retrieval_rows(examples, n).reset_index(drop=True)
-    windows = part.window.unique()
-    groups = {w: part.index[part.window == w].to_numpy() for w in windows}
-    rng = np.random.default_rng(seed)
-    replicates = np.array(
-        [
-            share_coefficient(part.loc[np.concatenate([groups[w] for w in rng.choice(windows, windows.size)])])
-            for _ in range(resamples)
-        ]
-    )
+    """Does the task-free share predict retrieval beyond position? The coefficient of the standardized log share in
+    success ~ share + factor(q) + factor(task) (retrieval_estimators.influence_beyond_position: GEE, windows as
+    clusters) on every window, with its cluster bootstrap over windows (the draws whose fit converged)."""
+    rows = retrieval_rows(examples, n)
+    draws = retrieval.influence_beyond_position(rows, resamples, seed)
+    replicates = draws[1:][np.isfinite(draws[1:])]
+    if not np.isfinite(draws[0]) or replicates.size < resamples / 2:
+        raise InputError(f"the share's coefficient at n = {n} did not converge on every window or on most draws")
     return BootstrapEffect(
-        share_coefficient(part),
+        float(draws[0]),
         replicates,
-        int(windows.size),
-        f"logistic success ~ standardized log task-free share + factor(q) + factor(task), n = {n}; "
-        f"cluster bootstrap over windows ({resamples} resamples, percentile)",
+        int(rows[rows.influence_free.notna()].window.nunique()),
+        f"GEE logistic success ~ standardized log task-free share + factor(q) + factor(task), n = {n}; cluster "
+        f"bootstrap over windows ({replicates.size} of {resamples} draws converged, percentile)",
     )
 
 

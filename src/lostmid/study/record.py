@@ -60,10 +60,19 @@ def collected(results, source: str, name: str | None, variants) -> pd.DataFrame 
     return table.reset_index(drop=True)
 
 
+def retrieval_examples(record) -> pd.DataFrame:
+    """The pretrained model's examples of a retrieval run's record folder (lostmid.architectures.retrieval_record:
+    its window records, checked against its overlay's config hash)."""
+    from lostmid.architectures.retrieval_record import record_examples, record_settings
+
+    examples = record_examples(Path(record), record_settings(Path(record)))
+    return examples[examples.weights == "pretrained"].reset_index(drop=True)
+
+
 def write_record(results, plan: dict, out, overlay, retrieval=None) -> list[str]:
     """Copy what the findings read from a run's ``results`` folder into the record folder ``out``: the manifest,
-    the overlay, the tables of the plan's arms (``RECORD_TABLES``) and the retrieval examples (a Parquet file,
-    where given). Returns what was written."""
+    the overlay, the tables of the plan's arms (``RECORD_TABLES``) and, where a retrieval run's record folder is
+    given, its pretrained model's examples. Returns what was written."""
     from lostmid import io
 
     out, results = Path(out), Path(results)
@@ -78,7 +87,7 @@ def write_record(results, plan: dict, out, overlay, retrieval=None) -> list[str]
             io.write_parquet(table, out / "tables" / f"{name}.parquet")
             written.append(f"tables/{name}.parquet")
     if retrieval is not None:
-        io.write_parquet(pd.read_parquet(retrieval), out / "tables" / "retrieval.parquet")
+        io.write_parquet(retrieval_examples(retrieval), out / "tables" / "retrieval.parquet")
         written.append("tables/retrieval.parquet")
     return written
 
