@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Figure:
-    """A figure of the report, ``results/figures/<name>.png``; workflow/report/<name>.rst is its caption."""
+    """A figure of the report, ``results/figures/<name>.png`` and its vector copy ``<name>.pdf``;
+    workflow/report/<name>.rst is its caption."""
 
     category: str  # its category in the report
     tables: tuple[str, ...]  # the tables it is drawn from
@@ -21,6 +22,10 @@ class Figure:
 # The figures of the report, declared once: `lostmid figures` draws them, the figures rule asks for
 # those whose tables the run has.
 FIGURES = {
+    # The blog's figures (lostmid.plots.blog): the baseline against the fix, and the Jacobian at init.
+    "blog_failure": Figure("The blog's figures", ("failure",), "blog.failure_baseline_fix", ("variants",)),
+    "blog_training": Figure("The blog's figures", ("train",), "blog.training_baseline_fix", ("variants",)),
+    "blog_jacobian": Figure("The blog's figures", ("init_sweep",), "blog.jacobian_at_init"),
     "failure_by_position": Figure("Training", ("failure",), "training.failure_by_position"),
     "training_curves": Figure("Training", ("train",), "training.training_curves"),
     "influence_profiles": Figure("Influence", ("influence",), "influence.profiles_over_training"),

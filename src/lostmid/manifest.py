@@ -45,6 +45,11 @@ def _git(root: Path, *words: str) -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
+def is_ancestor(root: Path, ancestor: str, commit: str) -> bool:
+    """Whether ``ancestor`` is ``commit`` or one of its ancestors in the checkout at ``root``."""
+    return _git(root, "merge-base", "--is-ancestor", ancestor, commit) is not None
+
+
 def source(root: Path) -> dict:
     """The checkout's commit and whether its tracked files differ from it (None: not a git checkout)."""
     commit = _git(root, "rev-parse", "HEAD")

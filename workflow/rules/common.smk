@@ -6,6 +6,7 @@ import functools
 import threading
 
 import lostmid.catalogue as catalogue
+import lostmid.front as front
 import lostmid.jobs as jobs
 import lostmid.manifest as manifest
 from lostmid.algebraic.settings import AlgebraicSettings

@@ -11,9 +11,9 @@ rule evidence:
         **EVIDENCE_TABLES,
     output:
         table="results/evidence/evidence.parquet",
-        # "0." sorts the category before every other one: the forest plot opens the report.
+        # "1." sorts the category after the findings ("0. Findings") and before every stage.
         forest=report(
-            "results/figures/evidence_forest.png", caption="../report/evidence_forest.rst", category="0. Evidence"
+            "results/figures/evidence_forest.png", caption="../report/evidence_forest.rst", category="1. Evidence"
         ),
     log:
         "results/logs/evidence/evidence.log",

@@ -20,6 +20,7 @@ rule figures:
             )
             for name in FIGURE_NAMES
         ],
+        vectors=[f"results/figures/{name}.pdf" for name in FIGURE_NAMES],  # the same figures for a paper
         pages=[
             report(
                 f"results/report_tables/{name}.html", caption=f"../report/table_{name}.rst", category="Summary tables"
@@ -56,4 +57,50 @@ rule figures:
             + " --figures {params.figures} --out-dir results/figures --pages {params.pages} --pages-dir results/report_tables"
             " --baseline {params.baseline} --delta {params.delta} --steps {params.steps}"
             " --mid-accuracy {params.mid_accuracy} --variants {params.variants:q}"
+        )
+
+
+# The report's first screen (workflow/report/workflow.rst includes it first): docs/findings.md's
+# sentences and figures where the checkout has the page, else the run's headline and the blog's
+# figures. (Not the manifest's stamp: the run is not finished while the job runs; the report shows
+# the config and Snakemake's metadata, a run record's page its stamp.)
+FINDINGS_PAGE = Path(workflow.basedir) / "docs" / "findings.md"
+FRONT_FIGURES = (
+    front.findings_figures(FINDINGS_PAGE.read_text(), FINDINGS_PAGE.parent) if FINDINGS_PAGE.exists() else []
+) or [
+    f"results/figures/{name}.png"
+    for name in ("blog_failure", "blog_training", "blog_jacobian", "failure_by_position")
+    if name in FIGURE_NAMES
+]
+
+
+rule report_front:
+    input:
+        evidence=rules.evidence.output.table,
+        findings=[FINDINGS_PAGE] if FINDINGS_PAGE.exists() else [],
+        figures=FRONT_FIGURES,
+    output:
+        report(
+            "results/report_front/findings.html",
+            caption="../report/findings.rst",
+            category="0. Findings",
+        ),
+    log:
+        "results/logs/figures/report_front.log",
+    group:
+        "summary"
+    conda:
+        LOSTMID_ENV
+    threads: 1
+    resources:
+        attempt=attempt_number,
+        mem_mb=1000,
+        runtime=5,
+        gpu=0,
+    params:
+        findings=lambda wildcards, input: f"--findings {input.findings}" if input.findings else "",
+        arguments=ARGUMENTS_FILE,
+    shell:
+        logged(
+            "lostmid report-front --evidence {input.evidence} {params.findings} --figures {input.figures} --out {output}"
         )

@@ -42,7 +42,7 @@ def record_examples(record: Path, settings) -> pd.DataFrame:
 
 
 def write_tables(record: Path) -> dict:
-    """The record's tables (accuracy, predictive, primaries) under tables/ and its figure; returns them."""
+    """The record's tables (accuracy, predictive, primaries) under tables/; returns them with the examples."""
     settings = record_settings(record)
     examples = record_examples(record, settings)
     tables = {
@@ -52,9 +52,6 @@ def write_tables(record: Path) -> dict:
     }
     for name, table in tables.items():
         io.write_parquet(table, record / "tables" / f"{name}.parquet")
-    from lostmid.plots.retrieval import accuracy_and_influence
-
-    accuracy_and_influence(tables["accuracy"], record / "retrieval.png")
     return {"examples": examples, **tables}
 
 
@@ -100,11 +97,3 @@ def page(record: Path, tables: dict) -> str:
         + (rs.predictive_markdown(tables["predictive"]) if not tables["predictive"].empty else "No shares.")
         + "\n"
     )
-
-
-def write_page(record) -> str:
-    """Tables, figure and page.md of the record folder ``record``; returns the page."""
-    record = Path(record)
-    text = page(record, write_tables(record))
-    io.write_text(text, record / "page.md")
-    return text

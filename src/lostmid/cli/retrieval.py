@@ -4,6 +4,7 @@ one length, and the stage's tables and figure from every window's examples."""
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 from lostmid import io
 from lostmid.cli.registry import command, json_arg
@@ -138,7 +139,11 @@ def _page_args(parser):
 
 @command("retrieval-page", "a retrieval run's tables, figure and page.md from its record folder alone", _page_args)
 def retrieval_page(args):
-    from lostmid.architectures.retrieval_record import write_page
+    from lostmid.architectures.retrieval_record import page, write_tables
+    from lostmid.plots.retrieval import accuracy_and_influence
 
-    write_page(args.record)
-    log.info("wrote %s/page.md", args.record)
+    record = Path(args.record)
+    tables = write_tables(record)
+    accuracy_and_influence(tables["accuracy"], record / "retrieval.png")
+    io.write_text(page(record, tables), record / "page.md")
+    log.info("wrote %s/page.md", record)

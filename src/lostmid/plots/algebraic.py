@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from lostmid.plots.common import save
+from lostmid.plots.style import save
 
 SHOWN = [
     "left",
@@ -58,15 +58,23 @@ def probe_figure(probes: pd.DataFrame, path) -> None:
     """Relative bias and relative std of the probe-estimated penalty against N_probe, log-log."""
     fig, ax = plt.subplots(figsize=(6, 4.2))
     n = probes["n_probe"].to_numpy(float)
-    ax.errorbar(
-        n, probes["rel_bias"], yerr=2 * probes["rel_se_bias"], marker="o", capsize=3, label="relative bias (±2 SE)"
-    )
+    bias, half = probes["rel_bias"].to_numpy(float), 2 * probes["rel_se_bias"].to_numpy(float)
+    # The bias is signed: an interval reaching 0 or below cannot sit on the log axis. Its lower whisker
+    # stops at the axis floor, where a "v" says that it goes on to 0 or below.
+    positive = np.concatenate([bias[bias > 0], (bias - half)[bias - half > 0], probes["rel_std"].to_numpy(float)])
+    floor = positive.min() / 3
+    low = np.maximum(bias - half, floor)
+    ax.errorbar(n, bias, yerr=[bias - low, half], marker="o", capsize=3, label="relative bias (±2 SE)")
+    below = bias - half <= 0
+    if below.any():
+        ax.plot(n[below], np.full(below.sum(), floor), "v", color="C0", label="interval reaches 0 or below")
     ax.plot(n, probes["rel_bias_theory"], ls=":", color="C0", label="exact bias (theory)")
     ax.plot(n, probes["rel_std"], marker="s", label="relative std (one batch)")
     ax.plot(n, probes["rel_bias_theory"].iloc[0] / n, color="0.5", lw=0.8, ls="--", label="∝ 1/N")
     ax.plot(n, probes["rel_std"].iloc[0] / np.sqrt(n), color="0.5", lw=0.8, ls="-.", label="∝ 1/√N")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
+    ax.set_ylim(bottom=floor * 0.8)
     ax.set_xlabel("N_probe (common Gaussian probes)")
     ax.set_ylabel("relative to the exact penalty")
     reps = int(probes["repetitions"].iloc[0]) if "repetitions" in probes else None

@@ -11,7 +11,7 @@ import pandas as pd
 import seaborn as sns
 
 from lostmid.core.density import relative_position
-from lostmid.plots.common import save
+from lostmid.plots.style import save
 
 ORDER = ["measured", "cesaro", "rollout_uniform", "rollout_attention"]
 STYLE = {"measured": "", "cesaro": (4, 2), "rollout_uniform": (1, 1), "rollout_attention": (3, 1, 1, 1)}

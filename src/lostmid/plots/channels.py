@@ -8,7 +8,8 @@ import pandas as pd
 import seaborn as sns
 
 from lostmid.analysis.conditions import REGIONS, TESTS
-from lostmid.plots.common import nearest_delta, save
+from lostmid.plots.common import nearest_delta, seeds_text
+from lostmid.plots.style import PALETTE, save
 
 CHANNEL_LABELS = {"res": "residual $J_{res}$", "cone": "causal cone $J_{cone}$", "loc": "local $J_{loc}$"}
 RUN_GROUP = ["variant", "L", "depth"]
@@ -23,13 +24,14 @@ def channel_energies(channels: pd.DataFrame, cross_terms: pd.DataFrame, path, de
     """
     delta = nearest_delta(channels, delta)
     J = channels[np.isclose(channels["delta"], delta)]
+    seeds = J.groupby(RUN_GROUP).seed.nunique()
     J = J.groupby(RUN_GROUP + ["step", "region", "channel"], as_index=False)["J"].mean()
     xi = cross_terms[np.isclose(cross_terms["delta"], delta)]
     xi = xi.groupby(RUN_GROUP + ["seed", "step", "region"], as_index=False)["xi"].sum()  # Xi = sum over pairs
     xi = xi.groupby(RUN_GROUP + ["step", "region"], as_index=False)["xi"].mean()
     groups = J[RUN_GROUP].drop_duplicates().sort_values(RUN_GROUP).itertuples(index=False)
     groups = list(groups)
-    colors = dict(zip(CHANNEL_LABELS, sns.color_palette("deep", 3)))
+    colors = dict(zip(CHANNEL_LABELS, PALETTE[:3]))
     fig, axes = plt.subplots(len(groups), 3, figsize=(10, 2.6 * len(groups)), squeeze=False, sharey="row")
     for row, group in enumerate(groups):
         selector = dict(zip(RUN_GROUP, group))
@@ -65,12 +67,14 @@ def channel_energies(channels: pd.DataFrame, cross_terms: pd.DataFrame, path, de
             ax.plot(x, bottom + cross, "k.-", label=r"$\bar m_B = \sum J + \Xi$")
             ax.axhline(0, color="black", lw=0.6)
             ax.set_xticks(x, [str(s) for s in steps], rotation=45 if len(steps) > 6 else 0)
-            ax.set_title(f"{selector['variant']} L={selector['L']} M={selector['depth']}: {region}", fontsize=9)
+            n = seeds_text(seeds[tuple(group)])
+            title = f"{selector['variant']} L={selector['L']} M={selector['depth']}: {region} ({n})"
+            ax.set_title(title, fontsize=9)
             ax.set_xlabel("training step" if row == len(groups) - 1 else "")
             if col == 0:
                 ax.set_ylabel("normalized energy")
     handles, labels = axes[0, 0].get_legend_handles_labels()
-    fig.suptitle(f"channel energies per region (delta = {delta:g}, mean over seeds)")
+    fig.suptitle(f"channel energies per region (delta = {delta:g}, mean over seeds; no interval)")
     fig.tight_layout()
     fig.legend(handles, labels, loc="upper center", ncol=5, bbox_to_anchor=(0.5, 0.0), frameon=False)
     save(fig, path)

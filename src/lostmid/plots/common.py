@@ -1,16 +1,10 @@
-"""What every figure shares: one seaborn theme, the interval over seeds, the region scale shown
-and one atomic ``save``."""
+"""What figures of the training runs share: the interval over seeds and the region scale shown.
+The house style (theme, colours, ``save``) is lostmid.plots.style."""
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import seaborn as sns
-
-from lostmid import io
-
-sns.set_theme(style="whitegrid", context="paper")
 
 # Intervals over seeds: mean +- 1.96 standard errors. Seaborn's default bootstrap costs a
 # minute per figure on long training logs and means little with three seeds.
@@ -23,8 +17,59 @@ def nearest_delta(table: pd.DataFrame, preferred: float) -> float:
     return float(deltas[np.argmin(np.abs(deltas - preferred))])
 
 
-def save(grid, path) -> None:
-    """Write a figure (or a seaborn grid's figure) atomically as PNG and close it."""
-    fig = grid.figure if hasattr(grid, "figure") else grid
-    io.save_figure(fig, path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
+# Honest bands. A rate lives in [0, 1], so its interval is clipped there; a positive quantity drawn on
+# a log axis is averaged on the log scale (the geometric mean) and its interval computed there, so the
+# band is symmetric on the axis it is drawn on and never reaches zero. 95% intervals over seeds.
+Z95 = 1.96
+
+
+def rate_interval(values) -> tuple[float, float]:
+    """Mean +- 1.96 standard errors over seeds of a rate, clipped to [0, 1]."""
+    values = pd.Series(values, dtype=float).dropna()
+    half = Z95 * values.sem()
+    return max(values.mean() - half, 0.0), min(values.mean() + half, 1.0)
+
+
+def _logs(values) -> pd.Series:
+    values = pd.Series(values, dtype=float)
+    return np.log(values[values > 0])
+
+
+def geometric_mean(values) -> float:
+    """exp(mean(log v)) over the positive values (a zero cannot sit on a log axis)."""
+    return float(np.exp(_logs(values).mean()))
+
+
+def log_interval(values) -> tuple[float, float]:
+    """The 95% interval of the geometric mean: exp(mean(log v) +- 1.96 standard errors of log v)."""
+    logs = _logs(values)
+    half = Z95 * logs.sem()
+    return float(np.exp(logs.mean() - half)), float(np.exp(logs.mean() + half))
+
+
+# seaborn's estimator and errorbar of a positive quantity on a log axis
+LOG_BAND = {"estimator": geometric_mean, "errorbar": log_interval}
+RATE_BAND = {"errorbar": rate_interval}
+RATE_LIMITS = (-0.02, 1.02)  # a rate's axis: [0, 1] with room for a line at 0 or 1
+
+
+# Arms: a variant at one L and depth, the unit panels are laid out by.
+ARM_KEYS = ["variant", "L", "depth"]
+
+
+def arm_label(variant: str, L: int, depth: int) -> str:
+    return f"{variant}, L = {L}, depth {depth}"
+
+
+def seeds_text(n: int) -> str:
+    return f"{n} seed" + ("" if n == 1 else "s")
+
+
+def with_arm(table: pd.DataFrame) -> pd.DataFrame:
+    """The table with an ``arm`` column naming its variant, L and depth."""
+    return table.assign(arm=[arm_label(*key) for key in table[ARM_KEYS].itertuples(index=False)])
+
+
+def seeds_of(table: pd.DataFrame) -> dict:
+    """``{arm: number of seeds}`` of a table with an ``arm`` column."""
+    return table.groupby("arm").seed.nunique().to_dict()

@@ -9,9 +9,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from lostmid.plots.common import save
+from lostmid.plots.style import PALETTE, save
 
-COLORS = {"supported": "#1b9e77", "contradicted": "#d95f02", "inconclusive": "#7f7f7f"}
+COLORS = {"supported": PALETTE[2], "contradicted": PALETTE[3], "inconclusive": PALETTE[7]}
 FLOOR = 1e-18  # where a zero sits on a log axis
 
 
@@ -27,8 +27,18 @@ def _thresholds(kind: str, margin: float) -> list[float]:
 
 
 def _label(row) -> str:
-    setting = textwrap.shorten(row.setting, 95, placeholder=" ...")
-    return f"{row.claim}\n" + "\n".join(textwrap.wrap(setting, 60))
+    """The claim and its whole setting, wrapped (never cut)."""
+    return f"{row.claim}\n" + "\n".join(textwrap.wrap(row.setting, 60))
+
+
+def _not_run_lines(not_run: pd.DataFrame) -> list[str]:
+    """Each row not drawn: its claim, variant and why, wrapped (never cut)."""
+    lines = []
+    for row in not_run.itertuples(index=False):
+        variant = f" [{row.variant}]" if isinstance(row.variant, str) else ""
+        text = f"{row.claim}{variant}: {row.method.removeprefix('not run: ')}"
+        lines += textwrap.wrap(text, 140, subsequent_indent="    ")
+    return lines
 
 
 def forest(table: pd.DataFrame, path) -> None:
@@ -39,13 +49,14 @@ def forest(table: pd.DataFrame, path) -> None:
     that is not evaluable but has an estimate is drawn in grey (no verdict)."""
     done = table[table.estimate.notna()]
     not_run = table[table.estimate.isna()]
+    not_run_lines = _not_run_lines(not_run)
     units = list(dict.fromkeys(done["unit"]))
     sizes = [int((done.unit == u).sum()) for u in units]
-    height = 0.9 + 0.55 * sum(sizes) + 0.6 * len(units) + (0.9 + 0.16 * len(not_run) if len(not_run) else 0)
+    height = 0.9 + 0.55 * sum(sizes) + 0.6 * len(units) + (0.9 + 0.13 * len(not_run_lines) if len(not_run) else 0)
     n_axes = max(len(units), 1) + (1 if len(not_run) else 0)
     ratios = [s + 0.9 for s in sizes] if units else [1]
     if len(not_run):
-        ratios.append(0.6 + 0.3 * len(not_run))
+        ratios.append(0.6 + 0.24 * len(not_run_lines))
     fig, axes = plt.subplots(n_axes, 1, figsize=(10, height), gridspec_kw={"height_ratios": ratios}, squeeze=False)
     for ax, unit in zip(axes[:, 0], units):
         part = done[done.unit == unit].reset_index(drop=True)
@@ -77,17 +88,10 @@ def forest(table: pd.DataFrame, path) -> None:
     if len(not_run):
         ax = axes[-1, 0]
         ax.axis("off")
-        lines = [
-            f"{row.claim}"
-            + (f" [{row.variant}]" if isinstance(row.variant, str) else "")
-            + ": "
-            + textwrap.shorten(row.method.removeprefix("not run: "), 75, placeholder=" ...")
-            for row in not_run.itertuples(index=False)
-        ]
         ax.text(
             -0.3,
             1,
-            "Not run or not evaluable (no verdict):\n" + "\n".join(lines),
+            "Not run or not evaluable (no verdict):\n" + "\n".join(not_run_lines),
             va="top",
             ha="left",
             fontsize=7,

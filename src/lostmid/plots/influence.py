@@ -1,7 +1,8 @@
 """Seaborn figures of the influence stage.
 
 Densities have mean 1 and span orders of magnitude, so every profile is drawn on a log scale
-with the flat profile m = 1 as a dashed line. Intervals are 95% intervals over seeds (mean ± 1.96 standard errors).
+with the flat profile m = 1 as a dashed line: lines are geometric means over seeds and bands their 95%
+intervals on the log scale (lostmid.plots.common.LOG_BAND); signed quantities get mean ± 1.96 standard errors.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from lostmid.plots.common import SEED_INTERVAL, nearest_delta, save
+from lostmid.plots.common import ARM_KEYS, LOG_BAND, SEED_INTERVAL, nearest_delta, seeds_of, seeds_text, with_arm
+from lostmid.plots.style import arm_palette, save
 
 P_LABEL = "relative position p = (i - 1/2) / L"
 
@@ -28,89 +30,80 @@ def _positive(table: pd.DataFrame, column: str) -> pd.DataFrame:
 
 
 def profiles_over_training(influence: pd.DataFrame, path) -> None:
-    """Input-influence density m_i against p at every checkpoint (colour = step, style = L), a panel per variant."""
-    data = _positive(influence[influence.layer == 0], "density")
+    """Input-influence density m_i against p at every checkpoint (colour = step), a panel per arm (variant,
+    L, depth)."""
+    data = with_arm(_positive(influence[influence.layer == 0], "density"))
+    _arm_panels(data, "step", "viridis", path, "influence density m_i (mean 1)", "{col_name} ({seeds})")
+
+
+def _arm_panels(data: pd.DataFrame, hue: str, palette: str, path, ylabel: str, title: str) -> None:
+    """Density against p, a line per ``hue`` value, one panel per arm (log axis, geometric means)."""
+    arms = list(dict.fromkeys(data.sort_values(ARM_KEYS).arm))
+    seeds = seeds_of(data)
     grid = sns.relplot(
         data=data,
         x="p",
         y="density",
-        hue="step",
-        style="L",
-        col="variant",
-        col_wrap=min(4, data.variant.nunique()),
+        hue=hue,
+        col="arm",
+        col_order=arms,
+        col_wrap=min(3, len(arms)),
         kind="line",
-        errorbar=SEED_INTERVAL,
-        palette="viridis",
-        height=2.6,
+        palette=palette,
+        height=2.5,
         aspect=1.3,
+        marker="o",
+        markersize=3,  # late layers can be a single point (the terminal adjoint at L)
+        **LOG_BAND,
     )
     _log_density(grid)
-    grid.set_titles("{col_name}")
-    grid.set_axis_labels(P_LABEL, "influence density m_i (mean 1)")
+    for arm, ax in grid.axes_dict.items():
+        ax.set_title(title.format(col_name=arm, seeds=seeds_text(seeds[arm]), step=data[data.arm == arm].step.max()))
+    grid.set_axis_labels(P_LABEL, ylabel)
     save(grid, path)
 
 
 def metrics_over_training(metrics: pd.DataFrame, path, delta: float) -> None:
-    """Delta, LIM (at region scale ``delta``), E_inf and raw Z against the training step."""
+    """Delta, LIM (at region scale ``delta``), E_inf and raw Z against the training step, a line per variant
+    (style = L). Z is positive and drawn on a log axis (geometric mean, interval on the log scale)."""
     shown = nearest_delta(metrics, delta)
     data = metrics[np.isclose(metrics.delta, shown)]
-    long = data.melt(
-        id_vars=["variant", "L", "depth", "seed", "step"], value_vars=["Delta", "LIM", "E_inf", "Z"], var_name="metric"
-    )
-    grid = sns.relplot(
-        data=long,
-        x="step",
-        y="value",
-        hue="variant",
-        style="L",
-        col="metric",
-        col_wrap=2,
-        kind="line",
-        errorbar=SEED_INTERVAL,
-        markers=True,
-        height=2.4,
-        aspect=1.4,
-        facet_kws={"sharey": False},
-    )
-    for name, ax in grid.axes_dict.items():
+    fig, axes = plt.subplots(2, 2, figsize=(8.5, 5.6), layout="constrained")
+    palette = arm_palette(data.variant.unique())
+    for ax, name in zip(axes.flat, ["Delta", "LIM", "E_inf", "Z"]):
+        band = LOG_BAND if name == "Z" else {"errorbar": SEED_INTERVAL}
+        sns.lineplot(
+            data=data,
+            x="step",
+            y=name,
+            hue="variant",
+            style="L",
+            palette=palette,
+            markers=True,
+            ax=ax,
+            legend=name == "Z",
+            **band,
+        )
         if name == "Z":
             ax.set_yscale("log")
+            sns.move_legend(ax, "upper left", bbox_to_anchor=(1.02, 1), frameon=False)
         else:
             ax.axhline(0.0, color="0.4", lw=0.8, ls="--")
-        ax.set_title(f"{name} (delta = {shown:g})" if name in ("Delta", "LIM") else name)
-    grid.set_axis_labels("training step", "")
-    save(grid, path)
+        title = f"{name} (delta = {shown:g})" if name in ("Delta", "LIM") else name
+        ax.set(title=title, xlabel="training step", ylabel="")
+    save(fig, path)
 
 
 def depth_profiles(influence: pd.DataFrame, path) -> None:
-    """Per-step densities m^(k) (colour = residual-state index k, style = L) at the last checkpoint,
-    a panel per variant.
+    """Per-step densities m^(k) (colour = residual-state index k) at each arm's own last checkpoint, a panel
+    per arm (variant, L, depth).
 
     With readout 'last' the terminal adjoint lives at position L only; the profile widens as
     the adjoint flows back through the steps towards the input (k = 0).
     """
-    last = influence.step.max()
-    data = _positive(influence[influence.step == last], "density")
-    grid = sns.relplot(
-        data=data,
-        x="p",
-        y="density",
-        hue="layer",
-        style="L",
-        col="variant",
-        col_wrap=min(4, data.variant.nunique()),
-        kind="line",
-        errorbar=SEED_INTERVAL,
-        palette="crest",
-        height=2.6,
-        aspect=1.3,
-        marker="o",
-        markersize=3,  # late layers can be a single point (the terminal adjoint at L)
-    )
-    _log_density(grid)
-    grid.set_titles("{col_name}, step " + str(last))
-    grid.set_axis_labels(P_LABEL, "density m^(k)_i of P_k")
-    save(grid, path)
+    arms = influence.groupby(ARM_KEYS).step.transform("max")
+    data = with_arm(_positive(influence[influence.step == arms], "density"))
+    _arm_panels(data, "layer", "crest", path, "density m^(k)_i of P_k", "{col_name}, step {step} ({seeds})")
 
 
 def init_sweep(sweep: pd.DataFrame, path) -> None:
@@ -124,7 +117,7 @@ def init_sweep(sweep: pd.DataFrame, path) -> None:
         col="path",
         col_order=["without residual", "with residual"],
         kind="line",
-        errorbar=SEED_INTERVAL,
+        **LOG_BAND,
         palette="flare",
         legend="full",
         height=3.0,
@@ -187,8 +180,8 @@ def density_flow(flow: pd.DataFrame, path) -> None:
         hue="eta",
         style="variant",
         markers=True,
-        errorbar=SEED_INTERVAL,
         ax=axes[1],
+        **LOG_BAND,
     )
     axes[1].set_yscale("log")
     axes[1].set_xlabel("training step")

@@ -12,7 +12,8 @@ from lostmid.config import settings_from_section
 from lostmid.evidence.blog_claims import late_minus_early_failure_per_seed, mid_training_step, slopes_at
 from lostmid.evidence.length_trained import arm
 from lostmid.evidence.settings import EvidenceSettings
-from lostmid.plots.common import SEED_INTERVAL, save
+from lostmid.plots.common import SEED_INTERVAL
+from lostmid.plots.style import save
 from lostmid.tables.length import statistics_table
 
 PANELS = {"log10_first_last": "log10 first / last", "log2_E_inf": "log2 E_inf"}

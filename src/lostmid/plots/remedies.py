@@ -1,6 +1,7 @@
 """Seaborn figures of the remedies stage.
 
-Lines are means over seeds with 95% intervals (mean ± 1.96 standard errors, lostmid.plots.common.SEED_INTERVAL).
+Lines are means over seeds with 95% intervals (mean ± 1.96 standard errors, lostmid.plots.common.SEED_INTERVAL;
+failure rates clipped to [0, 1]); densities on a log axis are geometric means with intervals on the log scale.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from lostmid.plots.common import SEED_INTERVAL, save
+from lostmid.plots.common import LOG_BAND, RATE_BAND, RATE_LIMITS, SEED_INTERVAL
+from lostmid.plots.style import arm_color, arm_palette, save
 
 
 def draw_bias(ax, matrix: pd.DataFrame, L: int, title: str) -> None:
@@ -28,8 +30,12 @@ def draw_bias(ax, matrix: pd.DataFrame, L: int, title: str) -> None:
         square=True,
         xticklabels=False,
         yticklabels=False,
-        cbar_kws={"shrink": 0.7},
+        cbar_kws={"shrink": 0.7, "label": "bias B_ij (attention logit)"},
     )
+    ticks = sorted({1, *range(4, L + 1, 4), L})  # positions 1 .. L, a tick every 4
+    ax.set_xticks([t - 0.5 for t in ticks], ticks)
+    ax.set_yticks([t - 0.5 for t in ticks], ticks, rotation=0)
+    ax.grid(False)
     ax.set(title=title, xlabel="key j", ylabel="query i")
 
 
@@ -60,7 +66,7 @@ def _order(variants, baseline):
     return ([baseline] if baseline in variants else []) + rest
 
 
-def _by_remedy(data: pd.DataFrame, y: str, baseline: str, **facets):
+def _by_remedy(data: pd.DataFrame, y: str, baseline: str, band: dict, **facets):
     """``y`` against p, a line per variant (the baseline first) with its seed interval, a panel per
     checkpoint (rows) and L (columns)."""
     return sns.relplot(
@@ -72,10 +78,11 @@ def _by_remedy(data: pd.DataFrame, y: str, baseline: str, **facets):
         row="step",
         col="L",
         kind="line",
-        errorbar=SEED_INTERVAL,
+        palette=arm_palette(data.variant.unique()),
         height=2.4,
         aspect=1.5,
         facet_kws={"margin_titles": True, **facets},
+        **band,
     )
 
 
@@ -83,7 +90,8 @@ def failure_by_remedy(remedies: pd.DataFrame, failure: pd.DataFrame, path, basel
     """Failure rate by flag position, baseline against each remedy at the same checkpoints
     (``steps``, else the middle and last of the remedies table's)."""
     data = failure[failure.step.isin(matched_steps(remedies.step.unique(), steps))]
-    grid = _by_remedy(data, "failure_rate", baseline, sharey=False)
+    grid = _by_remedy(data, "failure_rate", baseline, RATE_BAND)
+    grid.set(ylim=RATE_LIMITS)
     grid.set_axis_labels("flag position p = f / L", "failure rate")
     save(grid, path)
 
@@ -96,7 +104,7 @@ def influence_by_remedy(remedies: pd.DataFrame, influence, path, baseline: str, 
     data = influence[influence.step.isin(matched_steps(remedies.step.unique(), steps))]
     if "layer" in data:
         data = data[data.layer == data.layer.min()]
-    grid = _by_remedy(data, "density", baseline)
+    grid = _by_remedy(data, "density", baseline, LOG_BAND)
     grid.set(yscale="log")
     grid.set_axis_labels("position p", "density m (input adjoint)")
     save(grid, path)
@@ -151,6 +159,7 @@ def overhead(table: pd.DataFrame, path, baseline: str) -> None:
     per_run = table.drop_duplicates(["variant", "L", "depth", "seed"])
     columns = [c for c in ("time_ratio", "peak_mem_ratio", "max_rss_ratio") if per_run[c].notna().any()]
     long = per_run.melt(id_vars=["variant", "L", "seed"], value_vars=columns, var_name="ratio").dropna(subset=["value"])
+    long = long.assign(L=long.L.map("L = {}".format))  # a category: one colour-blind-safe colour per L
     if long.empty:
         _empty(path, f"no overhead ratios: is the baseline variant {baseline!r} in the grid?")
         return
@@ -280,21 +289,25 @@ def mechanism_controls(
     for (heat, curve), (variant, L, depth) in zip(axes, arms):
         part = matrices[(matrices.variant == variant) & (matrices.L == L) & (matrices.depth == depth)]
         draw_bias(heat, part, L, f"B of {variant}")
-        for name, color in ((pairing.reference(variant), "0.6"), (variant, "C0")):
+        for name in (pairing.reference(variant), variant):
+            color = arm_color(name)
             step, data = at_mid(name, L, depth)
             label = f"{name}: " + (f"step {step}" if step is not None else f"never reaches {mid_accuracy:g}")
             if not data.empty:
-                sns.lineplot(
-                    data=data, x="p", y="failure_rate", errorbar=SEED_INTERVAL, color=color, ax=curve, label=label
-                )
+                sns.lineplot(data=data, x="p", y="failure_rate", color=color, ax=curve, label=label, **RATE_BAND)
             else:
                 curve.plot([], [], color=color, label=label)
         curve.set(
             title=f"failure at mid-training, L={L}, depth {depth}",
             xlabel="flag position p = f/L",
             ylabel="failure rate",
-            ylim=(0, None),
+            ylim=RATE_LIMITS,
         )
         curve.legend(fontsize=7, loc="upper left")
+        if not curve.collections and not any(len(line.get_xdata()) for line in curve.lines):
+            # Neither arm reaches mid-training: say so instead of an empty panel.
+            curve.text(0.5, 0.5, f"no mid-training checkpoint:\nneither arm reaches accuracy {mid_accuracy:g}",
+                       transform=curve.transAxes, ha="center", va="center", color="0.3")  # fmt: skip
+            curve.set(xticks=[], yticks=[])
     fig.tight_layout()
     save(fig, path)

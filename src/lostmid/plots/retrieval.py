@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import seaborn as sns
 
-from lostmid.plots.common import save
+from lostmid.plots.style import save
 
 INFLUENCE = {"influence_task": "task-conditioned", "influence_free": "task-free"}
 

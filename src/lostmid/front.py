@@ -1,0 +1,79 @@
+"""The report's first screen: what the run found, in sentences, before any run spec or graph.
+
+docs/findings.md's questions and answers where the run has the page (each ``## `` section: its heading
+and its first paragraph of prose); otherwise the run's headline (lostmid.evidence.report.headline: one
+line per claim family). Written as an HTML fragment that workflow/report/workflow.rst includes first.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import re
+from pathlib import Path
+
+import pandas as pd
+
+FINDINGS = "docs/findings.md"
+
+
+def inline(markdown: str) -> str:
+    """One line of markdown as HTML: escaped, with its bold, code and links (their text kept)."""
+    text = html.escape(markdown, quote=False)
+    text = re.sub(r"\[([^\]]+)\]\([^)]+\)", r"\1", text)
+    text = re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", text)
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", text)
+
+
+def _prose(paragraph: list[str]) -> bool:
+    """A paragraph of sentences, not a figure, table, list, quote, comment or heading."""
+    return bool(paragraph) and not paragraph[0].lstrip().startswith(("!", "|", "<", ">", "#", "-", "*", "```"))
+
+
+def findings_sentences(markdown: str) -> list[tuple[str, str]]:
+    """``[(question, answer)]``: each ``## `` section's heading and its first paragraph of prose."""
+    found = []
+    for section in re.split(r"^## ", markdown, flags=re.M)[1:]:
+        heading, _, body = section.partition("\n")
+        paragraphs = [[line for line in p.splitlines() if line.strip()] for p in re.split(r"\n\s*\n", body)]
+        answer = next((" ".join(line.strip() for line in p) for p in paragraphs if _prose(p)), "")
+        found.append((heading.strip(), answer))
+    return found
+
+
+def findings_figures(markdown: str, folder: Path) -> list[Path]:
+    """The images the findings page shows (``![...](path)``, relative to its ``folder``) that exist."""
+    paths = [folder / path for path in re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", markdown)]
+    return [path for path in paths if path.suffix == ".png" and path.exists()]
+
+
+def image(path: Path) -> str:
+    """A PNG as an <img> that carries its bytes (the report is one file)."""
+    data = base64.b64encode(Path(path).read_bytes()).decode()
+    return f'<img src="data:image/png;base64,{data}" alt="{html.escape(Path(path).stem)}" style="width:48%">'
+
+
+def front_html(
+    evidence: pd.DataFrame | None, findings: str | None, stamp: str | None = None, figures: list[Path] = ()
+) -> str:
+    """The first screen's fragment: the findings' sentences if ``findings`` (the page's text) has any,
+    else the headline of ``evidence`` (the run's evidence table); then ``figures`` (PNG files), two
+    abreast; ``stamp``: where the run came from."""
+    sentences = findings_sentences(findings) if findings else []
+    if sentences:
+        source = f"The study's answers, from {FINDINGS} (each question and its answer)."
+        body = "<dl>" + "".join(f"<dt>{inline(q)}</dt><dd>{inline(a)}</dd>" for q, a in sentences) + "</dl>"
+    elif evidence is not None:
+        from lostmid.evidence.report import headline
+
+        source = (
+            f"{FINDINGS} is not in this run: the run's headline, one line per claim family "
+            "(its rows counted by verdict; <code>lostmid results-page --headline</code>)."
+        )
+        items = [line.removeprefix("- ") for line in headline(evidence).splitlines() if line.strip()]
+        body = "<ul>" + "".join(f"<li>{inline(item)}</li>" for item in items) + "</ul>"
+    else:
+        source, body = "This run has neither findings nor an evidence table.", ""
+    made = "<p><small>" + "<br>".join(inline(line) for line in stamp.splitlines()) + "</small></p>" if stamp else ""
+    shown = "<p>" + "".join(image(path) for path in figures) + "</p>" if figures else ""
+    return f'<section id="findings"><h2>What this run found</h2><p><i>{source}</i></p>{body}{shown}{made}</section>\n'

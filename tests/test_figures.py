@@ -1,0 +1,411 @@
+"""Every figure, checked as a person checks it: no empty panel, every band inside its quantity's range,
+read back from the artists drawn; each saved as PNG and as PDF. Small synthetic tables, seconds each."""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib.collections as mcoll
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from lostmid.plots import blog, findings, influence, remedies, style, training
+
+from conftest import REPO
+
+# The default config's arms, as config/config.yaml declares them: the blog's setting (L 16, depth 4, 1,500
+# steps) and the remedies' (L 24, depth 2, 600 steps); reweight never learns here.
+VARIANTS = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["variants"]
+ARMS = {
+    ("baseline", 16, 4): (1500, 4),
+    ("debiased_literal", 16, 4): (1500, 4),
+    ("debiased", 16, 4): (1500, 2),
+    ("baseline_short", 24, 2): (600, 3),
+    ("debiased_short", 24, 2): (600, 3),
+    ("reweight", 24, 2): (600, 3),
+}
+RNG = np.random.default_rng(0)
+
+
+def runs(every: int = 3):
+    """(variant, L, depth, seed, steps, checkpoints) of each synthetic run."""
+    for (variant, L, depth), (steps, seeds) in ARMS.items():
+        for seed in range(seeds):
+            yield variant, L, depth, seed, steps, np.linspace(0, steps, every).astype(int)
+
+
+def failure_table() -> pd.DataFrame:
+    """Failure rates that spread over seeds from 0 to 1: a mean +- 1.96 SE band would leave [0, 1]."""
+    rows = []
+    for variant, L, depth, seed, steps, checkpoints in runs():
+        for step in checkpoints:
+            for f in range(2, L + 1):
+                learned = 0.0 if variant == "reweight" else step / steps
+                rate = np.clip(0.5 * (1 - learned) * (1 + f / L) + RNG.normal(0, 0.3), 0, 1)
+                rows.append((variant, L, depth, seed, step, f, f / L, 32, rate))
+    columns = ["variant", "L", "depth", "seed", "step", "flag_pos", "p", "n", "failure_rate"]
+    table = pd.DataFrame(rows, columns=columns)
+    return table.assign(failures=(table.failure_rate * table.n).round())
+
+
+def train_table() -> pd.DataFrame:
+    """Losses over orders of magnitude across seeds (a linear band would go below 0), accuracies near 1."""
+    rows = []
+    for variant, L, depth, seed, steps, _ in runs():
+        for step in range(1, steps + 1, 5):
+            learns = variant != "reweight"
+            progress = step / steps if learns else 0.0
+            loss = 0.7 * np.exp(-6 * progress * RNG.uniform(0.5, 2)) * RNG.lognormal(0, 0.8)
+            accuracy = np.clip(0.5 + 0.5 * progress + RNG.normal(0, 0.08), 0, 1)
+            rows.append((variant, L, depth, seed, step, loss, accuracy))
+    return pd.DataFrame(rows, columns=["variant", "L", "depth", "seed", "step", "loss", "accuracy"])
+
+
+def influence_table() -> pd.DataFrame:
+    """Densities log-normal over seeds (sigma 1.5): the arithmetic mean - 1.96 SE is below zero."""
+    rows = []
+    for variant, L, depth, seed, _, checkpoints in runs():
+        for step in checkpoints:
+            for layer in range(depth + 1):
+                for i in range(1, L + 1):
+                    density = np.exp(-4 * (1 - i / L)) * RNG.lognormal(0, 1.5)
+                    rows.append((variant, L, depth, seed, step, layer, i, (i - 0.5) / L, density, density))
+    columns = ["variant", "L", "depth", "seed", "step", "layer", "position", "p", "energy", "density"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def sweep_table() -> pd.DataFrame:
+    """The init sweep: the output Jacobian falls by orders of magnitude with j and depth, spread over seeds."""
+    rows = [
+        (residual, depth, seed, j, (j - 0.5) / 16, 1.0, 1.0, 10.0 ** (-depth * j / 4) * RNG.lognormal(0, 1.0))
+        for residual in (False, True)
+        for depth in range(1, 5)
+        for seed in range(3)
+        for j in range(1, 17)
+    ]
+    columns = ["residual", "depth", "seed", "position", "p", "energy", "density", "output_jacobian"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+@pytest.fixture
+def drawn(monkeypatch):
+    """Call ``draw(module, function, *args)``: the figure the function drew, kept at its ``save`` (which
+    writes nothing here: test_a_finding... checks the files ``style.save`` writes)."""
+
+    def draw(module, function, *args, **kwargs):
+        figures = []
+
+        def keep(grid, path):
+            figures.append(grid.figure if hasattr(grid, "figure") else grid)
+            plt.close(figures[-1])
+
+        monkeypatch.setattr(module, "save", keep)
+        getattr(module, function)(*args, **kwargs)
+        assert len(figures) == 1
+        return figures[0]
+
+    return draw
+
+
+def panels(fig):
+    """The figure's data axes (colour bars and legends' axes left out)."""
+    return [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
+
+
+def assert_no_empty_panel(fig):
+    """Every panel draws data (a line with points, a filled area, bars, an image) or says in words why not."""
+    for ax in panels(fig):
+        lines = [line for line in ax.lines if len(line.get_xdata())]
+        has = lines or ax.collections or ax.patches or ax.images or ax.texts
+        assert has, f"empty panel {ax.get_title()!r}"
+
+
+def band_limits(ax):
+    """(low, high) of the y values of every filled band (fill_between) of an axes."""
+    values = [
+        path.vertices[:, 1]
+        for coll in ax.collections
+        if isinstance(coll, mcoll.PolyCollection)
+        for path in coll.get_paths()
+    ]
+    values = np.concatenate(values) if values else np.array([])
+    values = values[np.isfinite(values)]
+    return (values.min(), values.max()) if values.size else (math.nan, math.nan)
+
+
+def line_limits(ax):
+    """(low, high) of the y values of every line of an axes."""
+    values = np.concatenate([np.asarray(line.get_ydata(), float) for line in ax.lines] or [np.array([])])
+    values = values[np.isfinite(values)]
+    return (values.min(), values.max()) if values.size else (math.nan, math.nan)
+
+
+def assert_in_range(fig):
+    """Rates (accuracy, failure) stay in [0, 1]; anything on a log axis stays above 0."""
+    for ax in panels(fig):
+        label = ax.get_ylabel()
+        for low, high in (band_limits(ax), line_limits(ax)):
+            if math.isnan(low):  # nothing of this kind drawn
+                continue
+            if "rate" in label or "accuracy" in label:
+                assert 0 <= low and high <= 1, f"{ax.get_title()!r}: {label} spans [{low}, {high}]"
+            if ax.get_yscale() == "log":
+                assert low > 0, f"{ax.get_title()!r}: a band reaches {low} on a log axis"
+
+
+def assert_saved(path):
+    assert path.stat().st_size > 0 and style.vector_path(path).stat().st_size > 0
+
+
+ENDPOINTS = [
+    {
+        "name": "(a) position effect",
+        "estimate": 0.21,
+        "low": 0.12,
+        "high": 0.30,
+        "source_size": 0.4,
+        "unit": "failure rate difference",
+        "outcome": "an effect smaller than the source's",
+    },
+    {
+        "name": "(d) training speed",
+        "estimate": -35.0,
+        "low": -60.0,
+        "high": -10.0,
+        "source_size": -50.0,
+        "unit": "failure x steps",
+        "outcome": "at least the source's size",
+    },
+    {
+        "name": "imbalance growth",
+        "estimate": None,
+        "low": None,
+        "high": None,
+        "source_size": 1.0,
+        "unit": "log2 ratio",
+        "outcome": "not yet run",
+    },
+]
+
+
+def test_a_finding_is_one_panel_per_endpoint_with_its_interval_zero_and_the_source_size(monkeypatch, tmp_path):
+    saved = []
+    monkeypatch.setattr(findings, "save", lambda fig, path: saved.append(fig) or style.save(fig, path))
+    findings.finding_figure(ENDPOINTS, tmp_path / "q.png", title="Does the fix work?")
+    fig = saved[0]
+    assert_saved(tmp_path / "q.png")  # PNG and PDF
+    axes = panels(fig)
+    assert [ax.get_title(loc="left") for ax in axes] == [e["name"] for e in ENDPOINTS]
+    assert all(e["outcome"] in [t.get_text() for t in ax.texts] for ax, e in zip(axes, ENDPOINTS))
+    assert_no_empty_panel(fig)
+    for ax, endpoint in zip(axes, ENDPOINTS):
+        assert ax.get_xlabel() == endpoint["unit"]
+        xs = {line.get_label(): list(line.get_xdata()) for line in ax.lines}
+        assert xs["source's size"] == [endpoint["source_size"]]
+        low, high = ax.get_xlim()
+        assert low < 0 < high and low < endpoint["source_size"] < high  # zero and the source's size in view
+        if endpoint["estimate"] is None:
+            assert "estimate" not in xs and any(t.get_text() == "not yet run" for t in ax.texts)
+        else:
+            assert xs["interval"] == [endpoint["low"], endpoint["high"]] and xs["estimate"] == [endpoint["estimate"]]
+            assert low < endpoint["low"] and endpoint["high"] < high
+
+
+def test_a_finding_names_a_missing_key():
+    bad = [{k: v for k, v in ENDPOINTS[0].items() if k != "source_size"}]
+    with pytest.raises(ValueError, match=r"'\(a\) position effect' lacks \['source_size'\]"):
+        findings.finding_figure(bad, "unused.png")
+
+
+def test_every_arm_has_one_colour_and_ablations_a_shade_of_their_family():
+    assert style.arm_color("baseline") == style.arm_color("baseline_short")
+    assert style.arm_color("debiased") != style.arm_color("baseline")
+    assert style.arm_color("baseline_nores") != style.arm_color("baseline")
+    assert style.arm_color("balance_b03") != style.arm_color("balance")
+    assert style.arm_color("unknown") == style.OTHER
+
+
+@pytest.fixture(scope="module")
+def tables():
+    return {"failure": failure_table(), "train": train_table(), "influence": influence_table(), "sweep": sweep_table()}
+
+
+def test_failure_by_position_has_one_panel_per_arm_the_run_has_and_rates_in_range(drawn, tables, tmp_path):
+    fig = drawn(training, "failure_by_position", tables["failure"], tmp_path / "f.png")
+    assert len(panels(fig)) == len(ARMS)  # not variants x L: six arms, six panels
+    assert {ax.get_title() for ax in panels(fig)} >= {"baseline, L = 16, depth 4 (4 seeds)"}
+    assert_no_empty_panel(fig)
+    assert_in_range(fig)
+
+
+def test_training_curves_give_each_setting_its_own_steps_and_name_a_variant_that_never_learns(drawn, tables, tmp_path):
+    fig = drawn(training, "training_curves", tables["train"], tmp_path / "t.png")
+    axes = panels(fig)
+    assert len(axes) == 4  # loss and accuracy for each of the two settings
+    ends = sorted(ax.get_xlim()[1] for ax in axes)  # each setting on its own steps: 600 and 1,500
+    assert 500 < ends[0] <= ends[1] <= 600 < 1400 < ends[2] <= ends[3] <= 1500
+    assert_no_empty_panel(fig)
+    assert_in_range(fig)
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert [label for label in labels if "never learns" in label] == [
+        next(label for label in labels if label.startswith("reweight"))
+    ]
+
+
+def test_the_blogs_failure_figure_puts_the_fix_beside_its_baseline_at_the_last_step(drawn, tables, tmp_path):
+    fig = drawn(blog, "failure_baseline_fix", tables["failure"], tmp_path / "b.png", VARIANTS)
+    axes = panels(fig)
+    assert [ax.get_title() for ax in axes] == ["L = 16, depth 4, step 1500", "L = 24, depth 2, step 600"]
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels == [
+        "baseline (4 seeds)",
+        "debiased (2 seeds)",
+        "debiased_literal (4 seeds)",
+        "baseline_short (3 seeds)",
+        "debiased_short (3 seeds)",
+    ]
+    colors = [tuple(line.get_color()) for line in axes[0].lines]
+    assert tuple(style.arm_color("baseline")) in colors  # each arm in its colour
+    assert_no_empty_panel(fig)
+    assert_in_range(fig)
+
+
+def test_the_blogs_training_curves_are_on_each_settings_steps_with_losses_on_a_log_axis(drawn, tables, tmp_path):
+    fig = drawn(blog, "training_baseline_fix", tables["train"], tmp_path / "c.png", VARIANTS)
+    axes = panels(fig)
+    assert len(axes) == 4 and [ax.get_yscale() for ax in axes[:2]] == ["log", "log"]
+    assert [t.get_text() for t in fig.legends[0].get_texts()][:2] == ["baseline (4 seeds)", "debiased (2 seeds)"]
+    assert_no_empty_panel(fig)
+    assert_in_range(fig)
+
+
+def test_the_blogs_jacobian_figure_is_on_a_log_axis_with_bands_above_zero(drawn, tables, tmp_path):
+    fig = drawn(blog, "jacobian_at_init", tables["sweep"], tmp_path / "j.png")
+    axes = panels(fig)
+    assert [ax.get_yscale() for ax in axes] == ["log", "log"]
+    assert axes[0].get_title().startswith("without residual")
+    assert_no_empty_panel(fig)
+    assert_in_range(fig)
+    # The line is the geometric mean over seeds.
+    part = tables["sweep"][~tables["sweep"].residual & (tables["sweep"].depth == 1)]
+    expected = np.exp(np.log(part.output_jacobian).groupby(part.position).mean())
+    assert np.allclose(axes[0].lines[0].get_ydata(), expected.to_numpy())
+
+
+@pytest.mark.parametrize("function", ["profiles_over_training", "depth_profiles"])
+def test_influence_profiles_keep_their_bands_above_zero_on_the_log_axis(drawn, tables, tmp_path, function):
+    fig = drawn(influence, function, tables["influence"], tmp_path / "i.png")
+    assert len(panels(fig)) == len(ARMS) - 0 and all(ax.get_yscale() == "log" for ax in panels(fig))
+    assert_no_empty_panel(fig)
+    assert_in_range(fig)
+
+
+def test_the_remedy_failure_figure_keeps_rates_in_range(drawn, tables, tmp_path):
+    short = tables["failure"][tables["failure"].L == 24]
+    remedy_steps = pd.DataFrame({"step": short.step.unique()})
+    fig = drawn(remedies, "failure_by_remedy", remedy_steps, short, tmp_path / "r.png", "baseline_short")
+    assert_no_empty_panel(fig)
+    assert_in_range(fig)
+
+
+def test_the_fitted_b_is_a_heat_map_centred_on_zero_with_its_unit(drawn, tmp_path):
+    L = 16
+    matrix = pd.DataFrame(
+        [("debiased", L, 4, i, j, 0.1 * (i - j) - 0.5) for i in range(1, L + 1) for j in range(1, i + 1)],
+        columns=["variant", "L", "depth", "query", "key", "bias"],
+    )
+    summary = pd.DataFrame(
+        [
+            dict(
+                variant="debiased", L=L, depth=4, target="loss", positions="all", fit_model="debiased",
+                param="distance", imbalance_before=7.0, imbalance_after=1.0, context_share_before=0.1,
+                context_share_after=0.3, c0=-0.5, lag_slope=-0.1, self_attention_init_b0=0.3,
+                self_attention_init=0.2, accepted=True,
+            )
+        ]
+    )  # fmt: skip
+    fig = drawn(remedies, "bias_heatmap", matrix, summary, tmp_path / "b.png")
+    heat = fig.axes[0]
+    low, high = heat.collections[0].get_clim()
+    assert low == -high == -matrix.bias.abs().max()  # centred on 0
+    assert fig.axes[-1].get_ylabel() == "bias B_ij (attention logit)"  # the colour bar says what it shows
+    assert [t.get_text() for t in heat.get_xticklabels()] == ["1", "4", "8", "12", "16"]
+    assert_no_empty_panel(fig)
+
+
+def test_the_forest_never_cuts_a_label(drawn, tmp_path):
+    from lostmid.plots import evidence
+
+    setting = "debiased vs baseline, L 16, depth 4, residual true, checkpoint matched accuracy 0.75, interpolated"
+    table = pd.DataFrame(
+        [
+            dict(claim="c1", setting=setting, unit="failure rate", estimate=0.1, ci_low=0.0, ci_high=0.2,
+                 verdict="supported", rule_kind="greater_than_zero", margin=0.05, n_seeds=8, log_axis=False,
+                 variant="debiased", method="paired t"),
+            dict(claim="c2", setting="-", unit="failure rate", estimate=float("nan"), ci_low=float("nan"),
+                 ci_high=float("nan"), verdict="inconclusive", rule_kind="greater_than_zero", margin=0.05,
+                 n_seeds=0, log_axis=False, variant=None, method="not run: " + "a long reason " * 20),
+        ]
+    )  # fmt: skip
+    fig = drawn(evidence, "forest", table, tmp_path / "f.png")
+    label = fig.axes[0].get_yticklabels()[0].get_text()
+    assert " ".join(label.split()) == "c1 " + setting
+    listed = " ".join(fig.axes[-1].texts[0].get_text().split())
+    assert ("a long reason " * 20).strip() in listed and "..." not in listed
+
+
+@pytest.mark.parametrize("level", [0.75, 0.999])
+def test_the_mechanism_figure_draws_each_arm_at_mid_training_or_says_none_reaches_it(drawn, tables, tmp_path, level):
+    L = 16
+    matrix = pd.DataFrame(
+        [("debiased", L, 4, i, j, 0.1 * (j - i)) for i in range(1, L + 1) for j in range(1, i + 1)],
+        columns=["variant", "L", "depth", "query", "key", "bias"],
+    )
+    fig = drawn(remedies, "mechanism_controls", matrix, tables["failure"], tmp_path / "m.png", VARIANTS, level)
+    curve = fig.axes[1]
+    drawn_lines = [line for line in curve.lines if len(line.get_xdata())]
+    if level < 0.9:
+        assert drawn_lines and not curve.texts
+    else:
+        assert not drawn_lines and "neither arm reaches accuracy 0.999" in curve.texts[0].get_text()
+    assert_no_empty_panel(fig)
+    assert_in_range(fig)
+
+
+def test_the_channel_figure_has_a_row_per_arm_and_names_its_seeds(drawn):
+    from lostmid.plots import channels
+
+    arms = [run for run in runs() if run[0] in ("baseline", "debiased")]
+    keys = [(v, L, d, seed, step) for v, L, d, seed, _, steps in arms for step in steps]
+    regions = ["left", "middle", "right"]
+    J = pd.DataFrame(
+        [(*k, 0.2, r, c, RNG.uniform(0, 1)) for k in keys for r in regions for c in ("res", "cone", "loc")],
+        columns=["variant", "L", "depth", "seed", "step", "delta", "region", "channel", "J"],
+    )
+    xi = pd.DataFrame(
+        [(*k, 0.2, r, "res-cone", RNG.normal(0, 0.1), 0.0) for k in keys for r in regions],
+        columns=["variant", "L", "depth", "seed", "step", "delta", "region", "pair", "xi", "rho"],
+    )
+    fig = drawn(channels, "channel_energies", J, xi, "unused.png", 0.2)
+    assert len(panels(fig)) == 2 * 3
+    assert panels(fig)[0].get_title() == "baseline L=16 M=4: left (4 seeds)"
+    assert_no_empty_panel(fig)
+
+
+def test_the_probe_figure_keeps_a_bias_interval_that_reaches_zero_on_its_log_axis(drawn):
+    from lostmid.plots import algebraic
+
+    n = np.array([1, 2, 4, 8])
+    probes = pd.DataFrame(
+        dict(n_probe=n, rel_bias=0.4 / n, rel_se_bias=[0.05, 0.05, 0.08, 0.01], rel_std=1.5 / np.sqrt(n),
+             exact=0.02, rel_bias_theory=0.4 / n, repetitions=200)
+    )  # fmt: skip
+    fig = drawn(algebraic, "probe_figure", probes, "unused.png")
+    ax = panels(fig)[0]
+    whiskers = np.concatenate([seg[:, 1] for coll in ax.collections for seg in coll.get_segments()])
+    assert whiskers.min() > 0 and ax.get_ylim()[0] < whiskers.min()  # on the axis, above 0
+    marked = [line for line in ax.lines if line.get_label() == "interval reaches 0 or below"]
+    assert list(marked[0].get_xdata()) == [4]  # the one interval (0.1 +- 0.16) that reaches below 0
