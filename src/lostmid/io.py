@@ -99,9 +99,19 @@ def save_torch(obj, path) -> None:
         torch.save(obj, tmp)
 
 
+# No creation date or software version in a figure's file: the same figure is the same bytes, so a page
+# regenerated from its record leaves git status clean.
+REPRODUCIBLE_METADATA = {
+    "png": {"Software": None},
+    "pdf": {"CreationDate": None, "Producer": None},
+    "svg": {"Date": None},
+}
+
+
 def save_figure(fig, path, **kwargs) -> None:
+    kind = Path(path).suffix.lstrip(".") or "png"
     with atomic_path(path) as tmp:
-        fig.savefig(tmp, format=Path(path).suffix.lstrip(".") or "png", **kwargs)
+        fig.savefig(tmp, format=kind, metadata=REPRODUCIBLE_METADATA.get(kind), **kwargs)
 
 
 def write_text(text: str, path) -> None:

@@ -127,6 +127,7 @@ def start(results: Path, root: Path, configs: list[str], records: list[str] = ()
     previous = read(results / FILE)["invocations"] if (results / FILE).exists() else []
     invocation = {
         **source(root),
+        "workdir": str(Path.cwd()),
         "configs": [{"path": str(path), "sha256": sha256(Path(path))} for path in configs],
         "records": [recorded(root, path) for path in records],
         "numerics": jobs_numerics(),
@@ -221,10 +222,24 @@ def _hours(seconds) -> str:
     return f"{minutes // 60} h {minutes % 60:02d} min" if minutes >= 60 else f"{minutes} min {second:02d} s"
 
 
+def shown(path: str, workdir: str | None) -> str:
+    """A config file as a reader reruns it: relative to the run's working directory where it lies below
+    it (Snakemake hands the workflow absolute paths); else from its checkout's config/ folder on."""
+    given = Path(path)
+    if not given.is_absolute():
+        return path
+    if workdir and given.is_relative_to(workdir):
+        return str(given.relative_to(workdir))
+    parts = given.parts
+    return str(Path(*parts[len(parts) - 1 - parts[::-1].index("config") :])) if "config" in parts else given.name
+
+
 def stamp(manifest: dict) -> str:
     """The lines a generated page opens with: where its numbers came from, from the run's manifest.
     A run that cannot be reproduced as stamped says so on the first line."""
-    configs = ", ".join(f"`{item['path']}` ({item['sha256'][:12]})" for item in manifest["configs"]) or "none"
+    configs = ", ".join(
+        f"`{shown(item['path'], manifest.get('workdir'))}` ({item['sha256'][:12]})" for item in manifest["configs"]
+    )
     computed = manifest["numerics"]
     machine_line = manifest["machine"]
     wall = sum(item.get("wall_s") or 0 for item in manifest["invocations"])
@@ -235,7 +250,7 @@ def stamp(manifest: dict) -> str:
         lines.append(f"**Not reproducible as stamped: the run was {'; '.join(problems)}.**")
         lines.append("")
     lines += [
-        f"Run: commit `{', '.join(commits(manifest))}`; config {configs};",
+        f"Run: commit `{', '.join(commits(manifest))}`; config {configs or 'none'};",
         f"numerics {computed.get('mode')} (torch kernels {computed.get('torch_cpu_capability', '?')}, "
         f"{computed.get('torch_threads', '?')} thread a job);",
         f"machine {machine_line['cpu']}, {machine_line['cores']} cores, {machine_line['architecture']}; "

@@ -3,6 +3,7 @@
 # as JSON params (a changed value reruns exactly the rules that read it, never training) and the
 # tables of the summary rules. The stage files only declare rules.
 import functools
+import os
 import threading
 
 import lostmid.catalogue as catalogue
@@ -132,7 +133,7 @@ def cancel_scheduler_timers():
 
 # The run's manifest (lostmid.manifest): results/manifest.json, written when the run starts and completed
 # when it ends, with the config files as given (or the default) and the plan the config records.
-CONFIG_FILES = [str(path) for path in workflow.overwrite_configfiles] or ["config/config.yaml"]
+CONFIG_FILES = [os.path.relpath(path) for path in workflow.overwrite_configfiles] or ["config/config.yaml"]
 
 
 onstart:

@@ -213,7 +213,7 @@ def results_page(args):
     from lostmid.evidence.report import headline
 
     run = manifest.read(args.results)  # before this command writes anything: no page from an unrecorded run
-    names = ", ".join(f"`{item['path']}`" for item in run["configs"])
+    names = ", ".join(f"`{manifest.shown(item['path'], run.get('workdir'))}`" for item in run["configs"])
     commits = ", ".join(manifest.commits(run))
     block = f"From the run of {names} at commit `{commits}` (every table: docs/results.md):\n\n"
     block += headline(_evidence(args.results))
