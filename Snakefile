@@ -6,8 +6,10 @@ from pathlib import Path
 
 from snakemake.utils import min_version
 
+import lostmid
 import lostmid.config as lostmid_config
 import lostmid.jobs as jobs
+from lostmid import numerics
 from lostmid.seed_ledger import check_fresh_seeds
 
 min_version("9.0")
@@ -27,6 +29,10 @@ if not workflow.overwrite_configfiles:
 
 
 lostmid_config.validate(config)  # src/lostmid/config.schema.yaml; fills in its defaults: the rules pass complete blocks
+# The math libraries of every job held to the config's numerics mode (lostmid.numerics): the jobs inherit
+# this process's environment. And the lostmid this workflow runs must be this checkout's own.
+numerics.pin(config["numerics"])
+lostmid_config.check_checkout(lostmid.__file__, workflow.basedir)
 jobs.check(config)
 # A config declaring its seeds fresh (fresh_seeds) is refused if config/seed_ledger.yaml records one for another.
 check_fresh_seeds(config, Path(workflow.basedir) / "config" / "seed_ledger.yaml")

@@ -4,13 +4,15 @@
     python scripts/compare_verdicts.py REFERENCE NEW
 
 Each side is an evidence table: a Parquet file or folder (``results/evidence``), or a Markdown page
-holding one between the lines that ``lostmid evidence --markdown --into`` writes (a docs page, or
-``git show COMMIT:docs/validation.md > page.md`` for the table a commit quoted). Rows are matched by
-claim and setting (variant, L, depth, checkpoint), the step of a mid-training checkpoint aside (each
-run locates its own). Prints the number of rows matched, how many verdicts differ and of which kind
-(decided on one side and not on the other, or supported on one side and contradicted on the other),
-then each difference with both estimates. A comparison, not a test: exit status 0 whatever it
-finds, 1 on unreadable input.
+holding one (a docs or runs page as committed, or ``git show COMMIT:docs/results.md > page.md``):
+every table on the page whose header has the evidence table's columns is read, markers or not. Rows
+are matched by their keys: claim and setting (arms, L, depth, residual), with the checkpoint reduced
+to its kind (lostmid.tables.compare.checkpoint_kind: a mid-training checkpoint's step, or "not
+reached", is where each run locates it, not which row it is), and the n-th occurrence where a key
+repeats. Prints the number of rows matched, how many verdicts differ and of which kind (decided on
+one side and not on the other, or supported on one side and contradicted on the other), each
+difference with both estimates, then each row only one side has. A comparison, not a test: exit
+status 0 whatever it finds, 1 on unreadable input.
 """
 
 from __future__ import annotations
@@ -21,37 +23,33 @@ from pathlib import Path
 
 import pandas as pd
 
-from lostmid.cli.evidence import PAGE_MARKERS
+from lostmid.tables.compare import checkpoint_kind
 
 COLUMNS = ["claim", "setting", "estimate", "verdict"]  # what both kinds of input carry
-MID_STEP = r"checkpoint step \d+ \(mid-training\)"
+HEADER = "| # | claim |"  # the evidence table's header (claims.markdown)
 
 
 def from_markdown(text: str, source: str) -> pd.DataFrame:
-    """The rows of the evidence table between the page's markers (the layout of ``claims.markdown``)."""
-    begin, end = PAGE_MARKERS
+    """The rows of every evidence table of the page (the layout of ``claims.markdown``)."""
     lines = [line.rstrip() for line in text.splitlines()]
-    if begin not in lines or end not in lines:  # the markers are whole lines (prose may quote them)
-        raise ValueError(f"{source}: no evidence table (the lines {begin!r} and {end!r})")
-    lines = lines[lines.index(begin) : lines.index(end)]
-    headers = [line for line in lines if line.startswith("| # |")]
+    headers = [i for i, line in enumerate(lines) if line.startswith(HEADER)]
     if not headers:
-        raise ValueError(f"{source}: nothing between its evidence table markers is an evidence table")
-    header = headers[0]
-    names = [cell.strip() for cell in header.strip("|").split(" | ")]
+        raise ValueError(f"{source}: no evidence table (no line starting {HEADER!r})")
     rows = []
-    for line in lines[lines.index(header) + 2 :]:
-        if not line.startswith("| "):
-            break
-        cells = dict(zip(names, (cell.strip() for cell in line.strip().strip("|").split(" | "))))
-        rows.append(
-            {
-                "claim": cells["claim"].removesuffix(" (check)"),  # the page marks the checks of the instrument
-                "setting": cells["setting"],
-                "estimate": cells["estimate [interval]"],
-                "verdict": cells["verdict"].strip("*").split(" (")[0],  # "inconclusive (not evaluable)" and the like
-            }
-        )
+    for at in headers:
+        names = [cell.strip() for cell in lines[at].strip("|").split(" | ")]
+        for line in lines[at + 2 :]:
+            if not line.startswith("| "):
+                break
+            cells = dict(zip(names, (cell.strip() for cell in line.strip().strip("|").split(" | "))))
+            rows.append(
+                {
+                    "claim": cells["claim"].removesuffix(" (check)"),  # the page marks the checks of the instrument
+                    "setting": cells["setting"],
+                    "estimate": cells["estimate [interval]"],
+                    "verdict": cells["verdict"].strip("*").split(" (")[0],  # "inconclusive (not evaluable)" and alike
+                }
+            )
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -79,20 +77,30 @@ def kind(reference: str, new: str) -> str:
     return "other"  # e.g. inconclusive <-> not evaluable
 
 
-def differences(reference: pd.DataFrame, new: pd.DataFrame) -> tuple[int, pd.DataFrame]:
-    """(rows matched, the matched rows whose verdicts differ, with the kind of difference)."""
-    # A run's mid-training checkpoint is located by its own accuracy curve, so its step is not part of the
-    # key; a claim may have several rows of one setting (one per reading): the n-th matches the n-th.
-    reference, new = (
-        t.assign(key=t.setting.str.replace(MID_STEP, "checkpoint (mid-training)", regex=True)).pipe(
-            lambda t: t.assign(nth=t.groupby(["claim", "key"]).cumcount())
-        )
-        for t in (reference, new)
+def setting_key(setting: str) -> str:
+    """A setting without its checkpoint's step: arms, L, depth, residual and the checkpoint's kind."""
+    head, found, checkpoint = str(setting).partition("checkpoint ")
+    return head + (f"checkpoint {checkpoint_kind(checkpoint)}" if found else "")
+
+
+def keyed(table: pd.DataFrame) -> pd.DataFrame:
+    table = table.assign(key=[setting_key(setting) for setting in table.setting])
+    return table.assign(nth=table.groupby(["claim", "key"]).cumcount())
+
+
+def differences(reference: pd.DataFrame, new: pd.DataFrame) -> tuple[int, pd.DataFrame, pd.DataFrame]:
+    """(rows matched, the matched rows whose verdicts differ with the kind of difference, the rows only
+    one side has with the side that has them)."""
+    reference, new = keyed(reference), keyed(new)
+    both = reference.merge(
+        new, on=["claim", "key", "nth"], suffixes=("_reference", "_new"), how="outer", indicator=True
     )
-    both = reference.merge(new, on=["claim", "key", "nth"], suffixes=("_reference", "_new"))
-    changed = both[both.verdict_reference != both.verdict_new].copy()
+    matched = both[both._merge == "both"]
+    changed = matched[matched.verdict_reference != matched.verdict_new].copy()
     changed["kind"] = [kind(a, b) for a, b in zip(changed.verdict_reference, changed.verdict_new)]
-    return len(both), changed
+    alone = both[both._merge != "both"].copy()
+    alone["side"] = alone._merge.map({"left_only": "reference only", "right_only": "new only"}).astype(str)
+    return len(matched), changed, alone
 
 
 def main() -> int:
@@ -105,15 +113,18 @@ def main() -> int:
     except (OSError, ValueError, KeyError) as error:
         print(f"compare_verdicts: {error}", file=sys.stderr)
         return 1
-    matched, changed = differences(reference, new)
+    matched, changed, alone = differences(reference, new)
     print(f"{matched} rows matched by claim and setting ({len(reference)} and {len(new)} rows); ", end="")
     kinds = ", ".join(f"{k} {n}" for k, n in changed.kind.value_counts().items())
-    print(f"{len(changed)} verdicts differ" + (f": {kinds}" if kinds else ""))
+    print(f"{len(changed)} verdicts differ" + (f": {kinds}" if kinds else "") + f"; {len(alone)} rows on one side only")
     for row in changed.itertuples():
         print(
             f"- {row.claim} | {row.setting_new} | {row.estimate_reference} {row.verdict_reference} -> "
             f"{row.estimate_new} {row.verdict_new}"
         )
+    for row in alone.itertuples():
+        setting = row.setting_reference if row.side == "reference only" else row.setting_new
+        print(f"- {row.side}: {row.claim} | {setting}")
     return 0
 
 

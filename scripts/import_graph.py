@@ -25,7 +25,16 @@ REPO = Path(__file__).resolve().parents[1]
 # The layers, bottom to top: a module may import its own layer and the layers below it, never one
 # above (tests/test_layers.py checks it).
 LAYERS = [
-    {"lostmid", "lostmid.errors", "lostmid.io", "lostmid.schema", "lostmid.config", "lostmid.seed_ledger"},
+    {
+        "lostmid",
+        "lostmid.errors",
+        "lostmid.io",
+        "lostmid.schema",
+        "lostmid.config",
+        "lostmid.seed_ledger",
+        "lostmid.numerics",
+        "lostmid.manifest",
+    },
     {"lostmid.core"},
     {"lostmid.objectives"},
     {"lostmid.tables"},

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import copy
+import os
 import shlex
 import subprocess
 import sys
 from pathlib import Path
 
+# isort: off
+from lostmid import numerics  # noqa: F401  (first: importing lostmid pins the numerics before torch and numpy load)
+
+# isort: on
 import pytest
 import torch
 import yaml
@@ -73,8 +78,9 @@ def spec() -> dict:
     return tiny_spec()
 
 
-def run_snakemake(workdir: Path, *args, configfile=None, check: bool = True, timeout: int = 1800):
-    """Snakemake's CLI on the repo's Snakefile in ``workdir`` (config: ``workdir/config.yaml``)."""
+def run_snakemake(workdir: Path, *args, configfile=None, check: bool = True, timeout: int = 1800, env=None):
+    """Snakemake's CLI on the repo's Snakefile in ``workdir`` (config: ``workdir/config.yaml``); ``env``:
+    variables added to this process's environment."""
     command = [
         sys.executable,
         "-m",
@@ -91,7 +97,8 @@ def run_snakemake(workdir: Path, *args, configfile=None, check: bool = True, tim
         "--configfile",
         str(configfile or workdir / "config.yaml"),
     ]  # --configfile takes every word after it
-    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    environment = {**os.environ, **(env or {})}
+    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=environment)
     if check and result.returncode:
         raise AssertionError(f"snakemake {' '.join(args)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}")
     return result
@@ -113,11 +120,17 @@ def lostmid_arguments(workdir: Path, shell: str) -> list[str]:
     return (workdir / words[5].removeprefix("@")).read_text().splitlines()
 
 
+# What a caller may have set that would change the numbers if the pin (lostmid.numerics) did not win:
+# the smoke run is made under it, so every test session checks that the pin overrides the caller.
+CALLER_NUMERICS = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE", "OMP_NUM_THREADS": "2"}
+
+
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory):
-    """The whole DAG of config/smoke.yaml, run once per session in a temp dir: (workdir, config)."""
+    """The whole DAG of config/smoke.yaml, run once per session in a temp dir, with the caller's
+    environment asking for other kernels (CALLER_NUMERICS): (workdir, config)."""
     workdir = tmp_path_factory.mktemp("smoke")
     config = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
     (workdir / "config.yaml").write_text(yaml.safe_dump(config))
-    run_snakemake(workdir)
+    run_snakemake(workdir, env=CALLER_NUMERICS)
     return workdir, config

@@ -8,7 +8,7 @@ import math
 import pandas as pd
 import pytest
 
-from lostmid import jobs
+from lostmid import jobs, manifest
 from lostmid.cli.main import main
 from lostmid.evidence.report import headline, verdict_summary
 from lostmid.tables.run_cost import cost_by_stage, job_costs
@@ -155,8 +155,18 @@ def test_the_cost_of_a_run_is_read_from_its_job_logs_and_benchmark_records(tmp_p
     assert table.loc["all", ["jobs", "cpu_s", "wall_s"]].tolist() == [2, 6.5, 10.0]
 
 
-def test_a_folder_without_an_evidence_table_is_one_line(tmp_path, capsys):
-    assert main(["results-page", "--results", str(tmp_path), "--config"]) == 2
+def test_a_folder_without_a_manifest_or_an_evidence_table_is_one_line(tmp_path, capsys):
+    assert main(["results-page", "--results", str(tmp_path)]) == 2
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .splitlines()[-1]
+        .endswith("no manifest: the run was not made by this workflow's version (rerun it)")
+    )
+    manifest.write(
+        tmp_path / "manifest.json", {"commit": "c", "configs": [], "numerics": {}, "machine": {}, "invocations": []}
+    )
+    assert main(["results-page", "--results", str(tmp_path)]) == 2
     assert (
         capsys.readouterr()
         .err.strip()
@@ -166,13 +176,10 @@ def test_a_folder_without_an_evidence_table_is_one_line(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_the_page_holds_every_section_of_the_run_stamped_with_its_config(smoke_run, tmp_path, capsys):
+def test_the_page_holds_every_section_of_the_run_stamped_from_its_manifest(smoke_run, tmp_path, capsys):
     workdir, _ = smoke_run
     out = tmp_path / "results.md"
-    config = REPO / "config" / "smoke.yaml"
-    assert (
-        main(["results-page", "--results", str(workdir / "results"), "--config", str(config), "--out", str(out)]) == 0
-    )
+    assert main(["results-page", "--results", str(workdir / "results"), "--out", str(out)]) == 0
     page = out.read_text()
     for section in (
         "## Headline verdicts",
@@ -183,16 +190,16 @@ def test_the_page_holds_every_section_of_the_run_stamped_with_its_config(smoke_r
         "## What the run cost",
     ):
         assert section in page
-    assert "smoke.yaml` (sha256 " in page and "commit " in page and "Not in this run" not in page
-    assert "Written by `lostmid results-page --results " in page and "smoke.yaml --out " in page  # how to redo it
+    run = manifest.read(workdir / "results")
+    # the run's own commit, config and numerics, whatever the working directory; paths as given
+    assert f"Run: commit `{run['commit'][:12]}`" in page and "config `config.yaml` (" in page
+    assert "numerics deterministic (torch kernels AVX2, 1 thread a job)" in page and "Not in this run" not in page
+    assert f"Written by `lostmid results-page --results {workdir / 'results'} --out {out}`" in page  # how to redo it
     evidence = pd.read_parquet(workdir / "results" / "evidence")
     assert headline(evidence) in page and page.count("| **") >= len(evidence)
-    assert main(["results-page", "--results", str(workdir / "results"), "--config", str(config), "--headline"]) == 0
+    assert main(["results-page", "--results", str(workdir / "results"), "--headline"]) == 0
     printed = capsys.readouterr().out
-    assert (
-        printed.startswith("From the run of `")
-        and "smoke.yaml` (its commit and every table: docs/results.md)" in printed
-    )
+    assert printed.startswith(f"From the run of `config.yaml` at commit `{run['commit'][:12]}` (every table: ")
     assert printed.endswith("\n\n" + headline(evidence))
 
 

@@ -190,6 +190,18 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+def check_checkout(imported: str, checkout) -> None:
+    """Refuse a workflow whose ``lostmid`` (the module file ``imported``) is not ``checkout``'s own
+    src/: a second clone would otherwise run the first one's code without a word."""
+    own = (Path(checkout) / "src" / "lostmid").resolve()
+    found = Path(imported).resolve().parent
+    if found != own:
+        raise ConfigError(
+            f"this workflow is {Path(checkout).resolve()} but it imports lostmid from {found}: "
+            f"run `pip install -e {Path(checkout).resolve()}` (or set PYTHONPATH={own.parent})"
+        )
+
+
 def read_yaml(path) -> dict:
     """A config file's mapping; a file that is not valid YAML, or that writes a key twice in one
     mapping, is a ConfigError naming the file and the line (Snakemake's own message names neither)."""

@@ -7,6 +7,7 @@ import threading
 
 import lostmid.catalogue as catalogue
 import lostmid.jobs as jobs
+import lostmid.manifest as manifest
 from lostmid.algebraic.settings import AlgebraicSettings
 from lostmid.analysis.settings import (
     ChannelSettings,
@@ -127,12 +128,23 @@ def cancel_scheduler_timers():
         timer.cancel()
 
 
+# The run's manifest (lostmid.manifest): results/manifest.json, written when the run starts and completed
+# when it ends, with the config files as given (or the default) and the plan the config records.
+CONFIG_FILES = [str(path) for path in workflow.overwrite_configfiles] or ["config/config.yaml"]
+
+
+onstart:
+    manifest.start("results", workflow.basedir, CONFIG_FILES, records=[config["plan"]] if config.get("plan") else [])
+
+
 onsuccess:
     cancel_scheduler_timers()
+    manifest.finish("results", "success")
 
 
 onerror:
     cancel_scheduler_timers()
+    manifest.finish("results", "error")
 
 
 def retrieval_jobs():

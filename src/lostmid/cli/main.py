@@ -15,6 +15,7 @@ import logging
 import os
 import sys
 
+from lostmid import numerics
 from lostmid.cli import (  # noqa: F401  (they register commands)
     algebraic,
     architectures,
@@ -112,12 +113,15 @@ def moved_aside(path) -> str:
 
 
 def limit_threads(n: int) -> None:
-    """Cap the CPU thread pools at ``n`` (Snakemake's ``{threads}``).
+    """Cap the CPU thread pools at ``n`` (Snakemake's ``{threads}``); under the deterministic
+    numerics (lostmid.numerics) at its one thread, whatever ``n``: threads enter reductions.
 
     torch's intra-op pool, OpenMP and the BLAS libraries read these variables when they start,
     so a command that never needs torch (the figures) does not import it (2.5 s) just to set
     its pool; a process that already has torch loaded sets the pool directly.
     """
+    if os.environ.get(numerics.MODE_VARIABLE) == "deterministic":
+        n = numerics.THREADS
     for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[variable] = str(n)
     if "torch" in sys.modules:

@@ -4,19 +4,19 @@
     lostmid results-page --results results --headline                 # the headline block the README quotes
     lostmid results-page --results results --out docs/results.md --readme README.md   # both, in place
 
-The page is stamped with the commit of the checkout it was written from (``git rev-parse``, where
-git and a repository are there) and the config files the run came from, with their digests.
-Every section comes from a table of the run; a table the run does not have is one line saying so.
+The page is stamped from the run's own manifest (``results/manifest.json``, lostmid.manifest): the
+commit the run was made from, its config files and their digests, its numerics and machine; never
+from the working directory the page is written in. A run made from a tree with uncommitted changes,
+or not under the deterministic numerics, says so on the page's first line. Every section comes from
+a table of the run; a table the run does not have is one line saying so.
 """
 
 from __future__ import annotations
 
-import hashlib
-import subprocess
-from datetime import datetime, timezone
+import shlex
 from pathlib import Path
 
-from lostmid import io
+from lostmid import io, manifest
 from lostmid.cli.registry import command
 from lostmid.errors import ConfigError
 
@@ -27,13 +27,6 @@ HEADLINE_END = "<!-- /headline -->"
 
 def _args(parser):
     parser.add_argument("--results", type=Path, default=Path("results"), help="a finished run's results folder")
-    parser.add_argument(
-        "--config",
-        nargs="*",
-        type=Path,
-        default=None,
-        help="the config files the run came from (default: config/config.yaml)",
-    )
     parser.add_argument("--out", type=Path, default=None, help="write the page here (default: print it)")
     parser.add_argument("--headline", action="store_true", help="print only the headline verdicts (for the README)")
     parser.add_argument(
@@ -55,54 +48,21 @@ def _args(parser):
     )
 
 
-def commit() -> str:
-    """The checkout's commit (``+ uncommitted changes`` where tracked files differ), or why there is none."""
-
-    def git(*words):
-        return subprocess.run(["git", *words], capture_output=True, text=True, timeout=30)
-
-    try:
-        head = git("rev-parse", "--short=12", "HEAD")
-        if head.returncode:
-            return "unknown (not a git checkout)"
-        dirty = git("status", "--porcelain", "--untracked-files=no").stdout.strip()
-    except (OSError, subprocess.TimeoutExpired):
-        return "unknown (git is not available)"
-    return head.stdout.strip() + (" + uncommitted changes" if dirty else "")
-
-
-def _shown(path: Path) -> str:
-    """``path`` relative to the working directory where it lies below it, else its last two parts."""
-    try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(Path(*path.parts[-2:]))
-
-
-def page_command(results: Path, configs: list[Path], label: str, beside: list[str], out: Path | None) -> str:
-    """The ``lostmid results-page`` command line that writes this page (paths as ``_shown``)."""
-    words = ["lostmid results-page", f"--results {_shown(results)}"]
-    if configs:
-        words.append("--config " + " ".join(_shown(path) for path in configs))
+def page_command(results: Path, label: str, beside: list[str], out: Path | None) -> str:
+    """The ``lostmid results-page`` command line that writes this page, its paths as given."""
+    words = ["lostmid results-page", f"--results {shlex.quote(str(results))}"]
     if label != LABEL:
-        words.append(f"--label {label}")
+        words.append(f"--label {shlex.quote(label)}")
     if beside:
-        words.append("--beside " + " ".join(beside))
+        words.append("--beside " + " ".join(shlex.quote(item) for item in beside))
     if out is not None:
-        words.append(f"--out {_shown(out)}")
+        words.append(f"--out {shlex.quote(str(out))}")
     return " ".join(words)
 
 
-def stamp(results: Path, configs: list[Path], at: str, command: str) -> str:
-    evidence = results / "evidence" / "evidence.parquet"
-    written = datetime.fromtimestamp(evidence.stat().st_mtime, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    files = ", ".join(
-        f"`{_shown(path)}` (sha256 {hashlib.sha256(path.read_bytes()).hexdigest()[:12]})" for path in configs
-    )
-    return (
-        f"Written by `{command}` from the tables of `{_shown(results)}` (evidence table written {written}); "
-        f"commit {at}; config {files or 'not given'}."
-    )
+def stamp(results: Path, command: str) -> str:
+    """The page's opening: where its numbers came from (the run's manifest) and how to redo it."""
+    return manifest.stamp(manifest.read(results)) + f"\n\nWritten by `{command}` from the tables of that run.\n"
 
 
 def _table(results: Path, name: str):
@@ -223,8 +183,6 @@ def beside_section(evidence, label: str, beside: list[str]) -> list[str]:
 
 def page(
     results: Path,
-    configs: list[Path],
-    at: str,
     label: str = LABEL,
     beside: list[str] = (),
     out: Path | None = None,
@@ -236,8 +194,7 @@ def page(
     sources, checks = split_kinds(evidence)
     sections = [
         "# Results of a run\n",
-        stamp(results, configs, at, page_command(results, configs, label, list(beside), out))
-        + " Regenerate it after a run; every number below is a table of that run.\n",
+        stamp(results, page_command(results, label, list(beside), out)),
         "## Headline verdicts\n",
         "`lostmid results-page --results results --headline` (the README quotes it): one line per claim family.\n",
         headline(evidence),
@@ -268,21 +225,18 @@ def page(
 
 @command("results-page", "docs/results.md from a finished run's tables (or only its headline verdicts)", _args)
 def results_page(args):
-    configs = args.config if args.config is not None else [p for p in [Path("config/config.yaml")] if p.exists()]
-    for path in configs:
-        if not path.is_file():
-            raise ConfigError(f"config file {path} does not exist")
     from lostmid.evidence.report import headline
 
-    names = ", ".join(f"`{_shown(path)}`" for path in configs) or "a config not given"
-    at = commit()  # before this command writes anything
-    block = f"From the run of {names} (its commit and every table: docs/results.md):\n\n"
+    run = manifest.read(args.results)  # before this command writes anything: no page from an unrecorded run
+    names = ", ".join(f"`{item['path']}`" for item in run["configs"])
+    commits = ", ".join(manifest.commits(run))
+    block = f"From the run of {names} at commit `{commits}` (every table: docs/results.md):\n\n"
     block += headline(_evidence(args.results))
     if args.readme:
         io.write_text(with_headline(args.readme.read_text(), block, str(args.readme)), args.readme)
     if args.headline:
         print(block, end="")
     elif args.out:
-        io.write_text(page(args.results, configs, at, args.label, args.beside, args.out), args.out)
+        io.write_text(page(args.results, args.label, args.beside, args.out), args.out)
     elif not args.readme:
-        print(page(args.results, configs, at, args.label, args.beside), end="")
+        print(page(args.results, args.label, args.beside), end="")

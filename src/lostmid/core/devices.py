@@ -13,6 +13,7 @@ import os
 
 import torch
 
+from lostmid import numerics
 from lostmid.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,7 @@ def resolve(device: str = "auto") -> torch.device:
     """``auto`` -> cuda if available else cpu; ``cpu``; ``cuda`` (an error when there is none)."""
     if device not in ("auto", "cpu", "cuda"):
         raise ConfigError(f"config key device must be auto, cpu or cuda, got {device!r}")
+    numerics.apply_to_torch(numerics.mode_of(os.environ.get(numerics.MODE_VARIABLE)))  # the switches apply on CUDA too
     available = torch.cuda.is_available()
     if device == "cuda" and not available:
         raise ConfigError("config key device is 'cuda' but torch sees no CUDA device; use 'auto' or 'cpu'")
