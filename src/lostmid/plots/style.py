@@ -69,8 +69,8 @@ def vector_path(path) -> Path:
 
 def save(grid, path) -> None:
     """Write a figure (or a seaborn grid's figure) atomically as PNG at ``path`` and as PDF beside it,
-    and close it."""
+    and close it. The PDF carries no creation date, so that the same figure is the same file."""
     fig = grid.figure if hasattr(grid, "figure") else grid
-    for target in (Path(path), vector_path(path)):
-        io.save_figure(fig, target, dpi=DPI)
+    io.save_figure(fig, Path(path), dpi=DPI)
+    io.save_figure(fig, vector_path(path), dpi=DPI, metadata={"CreationDate": None})
     plt.close(fig)
