@@ -106,6 +106,14 @@ def _fix_pair(record, plan: dict, fix_arm: str, base_arm: str) -> tuple[list[str
     return passed, arm_variants(plan, base_arm), note
 
 
+def enough_windows(primary: dict, effect):
+    """The effect, or Missing (not yet run) when it rests on fewer windows than the plan's ``n_min``."""
+    needed = int(str(primary["n_min"]).split()[0])
+    if effect.n < needed:
+        raise _Unavailable(Missing(NOT_YET_RUN, f"{effect.n} windows so far, the plan asks for at least {needed}"))
+    return effect
+
+
 def effect_of(primary: dict, record, plan: dict) -> tuple[object, str]:
     """(the primary's effect, a note) by the estimator the plan names, on the arms and step it names."""
     name = primary["estimator"].rsplit(".", 1)[-1]
@@ -141,9 +149,11 @@ def effect_of(primary: dict, record, plan: dict) -> tuple[object, str]:
             )
             return est.influence_beyond_position(failure, influence, variants, step), note
         if name == "share_beyond_position":
-            return est.share_beyond_position(_needs(record.retrieval, "retrieval examples"), n=1024), ""
+            return enough_windows(
+                primary, est.share_beyond_position(_needs(record.retrieval, "retrieval examples"))
+            ), ""
         if name == "middle_minus_ends":
-            return est.middle_minus_ends(_needs(record.retrieval, "retrieval examples"), n=4096), ""
+            return enough_windows(primary, est.middle_minus_ends(_needs(record.retrieval, "retrieval examples"))), ""
     except _Unavailable as missing:
         return missing.missing, ""
     except InputError as err:
@@ -175,9 +185,14 @@ def sentence(primary: dict, effect, low: float, high: float, outcome: str, level
     """The answer in one sentence: the outcome's words, the estimate, its interval and what it rests on."""
     if isinstance(effect, Missing):
         return f"No answer: {effect.kind}."
-    sign = " (on the other side of 0)" if reading.oriented(low, high, primary["direction"])[1] < 0 else ""
+    oriented_low, oriented_high = reading.oriented(low, high, primary["direction"])
+    words = ANSWERS[outcome]
+    if oriented_high < 0:
+        words += " (on the other side of 0)"
+    elif outcome == reading.INCONCLUSIVE and oriented_low > 0:
+        words = "An effect in the source's direction, its size against the source's not decided by this run"
     return (
-        f"{ANSWERS[outcome]}{sign}: {number(effect.estimate)} [{number(low)}, {number(high)}] "
+        f"{words}: {number(effect.estimate)} [{number(low)}, {number(high)}] "
         f"{primary['scale']} ({1 - level:.4g} interval over {effect.n} units: {primary['unit']}; "
         f"the source's size {primary['size']:.3g})."
     )
