@@ -52,6 +52,7 @@ include: "workflow/rules/algebraic.smk"
 include: "workflow/rules/architectures.smk"
 include: "workflow/rules/retrieval.smk"
 include: "workflow/rules/length.smk"
+include: "workflow/rules/study.smk"
 include: "workflow/rules/evidence.smk"
 include: "workflow/rules/figures.smk"
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -31,15 +30,9 @@ import torch  # noqa: E402
 from lostmid import io  # noqa: E402
 from lostmid.architectures import models, retrieval, text  # noqa: E402
 
-from timing import status_kb  # noqa: E402
+from timing import cpu, status_kb  # noqa: E402
 
 PAGE_MARKERS = ("<!-- bench_retrieval: begin -->", "<!-- bench_retrieval: end -->")
-
-
-def cpu(fn):
-    start = time.process_time()
-    value = fn()
-    return time.process_time() - start, value
 
 
 def bench(args) -> list[dict]:

@@ -9,6 +9,13 @@ import time
 import torch
 
 
+def cpu(fn):
+    """(CPU seconds of the process during ``fn()``, its value)."""
+    start = time.process_time()
+    value = fn()
+    return time.process_time() - start, value
+
+
 def synchronize(device) -> None:
     """Wait for queued GPU work, so the host clock measures it (nothing to wait for on the CPU)."""
     if torch.device(device).type == "cuda":

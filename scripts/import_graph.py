@@ -40,9 +40,18 @@ LAYERS = [
     {"lostmid.tables"},
     {"lostmid.training"},
     {"lostmid.analysis"},
-    {"lostmid.algebraic", "lostmid.architectures", "lostmid.evidence"},
+    # the study's plan, effects and reading are data the plots draw; its estimators and pages are above them
+    {
+        "lostmid.algebraic",
+        "lostmid.architectures",
+        "lostmid.evidence",
+        "lostmid.study.effects",
+        "lostmid.study.reading",
+        "lostmid.study.plan",
+    },
     {"lostmid.jobs", "lostmid.catalogue"},
     {"lostmid.plots"},
+    {"lostmid.study", "lostmid.front"},
     {"lostmid.cli"},
 ]
 

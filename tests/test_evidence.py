@@ -429,7 +429,7 @@ def test_the_command_the_rule_and_the_inputs_take_the_one_list_of_evidence_table
     from lostmid.jobs import EVIDENCE_TABLES
 
     options = build_parser().parse_args(["evidence"])
-    assert [f.name for f in fields(claims.Inputs)] == ["variants", "model", *TABLES]
+    assert [f.name for f in fields(claims.Inputs)] == ["variants", "model", "retrieval_settings", *TABLES]
     assert EVIDENCE_TABLES == tuple(TABLES) and all(getattr(options, name) is None for name in TABLES)
     needed = {table for claim in claims.CLAIMS for table in claim.needs}
     # every declared table is read by a claim, every table a claim reads is declared; the fit checks read
@@ -853,6 +853,20 @@ def test_a_constant_predictor_fails_equally_at_every_position_and_has_no_slope(a
         )
         assert (table.failures == 4).all() and (table.failure_rate == 0.5).all()
         assert st.logistic_slope(table.failures, table.n, table.p).slope == 0.0
+
+
+def test_the_first_half_of_each_position_is_a_balanced_split_of_its_failures():
+    from lostmid.training.evaluate import failure_by_position
+
+    class FirstToken(ConstantModel):
+        def forward(self, tokens):
+            return torch.nn.functional.one_hot((tokens[:, 0] == 1).long(), 2).float()
+
+    constant = failure_by_position(ConstantModel(1), L=12, per_position=8, base_seed=1000, run_seed=0, device="cpu")
+    assert (constant.failures_first_half == 2).all()  # 4 sequences, targets 0, 1, 0, 1: half of them wrong
+    table = failure_by_position(FirstToken(0), L=12, per_position=64, base_seed=1000, run_seed=0, device="cpu")
+    assert (table.failures_first_half <= table.failures).all()
+    assert (table.failures - table.failures_first_half <= 32).all() and table.failures_first_half.sum() > 0
 
 
 def test_each_seed_draws_its_own_balanced_evaluation_set():

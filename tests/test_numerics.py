@@ -48,19 +48,29 @@ def test_an_unknown_mode_is_one_line_naming_the_key():
         numerics.mode_of("exact")
 
 
-def test_choosing_a_device_switches_on_deterministic_algorithms(monkeypatch):
-    # The switch that matters on CUDA is applied on every device, so this CPU test sees it.
+def test_a_cuda_device_gets_deterministic_algorithms_and_the_cpu_one_thread(monkeypatch):
+    # Choosing the device applies the switches; CUDA is faked, since the switch is only a flag until a kernel runs.
     monkeypatch.setenv(numerics.MODE_VARIABLE, "deterministic")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device: "a faked GPU")
     try:
-        torch.use_deterministic_algorithms(False)
-        devices.resolve("cpu")
-        assert torch.are_deterministic_algorithms_enabled()
-        assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+        torch.set_num_threads(2)
+        assert devices.resolve("cuda").type == "cuda"
+        assert torch.are_deterministic_algorithms_enabled() and torch.backends.cudnn.deterministic
+        assert torch.get_num_threads() == 1 and os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
         monkeypatch.setenv(numerics.MODE_VARIABLE, "fast")
-        devices.resolve("cpu")
-        assert not torch.are_deterministic_algorithms_enabled()
+        devices.resolve("cuda")
+        assert not torch.are_deterministic_algorithms_enabled() and not torch.backends.cudnn.deterministic
     finally:
         torch.use_deterministic_algorithms(False)
+        torch.backends.cudnn.deterministic = False
+
+
+def test_a_cpu_job_never_loads_torch_dynamo_for_the_switch():
+    code = "import sys, lostmid; from lostmid.core import devices; devices.resolve('cpu');"
+    code += "print('torch._dynamo' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
 
 
 def test_openblas_is_pinned_on_x86_64_only():

@@ -1,7 +1,7 @@
 """Pretrained models on real text: loaders, text windows, the memory-bounded measurement, intervals.
 
 Tiny models (width 16, three layers, n <= 24) written by the tests; the packaged SmolLM2 test is
-slow and skipped where the ``pretrained`` extra is absent (CI does not install it).
+slow and skipped where the ``pretrained`` extra or the packaged model is absent (CI installs both: .ci/run).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import pytest
 import torch
 
 from lostmid.architectures import bounded, intervals, measure, models, pretrained, summary, sweep, text, theory
+from lostmid.architectures.retrieval import leading_ids
 from lostmid.architectures.settings import TextSettings
 from lostmid.config import settings_from_section
 from lostmid.errors import ConfigError
@@ -364,6 +365,7 @@ def test_the_packaged_smollm2_loads_from_its_distribution_and_reads_the_corpus()
     arch, tokenizer = models.load_pretrained(source)
     config = arch.model.config
     assert (arch.depth, config.hidden_size, config.num_attention_heads, config.num_key_value_heads) == (30, 576, 9, 3)
+    assert leading_ids(tokenizer, bos=True) == [1] and tokenizer.bos_token == "<|im_start|>"
     ids = text.windows(text.corpus_ids(tokenizer, "pydoc_data.topics"), 32, 2, seed=0)
     frame = pretrained.influence_profile(arch.model, ids, resamples=50)
     assert np.isfinite(frame.mass).all() and frame.sequences.iloc[0] == 2

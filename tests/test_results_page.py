@@ -203,22 +203,6 @@ def test_the_page_holds_every_section_of_the_run_stamped_from_its_manifest(smoke
     assert printed.endswith("\n\n" + headline(evidence))
 
 
-def test_the_readme_quotes_the_headline_between_its_markers_and_nothing_else_changes():
-    from lostmid.cli.results import HEADLINE_END, HEADLINE_START, with_headline
-    from lostmid.errors import ConfigError
-
-    readme = (REPO / "README.md").read_text()
-    filled = with_headline(readme, "- blog (a): supported\n", "README.md")
-    before, _, after = readme.partition(HEADLINE_START)
-    assert (
-        filled
-        == before + HEADLINE_START + "\n- blog (a): supported\n" + HEADLINE_END + after.partition(HEADLINE_END)[2]
-    )
-    assert with_headline(filled, "- again\n", "README.md").count("- again\n") == 1
-    with pytest.raises(ConfigError, match="lacks the lines"):
-        with_headline("no markers\n", "x\n", "README.md")
-
-
 def test_a_confirmatory_runs_rows_stand_beside_the_default_runs():
     from lostmid.evidence.report import side_by_side
 
@@ -234,3 +218,17 @@ def test_a_confirmatory_runs_rows_stand_beside_the_default_runs():
     lines = side_by_side({"confirmatory": confirm, "default": default}).splitlines()
     assert lines[0] == "| claim | kind | setting | confirmatory | default |"
     assert "→ **contradicted** | 0.02 [-0.98, 1.02], 24 seeds → **inconclusive** |" in lines[2]
+
+
+def test_the_committed_results_page_is_the_one_its_run_record_writes(monkeypatch):
+    # docs/results.md is generated from runs/default (the default run's manifest and the tables the page
+    # reads): `lostmid results-page --results runs/default --out docs/results.md` from the repository root.
+    from pathlib import Path
+
+    from lostmid.cli.results import page
+
+    monkeypatch.chdir(REPO)
+    written = page(Path("runs/default"), out=Path("docs/results.md"))
+    assert written == (REPO / "docs" / "results.md").read_text(), (
+        "docs/results.md is stale: lostmid results-page --results runs/default --out docs/results.md"
+    )

@@ -30,17 +30,17 @@ FILLER = [f"x{a}{b}" for a in "abcde" for b in "abcdef"]  # no digits: the digit
 TEMPLATE_WORDS = "The code word for is . special magic number".split()
 DIGITS = [str(d) for d in range(10)]
 KEYWORDS = list(retrieval.WORDS[:24])
-VOCAB = ["[UNK]", *TEMPLATE_WORDS, *DIGITS, *KEYWORDS, *FILLER]
+VOCAB = ["[UNK]", "[BOS]", *TEMPLATE_WORDS, *DIGITS, *KEYWORDS, *FILLER]
 
 
-def tokenizer():
-    """A word-level tokenizer that writes every digit as its own token (as SmolLM2's does)."""
+def tokenizer(bos="[BOS]"):
+    """A word-level tokenizer that writes every digit as its own token (as SmolLM2's does), with a BOS token."""
     from tokenizers import Tokenizer, pre_tokenizers
     from tokenizers import models as tokenizer_models
 
     core = Tokenizer(tokenizer_models.WordLevel({w: i for i, w in enumerate(VOCAB)}, unk_token="[UNK]"))
     core.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Whitespace(), pre_tokenizers.Digits(True)])
-    return models.transformers().PreTrainedTokenizerFast(tokenizer_object=core, unk_token="[UNK]")
+    return models.transformers().PreTrainedTokenizerFast(tokenizer_object=core, unk_token="[UNK]", bos_token=bos)
 
 
 def tiny_model(dtype=torch.float64, positions=96):
@@ -103,9 +103,36 @@ def test_examples_are_exactly_n_tokens_with_the_needle_at_q_and_keys_absent_from
     assert all(torch.equal(a.tokens, b.tokens) for a, b in zip(examples, again))
 
 
+def test_with_bos_the_input_starts_with_it_and_q_0_is_the_first_token_of_text():
+    tok, window = tokenizer(), stream()[64:128]
+    vocabulary, bos = retrieval.single_token_words(tok), tok.bos_token_id
+    lead = retrieval.leading_ids(tok, bos=True)
+    assert lead == [bos] and retrieval.leading_ids(tok, bos=False) == []
+    plain, with_bos = (
+        retrieval.window_examples(tok, window, 1, ("single",), (0.0, 0.5), 3, 3, 5, vocabulary, lead=ids)
+        for ids in ([], lead)
+    )
+    for old, new in zip(plain, with_bos):
+        assert new.tokens.shape == (64,) and new.tokens[0] == bos and bos not in old.tokens.tolist()
+        assert new.prefix == 1 + round(new.q * (new.query_start - 1 - (new.stop - new.start)))
+        assert new.tokens[new.start : new.stop].tolist() == old.tokens[old.start : old.stop].tolist()
+    assert with_bos[0].start == 1 and plain[0].start == 0  # q = 0: right after BOS / the very first token
+    with pytest.raises(ConfigError, match="^config key retrieval.bos is true but the tokenizer has no BOS token"):
+        retrieval.leading_ids(tokenizer(bos=None), bos=True)
+
+
+def test_more_windows_keep_the_earlier_ones_and_a_window_job_is_the_same_window_of_the_whole_run():
+    assert retrieval.window_order(1200, 64, 5)[:3].tolist() == retrieval.window_order(1200, 64, 5).tolist()[:3]
+    assert sorted(retrieval.window_order(1200, 64, 5)) == list(range(18))
+    whole = run(gradient_windows=1, tasks=("single",), fractions=(0.0, 1.0))
+    second = run(gradient_windows=1, tasks=("single",), fractions=(0.0, 1.0), first=1, limit=1)
+    pd.testing.assert_frame_equal(whole.iloc[2:4].reset_index(drop=True), second)
+    assert whole.influence_free.notna().sum() == 2 and (whole.bos & (whole.start == whole.prefix)).all()
+
+
 def test_prefix_reuse_changes_no_result_and_the_shares_are_shares_with_or_without_checkpointing():
     reused = run(prefix_reuse=True, gradient_windows=1)
-    plain = run(prefix_reuse=False, gradient_windows=1, checkpoint=True)
+    plain = run(prefix_reuse=False, gradient_windows=1, checkpoint=True, measures=("task",))
     assert len(reused) == 3 * len(retrieval.TASKS) * len(retrieval.FRACTIONS) and (reused.prefix > 0).any()
     np.testing.assert_allclose(reused.logprob, plain.logprob, rtol=1e-10)
     assert (reused.success == plain.success).all()
@@ -113,6 +140,7 @@ def test_prefix_reuse_changes_no_result_and_the_shares_are_shares_with_or_withou
     assert shares.iloc[: 4 * 9].notna().all().all() and shares.iloc[4 * 9 :].isna().all().all()  # one gradient window
     assert ((shares.dropna() > 0) & (shares.dropna() < 1)).all().all()
     np.testing.assert_allclose(plain.influence_task.dropna(), reused.influence_task.dropna(), rtol=1e-8)
+    assert plain.influence_free.isna().all()  # a measure not asked for is not taken
     assert reused.window.nunique() == 3 and (reused.groupby("window").n.first() == 64).all()
 
 
@@ -137,6 +165,20 @@ def test_gradient_tasks_are_one_entry_per_length_naming_configured_tasks():
         settings(gradient_tasks=[["single"]])
     with pytest.raises(ConfigError, match=r"^config key retrieval.gradient_tasks at n = 4096 names \['flag'\], not"):
         settings(tasks=["single"], gradient_tasks=[None, ["flag"]])
+
+
+def test_the_record_hash_follows_what_decides_a_windows_rows_not_the_counts():
+    from lostmid.architectures.settings import RetrievalSettings
+    from lostmid.config import settings_from_section
+
+    def digest(**block):
+        return settings_from_section(RetrievalSettings, {"lengths": [256, 4096], **block}, "retrieval").record_hash()
+
+    assert digest() == digest(windows=[9, 3], gradient_windows=[1, 0], resamples=50, record="elsewhere")
+    assert digest() != digest(bos=False) and digest() != digest(seed=1) and digest() != digest(measures=["free"])
+    block = {"lengths": [256], "windows": [2], "gradient_windows": [0], "twin_windows": [1]}
+    jobs = settings_from_section(RetrievalSettings, block, "retrieval")
+    assert jobs.window_jobs() == [("pretrained", 256, 0), ("pretrained", 256, 1), ("twin", 256, 0)]
 
 
 def test_the_task_conditioned_share_is_the_needles_share_of_the_answers_input_gradient():
@@ -267,26 +309,50 @@ def test_the_commands_run_a_saved_model_and_its_twin_into_tables_and_evidence(tm
         resamples=50,
     )
     settings = json.dumps(block)
-    jobs = [tmp_path / "pretrained.parquet", tmp_path / "twin.parquet"]
-    assert main(["retrieval", "--settings", settings, "--n", "48", "--out", str(jobs[0])]) == 0
-    assert main(["retrieval", "--settings", settings, "--n", "48", "--twin", "--out", str(jobs[1])]) == 0
+    jobs = [("pretrained", k) for k in range(3)] + [("twin", 0)]
+    record = tmp_path / "run"  # a run's record: its overlay and one Parquet per window
+    windows = [record / "windows" / f"{weights}_n48_w{k}.parquet" for weights, k in jobs]
+    for (weights, k), path in zip(jobs, windows):
+        job = ["--n", "48", "--window", str(k), *(["--twin"] if weights == "twin" else []), "--out", str(path)]
+        assert main(["retrieval", "--settings", settings, *job]) == 0
+    assert main(["retrieval-corpus", "--settings", settings, "--out", str(tmp_path / "corpus.json")]) == 0
+    assert json.loads((tmp_path / "corpus.json").read_text())["windows"] == {"48": 8}
     out = {name: str(tmp_path / f"{name}.parquet") for name in ("examples", "accuracy", "predictive")}
-    summary = ["retrieval-summary", "--settings", settings, "--jobs", *map(str, jobs)]
+    summary = ["retrieval-summary", "--settings", settings, "--windows", *map(str, windows)]
     assert main([*summary, *(f"--{k}={v}" for k, v in out.items()), "--figure", str(tmp_path / "f.png")]) == 0
     examples = pd.read_parquet(out["examples"])
     assert len(examples) == (3 + 1) * 2 * 3 and set(examples.weights) == {"pretrained", "twin"}
     assert (examples.share == 48 / 96).all() and examples.query("weights == 'twin'").influence_task.isna().all()
+    assert examples.query("weights == 'pretrained'").groupby("draw").influence_free.count().tolist() == [6, 6, 0]
     evidence = ["evidence", "--variants", '{"baseline": {}}', "--family", "retrieval", "--retrieval", out["examples"]]
     assert main([*evidence, "--out", str(tmp_path / "evidence.parquet")]) == 0
     table = pd.read_parquet(tmp_path / "evidence.parquet")
     assert len(table) == 2 * 2 * 2 and set(table.claim) == {c.name for c in retrieval_claims.CLAIMS}
+    (record / "overlay.yaml").write_text(json.dumps({"retrieval": block}))  # JSON is YAML
+    assert main(["retrieval-page", "--record", str(record)]) == 0
+    page = (record / "page.md").read_text()
+    assert "Windows: pretrained n = 48: 3 windows (2 with the task-free share); twin n = 48: 1 windows" in page
+    primaries = pd.read_parquet(record / "tables" / "primaries.parquet")
+    assert {"middle_minus_ends", "influence_beyond_position"} <= set(primaries.estimator)
+    assert (record / "retrieval.png").exists() and "| middle_minus_ends | success | 3 |" in page
+    capsys.readouterr()
+    other = json.dumps({**block, "seed": 1})  # another draw of keys: the records are not this run's
+    assert main([*summary[:2], other, *summary[3:], *(f"--{k}={v}" for k, v in out.items())]) == 2
+    assert f"error: retrieval: the window record {windows[0]} was made under another configuration" in (
+        capsys.readouterr().err
+    )
+    many = json.dumps({**block, "windows": [9], "twin_windows": [1]})
+    assert main(["retrieval-corpus", "--settings", many, "--out", str(tmp_path / "corpus.json")]) == 2
+    assert "error: retrieval: the corpus holds 8 disjoint windows of n = 48 tokens, fewer than the 9" in (
+        capsys.readouterr().err
+    )
     capsys.readouterr()
     long = json.dumps({**block, "lengths": [4096], "windows": [1], "gradient_windows": [0], "twin_windows": [0]})
-    assert main(["retrieval", "--settings", long, "--n", "4096", "--out", str(jobs[0])]) == 2
+    assert main(["retrieval", "--settings", long, "--n", "4096", "--window", "0", "--out", str(windows[0])]) == 2
     assert "error: config key retrieval.model: length 4096 exceeds the 96 positions of" in capsys.readouterr().err
     tiny_model(torch.float32).save_pretrained(tmp_path / "bare")  # no tokenizer saved beside it
     bare = json.dumps({**block, "model": {"path": str(tmp_path / "bare")}})
-    assert main(["retrieval", "--settings", bare, "--n", "48", "--out", str(jobs[0])]) == 2
+    assert main(["retrieval", "--settings", bare, "--n", "48", "--window", "0", "--out", str(windows[0])]) == 2
     assert "has no tokenizer; the retrieval tasks are written as text" in capsys.readouterr().err
 
 

@@ -45,6 +45,11 @@ def _git(root: Path, *words: str) -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
+def is_ancestor(root: Path, ancestor: str, commit: str) -> bool:
+    """Whether ``ancestor`` is ``commit`` or one of its ancestors in the checkout at ``root``."""
+    return _git(root, "merge-base", "--is-ancestor", ancestor, commit) is not None
+
+
 def source(root: Path) -> dict:
     """The checkout's commit and whether its tracked files differ from it (None: not a git checkout)."""
     commit = _git(root, "rev-parse", "HEAD")
@@ -66,7 +71,9 @@ def cpu_model() -> str:
     if "model name" not in fields:
         return platform.processor() or platform.machine()
     avx512 = "AVX-512" if "avx512f" in fields.get("flags", "").split() else "no AVX-512"
-    return f"{fields['model name']} (family {fields.get('cpu family', '?')}, model {fields.get('model', '?')}, {avx512})"
+    return (
+        f"{fields['model name']} (family {fields.get('cpu family', '?')}, model {fields.get('model', '?')}, {avx512})"
+    )
 
 
 def machine() -> dict:

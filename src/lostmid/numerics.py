@@ -28,9 +28,10 @@ OPENBLAS_NUM_THREADS
 CUBLAS_WORKSPACE_CONFIG   :4096:8                     cuBLAS's reproducible workspace (CUDA)
 ========================  ==========================  =============================================
 
-and, once torch is loaded (:func:`apply_to_torch`), one intra-op thread and
-``torch.use_deterministic_algorithms(True)`` (on CUDA an op without a deterministic kernel then
-stops with an error that names it; mode ``fast`` is the way out). Mode ``fast`` leaves every
+and, once torch is loaded and the device chosen (:func:`apply_to_torch`, from
+lostmid.core.devices.resolve), one intra-op thread and, on CUDA, ``torch.use_deterministic_algorithms(True)``
+(an op without a deterministic kernel then stops with an error that names it; mode ``fast`` is the way
+out). Mode ``fast`` leaves every
 library to its own choice.
 
 The variables are read lazily by the libraries (ATen on its first kernel, MKL on its first call)
@@ -111,14 +112,19 @@ def pin(mode: str | None = None) -> str:
     return mode
 
 
-def apply_to_torch(mode: str) -> None:
-    """torch's own switches of ``mode``: one intra-op thread and deterministic algorithms."""
+def apply_to_torch(mode: str, device=None) -> None:
+    """torch's own switches of ``mode``: one intra-op thread and, on a CUDA ``device``, deterministic
+    algorithms (cuDNN's included). On the CPU the switch is left alone: torch's CPU kernels are
+    deterministic at a fixed thread count, and the switch imports torch._dynamo (a second per job)."""
     import torch
 
     deterministic = mode == "deterministic"
     if deterministic:
         torch.set_num_threads(THREADS)
-    torch.use_deterministic_algorithms(deterministic)
+    if device is not None and torch.device(device).type == "cuda":
+        torch.use_deterministic_algorithms(deterministic)
+        torch.backends.cudnn.deterministic = deterministic
+        torch.backends.cudnn.benchmark = not deterministic
 
 
 def active(mode: str | None = None) -> dict[str, str]:

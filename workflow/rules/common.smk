@@ -19,8 +19,9 @@ from lostmid.analysis.settings import (
     StructuralSettings,
     TraceSettings,
 )
+from lostmid.architectures.settings import RetrievalSettings
 from lostmid.cli import argfile
-from lostmid.config import canonical_json
+from lostmid.config import canonical_json, settings_from_section
 from lostmid.evidence.settings import EvidenceSettings
 
 BLOCKS = jobs.blocks(config)
@@ -148,14 +149,13 @@ onerror:
     manifest.finish("results", "error")
 
 
-def retrieval_jobs():
-    """The retrieval stage's job files: the model at every n, its twin where it has windows."""
+def retrieval_windows():
+    """The retrieval stage's window records: the model's windows at every n, then its twin's."""
     if not RETRIEVAL:
         return []
-    twin = RETRIEVAL.get("twin_seed") is not None
-    model_jobs = [f"results/retrieval_jobs/pretrained_n{n}.parquet" for n in RETRIEVAL["lengths"]]
-    counts = zip(RETRIEVAL["lengths"], RETRIEVAL["twin_windows"])
-    return model_jobs + [f"results/retrieval_jobs/twin_n{n}.parquet" for n, k in counts if twin and k > 0]
+    settings = settings_from_section(RetrievalSettings, RETRIEVAL, "retrieval")
+    return [f"{RETRIEVAL_RECORD}/windows/{w}_n{n}_w{k}.parquet" for w, n, k in settings.window_jobs()]
 
 
-RETRIEVAL_JOBS = retrieval_jobs()
+RETRIEVAL_RECORD = RETRIEVAL["record"] if RETRIEVAL else "results/retrieval_windows"  # the schema default
+RETRIEVAL_WINDOWS = retrieval_windows()

@@ -1,19 +1,47 @@
-# The retrieval stage (docs/retrieval.md): a needle at every fraction q of windows of real text, one job
-# per model (the pretrained model or its random-init twin) and length n, then one job for the tables with
-# intervals over windows and the figure, and one (rule retrieval) for the stage's rows of the evidence
-# table. Runs only with a `retrieval` block (config/retrieval.yaml); its own target: `snakemake retrieval`.
+# The retrieval stage (docs/retrieval.md): a needle at every fraction q of windows of real text, a check of
+# the corpus, one job per model (the pretrained model or its random-init twin), length n and window, then one
+# job for the tables with intervals over windows and the figure, and one (rule retrieval) for the stage's rows
+# of the evidence table. Runs only with a `retrieval` block (config/retrieval.yaml); its own target: `snakemake retrieval`.
 
 
-rule retrieval_job:
+# Before any window job: the corpus holds the windows asked for at every n (one line otherwise). Its output
+# is part of the record, beside the windows, and the window jobs take it as ancient: a record that has it
+# (a resumed run, a fresh clone) runs no check and reruns no window for it.
+rule retrieval_corpus:
     output:
-        "results/retrieval_jobs/{weights}_n{n}.parquet",
+        f"{RETRIEVAL_RECORD}/corpus.json",
     log:
-        "results/logs/retrieval/{weights}_n{n}.log",
+        "results/logs/retrieval/corpus.log",
+    conda:
+        LOSTMID_ENV
+    threads: 1
+    resources:
+        attempt=attempt_number,
+        mem_mb=2000,
+        runtime=10,
+        gpu=0,
+    params:
+        settings=config_json("retrieval"),
+        arguments=ARGUMENTS_FILE,
+    shell:
+        logged("lostmid retrieval-corpus --settings {params.settings:q} --out {output}")
+
+
+# One job per (model, n, window): its examples go straight to the run's record (retrieval.record), so a
+# stopped run resumes at the windows it lacks and each finished window can be committed.
+rule retrieval_window:
+    input:
+        ancient(rules.retrieval_corpus.output[0]),
+    output:
+        f"{RETRIEVAL_RECORD}/windows/{{weights}}_n{{n}}_w{{k}}.parquet",
+    log:
+        "results/logs/retrieval/{weights}_n{n}_w{k}.log",
     benchmark:
-        "results/benchmarks/retrieval/{weights}_n{n}.tsv"
+        "results/benchmarks/retrieval/{weights}_n{n}_w{k}.tsv"
     wildcard_constraints:
         weights="pretrained|twin",
         n=r"\d+",
+        k=r"\d+",
     conda:
         LOSTMID_ENV
     threads: 1
@@ -30,13 +58,13 @@ rule retrieval_job:
     shell:
         logged(
             "lostmid retrieval --device {params.device} --threads {threads} --settings {params.settings:q}"
-            " --n {wildcards.n} {params.twin} --out {output}"
+            " --n {wildcards.n} --window {wildcards.k} {params.twin} --out {output}"
         )
 
 
 rule retrieval_summary:
     input:
-        RETRIEVAL_JOBS,
+        RETRIEVAL_WINDOWS,
     output:
         examples="results/retrieval/examples.parquet",
         accuracy="results/retrieval/accuracy.parquet",
@@ -63,7 +91,7 @@ rule retrieval_summary:
         arguments=ARGUMENTS_FILE,
     shell:
         logged(
-            "lostmid retrieval-summary --threads {threads} --settings {params.settings:q} --jobs {input}"
+            "lostmid retrieval-summary --threads {threads} --settings {params.settings:q} --windows {input}"
             " --examples {output.examples} --accuracy {output.accuracy} --predictive {output.predictive}"
             " --figure {output.figure}"
         )
@@ -91,9 +119,11 @@ rule retrieval:
         settings=jobs.settings_json(config, EvidenceSettings),
         variants=canonical_json(config["variants"]),
         model=config_json("model"),
+        retrieval=config_json("retrieval"),
         arguments=ARGUMENTS_FILE,
     shell:
         logged(
             "lostmid evidence --threads {threads} --settings {params.settings:q} --variants {params.variants:q}"
-            " --model {params.model:q} --family retrieval --retrieval {input} --out {output}"
+            " --model {params.model:q} --retrieval-settings {params.retrieval:q} --family retrieval"
+            " --retrieval {input} --out {output}"
         )

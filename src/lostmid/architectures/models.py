@@ -229,6 +229,20 @@ def check_source(source, lengths=(), key: str = "architectures.pretrained") -> s
     return family
 
 
+def source_where(path: Path) -> dict:
+    """The ``from_pretrained`` arguments of a ``save_pretrained`` folder or a GGUF file."""
+    if path.suffix == ".gguf":
+        return dict(pretrained_model_name_or_path=path.parent, gguf_file=path.name)
+    return dict(pretrained_model_name_or_path=path)
+
+
+def load_tokenizer(path, key: str = "architectures.pretrained"):
+    """The tokenizer of the causal LM in ``path`` alone (a folder's or a GGUF file's; the model is not loaded)."""
+    path = Path(path)
+    check_source(path, key=key)
+    return transformers().AutoTokenizer.from_pretrained(**source_where(path), local_files_only=True)
+
+
 def load_pretrained(path, encoding: str = "native", key: str = "architectures.pretrained", attention: str = "sdpa"):
     """(Arch, tokenizer) of the causal LM in ``path``: a ``save_pretrained`` folder (tokenizer: the folder's,
     None if it has none) or a GGUF file (model and tokenizer from the file), in float32 and eval mode.
@@ -241,10 +255,7 @@ def load_pretrained(path, encoding: str = "native", key: str = "architectures.pr
     path = Path(path)
     family = check_source(path, key=key)
     tf = transformers()
-    if path.suffix == ".gguf":
-        where = dict(pretrained_model_name_or_path=path.parent, gguf_file=path.name)
-    else:
-        where = dict(pretrained_model_name_or_path=path)
+    where = source_where(path)
     model = tf.AutoModelForCausalLM.from_pretrained(
         **where, local_files_only=True, attn_implementation=attention, dtype=torch.float32
     )

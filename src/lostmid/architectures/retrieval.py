@@ -7,7 +7,8 @@ Entry points:
     retrieval_examples(model, tokenizer, ...)   a notebook's call: any Hugging Face causal LM with its
         tokenizer to one row per (task, q, window): success, the answer's log-probability and the two
         influence shares of the needle
-    retrieval_job(settings, twin, n, device)    the stage's job: one model (or its random-init twin) at one n
+    retrieval_window(settings, twin, n, k, device)    the stage's job: the k-th window of one model (or its
+        random-init twin) at one n, its rows stamped with the record's config hash
 
 Tasks (``TASKS``; K, K_i keys and V, V_i values drawn per window, absent from the window):
 
@@ -17,8 +18,9 @@ Tasks (``TASKS``; K, K_i keys and V, V_i values drawn per window, absent from th
     number    RULER's NIAH needle " The special magic number for K is N." with N a ``digits``-digit number;
               query " The special magic number for K is"; answer " N" (several tokens), greedy exact match
 
-The model input has exactly n tokens: the haystack (the first H tokens of one of the corpus's disjoint
-windows of n tokens), the needles, the query and the answer's tokens but its last (teacher forcing), so
+The model input has exactly n tokens: the tokenizer's BOS token (``bos``; the old input without it is the
+reading ``bos: false``), the haystack (the first H tokens of one of the corpus's disjoint windows of n
+tokens), the needles, the query and the answer's tokens but its last (teacher forcing), so
 that one forward pass scores every answer token. Success: every answer token is the top-1 next token over
 the whole vocabulary (for one token: top-1; for several: greedy decoding reproduces the answer exactly,
 because greedy decoding follows the teacher-forced prefix as long as it matches). log p(answer): the sum of
@@ -55,6 +57,7 @@ from lostmid.errors import ConfigError
 log = logging.getLogger(__name__)
 
 TASKS = ("single", "multikey", "flag", "number")
+MEASURES = ("task", "free")  # the influence shares: task-conditioned, task-free
 FRACTIONS = (0.0, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0)
 # Keys and values: concrete nouns, rare in technical prose; those the tokenizer writes as one token (with a
 # leading space) and that do not occur in a window are drawn for it.
@@ -142,16 +145,29 @@ def draw_pairs(tokenizer, task: str, pairs: int, window: np.ndarray, vocabulary:
     return list(zip(keys, values))
 
 
-def build_example(tokenizer, task, q, index, window, pairs, places) -> Example:
-    """The input of one (task, q, window): the window's first H tokens with the queried pair's needle at
-    round(q H) and the other pairs' needles at ``places`` (fractions), then the query and the answer's
-    tokens but its last; H makes the input exactly len(window) tokens."""
+def leading_ids(tokenizer, bos: bool) -> list:
+    """The ids before the haystack: the tokenizer's BOS token (``bos``), or none (the old input, whose first
+    haystack token sits at position 0, the attention sink)."""
+    if not bos:
+        return []
+    if tokenizer.bos_token_id is None:
+        raise ConfigError(
+            "config key retrieval.bos is true but the tokenizer has no BOS token; set retrieval.bos: false "
+            "(the window's first token at position 0)"
+        )
+    return [tokenizer.bos_token_id]
+
+
+def build_example(tokenizer, task, q, index, window, pairs, places, lead=()) -> Example:
+    """The input of one (task, q, window): the ``lead`` ids (the BOS token or none), the window's first H tokens
+    with the queried pair's needle at round(q H) and the other pairs' needles at ``places`` (fractions), then
+    the query and the answer's tokens but its last; H makes the input exactly len(window) tokens."""
     template = TEMPLATES[task]
     needles = [encode(tokenizer, template.needle.format(key=k, value=v)) for k, v in pairs]
     (key, value), n = pairs[0], len(window)
     query = encode(tokenizer, template.query.format(key=key))
     answer = encode(tokenizer, " " + value)
-    haystack = n - sum(map(len, needles)) - len(query) - (len(answer) - 1)
+    haystack = n - len(lead) - sum(map(len, needles)) - len(query) - (len(answer) - 1)
     if haystack < 1:
         raise ConfigError(
             f"retrieval: the {task} needles, query and answer take {n - haystack} tokens, more than the window "
@@ -159,8 +175,8 @@ def build_example(tokenizer, task, q, index, window, pairs, places) -> Example:
         )
     at = [round(q * haystack), *(round(f * haystack) for f in places)]
     order = sorted(range(len(needles)), key=lambda i: (at[i], i > 0))  # the queried needle first on ties
-    parts, done, start = [], 0, 0
-    length = 0
+    parts, done, start = [np.asarray(lead, dtype=np.int64)], 0, 0
+    length = len(lead)
     for i in order:
         parts.append(window[done : at[i]])
         length += at[i] - done
@@ -172,25 +188,34 @@ def build_example(tokenizer, task, q, index, window, pairs, places) -> Example:
     parts += [window[done:haystack], np.asarray(query + answer[:-1])]
     tokens = torch.from_numpy(np.concatenate(parts).astype(np.int64))
     return Example(
-        task, q, index, tokens, start, start + len(needles[0]), n - len(query) - len(answer) + 1, answer, min(at)
+        task,
+        q,
+        index,
+        tokens,
+        start,
+        start + len(needles[0]),
+        n - len(query) - len(answer) + 1,
+        answer,
+        len(lead) + min(at),
     )
 
 
-def window_examples(tokenizer, window, index, tasks, fractions, keys, digits, rng_seed, vocabulary) -> list:
+def window_examples(tokenizer, window, index, tasks, fractions, keys, digits, rng_seed, vocabulary, lead=()) -> list:
     """Every (task, q) example of one window; keys, values and distractor places drawn once per task."""
     found = []
     for t, task in enumerate(tasks):
         rng = np.random.default_rng([rng_seed, t])
         pairs = draw_pairs(tokenizer, task, keys if task == "multikey" else 1, window, vocabulary, digits, rng)
         places = rng.uniform(size=len(pairs) - 1)
-        found += [build_example(tokenizer, task, q, index, window, pairs, places) for q in fractions]
+        found += [build_example(tokenizer, task, q, index, window, pairs, places, lead) for q in fractions]
     return found
 
 
-def window_cache(arch: models.Arch, window: torch.Tensor):
-    """The key-value cache of the bare window (1, n) (no gradients)."""
+def window_cache(arch: models.Arch, window: torch.Tensor, lead=()):
+    """The key-value cache of the ``lead`` ids and the bare window, n positions in all (no gradients)."""
+    context = torch.cat([torch.tensor(list(lead), dtype=window.dtype, device=window.device), window])[: len(window)]
     with torch.no_grad():
-        return arch.model.base_model(window[None], use_cache=True).past_key_values
+        return arch.model.base_model(context[None], use_cache=True).past_key_values
 
 
 def cache_prefix(cache, length: int):
@@ -218,26 +243,129 @@ def score(arch: models.Arch, example: Example, cache=None) -> tuple[bool, float]
     return bool((logp.argmax(-1) == answer).all()), float(logp[torch.arange(k), answer].sum())
 
 
-def influence_shares(arch: models.Arch, example: Example, checkpoint: bool) -> tuple[float, float]:
-    """(task-conditioned, task-free) share of the queried needle's tokens (module docstring): one forward
-    pass, one backward pass per scalar."""
+def influence_shares(arch: models.Arch, example: Example, checkpoint: bool, measures=MEASURES) -> tuple[float, float]:
+    """(task-conditioned, task-free) share of the queried needle's tokens (module docstring), NaN for a measure
+    not in ``measures``: one forward pass, one backward pass per measure. The task-free share alone needs only
+    the tokens before the query (the model is causal)."""
     base, head, embedding = arch.model.base_model, arch.model.get_output_embeddings(), arch.model.get_input_embeddings()
     k, last = len(example.answer), example.query_start - 1
+    tokens = example.tokens if "task" in measures else example.tokens[: example.query_start]
     layers = [layer for layer, _ in models.layers(arch)] if checkpoint else []
+    shares = {}
     with bounded.checkpointed(layers), torch.enable_grad():
-        x = embedding(example.tokens[None]).detach().requires_grad_(True)  # (1, n, d)
+        x = embedding(tokens[None]).detach().requires_grad_(True)  # (1, n, d)
         hidden = base(inputs_embeds=x, use_cache=False).last_hidden_state  # (1, n, d)
-        logp = head(hidden[0, -k:]).float().log_softmax(-1)  # (k, V)
-        answer_logp = logp[torch.arange(k), torch.tensor(example.answer, device=logp.device)].sum()
-        top1 = measure.target_sum("top1", head(hidden[:, last]))
-        (task,) = torch.autograd.grad(answer_logp, x, retain_graph=True)
-        (free,) = torch.autograd.grad(top1, x)
-    return tuple(needle_share(g[0].detach().double().norm(dim=-1), example.start, example.stop) for g in (task, free))
+        scalars = {}
+        if "task" in measures:
+            logp = head(hidden[0, -k:]).float().log_softmax(-1)  # (k, V)
+            scalars["task"] = logp[torch.arange(k), torch.tensor(example.answer, device=logp.device)].sum()
+        if "free" in measures:
+            scalars["free"] = measure.target_sum("top1", head(hidden[:, last]))
+        for i, (name, scalar) in enumerate(scalars.items()):
+            (g,) = torch.autograd.grad(scalar, x, retain_graph=i < len(scalars) - 1)
+            shares[name] = needle_share(g[0].detach().double().norm(dim=-1), example.start, example.stop)
+    return tuple(shares.get(name, np.nan) for name in MEASURES)
 
 
 def needle_share(norms: torch.Tensor, start: int, stop: int) -> float:
     """sum_{start <= j < stop} norms_j / sum_j norms_j (norms (n,): ||g_j|| per position)."""
     return float(norms[start:stop].sum() / norms.sum())
+
+
+def window_order(tokens: int, n: int, seed: int) -> np.ndarray:
+    """The floor(tokens / n) disjoint windows of n tokens in the order the stage takes them, a permutation
+    drawn with ``seed``: W windows are the first W (so a run with more windows keeps the earlier ones)."""
+    available = tokens // n
+    if available == 0:
+        raise ConfigError(f"retrieval: the corpus has {tokens} tokens, fewer than one window of n = {n}")
+    return np.random.default_rng(seed).permutation(available)
+
+
+def check_windows(tokens: int, n: int, asked: int) -> None:
+    """One line where the corpus of ``tokens`` tokens holds fewer disjoint windows of n tokens than ``asked``."""
+    if asked > tokens // n:
+        raise ConfigError(
+            f"retrieval: the corpus holds {tokens // n} disjoint windows of n = {n} tokens, fewer than the "
+            f"{asked} windows asked (retrieval.windows)"
+        )
+
+
+def corpus_windows(settings) -> dict:
+    """{"tokens": T, "windows": {n: disjoint windows}} of the configured corpus under the model's tokenizer;
+    one line where an n has fewer disjoint windows than the model's or the twin's count there (before any
+    window job starts)."""
+    source = models.model_source(settings.model, "retrieval.model")
+    tokens = len(text.corpus_ids(models.load_tokenizer(source, "retrieval.model"), settings.corpus, "retrieval.corpus"))
+    for n, model, twin in zip(settings.lengths, settings.windows, settings.twin_windows):
+        check_windows(tokens, n, max(model, twin))
+    return {"tokens": tokens, "windows": {str(n): tokens // n for n in settings.lengths}}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What every window of one model at one n shares: the tasks, positions and draws, the leading ids
+    (BOS or none), and which influence measures (``measures``) are taken on which tasks."""
+
+    n: int
+    tasks: tuple
+    fractions: tuple
+    keys: int
+    digits: int
+    seed: int
+    lead: tuple
+    prefix_reuse: bool
+    gradient_tasks: tuple
+    measures: tuple
+    checkpoint: bool
+    name: str
+    weights: str
+
+
+def window_rows(arch: models.Arch, tokenizer, plan: Plan, window: torch.Tensor, index: int, gradients, vocabulary):
+    """The rows (``retrieval_examples``) of one window of n tokens, the ``index``-th of the corpus; the
+    influence shares where ``gradients`` (NaN elsewhere)."""
+    device = next(arch.model.parameters()).device
+    examples = window_examples(
+        tokenizer,
+        window.numpy(),
+        index,
+        plan.tasks,
+        plan.fractions,
+        plan.keys,
+        plan.digits,
+        plan.seed + plan.n + index,
+        vocabulary,
+        plan.lead,
+    )
+    cache = window_cache(arch, window.to(device), plan.lead) if plan.prefix_reuse else None
+    rows = []
+    for example in examples:
+        example.tokens = example.tokens.to(device)
+        success, logprob = score(arch, example, cache)
+        measured = gradients and example.task in plan.gradient_tasks
+        shares = influence_shares(arch, example, plan.checkpoint, plan.measures) if measured else (np.nan, np.nan)
+        rows.append(
+            {
+                "model": plan.name,
+                "weights": plan.weights,
+                "positions": arch.max_length,
+                "share": plan.n / arch.max_length,
+                "task": example.task,
+                "q": example.q,
+                "window": example.window,
+                "n": plan.n,
+                "bos": bool(plan.lead),
+                "start": example.start,
+                "stop": example.stop,
+                "query_start": example.query_start,
+                "prefix": example.prefix if plan.prefix_reuse else 0,
+                "success": success,
+                "logprob": logprob,
+                "influence_task": shares[0],
+                "influence_free": shares[1],
+            }
+        )
+    return pd.DataFrame(rows)
 
 
 def retrieval_examples(
@@ -249,29 +377,34 @@ def retrieval_examples(
     windows: int = 4,
     gradient_windows: int | None = None,
     gradient_tasks=None,
+    measures=MEASURES,
     fractions=FRACTIONS,
     tasks=TASKS,
     keys: int = 8,
     digits: int = 7,
     seed: int = 7000,
+    bos: bool = True,
     prefix_reuse: bool = True,
     checkpoint: bool | None = None,
     words=WORDS,
     stream: np.ndarray | None = None,
+    first: int = 0,
     limit: int | None = None,
     name: str = "model",
     weights: str = "pretrained",
 ) -> pd.DataFrame:
     """One row per (task, q, window) of a Hugging Face causal LM with its tokenizer: model (``name``),
     weights (``weights``: pretrained | twin), positions (the model's), share (n / positions), task, q, window
-    (the window's index in the corpus), n, start, stop, query_start, prefix, success, logprob, influence_task,
-    influence_free (NaN beyond the first ``gradient_windows`` windows, None: every window, and for the tasks
-    not in ``gradient_tasks``, None: every task).
+    (the window's index in the corpus), n, bos, start, stop, query_start, prefix, success, logprob,
+    influence_task, influence_free (NaN beyond the first ``gradient_windows`` windows, None: every window, for
+    the tasks not in ``gradient_tasks``, None: every task, and for a measure not in ``measures``).
 
-    ``windows`` disjoint windows of n tokens of ``corpus`` (``text.corpus_ids``; or the token ``stream``)
-    drawn with ``seed + n``; keys, values and distractor places with (seed + n + window index, task).
-    ``checkpoint`` None: from n = ``pretrained.CHECKPOINT_FROM`` on (memory only). ``limit``: run only the
-    first ``limit`` of the drawn windows (the twin reads the first of the model's windows).
+    The windows: the first ``windows`` of the corpus's disjoint windows of n tokens (``text.corpus_ids`` of
+    ``corpus``, or the token ``stream``) in the order ``window_order`` draws with ``seed + n``; keys, values
+    and distractor places with (seed + n + window index, task). ``bos``: the tokenizer's BOS token before the
+    haystack. ``checkpoint`` None: from n = ``pretrained.CHECKPOINT_FROM`` on (memory only). ``first`` and
+    ``limit``: run only the windows first .. first + limit - 1 of them (a job runs one; the twin the first
+    few of the model's).
     """
     if tokenizer is None:
         raise ConfigError("retrieval: the model has no tokenizer; the retrieval tasks are written as text")
@@ -280,71 +413,50 @@ def retrieval_examples(
     bad = sorted(set(tasks) - set(TASKS))
     if bad:
         raise ConfigError(f"retrieval: unknown tasks {bad} (known: {', '.join(TASKS)})")
+    lead = tuple(leading_ids(tokenizer, bos))
     stream = text.corpus_ids(tokenizer, corpus, "retrieval.corpus") if stream is None else stream
-    available = len(stream) // n
-    if windows > available:
-        raise ConfigError(
-            f"retrieval: the corpus holds {available} disjoint windows of n = {n} tokens, fewer than the "
-            f"{windows} windows asked"
-        )
+    check_windows(len(stream), n, windows)
+    plan = Plan(
+        n,
+        tuple(tasks),
+        tuple(fractions),
+        keys,
+        digits,
+        seed,
+        lead,
+        prefix_reuse,
+        tuple(tasks if gradient_tasks is None else gradient_tasks),
+        tuple(measures),
+        n >= CHECKPOINT_FROM if checkpoint is None else checkpoint,
+        name,
+        weights,
+    )
     gradient_windows = windows if gradient_windows is None else gradient_windows
-    gradient_tasks = tasks if gradient_tasks is None else gradient_tasks
-    checkpoint = n >= CHECKPOINT_FROM if checkpoint is None else checkpoint
     vocabulary = single_token_words(tokenizer, words)
-    device = next(arch.model.parameters()).device
-    chosen = text.windows(stream, n, windows, seed + n)  # (W, n), in corpus order
-    indices = text.window_indices(len(stream), n, windows, seed + n)
-    rows = []
-    run = windows if limit is None else min(limit, windows)
-    for w, (window, index) in enumerate(zip(chosen[:run], indices[:run])):
+    order = window_order(len(stream), n, seed + n)
+    found = []
+    for k in range(first, windows if limit is None else min(first + limit, windows)):
         start = time.perf_counter()
-        examples = window_examples(
-            tokenizer, window.numpy(), int(index), tasks, fractions, keys, digits, seed + n + int(index), vocabulary
-        )
-        cache = window_cache(arch, window.to(device)) if prefix_reuse else None
-        for example in examples:
-            example.tokens = example.tokens.to(device)
-            success, logprob = score(arch, example, cache)
-            measured = w < gradient_windows and example.task in gradient_tasks
-            shares = influence_shares(arch, example, checkpoint) if measured else (np.nan, np.nan)
-            rows.append(
-                {
-                    "model": name,
-                    "weights": weights,
-                    "positions": arch.max_length,
-                    "share": n / arch.max_length,
-                    "task": example.task,
-                    "q": example.q,
-                    "window": example.window,
-                    "n": n,
-                    "start": example.start,
-                    "stop": example.stop,
-                    "query_start": example.query_start,
-                    "prefix": example.prefix if prefix_reuse else 0,
-                    "success": success,
-                    "logprob": logprob,
-                    "influence_task": shares[0],
-                    "influence_free": shares[1],
-                }
-            )
-        del cache
-        done = pd.DataFrame(rows[-len(examples) :])
+        index = int(order[k])
+        window = torch.from_numpy(stream[index * n : (index + 1) * n])
+        found.append(window_rows(arch, tokenizer, plan, window, index, k < gradient_windows, vocabulary))
         log.info(
-            "n=%d window %d/%d (corpus window %d): accuracy %.2f, %s, %.1f s",
+            "n=%d window %d of %d (corpus window %d): accuracy %.2f, %s, %.1f s",
             n,
-            w + 1,
-            run,
+            k,
+            windows,
             index,
-            done.success.mean(),
-            f"with gradients ({', '.join(gradient_tasks)})" if w < gradient_windows else "forward only",
+            found[-1].success.mean(),
+            f"with gradients ({', '.join(plan.gradient_tasks)})" if k < gradient_windows else "forward only",
             time.perf_counter() - start,
         )
-    return pd.DataFrame(rows)
+    return pd.concat(found, ignore_index=True)
 
 
-def retrieval_job(settings, twin: bool, n: int, device) -> pd.DataFrame:
+def retrieval_window(settings, twin: bool, n: int, k: int, device) -> pd.DataFrame:
     """The examples (``retrieval_examples``) of the configured model, or of its random-init twin (accuracy
-    only, on the first ``twin_windows`` of the model's windows), at length n."""
+    only), on the k-th window at length n, each row stamped with the record's ``config_hash``
+    (``settings.record_hash``)."""
     key = "retrieval.model"
     source = models.model_source(settings.model, key)
     models.check_source(source, (n,), key)
@@ -357,24 +469,28 @@ def retrieval_job(settings, twin: bool, n: int, device) -> pd.DataFrame:
         arch = models.random_twin(arch, settings.twin_seed)
     arch.model.to(device)
     count, gradients = settings.count(n, twin)
-    stream = text.corpus_ids(tokenizer, settings.corpus, "retrieval.corpus")
+    if k >= count:
+        raise ConfigError(f"retrieval: window {k} at n = {n} is beyond the {count} windows asked there")
     examples = retrieval_examples(
         arch,
         tokenizer,
         n=n,
-        windows=settings.windows[settings.lengths.index(n)],  # the twin runs the first ``count`` of them
+        windows=count,
         gradient_windows=gradients,
         gradient_tasks=settings.gradient_tasks_at(n),
+        measures=settings.measures,
         fractions=settings.fractions,
         tasks=settings.tasks,
         keys=settings.keys,
         digits=settings.digits,
         seed=settings.seed,
+        bos=settings.bos,
         prefix_reuse=settings.prefix_reuse,
         checkpoint=n >= settings.checkpoint_from,
-        stream=stream,
-        limit=count,
+        stream=text.corpus_ids(tokenizer, settings.corpus, "retrieval.corpus"),
+        first=k,
+        limit=1,
         name=entry_name(settings.model),
         weights="twin" if twin else "pretrained",
     )
-    return examples
+    return examples.assign(draw=k, config_hash=settings.record_hash())

@@ -24,6 +24,24 @@ KEYS = ["model", "weights", "n", "positions", "share", "task"]
 MEASURES = {"task": "influence_task", "free": "influence_free"}  # measure -> its column of the examples
 
 
+def read_windows(paths, record_hash: str) -> pd.DataFrame:
+    """Every window record in ``paths`` (one Parquet per model, n and window) as one table; one line naming a
+    record made under another configuration (its ``config_hash`` is not ``record_hash``)."""
+    from lostmid.errors import ConfigError
+
+    found = []
+    for path in paths:
+        rows = pd.read_parquet(path)
+        made = set(rows.config_hash) if "config_hash" in rows else {"none"}
+        if made != {record_hash}:
+            raise ConfigError(
+                f"retrieval: the window record {path} was made under another configuration (config hash "
+                f"{', '.join(sorted(made))}, this run's {record_hash}); move it away or run with its config"
+            )
+        found.append(rows)
+    return pd.concat(found, ignore_index=True)
+
+
 def auc(success: np.ndarray, score: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray | float:
     """P(score of a success > score of a failure) + P(tie) / 2, the Mann-Whitney U / (n1 n0); NaN without both
     outcomes. ``weights`` (D, N): one weighted AUC per row (a bootstrap draw's multiplicities), shape (D,)."""

@@ -6,6 +6,8 @@ so that the workflow builds them when it parses the config."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 
 from lostmid.errors import ConfigError
@@ -79,6 +81,23 @@ class ArchSettings:
         return max(1, self.tokens_per_pass // n)
 
 
+# The retrieval keys that decide a window's rows; the counts (lengths, windows, gradient_windows,
+# twin_windows), the summary's and the memory-only keys do not.
+RECORD_KEYS = (
+    "model",
+    "fractions",
+    "tasks",
+    "keys",
+    "digits",
+    "corpus",
+    "seed",
+    "twin_seed",
+    "bos",
+    "measures",
+    "gradient_tasks",
+)
+
+
 @dataclass(frozen=True)
 class RetrievalSettings:
     """The ``retrieval`` block: needles at fractions q of real-text windows (docs/retrieval.md lists every key)."""
@@ -100,6 +119,9 @@ class RetrievalSettings:
     resamples: int
     level: float
     checkpoint_from: int
+    bos: bool  # the tokenizer's BOS token before the haystack (False: the window's first token at position 0)
+    measures: tuple[str, ...]  # the influence shares taken in the gradient windows: task, free
+    record: str  # the folder of the run's record: one Parquet per window under its windows/
 
     def check(self) -> None:
         for name in ("windows", "gradient_windows", "twin_windows"):
@@ -128,6 +150,19 @@ class RetrievalSettings:
         """(windows, gradient windows) at length n for the model or its twin (the twin: no gradients)."""
         i = self.lengths.index(n)
         return (self.twin_windows[i], 0) if twin else (self.windows[i], self.gradient_windows[i])
+
+    def record_hash(self) -> str:
+        """sha256 (12 hex digits) of the keys that decide a window's rows (``RECORD_KEYS``): a window record
+        made under other values is not this run's."""
+        chosen = {key: getattr(self, key) for key in RECORD_KEYS}
+        return hashlib.sha256(json.dumps(chosen, sort_keys=True, default=list).encode()).hexdigest()[:12]
+
+    def window_jobs(self, twin_runs: bool = True) -> list[tuple[str, int, int]]:
+        """(weights, n, k) of every window job: the model's windows 0..windows-1 at each n, then its twin's."""
+        jobs = [("pretrained", n, k) for n, w in zip(self.lengths, self.windows) for k in range(w)]
+        if twin_runs and self.twin_seed is not None:
+            jobs += [("twin", n, k) for n, w in zip(self.lengths, self.twin_windows) for k in range(w)]
+        return jobs
 
     def gradient_tasks_at(self, n: int) -> tuple[str, ...]:
         """The tasks whose examples get the influence measures (in the gradient windows) at length n."""

@@ -36,6 +36,12 @@ def _args(parser):
     parser.add_argument(
         "--model", type=json_arg, default=None, help="the config's model block (JSON): defaults of the variants"
     )
+    parser.add_argument(
+        "--retrieval-settings",
+        type=json_arg,
+        default=None,
+        help="the config's retrieval block (JSON): the bootstrap draws and seed of the retrieval claims",
+    )
     for name, table in TABLES.items():
         parser.add_argument(
             "--" + name.replace("_", "-"),
@@ -110,7 +116,8 @@ def evidence(args):
     if variants is None:
         raise ConfigError("lostmid evidence needs the variants: --variants JSON or --config with a variants block")
     model = args.model if args.model is not None else blocks.get("model", {})
-    inputs = claims.Inputs(variants=variants, model=model, **load_tables(args))
+    retrieval = args.retrieval_settings if args.retrieval_settings is not None else blocks.get("retrieval")
+    inputs = claims.Inputs(variants=variants, model=model, retrieval_settings=retrieval, **load_tables(args))
     chosen = [
         claim
         for claim in claims.CLAIMS

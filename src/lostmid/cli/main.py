@@ -31,6 +31,7 @@ from lostmid.cli import (  # noqa: F401  (they register commands)
     remedies,
     results,
     retrieval,
+    study,
     training,
 )
 from lostmid.cli.registry import COMMANDS, PASSES_ON

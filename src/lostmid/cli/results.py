@@ -1,8 +1,7 @@
 """Command of the results page: docs/results.md, written in one go from a finished run's tables.
 
     lostmid results-page --results results --out docs/results.md     # the whole page
-    lostmid results-page --results results --headline                 # the headline block the README quotes
-    lostmid results-page --results results --out docs/results.md --readme README.md   # both, in place
+    lostmid results-page --results results --headline                 # one line per claim family
 
 The page is stamped from the run's own manifest (``results/manifest.json``, lostmid.manifest): the
 commit the run was made from, its config files and their digests, its numerics and machine; never
@@ -21,8 +20,6 @@ from lostmid.cli.registry import command
 from lostmid.errors import ConfigError
 
 LABEL = "this run"  # the run's label when no --label is given
-HEADLINE_START = "<!-- headline: lostmid results-page --results results --headline -->"
-HEADLINE_END = "<!-- /headline -->"
 
 
 def _args(parser):
@@ -38,13 +35,6 @@ def _args(parser):
         default=[],
         metavar="LABEL=RESULTS",
         help="other runs' results folders whose evidence rows are shown beside this run's (default=../default/results)",
-    )
-    parser.add_argument(
-        "--readme",
-        type=Path,
-        default=None,
-        help="also put the headline verdicts into this file, between its lines "
-        f"'{HEADLINE_START}' and '{HEADLINE_END}'",
     )
 
 
@@ -150,11 +140,6 @@ def cost_section(results: Path) -> str:
     )
 
 
-def with_headline(text: str, headline_lines: str, name: str) -> str:
-    """``text`` with the lines between its headline markers replaced by ``headline_lines``."""
-    return io.between_markers(text, HEADLINE_START, HEADLINE_END, headline_lines, name)
-
-
 def _evidence(results: Path):
     evidence = _table(results, "evidence")
     if evidence is None:
@@ -196,7 +181,7 @@ def page(
         "# Results of a run\n",
         stamp(results, page_command(results, label, list(beside), out)),
         "## Headline verdicts\n",
-        "`lostmid results-page --results results --headline` (the README quotes it): one line per claim family.\n",
+        "`lostmid results-page --results results --headline`: one line per claim family.\n",
         headline(evidence),
         "## Verdict summary\n",
         "Each claim of the blog in the blog's own setting, the counts, and every contradicted or not-evaluable row:\n",
@@ -232,11 +217,9 @@ def results_page(args):
     commits = ", ".join(manifest.commits(run))
     block = f"From the run of {names} at commit `{commits}` (every table: docs/results.md):\n\n"
     block += headline(_evidence(args.results))
-    if args.readme:
-        io.write_text(with_headline(args.readme.read_text(), block, str(args.readme)), args.readme)
     if args.headline:
         print(block, end="")
     elif args.out:
         io.write_text(page(args.results, args.label, args.beside, args.out), args.out)
-    elif not args.readme:
+    else:
         print(page(args.results, args.label, args.beside), end="")

@@ -1,9 +1,10 @@
-"""Commands of the retrieval stage (docs/retrieval.md): one model (or its random-init twin) at one length,
-and the stage's tables and figure from every job's examples."""
+"""Commands of the retrieval stage (docs/retrieval.md): one window of one model (or its random-init twin) at
+one length, and the stage's tables and figure from every window's examples."""
 
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 from lostmid import io
 from lostmid.cli.registry import command, json_arg
@@ -21,8 +22,9 @@ def _settings(parser):
 def _job_args(parser):
     _settings(parser)
     parser.add_argument("--n", type=int, required=True, help="the length (one of retrieval.lengths)")
+    parser.add_argument("--window", type=int, required=True, help="k: the k-th window drawn at n (from 0)")
     parser.add_argument("--twin", action="store_true", help="the random-init twin (accuracy only) instead of the model")
-    parser.add_argument("--out", required=True, help="Parquet: one row per (task, q, window)")
+    parser.add_argument("--out", required=True, help="Parquet: one row per (task, q) of the window")
 
 
 def settings_of(args):
@@ -36,29 +38,46 @@ def settings_of(args):
     return settings
 
 
-@command("retrieval", "needles at every fraction q of real-text windows: one model or its twin at one n", _job_args)
+@command("retrieval", "needles at every fraction q of a real-text window: one window of a model or its twin", _job_args)
 def retrieval(args):
-    from lostmid.architectures.retrieval import retrieval_job
+    from lostmid.architectures.retrieval import retrieval_window
     from lostmid.core import devices
 
     settings = settings_of(args)
     count, gradients = settings.count(args.n, args.twin)
     log.info(
-        "retrieval: %s, n = %d, %d windows (%d with gradients), tasks %s, %d fractions, prefix reuse %s",
+        "retrieval: %s, n = %d, window %d of %d (gradients on the first %d: %s), tasks %s, %d fractions, BOS %s",
         "random-init twin" if args.twin else "pretrained",
         args.n,
+        args.window,
         count,
         gradients,
+        ", ".join(settings.measures),
         ", ".join(settings.tasks),
         len(settings.fractions),
-        settings.prefix_reuse,
+        settings.bos,
     )
-    io.write_parquet(retrieval_job(settings, args.twin, args.n, devices.resolve(args.device)), args.out)
+    rows = retrieval_window(settings, args.twin, args.n, args.window, devices.resolve(args.device))
+    io.write_parquet(rows, args.out)
+
+
+def _corpus_args(parser):
+    _settings(parser)
+    parser.add_argument("--out", required=True, help="JSON: the corpus's tokens and disjoint windows per n")
+
+
+@command("retrieval-corpus", "check that the corpus holds the windows the retrieval stage asks for", _corpus_args)
+def retrieval_corpus(args):
+    import json
+
+    from lostmid.architectures.retrieval import corpus_windows
+
+    io.write_text(json.dumps(corpus_windows(settings_of(args)), indent=1) + "\n", args.out)
 
 
 def _summary_args(parser):
     _settings(parser)
-    parser.add_argument("--jobs", nargs="+", required=True, help="the jobs' Parquet files")
+    parser.add_argument("--windows", nargs="+", required=True, help="the window jobs' Parquet files")
     parser.add_argument("--examples", required=True, help="Parquet: every job's examples")
     parser.add_argument("--accuracy", required=True, help="Parquet: accuracy, log-prob and influence by (task, n, q)")
     parser.add_argument("--predictive", required=True, help="Parquet: AUC and Spearman by (task, n, measure)")
@@ -67,12 +86,10 @@ def _summary_args(parser):
 
 @command("retrieval-summary", "the retrieval stage's tables (intervals over windows) and its figure", _summary_args)
 def retrieval_summary(args):
-    import pandas as pd
-
     from lostmid.architectures import retrieval_summary as rs
 
     settings = settings_of(args)
-    examples = pd.concat([pd.read_parquet(path) for path in args.jobs], ignore_index=True)
+    examples = rs.read_windows(args.windows, settings.record_hash())
     accuracy = rs.accuracy_table(examples, settings.resamples, settings.level, settings.seed)
     predictive = rs.predictive_table(examples, settings.resamples, settings.level, settings.seed)
     for table, path in ((examples, args.examples), (accuracy, args.accuracy), (predictive, args.predictive)):
@@ -114,3 +131,19 @@ def retrieval_tables(args):
         io.write_text(text, args.out)
     elif not args.into:
         print(text, end="")
+
+
+def _page_args(parser):
+    parser.add_argument("--record", required=True, help="a run's record folder (runs/<name>, retrieval.record)")
+
+
+@command("retrieval-page", "a retrieval run's tables, figure and page.md from its record folder alone", _page_args)
+def retrieval_page(args):
+    from lostmid.architectures.retrieval_record import page, write_tables
+    from lostmid.plots.retrieval import accuracy_and_influence
+
+    record = Path(args.record)
+    tables = write_tables(record)
+    accuracy_and_influence(tables["accuracy"], record / "retrieval.png")
+    io.write_text(page(record, tables), record / "page.md")
+    log.info("wrote %s/page.md", record)

@@ -43,11 +43,11 @@ def resolve(device: str = "auto") -> torch.device:
     """``auto`` -> cuda if available else cpu; ``cpu``; ``cuda`` (an error when there is none)."""
     if device not in ("auto", "cpu", "cuda"):
         raise ConfigError(f"config key device must be auto, cpu or cuda, got {device!r}")
-    numerics.apply_to_torch(numerics.mode_of(os.environ.get(numerics.MODE_VARIABLE)))  # the switches apply on CUDA too
     available = torch.cuda.is_available()
     if device == "cuda" and not available:
         raise ConfigError("config key device is 'cuda' but torch sees no CUDA device; use 'auto' or 'cpu'")
     chosen = torch.device("cuda" if device == "cuda" or (device == "auto" and available) else "cpu")
+    numerics.apply_to_torch(numerics.mode_of(os.environ.get(numerics.MODE_VARIABLE)), chosen)
     given = requested_gpus()
     if given and chosen.type == "cpu":
         where = ", ".join(f"{name}={value}" for name, value in given.items())

@@ -76,6 +76,7 @@ class _Config:
 
     variants: dict  # name -> the variant's overrides (model, train, remedy), as in the config
     model: dict  # the config's model block (defaults of every variant)
+    retrieval_settings: dict | None = None  # the config's retrieval block (its bootstrap draws and seed)
 
     def __post_init__(self):
         if not isinstance(self.variants, dict) or not self.variants:

@@ -1,10 +1,12 @@
 """Claims of the retrieval stage (docs/retrieval.md): does the influence profile predict where a pretrained
-LM fails to retrieve a needle? Rules and margin fixed in docs/retrieval.md before the first run.
+LM fails to retrieve a needle? Rules and margin fixed in docs/retrieval.md before the first run; the margin is
+``evidence.retrieval_auc_margin``.
 
 One row per (model, task, n) and measure (task-conditioned, task-free), read off the ``retrieval`` table
 (the stage's per-example rows): the AUC of success on the needle's influence share, minus 0.5, with the
-percentile bootstrap interval over windows (``retrieval_summary``; windows are the replication unit, in the
-``n_seeds`` column). Rule: greater than zero with margin ``AUC_MARGIN``: supported when the interval's lower
+percentile bootstrap interval over windows (``retrieval_summary.auc_interval``, the draws and seed of the
+config's retrieval block, as the stage's own table; windows are the replication unit, in the ``n_seeds``
+column). Rule: greater than zero with margin ``evidence.retrieval_auc_margin``: supported when the interval's lower
 bound is above 0 (AUC above chance), contradicted when its upper bound is below 0.1 (no AUC of 0.6 or more,
 a predictor too weak to matter), otherwise inconclusive. The random-init twin's rows are "not evaluable" (the
 control: accuracy only, no gradients); so is a row whose examples all succeed or all fail (no AUC).
@@ -15,17 +17,14 @@ from __future__ import annotations
 import math
 
 from lostmid.architectures import retrieval_summary as rs
+from lostmid.architectures.settings import RetrievalSettings
+from lostmid.config import settings_from_section
 from lostmid.evidence import decisions as dec
 from lostmid.evidence import statistics as st
 from lostmid.evidence.inputs import CLAIM, Claim, Inputs, NotRun, Result, Setting
 from lostmid.evidence.settings import EvidenceSettings
 
 RETRIEVAL = "retrieval"  # the family of these rows (Claim.family)
-# The smallest predictive power that matters: an AUC of 0.6 (Hosmer and Lemeshow's "poor" discrimination
-# starts at 0.6-0.7); below it influence tells successes from failures too rarely to guide anything.
-AUC_MARGIN = 0.1
-RESAMPLES = 2000  # bootstrap draws over windows (the Bonferroni level of 16 rows needs the tails)
-SEED = 0
 TWIN = "random-init twin: the control, accuracy only (no gradients)"
 
 
@@ -62,7 +61,10 @@ def influence_predicts_retrieval(measure: str):
 
     def compute(inputs: Inputs, ev: EvidenceSettings, setting: Setting) -> Result:
         rule = dec.DecisionRule(
-            "greater_than_zero", AUC_MARGIN, ev.level, f"AUC - 0.5 of success on the {measure} influence share"
+            "greater_than_zero",
+            ev.retrieval_auc_margin,
+            ev.level,
+            f"AUC - 0.5 of success on the {measure} influence share",
         )
         table = inputs.retrieval
         words = table.apply(lambda r: _setting_words(r.model, r.weights, r.task), axis=1)
@@ -76,11 +78,12 @@ def influence_predicts_retrieval(measure: str):
             outcome = "succeeded" if rows.success.all() else "failed"
             method = f"not evaluable: every one of the {len(rows)} examples {outcome}"
             return Result(st.Interval(math.nan, math.nan, math.nan, windows, method), rule)
-        estimate, lo, hi = rs.auc_interval(rows, column, RESAMPLES, SEED, ev.level)
+        settings = settings_from_section(RetrievalSettings, inputs.retrieval_settings, "retrieval")
+        estimate, lo, hi = rs.auc_interval(rows, column, settings.resamples, settings.seed, ev.level)
         method = (
             f"AUC of success on the needle's {measure} influence share over {len(rows)} examples "
             f"({int(rows.success.sum())} successes) of {rows.window.nunique()} windows, minus 0.5; "
-            f"percentile bootstrap over windows ({RESAMPLES} draws)"
+            f"percentile bootstrap over windows ({settings.resamples} draws, seed {settings.seed})"
         )
         used = rows.window.nunique()
         if used < ev.min_windows:

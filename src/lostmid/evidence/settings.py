@@ -58,6 +58,8 @@ class EvidenceSettings:
     # Influence predicts failure (docs/evidence.md, "Influence predicts failure"): the blog's "the reason"
     # implies a strong monotone link; Spearman's rho across flag positions as strong as -this matters.
     influence_failure_margin: float
+    # The retrieval claims (docs/retrieval.md): an AUC of 0.6 is the smallest predictive power that matters.
+    retrieval_auc_margin: float
     delta: float  # region scale of the influence metrics read (must be one of influence.deltas)
     # Initialization: the depth the blog quotes ("~10^6 after 4 layers") and the growth that matters.
     init_depth: int

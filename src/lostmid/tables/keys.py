@@ -67,6 +67,7 @@ RUN_TABLE_COLUMNS = {
         "ci_low": "float",
         "ci_high": "float",
         "loss": "float",
+        "failures_first_half": "integer?",
     },
     "influence": {
         **_RUN,

@@ -40,8 +40,10 @@ def answer_logits(model, tokens: torch.Tensor, device, chunk: int = 2048) -> tor
 
 def failure_by_position(model, L: int, per_position: int, base_seed: int, run_seed: int, device) -> pd.DataFrame:
     """One row per flag position f = 2..L: p = f/L, n, failures, failure_rate and its Wilson 95% interval,
-    and ``loss``, the mean cross-entropy of the answer (the validation loss: these sequences are
-    drawn apart from the training stream, by their own seed).
+    ``loss``, the mean cross-entropy of the answer (the validation loss: these sequences are
+    drawn apart from the training stream, by their own seed), and ``failures_first_half``, the failures
+    among the position's first ``per_position // 2`` sequences (a split half of the set, balanced in
+    target when ``per_position`` is a multiple of 4: the study's split-half reliability, docs/study.md).
 
     The evaluation set is ``balanced_eval_set(L, per_position, eval_seed_for_run(base_seed,
     run_seed))`` (``per_position`` even): ``base_seed`` is the config's ``evaluation.seed``,
@@ -51,6 +53,8 @@ def failure_by_position(model, L: int, per_position: int, base_seed: int, run_se
     logits = answer_logits(model, tokens, device)
     wrong = (model.predictions(logits) != targets).long()
     failures = torch.zeros(L + 1, dtype=torch.long).index_add_(0, flags, wrong)[2:].numpy()
+    first_half = (torch.arange(flags.numel()) % per_position < per_position // 2).long()
+    failures_first_half = torch.zeros(L + 1, dtype=torch.long).index_add_(0, flags, wrong * first_half)[2:].numpy()
     cross_entropy = torch.nn.functional.cross_entropy(logits.double(), targets, reduction="none")
     loss = torch.zeros(L + 1, dtype=torch.float64).index_add_(0, flags, cross_entropy)[2:].numpy() / per_position
     n = np.full(L - 1, per_position)
@@ -66,5 +70,6 @@ def failure_by_position(model, L: int, per_position: int, base_seed: int, run_se
             "ci_low": low,
             "ci_high": high,
             "loss": loss,
+            "failures_first_half": failures_first_half,
         }
     )

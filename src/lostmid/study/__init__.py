@@ -1,0 +1,2 @@
+"""The pre-registered study (docs/study.md): its plan (study/plan.yaml), the record of the plan a run began
+under (``record``), the primaries' estimators, the Holm-adjusted four-outcome reading, and docs/findings.md."""

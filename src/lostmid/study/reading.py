@@ -1,0 +1,53 @@
+"""The plan's reading of a primary (study/plan.yaml, ``outcomes`` and ``multiplicity``): Holm's levels across
+the primaries, and the four outcomes read off an interval against 0 and the source's size."""
+
+from __future__ import annotations
+
+import math
+
+AT_LEAST = "at least the source's size"
+SMALLER = "an effect smaller than the source's"
+NO_EFFECT = "no effect of that size"
+INCONCLUSIVE = "inconclusive"
+OUTCOMES = (AT_LEAST, SMALLER, NO_EFFECT, INCONCLUSIVE)
+
+
+def oriented(low: float, high: float, direction: str) -> tuple[float, float]:
+    """The interval in the claim's direction: as it is for an increase, negated and swapped for a decrease."""
+    if direction not in ("increase", "decrease"):
+        raise ValueError(f"direction must be increase or decrease, got {direction!r}")
+    return (low, high) if direction == "increase" else (-high, -low)
+
+
+def outcome(low: float, high: float, direction: str, size: float) -> str:
+    """The four-outcome reading of the interval [low, high] against 0 and the source's size (> 0, in the claim's
+    direction): the bound nearer 0 beyond the size; 0 and the size both excluded (an effect, smaller); the size
+    excluded and 0 not (or the interval on the other side of 0); otherwise inconclusive. NaN bounds: inconclusive."""
+    if not size > 0:
+        raise ValueError(f"the source's size must be positive, got {size}")
+    if math.isnan(low) or math.isnan(high):
+        return INCONCLUSIVE
+    lo, hi = oriented(low, high, direction)
+    if lo >= size:
+        return AT_LEAST
+    if hi < size:
+        return SMALLER if lo > 0 else NO_EFFECT
+    return INCONCLUSIVE
+
+
+def holm_levels(p_values, alpha: float = 0.05) -> list[float]:
+    """Each primary's error level by Holm's step-down: sorted ascending, rank r (1-based) of k is compared with
+    alpha / (k - r + 1); every primary up to and including the first not rejected gets the level of its own rank,
+    every later one that first non-rejected one's. Ties keep the order given. Its interval is read at 1 - level."""
+    p = [float(x) for x in p_values]
+    if any(math.isnan(x) or not 0 <= x <= 1 for x in p):
+        raise ValueError(f"p-values must lie in [0, 1], got {p}")
+    k = len(p)
+    levels = [0.0] * k
+    stopped = None
+    for rank, index in enumerate(sorted(range(k), key=lambda i: p[i]), start=1):
+        level = alpha / (k - rank + 1) if stopped is None else stopped
+        levels[index] = level
+        if stopped is None and p[index] > level:
+            stopped = level
+    return levels

@@ -1,0 +1,143 @@
+"""The study's run record (``runs/study``) and whether its endpoints are primary.
+
+The run's manifest (``lostmid.manifest``; ``plan: study/plan.yaml`` in config/study.yaml) records, for every
+invocation, the commit it ran from and the plan's SHA-256 and commit. An endpoint is called primary only
+when the plan the findings read has the SHA-256 every invocation recorded, and the plan's commit is an
+ancestor of (or equal to) every invocation's commit (``plan_status``).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from lostmid import manifest as run_manifest
+
+log = logging.getLogger(__name__)
+
+# Record name -> (the workflow's folder or file under results/, the per-run table's name for the column check).
+RECORD_TABLES = {
+    "failure": ("failure", "failure"),
+    "influence": ("influence", "influence"),
+    "bias_summary": ("bias_fit_summary", None),
+    "length_init": ("length/init.parquet", None),
+    "length_fit": ("length/fit_profiles.parquet", None),
+}
+
+
+@dataclass
+class Record:
+    """The run record as read back: tables (None where the record has none) and the run's manifest."""
+
+    failure: pd.DataFrame | None = None
+    influence: pd.DataFrame | None = None
+    bias_summary: pd.DataFrame | None = None
+    length_init: pd.DataFrame | None = None
+    length_fit: pd.DataFrame | None = None
+    retrieval: pd.DataFrame | None = None
+    manifest: dict | None = None
+
+
+def collected(results, source: str, name: str | None, variants) -> pd.DataFrame | None:
+    """One table of the run under ``results``, restricted to ``variants`` (and, for influence, to layer 0: the
+    input density the study reads); None when the run has not written it."""
+    from lostmid.tables.keys import read
+
+    path = Path(results) / source
+    files = sorted(path.rglob("*.parquet")) if path.is_dir() else ([path] if path.is_file() else [])
+    if path.is_dir() and name is None:  # a folder of per-fit tables: only the study's variants' files
+        files = [f for f in files if any(f.name.startswith(f"{v}_L") for v in variants)]
+    if not files:
+        return None
+    table = read(files, name)
+    if "variant" in table:
+        table = table[table.variant.isin(variants)]
+    if "layer" in table:
+        table = table[table.layer == 0]
+    return table.reset_index(drop=True)
+
+
+def retrieval_examples(record) -> pd.DataFrame:
+    """The pretrained model's examples of a retrieval run's record folder (lostmid.architectures.retrieval_record:
+    its window records, checked against its overlay's config hash)."""
+    from lostmid.architectures.retrieval_record import record_examples, record_settings
+
+    examples = record_examples(Path(record), record_settings(Path(record)))
+    return examples[examples.weights == "pretrained"].reset_index(drop=True)
+
+
+def write_record(results, plan: dict, out, overlay, retrieval=None) -> list[str]:
+    """Copy what the findings read from a run's ``results`` folder into the record folder ``out``: the manifest,
+    the overlay, the tables of the plan's arms (``RECORD_TABLES``) and, where a retrieval run's record folder is
+    given, its pretrained model's examples. Returns what was written."""
+    from lostmid import io
+
+    out, results = Path(out), Path(results)
+    manifest = run_manifest.read(results / run_manifest.FILE)  # one line when the run has none
+    variants = [v for arm in plan["run"]["arms"].values() for v in arm["variants"]]
+    run_manifest.write(out / run_manifest.FILE, manifest)
+    io.write_text(Path(overlay).read_text(), out / "overlay.yaml")
+    written = [run_manifest.FILE, "overlay.yaml"]
+    for name, (source, table_name) in RECORD_TABLES.items():
+        table = collected(results, source, table_name, variants)
+        if table is not None:
+            io.write_parquet(table, out / "tables" / f"{name}.parquet")
+            written.append(f"tables/{name}.parquet")
+    if retrieval is not None:
+        io.write_parquet(retrieval_examples(retrieval), out / "tables" / "retrieval.parquet")
+        written.append("tables/retrieval.parquet")
+    return written
+
+
+def read_record(run) -> Record:
+    """The record folder ``run`` as written by ``write_record`` (any part may be missing, the folder too: not yet
+    run)."""
+    run = Path(run)
+    if not run.is_dir():
+        log.warning("run record %s does not exist: every endpoint reads 'not yet run'", run)
+        return Record()
+    tables = {
+        name: pd.read_parquet(path)
+        for name in (*RECORD_TABLES, "retrieval")
+        if (path := run / "tables" / f"{name}.parquet").is_file()
+    }
+    found = run / run_manifest.FILE
+    return Record(**tables, manifest=run_manifest.read(found) if found.is_file() else None)
+
+
+def plan_status(repo, plan, manifest: dict | None) -> tuple[bool, str]:
+    """(whether the endpoints are primary, why): every invocation of the run recorded the plan with the SHA-256
+    it has now, and the commit that last changed it is an ancestor of (or equal to) every invocation's commit."""
+    if manifest is None:
+        return False, "the record has no manifest: the plan the run began under is unknown"
+    path = str(Path(plan).resolve().relative_to(Path(repo).resolve()))
+    now = run_manifest.recorded(Path(repo), path)
+    for item in manifest["invocations"]:
+        records = [r for r in item.get("records", []) if r["path"] == path]
+        if not records:
+            return False, f"an invocation of the run (commit {str(item.get('commit'))[:12]}) recorded no plan {path}"
+        if records[0]["sha256"] != now["sha256"]:
+            return False, (
+                f"the plan changed after the run began (sha256 {now['sha256'][:12]} now, "
+                f"{records[0]['sha256'][:12]} then)"
+            )
+        if now["commit"] is None or item.get("commit") is None:
+            return False, "the plan's or the run's commit is unknown"
+        if not run_manifest.is_ancestor(Path(repo), now["commit"], item["commit"]):
+            return (
+                False,
+                f"the plan's commit {now['commit'][:12]} is not an ancestor of the run's {item['commit'][:12]}",
+            )
+    return True, f"plan {now['commit'][:12]} precedes the run's commit; its sha256 unchanged since the run began"
+
+
+def plan_line(manifest: dict | None) -> str:
+    """The plan's commit beside the run's, from the manifest."""
+    if manifest is None:
+        return "- Plan and run: no run record yet."
+    plans = manifest.get("records") or []
+    plan = ", ".join(f"`{r['path']}` at commit `{r['commit']}` (sha256 `{r['sha256'][:16]}`)" for r in plans)
+    return f"- Plan: {plan or 'none recorded'}.\n- Run: commit(s) `{', '.join(run_manifest.commits(manifest))}`."
