@@ -54,6 +54,7 @@ def test_each_question_gets_the_first_paragraph_of_prose_under_it():
 
 def test_the_findings_come_first_and_the_headline_only_without_them():
     page = front_html(evidence(), FINDINGS)
+    assert "<h2>What the study found</h2>" in page
     assert "<dt><b>Does the fix remove the position effect?</b></dt>" in page and "<b>most</b>" in page
     assert "results.md" not in page and "failure_rises" not in page  # link text kept, target dropped
     fallback = front_html(evidence(), None)

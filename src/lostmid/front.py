@@ -61,7 +61,7 @@ def front_html(
     at nearly the text's width, else two abreast); ``stamp``: where the run came from."""
     sentences = findings_sentences(findings) if findings else []
     if sentences:
-        source = f"The study's answers, from {FINDINGS} (each question and its answer)."
+        source = f"The study's answers, from {FINDINGS} (its run record's, not necessarily this run's)."
         body = "<dl>" + "".join(f"<dt><b>{inline(q)}</b></dt><dd>{inline(a)}</dd>" for q, a in sentences) + "</dl>"
     elif evidence is not None:
         from lostmid.evidence.report import headline
@@ -77,4 +77,5 @@ def front_html(
     made = "<p><small>" + "<br>".join(inline(line) for line in stamp.splitlines()) + "</small></p>" if stamp else ""
     width = "90%" if sentences else "48%"  # a finding's figure is drawn at a page's width; the blog's two abreast
     shown = "<p>" + "".join(image(path, width) for path in figures) + "</p>" if figures else ""
-    return f'<section id="findings"><h2>What this run found</h2><p><i>{source}</i></p>{body}{shown}{made}</section>\n'
+    heading = "What the study found" if sentences else "What this run found"  # the page is the study's record
+    return f'<section id="findings"><h2>{heading}</h2><p><i>{source}</i></p>{body}{shown}{made}</section>\n'
