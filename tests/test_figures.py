@@ -194,8 +194,10 @@ ENDPOINTS = [
 def test_a_finding_is_one_panel_per_endpoint_with_its_interval_zero_and_the_source_size(monkeypatch, tmp_path):
     saved = []
     monkeypatch.setattr(findings, "save", lambda fig, path: saved.append(fig) or style.save(fig, path))
-    findings.finding_figure(ENDPOINTS, tmp_path / "q.png", title="Does the fix work?")
+    question = "Does the blog's fix, fitted on the residual network itself, make that network train much faster?"
+    findings.finding_figure(ENDPOINTS, tmp_path / "q.png", title=question)
     fig = saved[0]
+    assert " ".join(fig.get_suptitle().split()) == question  # wrapped, whole
     assert_saved(tmp_path / "q.png")  # PNG and PDF
     axes = panels(fig)
     assert [ax.get_title(loc="left") for ax in axes] == [e["name"] for e in ENDPOINTS]

@@ -54,7 +54,8 @@ def test_each_question_gets_the_first_paragraph_of_prose_under_it():
 
 def test_the_findings_come_first_and_the_headline_only_without_them():
     page = front_html(evidence(), FINDINGS)
-    assert "<dt>Does the fix remove the position effect?</dt>" in page and "<b>most</b>" in page
+    assert "<h2>What the study found</h2>" in page
+    assert "<dt><b>Does the fix remove the position effect?</b></dt>" in page and "<b>most</b>" in page
     assert "results.md" not in page and "failure_rises" not in page  # link text kept, target dropped
     fallback = front_html(evidence(), None)
     assert "docs/findings.md is not in this run" in fallback and "<li>blog: 1 row, 1 supported</li>" in fallback
@@ -69,6 +70,8 @@ def test_the_figures_travel_inside_the_page_and_only_existing_ones_are_named(tmp
     assert findings_figures(FINDINGS, tmp_path / "elsewhere") == []
     page = front_html(evidence(), FINDINGS, stamp="Run: commit `abc`;\nmachine x.", figures=[png])
     assert f'src="data:image/png;base64,{base64.b64encode(png.read_bytes()).decode()}"' in page
+    assert 'style="width:90%"' in page  # a finding's figure at a page's width
+    assert 'style="width:48%"' in front_html(evidence(), None, figures=[png])  # the blog's, two abreast
     assert "Run: commit <code>abc</code>;<br>machine x." in page
 
 

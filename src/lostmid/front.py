@@ -47,22 +47,22 @@ def findings_figures(markdown: str, folder: Path) -> list[Path]:
     return [path for path in paths if path.suffix == ".png" and path.exists()]
 
 
-def image(path: Path) -> str:
-    """A PNG as an <img> that carries its bytes (the report is one file)."""
+def image(path: Path, width: str) -> str:
+    """A PNG as an <img> that carries its bytes (the report is one file), ``width`` of the text's."""
     data = base64.b64encode(Path(path).read_bytes()).decode()
-    return f'<img src="data:image/png;base64,{data}" alt="{html.escape(Path(path).stem)}" style="width:48%">'
+    return f'<img src="data:image/png;base64,{data}" alt="{html.escape(Path(path).stem)}" style="width:{width}">'
 
 
 def front_html(
     evidence: pd.DataFrame | None, findings: str | None, stamp: str | None = None, figures: list[Path] = ()
 ) -> str:
     """The first screen's fragment: the findings' sentences if ``findings`` (the page's text) has any,
-    else the headline of ``evidence`` (the run's evidence table); then ``figures`` (PNG files), two
-    abreast; ``stamp``: where the run came from."""
+    else the headline of ``evidence`` (the run's evidence table); then ``figures`` (PNG files: the findings'
+    at nearly the text's width, else two abreast); ``stamp``: where the run came from."""
     sentences = findings_sentences(findings) if findings else []
     if sentences:
-        source = f"The study's answers, from {FINDINGS} (each question and its answer)."
-        body = "<dl>" + "".join(f"<dt>{inline(q)}</dt><dd>{inline(a)}</dd>" for q, a in sentences) + "</dl>"
+        source = f"The study's answers, from {FINDINGS} (its run record's, not necessarily this run's)."
+        body = "<dl>" + "".join(f"<dt><b>{inline(q)}</b></dt><dd>{inline(a)}</dd>" for q, a in sentences) + "</dl>"
     elif evidence is not None:
         from lostmid.evidence.report import headline
 
@@ -75,5 +75,7 @@ def front_html(
     else:
         source, body = "This run has neither findings nor an evidence table.", ""
     made = "<p><small>" + "<br>".join(inline(line) for line in stamp.splitlines()) + "</small></p>" if stamp else ""
-    shown = "<p>" + "".join(image(path) for path in figures) + "</p>" if figures else ""
-    return f'<section id="findings"><h2>What this run found</h2><p><i>{source}</i></p>{body}{shown}{made}</section>\n'
+    width = "90%" if sentences else "48%"  # a finding's figure is drawn at a page's width; the blog's two abreast
+    shown = "<p>" + "".join(image(path, width) for path in figures) + "</p>" if figures else ""
+    heading = "What the study found" if sentences else "What this run found"  # the page is the study's record
+    return f'<section id="findings"><h2>{heading}</h2><p><i>{source}</i></p>{body}{shown}{made}</section>\n'

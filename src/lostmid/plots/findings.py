@@ -117,10 +117,11 @@ def finding_figure(rows, path, title: str | None = None) -> None:
     one panel per endpoint, and save it as PNG at ``path`` and as PDF beside it. ``title``: the
     question, above the panels."""
     endpoints = _rows(rows)
-    height = PANEL_HEIGHT * len(endpoints) + (0.35 if title else 0.0)
+    title_lines = textwrap.wrap(title, 90) if title else []  # wrapped, never cut
+    height = PANEL_HEIGHT * len(endpoints) + 0.2 * len(title_lines) + (0.15 if title_lines else 0.0)
     fig, axes = plt.subplots(len(endpoints), 1, figsize=(PAGE_WIDTH, height), squeeze=False, layout="constrained")
     for ax, row in zip(axes[:, 0], endpoints):
         _panel(ax, row)
-    if title:
-        fig.suptitle(title, x=0.01, ha="left", fontsize=10)
+    if title_lines:
+        fig.suptitle("\n".join(title_lines), x=0.01, ha="left", fontsize=10)
     save(fig, path)
