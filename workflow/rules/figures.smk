@@ -87,6 +87,8 @@ rule report_front:
         ),
     log:
         "results/logs/figures/report_front.log",
+    benchmark:
+        "results/benchmarks/figures/report_front.tsv"
     group:
         "summary"
     conda:

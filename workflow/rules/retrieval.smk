@@ -12,6 +12,8 @@ rule retrieval_corpus:
         f"{RETRIEVAL_RECORD}/corpus.json",
     log:
         "results/logs/retrieval/corpus.log",
+    benchmark:
+        "results/benchmarks/retrieval/corpus.tsv"
     conda:
         LOSTMID_ENV
     threads: 1
