@@ -114,8 +114,9 @@ def row_differences(reference: pd.DataFrame, new: pd.DataFrame, name: str) -> li
 
 
 def _label(keys: list[str], key: tuple) -> str:
-    parts = [f"{name}={value}" for name, value in zip([*keys, NTH], key) if value not in ("", 0) or name != NTH]
-    return "(" + ", ".join(part for part in parts if not part.endswith("=")) + ")"
+    """A row's key as text: its non-empty key columns, and its occurrence where the key repeats."""
+    named = [f"{name}={value}" for name, value in zip(keys, key) if value != ""]
+    return "(" + ", ".join(named + ([f"{NTH}={key[-1]}"] if key[-1] else [])) + ")"
 
 
 def table_differences(old: dict, new: dict) -> list[str]:
