@@ -58,7 +58,7 @@ def _one_thread():
 
 @pytest.fixture
 def smoke_config() -> dict:
-    return copy.deepcopy(yaml.safe_load((REPO / "tests" / "smoke.yaml").read_text()))
+    return copy.deepcopy(yaml.safe_load(SMOKE.read_text()))
 
 
 def tiny_spec(**model_overrides) -> dict:
@@ -159,7 +159,7 @@ def smoke_run(tmp_path_factory):
     """The whole DAG of tests/smoke.yaml, run once per session in a temp dir, with the caller's
     environment asking for other kernels (CALLER_NUMERICS): (workdir, config)."""
     workdir = tmp_path_factory.mktemp("smoke")
-    config = yaml.safe_load((REPO / "tests" / "smoke.yaml").read_text())
+    config = yaml.safe_load(SMOKE.read_text())
     (workdir / "config.yaml").write_text(yaml.safe_dump(config))
     run_snakemake(workdir, env=CALLER_NUMERICS)
     return workdir, config

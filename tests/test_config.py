@@ -656,3 +656,8 @@ def test_an_overlay_named_from_outside_the_repository_gets_its_absolute_paths(tm
     with pytest.raises(ConfigError) as err:
         cfg.read_merged([overlay])
     assert str(err.value).endswith(f"name its base first: snakemake --cores all --configfile {base} {overlay}")
+    # A run's overlay names its base from its own folder (../../config/config.yaml): shown without the `..`.
+    overlay = REPO / "runs" / "confirm" / "overlay.yaml"
+    with pytest.raises(ConfigError) as err:
+        cfg.read_merged([overlay])
+    assert str(err.value).endswith(f"name its base first: snakemake --cores all --configfile {base} {overlay}")
