@@ -10,7 +10,7 @@ import lostmid
 import lostmid.config as lostmid_config
 import lostmid.jobs as jobs
 from lostmid import numerics
-from lostmid.seed_ledger import check_fresh_seeds
+from lostmid.seed_ledger import LEDGER, check_fresh_seeds
 
 min_version("9.0")
 
@@ -34,8 +34,8 @@ lostmid_config.validate(config)  # src/lostmid/config.schema.yaml; fills in its 
 numerics.pin(config["numerics"])
 lostmid_config.check_checkout(lostmid.__file__, workflow.basedir)
 jobs.check(config)
-# A config declaring its seeds fresh (fresh_seeds) is refused if config/seed_ledger.yaml records one for another.
-check_fresh_seeds(config, Path(workflow.basedir) / "config" / "seed_ledger.yaml")
+# A config declaring its seeds fresh (fresh_seeds) is refused if runs/seed_ledger.yaml records one for another.
+check_fresh_seeds(config, Path(workflow.basedir) / LEDGER)
 
 
 report: "workflow/report/workflow.rst"

@@ -4,10 +4,10 @@
         [--settings '{"slope_margin": 0.5}']
     # the validation protocol's claims (docs/notebook.md): the pilot's results folder and its config files
     python scripts/evidence_power.py --validation /tmp/validation_pilot/results --config config/config.yaml \
-        config/validation.yaml config/validation_pilot.yaml
+        config/validation.yaml runs/pilots/validation_pilot.yaml
     # the tables that plan reads, as Snakemake targets of the pilot
     python scripts/evidence_power.py --targets --config config/config.yaml config/validation.yaml \
-        config/validation_pilot.yaml
+        runs/pilots/validation_pilot.yaml
 
 Prints, for the baseline (and the bias-corrected variant, if named): the mean evaluation accuracy
 over seeds at every checkpoint, the mid-training checkpoint by the config's rule, the per-seed

@@ -1,7 +1,7 @@
 """Seed plan of the length run's trained arms from its pilot (docs/length.md, "Trained").
 
     python scripts/length_plan.py --failure PILOT/results/failure --config config/config.yaml config/length.yaml \
-        config/length_pilot.yaml --cap 12 [--write config/length.yaml]
+        runs/pilots/length_pilot.yaml --cap 12 [--write config/length.yaml]
 
 For every pair (bias variant, its reference) of the pilot at each L: the per-seed effects of claims (a)
 (the baseline's slope at its mid-training), (e) (the paired slope difference, each at its own

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 import os
 import shlex
 import subprocess
@@ -19,6 +21,33 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "src" / "lostmid" / "config.schema.yaml"  # shipped with the package: lostmid.schema.SCHEMA
+SMOKE = REPO / "tests" / "smoke.yaml"  # the tests' tiny config (stands alone)
+
+
+def recorded_copy(path: Path) -> bool:
+    """A run record's overlay.yaml whose sha256 its manifest.json records: the config file as run, byte for byte,
+    whose `base:` still names the files beside it where it ran (never edited, never a --configfile)."""
+    manifest = path.parent / "manifest.json"
+    if path.name != "overlay.yaml" or not manifest.exists():
+        return False
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    return digest in {entry["sha256"] for entry in json.loads(manifest.read_text()).get("configs", [])}
+
+
+# Every config file the repository ships: config/ (the default and the overlays a reader runs), the cluster-scale
+# overlays beside the Slurm profile, the overlays of finished runs and pilots under runs/, the tests' own.
+CONFIG_FILES = sorted(
+    path
+    for path in [
+        *REPO.glob("config/*.yaml"),
+        *REPO.glob("profiles/slurm/*.yaml"),
+        *REPO.glob("runs/*/overlay.yaml"),
+        *REPO.glob("runs/pilots/*.yaml"),
+        *REPO.glob("tests/*.yaml"),
+    ]
+    if path != REPO / "profiles" / "slurm" / "config.yaml"  # the profile's own settings, not a config
+    and not recorded_copy(path)
+)
 
 
 @pytest.fixture(autouse=True)
@@ -29,7 +58,7 @@ def _one_thread():
 
 @pytest.fixture
 def smoke_config() -> dict:
-    return copy.deepcopy(yaml.safe_load((REPO / "config" / "smoke.yaml").read_text()))
+    return copy.deepcopy(yaml.safe_load(SMOKE.read_text()))
 
 
 def tiny_spec(**model_overrides) -> dict:
@@ -127,10 +156,10 @@ CALLER_NUMERICS = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE", "
 
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory):
-    """The whole DAG of config/smoke.yaml, run once per session in a temp dir, with the caller's
+    """The whole DAG of tests/smoke.yaml, run once per session in a temp dir, with the caller's
     environment asking for other kernels (CALLER_NUMERICS): (workdir, config)."""
     workdir = tmp_path_factory.mktemp("smoke")
-    config = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
+    config = yaml.safe_load(SMOKE.read_text())
     (workdir / "config.yaml").write_text(yaml.safe_dump(config))
     run_snakemake(workdir, env=CALLER_NUMERICS)
     return workdir, config

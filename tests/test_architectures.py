@@ -214,7 +214,7 @@ def test_a_bad_family_or_encoding_is_one_config_error(capsys):
         arch(d_model=6)  # the block's own rule (ArchSettings.check)
     from lostmid import config as lostmid_config
 
-    config = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
+    config = yaml.safe_load((REPO / "tests" / "smoke.yaml").read_text())
     for families, message in (
         ({"gpt3": ["learned"]}, r"\.gpt3 is unknown"),
         ({"llama": ["learned"]}, "'learned' is not one of"),
@@ -280,7 +280,7 @@ def test_the_sweep_tables_have_every_configuration():
 
 @pytest.mark.slow
 def test_the_smoke_config_builds_the_stage(tmp_path):
-    config = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
+    config = yaml.safe_load((REPO / "tests" / "smoke.yaml").read_text())
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     targets = [
         f"results/architectures_{table}/{part}.parquet"

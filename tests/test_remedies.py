@@ -211,8 +211,8 @@ def test_the_shipped_remedy_variants_are_valid_and_build_objectives(smoke_config
 
     from conftest import REPO
 
-    for name in ("config.yaml", "smoke.yaml"):
-        config = yaml.safe_load((REPO / "config" / name).read_text())
+    for name in ("config/config.yaml", "tests/smoke.yaml"):
+        config = yaml.safe_load((REPO / name).read_text())
         cfg.validate(config, SCHEMA)
         kinds = set()
         for variant in config["variants"]:

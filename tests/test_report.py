@@ -111,7 +111,7 @@ def test_every_figure_has_its_caption_and_its_stage(report):
 
 def test_every_caption_file_belongs_to_a_figure(tmp_path):
     """Of the smoke config, with the length study's block (its rules exist only with it)."""
-    config = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
+    config = yaml.safe_load((REPO / "tests" / "smoke.yaml").read_text())
     (tmp_path / "config.yaml").write_text(yaml.safe_dump({**config, "length": {"L": [8, 16, 32]}}))
     declared = declared_report_outputs(tmp_path / "config.yaml", tmp_path)
     used = {item["caption"].name for item in declared.values()} | {"workflow.rst"}

@@ -48,7 +48,7 @@ BLOCK_STAGE = re.compile(r"^(init|train|evaluate|density_flow|observability|chan
 
 
 def smoke_config() -> dict:
-    return yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
+    return yaml.safe_load((REPO / "tests" / "smoke.yaml").read_text())
 
 
 def with_key(config: dict, key: str, value) -> dict:

@@ -300,7 +300,7 @@ def slurm_and_local_runs(cluster, tmp_path_factory):
     """The whole smoke DAG (device auto) under the Slurm profile and locally: (workdirs, the planned
     rule jobs, squeue's jobs, the rule jobs of each Slurm job, the Slurm run's wall-clock seconds)."""
     folder, env = cluster
-    config = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
+    config = yaml.safe_load((REPO / "tests" / "smoke.yaml").read_text())
     config["device"] = "auto"  # cuda where torch sees it, else the CPU, and say so in the log
     runs = {}
     for kind in ("local", "slurm"):

@@ -9,12 +9,13 @@ import pandas as pd
 import pytest
 import yaml
 
+from lostmid import seed_ledger
 from lostmid.config import read_merged
 from lostmid.seed_ledger import check_fresh_seeds, read_ledger
 
 from conftest import REPO
 
-LEDGER = REPO / "config" / "seed_ledger.yaml"
+LEDGER = REPO / seed_ledger.LEDGER
 
 
 def grid_seeds(config: dict) -> set[int]:

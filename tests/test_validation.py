@@ -367,9 +367,9 @@ def test_the_validation_config_pairs_every_remedy_with_the_blog_baseline_and_pro
     in_grid = {v for block in config["grid"] for v in block["variants"]}
     timing = {v for v in in_grid if v.endswith("_timing")}
     # The one list of profiled arms serves both configs: it holds every arm whose rows read the profiles here,
-    # and nothing more than config/validation_full.yaml's arms read.
+    # and nothing more than profiles/slurm/validation.yaml's arms read.
     full = lostmid_config.load(
-        *(REPO / "config" / f for f in ("config.yaml", "validation.yaml", "validation_full.yaml"))
+        *(REPO / f for f in ("config/config.yaml", "config/validation.yaml", "profiles/slurm/validation.yaml"))
     )
     profiled = set(config["influence"]["trace_variants"])
     assert profiled == set(full["influence"]["trace_variants"])
@@ -393,11 +393,14 @@ def test_overhead_rows_compare_only_arms_that_both_train_one_seed_at_a_time():
 
 def test_the_pilot_shares_the_validation_arms_on_seeds_the_validation_run_never_uses():
     base = [REPO / "config/config.yaml", REPO / "config/validation.yaml"]
-    validation, pilot = lostmid_config.load(*base), lostmid_config.load(*base, REPO / "config/validation_pilot.yaml")
+    validation, pilot = (
+        lostmid_config.load(*base),
+        lostmid_config.load(*base, REPO / "runs/pilots/validation_pilot.yaml"),
+    )
     seeds = {run.seed for run in lostmid_config.runs(validation)}
     assert seeds.isdisjoint(run.seed for run in lostmid_config.runs(pilot))
     # Nor does it reuse the seeds of Algorithm 1's decision run, whose rows helped size its main block.
-    decision = lostmid_config.load(*base, REPO / "config/validation_algorithm1.yaml")
+    decision = lostmid_config.load(*base, REPO / "runs/validation_algorithm1/overlay.yaml")
     assert seeds.isdisjoint(run.seed for run in lostmid_config.runs(decision))
     main_block = {run.variant for run in lostmid_config.runs(validation) if (run.L, run.depth) == (16, 4)}
     assert {run.variant for run in lostmid_config.runs(pilot)} == {

@@ -149,7 +149,7 @@ def test_a_new_seed_retrains_its_block_only(smoke_run, tmp_path):
 
 
 def test_seed_batches_train_their_seeds_in_one_job_per_segment(tmp_path):
-    config = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
+    config = yaml.safe_load((REPO / "tests" / "smoke.yaml").read_text())
     config["variants"]["baseline"]["train"] = {"seed_batch": 2}
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     jobs = planned_jobs(tmp_path)
@@ -166,7 +166,7 @@ def test_seed_batches_train_their_seeds_in_one_job_per_segment(tmp_path):
 
 
 def test_a_bad_config_stops_snakemake_with_the_key_named(tmp_path):
-    config = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
+    config = yaml.safe_load((REPO / "tests" / "smoke.yaml").read_text())
     config["train"]["every"] = 7
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(config))
@@ -186,7 +186,7 @@ def test_every_rule_declares_log_benchmark_threads_resources_and_conda(tmp_path,
     with SnakemakeApi(OutputSettings(quiet=True)) as api:
         workflow = api.workflow(
             resource_settings=ResourceSettings(),
-            config_settings=ConfigSettings(configfiles=[REPO / "config" / "smoke.yaml", override]),
+            config_settings=ConfigSettings(configfiles=[REPO / "tests" / "smoke.yaml", override]),
             storage_settings=StorageSettings(),
             snakefile=REPO / "Snakefile",
             workdir=tmp_path,
@@ -227,7 +227,7 @@ def test_a_plain_rerun_after_kill_9_completes(tmp_path):
     import sys
     import time
 
-    config = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
+    config = yaml.safe_load((REPO / "tests" / "smoke.yaml").read_text())
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     target = "results/failure/baseline/L8_M1_seed0.parquet"
     command = [
@@ -331,7 +331,7 @@ def test_a_yaml_error_in_a_configfile_is_located_by_lostmid_check_config(tmp_pat
                 str(REPO / "config" / "config.yaml"),
                 "--schema",
                 str(SCHEMA),
-                str(REPO / "config" / "smoke.yaml"),
+                str(REPO / "tests" / "smoke.yaml"),
             ]
         )
         == 0
@@ -366,7 +366,7 @@ def test_a_retried_job_keeps_the_log_of_every_attempt(tmp_path):
     """With --retries (the Slurm profile sets 2) a retry must not lose the first attempt's log:
     Snakemake deletes the rule's log before each attempt, so each attempt writes its own
     {log}.attempt<N>, and the log itself is the copy of the last attempt."""
-    config = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
+    config = yaml.safe_load((REPO / "tests" / "smoke.yaml").read_text())
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     starts = [tmp_path / f"results/checkpoints/baseline/L8_M1_seed{seed}/step0.pt" for seed in (0, 1)]
     for start in starts:
@@ -468,21 +468,21 @@ def test_a_damaged_input_is_moved_aside_and_one_plain_rerun_rebuilds_every_table
 
 
 def test_the_smoke_config_stands_alone_whatever_the_working_directory_holds(smoke_run, tmp_path):
-    """`--configfile config/smoke.yaml` run where config/config.yaml exists (the checkout) plans the
+    """`--configfile tests/smoke.yaml` run where config/config.yaml exists (the checkout) plans the
     smoke DAG, not the smoke keys merged onto the default (1500-step baselines, 43 jobs)."""
     workdir, config = smoke_run
     beside_default = tmp_path / "checkout"
     (beside_default / "config").mkdir(parents=True)
     shutil.copy(REPO / "config" / "config.yaml", beside_default / "config" / "config.yaml")
-    alone = planned_jobs(tmp_path / "empty", REPO / "config" / "smoke.yaml", "--forceall")
-    assert planned_jobs(beside_default, REPO / "config" / "smoke.yaml", "--forceall") == alone
+    alone = planned_jobs(tmp_path / "empty", REPO / "tests" / "smoke.yaml", "--forceall")
+    assert planned_jobs(beside_default, REPO / "tests" / "smoke.yaml", "--forceall") == alone
     assert alone["train_baseline_L8_M1_seeds0-1"] == config["train"]["steps"] // config["train"]["every"]
     assert sum(alone.values()) == 35  # README, Performance
 
 
 def test_a_key_written_twice_in_a_configfile_stops_snakemake_naming_the_line(tmp_path):
     twice = tmp_path / "twice.yaml"
-    twice.write_text((REPO / "config" / "smoke.yaml").read_text() + "train: {batch_size: 8}\n")
+    twice.write_text((REPO / "tests" / "smoke.yaml").read_text() + "train: {batch_size: 8}\n")
     result = run_snakemake(tmp_path, "--dry-run", configfile=twice, check=False)
     assert result.returncode != 0
     assert re.search(
@@ -512,7 +512,7 @@ def lostmid_commands(workdir, dry_run: str) -> list[str]:
 
 
 def test_each_bias_fit_job_runs_its_own_variant_with_the_training_seeds(tmp_path):
-    config = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
+    config = yaml.safe_load((REPO / "tests" / "smoke.yaml").read_text())
     config["variants"]["debiased_context"] = {"remedy": {"kind": "bias", "fit": {"positions": "context"}}}
     config["grid"][1]["variants"].append("debiased_context")
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
@@ -534,7 +534,7 @@ def test_each_bias_fit_job_runs_its_own_variant_with_the_training_seeds(tmp_path
 def test_every_job_that_reads_a_bias_variants_checkpoints_is_given_its_fitted_bias(tmp_path):
     """Training, evaluation, channels, density flow, loss-free profiles and the architectures stage's
     flag comparison: each checks the checkpoints' recorded B digest against results/bias_tensors."""
-    config = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
+    config = yaml.safe_load((REPO / "tests" / "smoke.yaml").read_text())
     config["influence"] = {**config.get("influence", {}), "flow_variants": ["debiased"], "trace_variants": ["debiased"]}
     config["architectures"]["flag"] = {**config["architectures"].get("flag", {}), "variants": ["debiased"]}
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))

@@ -250,9 +250,10 @@ def check_bases(paths) -> None:
 
 
 def _shown(path) -> str:
-    """``path`` as a person would type it here: relative to the working directory when under it."""
+    """``path`` as a person would type it here: relative to the working directory when under it, else
+    absolute, without the ``..`` of a base named from its overlay's folder (runs/<run>/../../config/)."""
     relative = os.path.relpath(path)
-    return str(path) if relative.startswith("..") else relative
+    return os.path.normpath(path) if relative.startswith("..") else relative
 
 
 def load(*paths, schema_path=schema.SCHEMA) -> dict:

@@ -1,9 +1,10 @@
-"""The seed ledger: which training seeds each named config's runs have used (config/seed_ledger.yaml).
+"""The seed ledger: which training seeds each named config's runs have used (runs/seed_ledger.yaml).
 
 Seeds are the unit of replication, so a confirmatory run must not reuse a seed whose data were seen:
 a config that declares its seeds fresh (top-level ``fresh_seeds: <name>``, its name in the ledger)
 is refused before any job when one of its grid seeds stands in the ledger under another name, or
-when the ledger does not record them under its own. The Snakefile calls ``check_fresh_seeds``.
+when the ledger does not record them under its own. The Snakefile calls ``check_fresh_seeds`` on
+``LEDGER``, the one place the ledger's path is declared.
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ from pathlib import Path
 
 from lostmid.config import read_yaml
 from lostmid.errors import ConfigError
+
+# The ledger, relative to the checkout's root (the Snakefile's folder): a record of the runs, beside them.
+LEDGER = Path("runs/seed_ledger.yaml")
 
 
 def parse_seeds(words: str) -> set[int]:

@@ -27,7 +27,7 @@ def _args(parser):
     parser.add_argument("--out", type=Path, default=None, help="write the page here (default: print it)")
     parser.add_argument("--headline", action="store_true", help="print only the headline verdicts (for the README)")
     parser.add_argument(
-        "--label", default=LABEL, help="the run's label beside others (e.g. confirmatory for config/confirm.yaml)"
+        "--label", default=LABEL, help="the run's label beside others (e.g. confirmatory for runs/confirm/overlay.yaml)"
     )
     parser.add_argument(
         "--beside",
