@@ -374,16 +374,3 @@ def test_the_thermodynamic_limit_is_the_growth_of_log_first_over_last_per_doubli
     ]
     growth = est.imbalance_growth(pd.DataFrame(rows), "seed")
     assert growth.units.to_dict() == pytest.approx({0: 1.0, 1: 2.0})  # log10 first/last = (seed + 1) log2 L
-
-
-@pytest.mark.slow
-def test_the_committed_findings_page_is_the_one_its_run_record_writes(tmp_path, monkeypatch):
-    # docs/findings.md is generated: `lostmid findings --run runs/study --readme README.md` from the repository root.
-    from lostmid.study.findings import write_findings
-
-    monkeypatch.chdir(REPO)
-    out = tmp_path / "findings.md"
-    write_findings("study/plan.yaml", "runs/study", out, tmp_path / "figures", ".")
-    assert out.read_text() == (REPO / "docs" / "findings.md").read_text(), (
-        "docs/findings.md is stale: lostmid findings --run runs/study --readme README.md"
-    )
