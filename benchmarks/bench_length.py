@@ -147,7 +147,7 @@ def main() -> None:
     for L in args.lengths:
         rows.append(measure(L, args.depth, args.repeats))
         print(f"L {L}: {rows[-1]}", flush=True)
-    table = markdown(rows, args.depth)
+    table = io.wrap_prose(markdown(rows, args.depth))
     print(table)
     if args.into:
         io.write_between_markers(args.into, *PAGE_MARKERS, table + "\n")

@@ -7,8 +7,9 @@
 The head lists the files of config/ (FILES below: what each is for; its base is read from the file's
 `base:`) and where the other config files live. The rest is every key of the schema
 (src/lostmid/config.schema.yaml of this checkout, read by lostmid.schema): its type, its default and its
-meaning (the schema's descriptions), section by section. tests/test_config_readme.py fails when the
-committed page differs from what this writes, or when config/ holds a file FILES does not describe.
+meaning (the schema's descriptions), section by section. tests/test_pages.py fails when the
+committed page differs from what this writes, tests/test_config_readme.py when config/ holds a file FILES does
+not describe.
 """
 
 from __future__ import annotations
@@ -203,19 +204,6 @@ def page(schema_path: Path = SCHEMA, config: Path = CONFIG) -> str:
         files.append(f"| `{name}` | {base} | {cell(FILES.get(name, '(not described: add it to FILES)'))} |")
     head = HEAD.format(files="\n".join(files), description=wrap(root["description"]))
     return head + "\n" + keys(root)
-
-
-def prose_lines(text: str) -> list[str]:
-    """The lines of a Markdown page outside tables, code blocks and comments."""
-    out, fenced, comment = [], False, False
-    for line in text.splitlines():
-        if line.startswith("```"):
-            fenced = not fenced
-        comment = comment or line.startswith("<!--")
-        if not (fenced or comment or line.startswith(("|", "    "))):
-            out.append(line)
-        comment = comment and "-->" not in line
-    return out
 
 
 def main(argv=None) -> int:

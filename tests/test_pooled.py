@@ -1,5 +1,6 @@
 """Pooled evidence (lostmid.evidence.pooled): runs that repeat a seed set count once; fixed and random
-effects over disjoint seed sets with their heterogeneity; the validation page's block is generated."""
+effects over disjoint seed sets with their heterogeneity, from the declared runs file (docs/data/pooled_runs.csv,
+typed from pages: no page keeps the pooled rows)."""
 
 import numpy as np
 import pandas as pd
@@ -55,16 +56,13 @@ def test_a_claim_on_one_seed_set_gets_no_pooled_row():
     assert pooled.pooled_rows(runs, EV).empty
 
 
-def test_algorithm_1s_matched_accuracy_row_is_pooled_over_its_three_seed_sets_and_the_page_shows_the_command_output():
+def test_algorithm_1s_matched_accuracy_row_is_pooled_over_its_three_seed_sets():
     runs = pooled.read_runs(RUNS)
     rows = pooled.pooled_rows(runs, EV).set_index("claim")
     row = rows.loc["balance_lowers_e_inf_at_matched_accuracy"]
     assert row.seed_sets.startswith("0-15 (3 runs); 200-247 (1 run); 300-336 (2 runs)") and row.df == 2
     blog = rows.loc["debiased_has_less_position_preference_model_free"]  # the blog's (e): two runs of 500-519 once
     assert blog.seed_sets == "0-23 (1 run); 400-423 (1 run); 500-519 (2 runs)" and blog.n_seeds == 68
-    page = (REPO / "docs" / "validation.md").read_text()
-    block = page.split("<!-- pooled evidence: begin -->")[1].split("<!-- pooled evidence: end -->")[0]
-    assert block.strip() == pooled.markdown(runs, pooled.pooled_rows(runs, EV)).strip()
 
 
 def test_the_random_effects_agree_with_statsmodels_where_its_tau2_is_not_negative():

@@ -13,8 +13,6 @@ from lostmid.cli.main import main
 from lostmid.evidence.report import headline, verdict_summary
 from lostmid.tables.run_cost import cost_by_stage, job_costs
 
-from conftest import REPO
-
 
 def test_a_block_is_named_by_its_runs_of_consecutive_seeds():
     assert jobs.seed_ranges(range(24)) == "0-23"
@@ -218,17 +216,3 @@ def test_a_confirmatory_runs_rows_stand_beside_the_default_runs():
     lines = side_by_side({"confirmatory": confirm, "default": default}).splitlines()
     assert lines[0] == "| claim | kind | setting | confirmatory | default |"
     assert "→ **contradicted** | 0.02 [-0.98, 1.02], 24 seeds → **inconclusive** |" in lines[2]
-
-
-def test_the_committed_results_page_is_the_one_its_run_record_writes(monkeypatch):
-    # docs/results.md is generated from runs/default (the default run's manifest and the tables the page
-    # reads): `lostmid results-page --results runs/default --out docs/results.md` from the repository root.
-    from pathlib import Path
-
-    from lostmid.cli.results import page
-
-    monkeypatch.chdir(REPO)
-    written = page(Path("runs/default"), out=Path("docs/results.md"))
-    assert written == (REPO / "docs" / "results.md").read_text(), (
-        "docs/results.md is stale: lostmid results-page --results runs/default --out docs/results.md"
-    )

@@ -330,7 +330,7 @@ def test_the_commands_run_a_saved_model_and_its_twin_into_tables_and_evidence(tm
     assert len(table) == 2 * 2 * 2 and set(table.claim) == {c.name for c in retrieval_claims.CLAIMS}
     (record / "overlay.yaml").write_text(json.dumps({"retrieval": block}))  # JSON is YAML
     assert main(["retrieval-page", "--record", str(record)]) == 0
-    page = (record / "page.md").read_text()
+    page = (record / "README.md").read_text()
     assert "Windows: pretrained n = 48: 3 windows (2 with the task-free share); twin n = 48: 1 windows" in page
     primaries = pd.read_parquet(record / "tables" / "primaries.parquet")
     assert {"middle_minus_ends", "influence_beyond_position"} <= set(primaries.estimator)

@@ -15,6 +15,7 @@ import contextlib
 import functools
 import glob
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -134,3 +135,49 @@ def between_markers(text: str, begin: str, end: str, block: str, name: str) -> s
 def write_between_markers(path, begin: str, end: str, block: str) -> None:
     """The file ``path`` with ``between_markers`` applied (an atomic write)."""
     write_text(between_markers(Path(path).read_text(), begin, end, block, str(path)), path)
+
+
+# Prose lines of a Markdown page longer than PROSE_LIMIT characters are wrapped at PROSE_WIDTH (wrap_prose);
+# tables, code, headings and comments are left as they are (tests/test_pages.py checks every page).
+PROSE_LIMIT = 200
+PROSE_WIDTH = 110
+_LIST_ITEM = re.compile(r"^(\s*)([-*+] |\d+[.)] |> )?")
+_BLOCK_START = re.compile(r"^([-*+>#|=]|\d+[.)]|`{3}|<)")
+
+
+def _wrap_line(line: str, width: int) -> list[str]:
+    """One long prose line as several, a list item's continuation indented under its text; no line starts
+    with what Markdown would read as a new block (a list marker, a heading, a quote, a table, a fence)."""
+    lead, marker = _LIST_ITEM.match(line).groups()
+    first = lead + (marker or "")
+    indent = lead + " " * len(marker or "") if marker != "> " else lead + "> "
+    out, current = [], first
+    for word in line[len(first) :].split(" "):
+        starts_block = bool(_BLOCK_START.match(word))
+        if current not in (first, indent) and len(current) + 1 + len(word) > width and not starts_block:
+            out.append(current)
+            current = indent + word
+        else:
+            current += ("" if current in (first, indent) else " ") + word
+    out.append(current)
+    return out
+
+
+def wrap_prose(text: str, limit: int = PROSE_LIMIT, width: int = PROSE_WIDTH) -> str:
+    """``text`` (Markdown) with each prose line longer than ``limit`` wrapped at ``width``; lines of tables,
+    code (fenced or indented by four spaces), headings and HTML comments are kept whole."""
+    out, fenced = [], False
+    for line in text.split("\n"):
+        stripped = line.lstrip()
+        if stripped.startswith("```"):
+            fenced = not fenced
+        if (
+            fenced
+            or len(line) <= limit
+            or stripped.startswith(("|", "#", "<!--", "```"))
+            or line.startswith(("    ", "\t"))
+        ):
+            out.append(line)
+        else:
+            out.extend(_wrap_line(line.rstrip(), width))
+    return "\n".join(out)

@@ -11,7 +11,7 @@ from lostmid.evidence.tables import TABLES
 
 log = logging.getLogger(__name__)
 
-# The lines of a docs page between which ``--into`` writes the Markdown table (docs/validation.md).
+# The lines of a page between which ``--into`` writes the Markdown table (a run's own page, runs/<name>/README.md).
 PAGE_MARKERS = ("<!-- evidence table: begin -->", "<!-- evidence table: end -->")
 
 

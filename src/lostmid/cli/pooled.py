@@ -9,7 +9,8 @@ from lostmid.cli.registry import command, json_arg
 
 log = logging.getLogger(__name__)
 
-# The lines of a docs page between which ``--into`` writes the pooled table (docs/validation.md).
+# The lines of a page between which ``--into`` writes the pooled table (no committed page keeps it: the runs it
+# pools are typed into docs/data/pooled_runs.csv, not run records; docs/validation.md, "Pooled evidence").
 POOLED_MARKERS = ("<!-- pooled evidence: begin -->", "<!-- pooled evidence: end -->")
 
 

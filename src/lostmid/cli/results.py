@@ -205,7 +205,7 @@ def page(
         "## What the run cost\n",
         cost_section(results),
     ]
-    return "\n".join(sections)
+    return io.wrap_prose("\n".join(sections))
 
 
 @command("results-page", "docs/results.md from a finished run's tables (or only its headline verdicts)", _args)

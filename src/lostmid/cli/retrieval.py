@@ -11,7 +11,8 @@ from lostmid.cli.registry import command, json_arg
 
 log = logging.getLogger(__name__)
 
-# The lines of docs/retrieval.md between which ``retrieval-tables --into`` writes the run's tables.
+# The lines of a page between which ``retrieval-tables --into`` writes a run's tables (a run record's own page
+# is written whole by ``retrieval-page``).
 PAGE_MARKERS = ("<!-- retrieval results: begin -->", "<!-- retrieval results: end -->")
 
 
@@ -133,17 +134,27 @@ def retrieval_tables(args):
         print(text, end="")
 
 
+# A run record's own page (runs/<name>/README.md: the folder's page on the forge), beside its tables and figure.
+PAGE = "README.md"
+
+
 def _page_args(parser):
     parser.add_argument("--record", required=True, help="a run's record folder (runs/<name>, retrieval.record)")
 
 
-@command("retrieval-page", "a retrieval run's tables, figure and page.md from its record folder alone", _page_args)
+@command("retrieval-page", "a retrieval run's tables, figure and README.md from its record folder alone", _page_args)
 def retrieval_page(args):
+    write_page(Path(args.record))
+    log.info("wrote %s/%s", args.record, PAGE)
+
+
+def write_page(record: Path, into: Path | None = None) -> None:
+    """The record's tables, figure and page, written into ``into`` (the record itself unless given; the page
+    names the record as given, so a copy written elsewhere is the same page)."""
     from lostmid.architectures.retrieval_record import page, write_tables
     from lostmid.plots.retrieval import accuracy_and_influence
 
-    record = Path(args.record)
-    tables = write_tables(record)
-    accuracy_and_influence(tables["accuracy"], record / "retrieval.png")
-    io.write_text(page(record, tables), record / "page.md")
-    log.info("wrote %s/page.md", record)
+    into = into or record
+    tables = write_tables(record, into)
+    accuracy_and_influence(tables["accuracy"], into / "retrieval.png")
+    io.write_text(page(record, tables), into / PAGE)

@@ -481,10 +481,11 @@ def write_findings(plan_path, run, out, figures_dir, repo, readme=None) -> list[
             path = Path(figures_dir) / f"findings_{row.id}.png"
             finding_figure([figure_row(row, by_id[row.id])], path, title=row.question)
             figures[row.id] = Path(os.path.relpath(path, Path(out).parent)).as_posix()
-    io.write_text(markdown(plan, record, found, secondary_rows(plan, record), status, figures), out)
+    page = markdown(plan, record, found, secondary_rows(plan, record), status, figures)
+    io.write_text(io.wrap_prose(page), out)
     if readme is not None:
         block = f"From [{Path(out).name}]({Path(os.path.relpath(out, Path(readme).parent)).as_posix()}):\n\n"
-        block += "\n".join(answers(found)) + "\n"
+        block += io.wrap_prose("\n".join(answers(found))) + "\n"
         io.write_text(
             io.between_markers(Path(readme).read_text(), README_START, README_END, block, str(readme)), readme
         )
