@@ -4,6 +4,7 @@ evaluation, the blog's initialization measure, and the command's error handling.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,7 @@ from lostmid.config import settings_from_section
 from lostmid.core import task
 from lostmid.errors import ConfigError
 from lostmid.evidence import blog_claims, claims, decisions, robustness, statistics
+from lostmid.evidence.inputs import over_units
 from lostmid.evidence.settings import EvidenceSettings
 
 from conftest import REPO, model_config
@@ -642,8 +644,7 @@ def _fixed_claim(name: str, values, family="blog") -> claims.Claim:
     """A claim whose per-seed effects are ``values``: greater than zero, margin 0.5."""
 
     def compute(inputs, ev, s):
-        rule = decisions.DecisionRule("greater_than_zero", 0.5, ev.level)
-        return claims.Result(statistics.t_interval(values, ev.level), rule)
+        return over_units(statistics.Sample((values,), statistics.t_interval), ev.level)
 
     return claims.Claim(
         name,
@@ -655,6 +656,7 @@ def _fixed_claim(name: str, values, family="blog") -> claims.Claim:
         compute,
         family=family,
         kind=claims.CLAIM,
+        rule=decisions.Rule("greater_than_zero", 0.5),
     )
 
 
@@ -990,10 +992,12 @@ def test_a_and_e_are_reported_with_the_model_free_statistic_too_and_say_where_th
     (row,) = run_claim("failure_rises_with_position_model_free", failure=table)
     assert row["verdict"] == "supported" and row["ci_low"] > 0.05 and "the two verdicts agree" in row["note"]
     # Where the logistic slope is decided and the model-free difference is not, the row says so.
-    slope_rule = decisions.DecisionRule("greater_than_zero", 0.5)
-    free_rule = decisions.DecisionRule("greater_than_zero", 0.05)
-    based = claims.Result(statistics.Interval(1.0, 0.5, 1.5, 24, "t"), slope_rule)
-    note = robustness._agreement(based, statistics.Interval(0.01, -0.02, 0.04, 24, "t"), free_rule)
+    based = claims.Estimate(statistics.Interval(1.0, 0.5, 1.5, 24, "t"))
+    free = claims.Estimate(statistics.Interval(0.01, -0.02, 0.04, 24, "t"))
+    ev = replace(EV, slope_margin=0.5, preference_margin=0.05)
+    note = robustness._agreement(
+        based, "failure_rises_with_position", free, "failure_rises_with_position_model_free", ev
+    ).note
     assert "supported" in note and "contradicted" in note and "THE TWO VERDICTS DIFFER" in note
 
 

@@ -4,24 +4,25 @@ position preference, one row per reading of the fix (bias variant)."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
-from lostmid.evidence import decisions as dec
 from lostmid.evidence import statistics as st
 from lostmid.evidence.fit_checks import fit_not_evaluable, fit_rows, gate
 from lostmid.evidence.inputs import (
+    NOT_EVALUABLE,
+    Estimate,
     EvidenceError,
     Inputs,
     NotRun,
-    Result,
     Setting,
     deterministic,
     last_common_step,
+    no_estimate,
+    over_units,
     pair_settings,
     rows_of,
     runs_of,
@@ -54,33 +55,27 @@ def slopes_at(failure: pd.DataFrame, variant: str, L: int, depth: int, step: int
     return st.per_seed_slopes(rows_of(failure, "failure", variant, L, depth, step)).set_index("seed")["slope"]
 
 
-def _slope_rule(ev: EvidenceSettings, kind: str, quantity: str) -> dec.DecisionRule:
-    return dec.DecisionRule(kind, ev.slope_margin, ev.level, quantity)
-
-
-def slope_at_mid_training(inputs: Inputs, ev: EvidenceSettings, s: Setting, rule) -> Result:
+def slope_at_mid_training(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
     """Per-seed logistic slopes of failure on p at the variant's own mid-training checkpoint,
-    and their Student t interval over seeds (a "not evaluable" result when it never gets there)."""
+    and their Student t interval over seeds (a "not evaluable" estimate when it never gets there)."""
     step, best = mid_training_step(inputs.failure, s.variant, s.L, s.depth, ev.mid_accuracy)
     if step is None:
-        return Result(_not_reached(s.variant, best, ev), rule)
+        return not_reached(s.variant, best, ev)
     slopes = slopes_at(inputs.failure, s.variant, s.L, s.depth, step)
-    interval = st.t_interval(slopes.to_numpy(), ev.level)
-    return Result(
-        interval._replace(method=f"per-seed binomial logistic slope (Haldane +0.5) at step {step}; {interval.method}"),
-        rule,
+    return over_units(
+        st.Sample((slopes.to_numpy(),), st.t_interval),
+        ev.level,
+        f"per-seed binomial logistic slope (Haldane +0.5) at step {step}",
         f"mid-training = first checkpoint with mean accuracy >= {ev.mid_accuracy:g} (best {best:.3f})",
     )
 
 
-def _not_reached(variant: str, best: float, ev: EvidenceSettings) -> st.Interval:
-    return st.Interval(
-        math.nan,
-        math.nan,
-        math.nan,
-        0,
-        f"not evaluable: mid-training undefined, {variant}'s mean evaluation accuracy never reached "
-        f"{ev.mid_accuracy:g} (best {best:.3f})",
+def not_reached(variant: str, best: float, ev: EvidenceSettings) -> Estimate:
+    """The estimate of a claim read at mid-training when ``variant`` never gets there: not evaluable."""
+    return no_estimate(
+        NOT_EVALUABLE,
+        f"mid-training undefined, {variant}'s mean evaluation accuracy never reached {ev.mid_accuracy:g} "
+        f"(best {best:.3f})",
     )
 
 
@@ -99,7 +94,7 @@ def baseline_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
     return found
 
 
-def failure_rises_with_position(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+def failure_rises_with_position(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
     """Blog (a): mid-training, failure rises with the flag position (baseline).
 
     Per seed: slope b of the binomial GLM logit(failure) = a + b p at the mid-training
@@ -107,8 +102,7 @@ def failure_rises_with_position(inputs: Inputs, ev: EvidenceSettings, s: Setting
     zero, margin ``slope_margin`` (contradicted when the interval excludes every slope as
     large as the margin).
     """
-    rule = _slope_rule(ev, "greater_than_zero", "the slope of logit(failure) on p at mid-training")
-    return slope_at_mid_training(inputs, ev, s, rule)
+    return slope_at_mid_training(inputs, ev, s)
 
 
 # ======================================================================= blog (b): influence at init grows with depth
@@ -139,18 +133,10 @@ def _first_over_last(sweep: pd.DataFrame, column: str, depth: int) -> pd.Series:
     return np.log10(ratio)
 
 
-def _growth(inputs: Inputs, ev: EvidenceSettings, column: str, power: int, what: str) -> Result:
+def _growth(inputs: Inputs, ev: EvidenceSettings, column: str, power: int) -> Estimate:
     sweep = inputs.init_sweep
     deep = _first_over_last(sweep, column, ev.init_depth)
     shallow = _first_over_last(sweep, column, 1)
-    interval = st.paired_difference(deep, shallow, st.t_interval, level=ev.level)
-    rule = dec.DecisionRule(
-        "greater_than_zero",
-        ev.init_growth_margin if power == 1 else ev.density_growth_margin,
-        ev.level,
-        f"the orders of magnitude (log10) by which the first token's {what} over the last's grows "
-        f"from depth 1 to depth {ev.init_depth}",
-    )
     at_depth = float(deep.mean())
     blog = ev.blog_init_orders * (2 if power == 2 else 1)
     note = (
@@ -160,24 +146,23 @@ def _growth(inputs: Inputs, ev: EvidenceSettings, column: str, power: int, what:
         + (f" (~10^{blog:g} squared)" if power == 2 else "")
         + f"; here L = {int(sweep.position.max())}, d = {inputs.model.get('d_model', '?')}"
     )
-    return Result(
-        interval._replace(
-            method=f"per init seed, log10 ratio at depth {ev.init_depth} minus at depth 1; {interval.method}"
-        ),
-        rule,
+    return over_units(
+        st.Sample((deep, shallow), st.paired_t),
+        ev.level,
+        f"per init seed, log10 ratio at depth {ev.init_depth} minus at depth 1",
         note,
     )
 
 
-def first_token_jacobian_grows_with_depth(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+def first_token_jacobian_grows_with_depth(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
     """Blog (b), in the blog's own measure: without the residual path, at initialization, the first
     token's E||d logits_L / d x_1|| (power 1) over the last token's grows with depth."""
-    return _growth(inputs, ev, "output_jacobian", 1, "output-Jacobian norm E||d logits_L/d x_j||")
+    return _growth(inputs, ev, "output_jacobian", 1)
 
 
-def first_token_density_grows_with_depth(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+def first_token_density_grows_with_depth(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
     """Blog (b), in our measure: the same with the squared loss-gradient density m_j."""
-    return _growth(inputs, ev, "density", 2, "influence density m_j (squared loss gradient)")
+    return _growth(inputs, ev, "density", 2)
 
 
 # ===================================================================== blog (c): the fitted bias weights later tokens
@@ -223,14 +208,14 @@ def bias_shape(matrix: pd.DataFrame) -> BiasShape:
     by_lag = matrix.bias.groupby(lag).mean().astype(np.float64)
     later = by_lag[by_lag.index >= 1]
     if later.size < 2:
-        raise NotRun(f"not run: the bias matrix has {later.size} lag(s) >= 1; a slope needs two (L >= 3)")
+        raise NotRun(f"the bias matrix has {later.size} lag(s) >= 1; a slope needs two (L >= 3)")
     lags = later.index.to_numpy(np.float64)
     slope = float(np.polyfit(lags, later.to_numpy(), 1)[0])
     c0 = float(matrix.bias[(lag == 0) & (matrix["query"] >= 2)].mean() - matrix.bias[lag >= 1].mean())
     return BiasShape(by_lag, slope, -slope * float(lags.max() - lags.min()), c0)
 
 
-def fitted_bias_weights_recent_keys(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+def fitted_bias_weights_recent_keys(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
     """Blog (c): the fitted bias "weights later tokens much more".
 
     Deterministic (one fitted B): c(k), the mean bias of the keys k positions back, and the
@@ -264,14 +249,7 @@ def fitted_bias_weights_recent_keys(inputs: Inputs, ev: EvidenceSettings, s: Set
     interval = deterministic(
         shape.fall, int(shape.by_lag.size) - 1, "one fitted B; least-squares line of c(k) over the lags k >= 1"
     )
-    rule = dec.DecisionRule(
-        "at_least",
-        ev.recency_margin,
-        ev.level,
-        "the fall of the fitted bias from the nearest key to the farthest (least-squares line "
-        "of the mean bias by lag over lags >= 1, the diagonal left out)",
-    )
-    return Result(interval, rule, note)
+    return Estimate(interval, note)
 
 
 # =========================================================================== blog (d), (e): the bias-corrected model
@@ -326,7 +304,7 @@ def late_minus_early_failure_per_seed(failure: pd.DataFrame, variant: str, L: in
     return (late - early).dropna()
 
 
-def _never_learns(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> str | None:
+def never_learns(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> str | None:
     step, best = mid_training_step(inputs.failure, s.reference, s.L, s.depth, ev.mid_accuracy)
     if step is not None:
         return None
@@ -342,13 +320,13 @@ def debiased_speed_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Settin
         why = (
             None
             if s.missing
-            else gate(fit_not_evaluable(inputs, ev, s.variant, s.L, s.depth), _never_learns(inputs, ev, s))
+            else gate(fit_not_evaluable(inputs, ev, s.variant, s.L, s.depth), never_learns(inputs, ev, s))
         )
         found.append(replace(s, reading=s.variant, not_evaluable=why))
     return found
 
 
-def debiased_trains_faster(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+def debiased_trains_faster(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
     """Blog (d), with (e)'s second half: the bias-corrected model trains faster than its baseline,
     and recalls the late flags "even when the naive one was still confused".
 
@@ -363,13 +341,6 @@ def debiased_trains_faster(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> 
     of its own.
     """
     debiased, baseline, horizon = training_speed_per_seed(inputs.failure, s)
-    interval = st.paired_difference(debiased, baseline, st.t_interval, level=ev.level)
-    rule = dec.DecisionRule(
-        "less_than_zero",
-        ev.speed_margin,
-        ev.level,
-        "the difference (debiased - baseline) of the mean failure rate over training",
-    )
     note = f"mean failure over training: debiased {debiased.mean():.3f}, baseline {baseline.mean():.3f}"
     step, _ = mid_training_step(inputs.failure, s.reference, s.L, s.depth, ev.mid_accuracy)
     if step is not None:
@@ -381,8 +352,8 @@ def debiased_trains_faster(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> 
             f"[{diff.low:.3g}, {diff.high:.3g}] over {diff.n} seeds (debiased {late[0].mean():.3f}, "
             f"baseline {late[1].mean():.3f})"
         )
-    method = f"per-seed area under the failure curve, steps 0-{horizon}, divided by the span; {interval.method}"
-    return Result(interval._replace(method=method), rule, note)
+    method = f"per-seed area under the failure curve, steps 0-{horizon}, divided by the span"
+    return over_units(st.Sample((debiased, baseline), st.paired_t), ev.level, method, note)
 
 
 def mean_accuracy_at(failure: pd.DataFrame, variant: str, L: int, depth: int, step: int) -> float:
@@ -407,7 +378,7 @@ def debiased_preference_settings(inputs: Inputs, ev: EvidenceSettings) -> list[S
     return found
 
 
-def debiased_has_less_position_preference(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+def debiased_has_less_position_preference(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
     """Blog (e), its first half: the bias-corrected model "does not have the previous preference".
 
     At matched accuracy: each arm's per-seed logistic slope of failure on p at its *own*
@@ -417,22 +388,17 @@ def debiased_has_less_position_preference(inputs: Inputs, ev: EvidenceSettings, 
     checkpoint: the row is not evaluable (at an earlier step a model near chance is flat for the
     wrong reason).
     """
-    rule = _slope_rule(
-        ev,
-        "less_than_zero",
-        "the difference (debiased - baseline) of the slope of logit(failure) "
-        "on p, each at its own mid-training checkpoint",
-    )
     slopes, words = [], []
     for variant in (s.variant, s.reference):
         step, best = mid_training_step(inputs.failure, variant, s.L, s.depth, ev.mid_accuracy)
         if step is None:
-            return Result(_not_reached(variant, best, ev), rule)
+            return not_reached(variant, best, ev)
         slopes.append(slopes_at(inputs.failure, variant, s.L, s.depth, step))
         words.append(
             f"{variant} {slopes[-1].mean():.3g} at step {step} "
             f"(mean accuracy {mean_accuracy_at(inputs.failure, variant, s.L, s.depth, step):.3f})"
         )
-    interval = st.paired_difference(*slopes, st.t_interval, level=ev.level)
-    method = f"per-seed binomial logistic slope (Haldane +0.5), each arm at its own mid-training; {interval.method}"
-    return Result(interval._replace(method=method), rule, "slopes at matched accuracy: " + ", ".join(words))
+    method = "per-seed binomial logistic slope (Haldane +0.5), each arm at its own mid-training"
+    return over_units(
+        st.Sample(tuple(slopes), st.paired_t), ev.level, method, "slopes at matched accuracy: " + ", ".join(words)
+    )
