@@ -996,7 +996,7 @@ def test_a_and_e_are_reported_with_the_model_free_statistic_too_and_say_where_th
     free = claims.Estimate(statistics.Interval(0.01, -0.02, 0.04, 24, "t"))
     ev = replace(EV, slope_margin=0.5, preference_margin=0.05)
     note = robustness._agreement(
-        based, "failure_rises_with_position", free, "failure_rises_with_position_model_free", ev
+        based, blog_claims.POSITION_EFFECT_RULE, free, robustness.MODEL_FREE_POSITION_RULE, ev
     ).note
     assert "supported" in note and "contradicted" in note and "THE TWO VERDICTS DIFFER" in note
 

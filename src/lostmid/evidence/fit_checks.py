@@ -11,7 +11,18 @@ import pandas as pd
 
 from lostmid.evidence import decisions as dec
 from lostmid.evidence import statistics as st
-from lostmid.evidence.inputs import DECIDED, Estimate, EvidenceError, Inputs, NotRun, Setting, over_units, runs_of
+from lostmid.evidence.inputs import (
+    CHECK,
+    LOG_RATIO,
+    Claim,
+    Estimate,
+    EvidenceError,
+    Inputs,
+    NotRun,
+    Setting,
+    over_units,
+    runs_of,
+)
 from lostmid.evidence.settings import EvidenceSettings
 
 # A *reading* of the blog's fix is a bias variant (its name): how B is fitted (target, positions,
@@ -134,6 +145,18 @@ def bias_fit_keeps_context_share(inputs: Inputs, ev: EvidenceSettings, s: Settin
 
 
 FIT_CHECKS = (bias_fit_flattens_profile, bias_fit_keeps_context_share)
+# The checks' rules, declared with their rows (CLAIMS) and read by the gate (fit_not_evaluable).
+CHECK_RULES = {
+    "bias_fit_flattens_profile": dec.Rule(
+        "at_most",
+        "log_ratio_margin",
+        "log(E_inf with the fitted B / E_inf at B = 0) of the fitted profile on held-out initializations",
+        factor=-1,
+    ),
+    "bias_fit_keeps_context_share": dec.Rule(
+        "at_least", "share_margin", "{ratio} on held-out initializations", factor=-1
+    ),
+}
 
 
 def fit_not_evaluable(
@@ -153,21 +176,40 @@ def fit_not_evaluable(
     for check in checks:
         estimate = check(inputs, ev, s)
         i = estimate.interval
-        found = verdict_of(check.__name__, estimate, ev)
+        found = dec.verdict_by(CHECK_RULES[check.__name__], i, ev, estimate.terms)
         if found != dec.SUPPORTED:
             problems.append(f"{check.__name__} is {found}: {i.estimate:.3g} [{i.low:.3g}, {i.high:.3g}]")
     return "the fit did not do what it is for: " + "; ".join(problems) if problems else None
-
-
-def verdict_of(claim: str, estimate: Estimate, ev: EvidenceSettings, status: str = DECIDED) -> str:
-    """The verdict the declared rule of ``claim`` reads off ``estimate``: for a gate or a note that depends on
-    another row's verdict (the declarations import the claims, so they are looked up when called)."""
-    from lostmid.evidence.registry import CLAIMS_BY_NAME
-
-    return dec.decide(CLAIMS_BY_NAME[claim].rule, estimate, ev, status).verdict
 
 
 def gate(*reasons: str | None) -> str | None:
     """Why a row is not evaluable: the reasons given, joined (None when there are none)."""
     found = [r for r in reasons if r]
     return "; ".join(found) if found else None
+
+
+# The checks' rows of the evidence table (registry.CLAIMS joins them before blog (c)).
+CLAIMS = [
+    Claim(
+        "bias_fit_flattens_profile",
+        "blog (c): the fit (check of the intervention)",
+        "log(E_inf fitted B / E_inf B = 0) of the fitted profile per held-out initialization",
+        LOG_RATIO,
+        (),
+        reading_settings,
+        bias_fit_flattens_profile,
+        kind=CHECK,
+        rule=CHECK_RULES["bias_fit_flattens_profile"],
+    ),
+    Claim(
+        "bias_fit_keeps_context_share",
+        "blog (c): the fit (check of the intervention)",
+        "log(context share fitted B / B = 0) per held-out initialization",
+        LOG_RATIO,
+        (),
+        reading_settings,
+        bias_fit_keeps_context_share,
+        kind=CHECK,
+        rule=CHECK_RULES["bias_fit_keeps_context_share"],
+    ),
+]

@@ -19,6 +19,8 @@ import numpy as np
 from lostmid.evidence import decisions as dec
 from lostmid.evidence import statistics as st
 from lostmid.evidence.blog_claims import (
+    PREFERENCE_RULE,
+    SPEED_RULE,
     debiased_has_less_position_preference,
     debiased_trains_faster,
     late_minus_early_failure_per_seed,
@@ -248,11 +250,7 @@ CLAIMS = [
         ("failure",),
         speed_settings,
         debiased_trains_faster,
-        rule=dec.Rule(
-            "less_than_zero",
-            "speed_margin",
-            "the difference (debiased - baseline) of the mean failure rate over training",
-        ),
+        rule=SPEED_RULE,
         family=MECHANISM,
         kind=CLAIM,
     ),
@@ -265,12 +263,7 @@ CLAIMS = [
         ("failure",),
         arm_settings,
         debiased_has_less_position_preference,
-        rule=dec.Rule(
-            "less_than_zero",
-            "slope_margin",
-            "the difference (debiased - baseline) of the slope of logit(failure) on p, each at its own mid-training "
-            "checkpoint",
-        ),
+        rule=PREFERENCE_RULE,
         family=MECHANISM,
         kind=CLAIM,
     ),

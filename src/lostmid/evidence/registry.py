@@ -13,10 +13,17 @@ controls for the fix) export their rows as ``CLAIMS``, joined here in the table'
 
 from __future__ import annotations
 
+from lostmid.evidence import (
+    blog_claims,
+    fit_checks,
+    influence_failure,
+    length_claims,
+    mechanism_claims,
+    retrieval_claims,
+    robustness,
+    validation_rows,
+)
 from lostmid.evidence import decisions as dec
-from lostmid.evidence import influence_failure, length_claims, mechanism_claims, retrieval_claims
-from lostmid.evidence import overhead_claims as oc
-from lostmid.evidence import validation_claims as vc
 from lostmid.evidence.blog_claims import (
     baseline_settings,
     bias_settings,
@@ -30,7 +37,6 @@ from lostmid.evidence.blog_claims import (
     fitted_bias_weights_recent_keys,
     init_settings,
 )
-from lostmid.evidence.fit_checks import bias_fit_flattens_profile, bias_fit_keeps_context_share, reading_settings
 from lostmid.evidence.inputs import (
     BLOG,
     CHECK,
@@ -38,7 +44,6 @@ from lostmid.evidence.inputs import (
     FAILURE_RATE,
     LOG_RATIO,
     ORDERS,
-    PAPER_VALIDATION,
     SLOPE,
     Claim,
     pair_settings,
@@ -82,7 +87,7 @@ CLAIMS: list[Claim] = [
         failure_rises_with_position,
         family=BLOG,
         kind=CLAIM,
-        rule=dec.Rule("greater_than_zero", "slope_margin", "the slope of logit(failure) on p at mid-training"),
+        rule=blog_claims.POSITION_EFFECT_RULE,
     ),
     # (a) and (e) again with a model-free statistic (estimator robustness): outside the family,
     # since they re-estimate the same claims; the note says where the two verdicts differ.
@@ -95,7 +100,7 @@ CLAIMS: list[Claim] = [
         baseline_settings,
         failure_rises_with_position_model_free,
         kind=CLAIM,
-        rule=dec.Rule("greater_than_zero", "preference_margin", "the late minus early failure rate at mid-training"),
+        rule=robustness.MODEL_FREE_POSITION_RULE,
     ),
     Claim(
         "first_token_jacobian_grows_with_depth",
@@ -132,33 +137,8 @@ CLAIMS: list[Claim] = [
             "gradient) over the last's grows from depth 1 to depth {init_depth}",
         ),
     ),
-    Claim(
-        "bias_fit_flattens_profile",
-        "blog (c): the fit (check of the intervention)",
-        "log(E_inf fitted B / E_inf B = 0) of the fitted profile per held-out initialization",
-        LOG_RATIO,
-        (),
-        reading_settings,
-        bias_fit_flattens_profile,
-        kind=CHECK,
-        rule=dec.Rule(
-            "at_most",
-            "log_ratio_margin",
-            "log(E_inf with the fitted B / E_inf at B = 0) of the fitted profile on held-out initializations",
-            factor=-1,
-        ),
-    ),
-    Claim(
-        "bias_fit_keeps_context_share",
-        "blog (c): the fit (check of the intervention)",
-        "log(context share fitted B / B = 0) per held-out initialization",
-        LOG_RATIO,
-        (),
-        reading_settings,
-        bias_fit_keeps_context_share,
-        kind=CHECK,
-        rule=dec.Rule("at_least", "share_margin", "{ratio} on held-out initializations", factor=-1),
-    ),
+    # The checks of the blog's fit (lostmid.evidence.fit_checks), which gate (c)-(e).
+    *fit_checks.CLAIMS,
     Claim(
         "fitted_bias_weights_recent_keys",
         "blog (c)",
@@ -187,11 +167,7 @@ CLAIMS: list[Claim] = [
         debiased_trains_faster,
         family=BLOG,
         kind=CLAIM,
-        rule=dec.Rule(
-            "less_than_zero",
-            "speed_margin",
-            "the difference (debiased - baseline) of the mean failure rate over training",
-        ),
+        rule=blog_claims.SPEED_RULE,
     ),
     Claim(
         "debiased_has_less_position_preference",
@@ -203,12 +179,7 @@ CLAIMS: list[Claim] = [
         debiased_has_less_position_preference,
         family=BLOG,
         kind=CLAIM,
-        rule=dec.Rule(
-            "less_than_zero",
-            "slope_margin",
-            "the difference (debiased - baseline) of the slope of logit(failure) on p, each at its own mid-training "
-            "checkpoint",
-        ),
+        rule=blog_claims.PREFERENCE_RULE,
     ),
     Claim(
         "debiased_has_less_position_preference_model_free",
@@ -219,11 +190,7 @@ CLAIMS: list[Claim] = [
         debiased_preference_settings,
         debiased_has_less_position_preference_model_free,
         kind=CLAIM,
-        rule=dec.Rule(
-            "less_than_zero",
-            "preference_margin",
-            "the difference (debiased - baseline) of the late minus early failure rate, each at its own mid-training",
-        ),
+        rule=robustness.MODEL_FREE_PREFERENCE_RULE,
     ),
     Claim(
         "debiased_has_less_position_preference_interpolated",
@@ -412,129 +379,8 @@ CLAIMS: list[Claim] = [
         kind=CHECK,
         rule=dec.Rule("at_most", "probe_ratio", "{what}"),
     ),
-    # The paper's validation protocol (section 4.5) on trained runs: lostmid.evidence.validation_claims,
-    # docs/validation.md.
-    Claim(
-        "balance_lowers_e_inf_at_matched_accuracy",
-        "paper: Algorithm 1 (validation, section 4.5)",
-        "paired log(E_inf Alg. 1 / E_inf baseline), each arm at its own mid-training checkpoint",
-        LOG_RATIO,
-        ("failure", "metrics"),
-        vc.uniform_arm_settings("balance", "metrics", (vc.MATCHED, vc.INTERPOLATED)),
-        vc.t_result(vc.balance_e_inf_effect),
-        family=PAPER_VALIDATION,
-        kind=CLAIM,
-        rule=dec.Rule("less_than_zero", "log_ratio_margin", "log(E_inf Alg. 1 / E_inf baseline)"),
-    ),
-    Claim(
-        "reweight_changes_profile_little_at_matched_accuracy",
-        "paper: Algorithm 2 (validation, section 4.5)",
-        "paired log(E_inf Alg. 2 / E_inf baseline), each arm at its own mid-training checkpoint",
-        LOG_RATIO,
-        ("failure", "metrics"),
-        vc.uniform_arm_settings("reweight", "metrics", (vc.MATCHED,)),
-        vc.t_result(vc.reweight_e_inf_effect),
-        family=PAPER_VALIDATION,
-        kind=CLAIM,
-        rule=dec.Rule("equivalent_to_zero", "log_ratio_margin", "log(E_inf Alg. 2 / E_inf baseline)"),
-    ),
-    Claim(
-        "balance_lowers_jacobian_imbalance",
-        "paper: Algorithm 1 (validation; loss-free reading)",
-        "paired log ratio of the output-Jacobian density's imbalance (Alg. 1 / baseline)",
-        LOG_RATIO,
-        ("failure", "observability"),
-        vc.uniform_arm_settings("balance", "observability", (vc.MATCHED, vc.LAST)),
-        vc.t_result(vc.balance_jacobian_effect),
-        family=PAPER_VALIDATION,
-        kind=CLAIM,
-        rule=dec.Rule("less_than_zero", "log_ratio_margin", "log(output-Jacobian imbalance Alg. 1 / baseline's)"),
-    ),
-    Claim(
-        "observability_lowers_trace_imbalance_on_transformer",
-        "paper: Algorithm 3 (validation, section 4.5)",
-        "paired log(E_obs Alg. 3 / E_obs baseline) of the exact trace density",
-        LOG_RATIO,
-        ("failure", "observability", "metrics"),
-        vc.uniform_arm_settings("observability", "observability", (vc.MATCHED, vc.LAST)),
-        vc.t_result(vc.observability_trace_effect),
-        family=PAPER_VALIDATION,
-        kind=CLAIM,
-        rule=dec.Rule("less_than_zero", "log_ratio_margin", "log(E_obs Alg. 3 / E_obs baseline)"),
-    ),
-    Claim(
-        "flag_shift_raises_untrained_failure",
-        "paper: position shift (section 4.5; check of the intervention)",
-        "paired difference (shifted law - uniform law) of the failure rate on the under-trained half of the flags",
-        FAILURE_RATE,
-        ("failure",),
-        vc.shift_settings(remedies=False),
-        vc.t_result(vc.shift_effect),
-        kind=CHECK,
-        rule=dec.Rule(
-            "greater_than_zero",
-            "recall_margin",
-            "the failure rate on the flags the {law} law under-trains ({half}), {law} law - uniform law",
-        ),
-    ),
-    Claim(
-        "remedy_recalls_untrained_positions",
-        "paper: position shift (section 4.5)",
-        "paired difference (remedy - baseline, same shifted law) of the failure rate on the under-trained half",
-        FAILURE_RATE,
-        ("failure",),
-        vc.shift_settings(remedies=True),
-        vc.t_result(vc.shift_effect),
-        family=PAPER_VALIDATION,
-        kind=CLAIM,
-        rule=dec.Rule(
-            "less_than_zero",
-            "recall_margin",
-            "the failure rate on the flags the {law} law under-trains ({half}), remedy - baseline",
-        ),
-    ),
-    Claim(
-        "remedy_time_overhead",
-        "paper: overhead (sections 3.8, 4.5)",
-        "geometric mean over seeds of the time per step ratio",
-        "ratio",
-        ("train",),
-        oc.overhead_settings,
-        vc.t_result(oc.time_effect, log_scale=True),
-        log_axis=True,
-        family=PAPER_VALIDATION,
-        kind=CLAIM,
-        rule=dec.Rule("at_most", "overhead_ratio", "the remedy's {what} / its baseline's"),
-    ),
-    Claim(
-        "remedy_memory_overhead",
-        "paper: overhead (sections 3.8, 4.5)",
-        "geometric mean over seeds of the peak memory ratio",
-        "ratio",
-        ("train",),
-        oc.overhead_settings,
-        vc.t_result(oc.memory_effect, log_scale=True),
-        log_axis=True,
-        family=PAPER_VALIDATION,
-        kind=CLAIM,
-        rule=dec.Rule("at_most", "overhead_ratio", "the remedy's {what} / its baseline's"),
-    ),
-    Claim(
-        "penalty_strength_lowers_its_target",
-        "paper: ablation over strength (section 4.5)",
-        "per-seed slope of the log target imbalance on strength / the largest strength (baseline = 0)",
-        LOG_RATIO,
-        ("failure", "metrics"),
-        vc.ladder_settings,
-        vc.t_result(vc.strength_effect),
-        family=PAPER_VALIDATION,
-        kind=CLAIM,
-        rule=dec.Rule(
-            "less_than_zero",
-            "log_ratio_margin",
-            "the fitted change of log {target} from no penalty to {key} = {top:g}",
-        ),
-    ),
+    # The paper's validation protocol (section 4.5) on trained runs (docs/validation.md).
+    *validation_rows.CLAIMS,
     # The families declared beside their statistics, each module's CLAIMS in the table's order:
     # the retrieval stage (docs/retrieval.md, family "retrieval"); the sequence-length study (docs/length.md);
     # influence predicts failure (the blog's middle link, its own family, and the across-arms claim outside it);

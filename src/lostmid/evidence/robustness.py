@@ -11,8 +11,11 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
+from lostmid.evidence import decisions as dec
 from lostmid.evidence import statistics as st
 from lostmid.evidence.blog_claims import (
+    POSITION_EFFECT_RULE,
+    PREFERENCE_RULE,
     debiased_has_less_position_preference,
     debiased_preference_settings,
     failure_rises_with_position,
@@ -22,7 +25,6 @@ from lostmid.evidence.blog_claims import (
     not_reached,
     slopes_at,
 )
-from lostmid.evidence.fit_checks import verdict_of
 from lostmid.evidence.inputs import DECIDED, Estimate, Inputs, NotRun, Setting, over_units, rows_of
 from lostmid.evidence.settings import EvidenceSettings
 from lostmid.tables.summaries import accuracy_per_checkpoint
@@ -30,11 +32,25 @@ from lostmid.tables.summaries import accuracy_per_checkpoint
 # ============================================= blog (a) and (e) with the model-free statistic (estimator robustness)
 
 
-def _agreement(based: Estimate, based_claim: str, own: Estimate, own_claim: str, ev: EvidenceSettings) -> Estimate:
-    """``own`` with the model-based row's verdict beside its own in the note, and whether they differ."""
+# The model-free rows' rules, declared with their rows (registry.CLAIMS).
+MODEL_FREE_POSITION_RULE = dec.Rule(
+    "greater_than_zero", "preference_margin", "the late minus early failure rate at mid-training"
+)
+MODEL_FREE_PREFERENCE_RULE = dec.Rule(
+    "less_than_zero",
+    "preference_margin",
+    "the difference (debiased - baseline) of the late minus early failure rate, each at its own mid-training",
+)
+
+
+def _agreement(
+    based: Estimate, based_rule: dec.Rule, own: Estimate, own_rule: dec.Rule, ev: EvidenceSettings
+) -> Estimate:
+    """``own`` with the model-based row's verdict (by ``based_rule``) beside its own in the note, and whether
+    they differ."""
     if based.status != DECIDED:
         return replace(own, note="the model-based row has no verdict to compare")
-    first, second = verdict_of(based_claim, based, ev), verdict_of(own_claim, own, ev)
+    first, second = dec.verdict_by(based_rule, based.interval, ev), dec.verdict_by(own_rule, own.interval, ev)
     words = "the two verdicts agree" if first == second else "THE TWO VERDICTS DIFFER"
     i = based.interval
     return replace(
@@ -59,7 +75,7 @@ def failure_rises_with_position_model_free(inputs: Inputs, ev: EvidenceSettings,
         f"per-seed failure rate on late flags (p > 1/2) minus early (p < 1/2) at step {step}",
     )
     based = failure_rises_with_position(inputs, ev, s)
-    return _agreement(based, "failure_rises_with_position", own, "failure_rises_with_position_model_free", ev)
+    return _agreement(based, POSITION_EFFECT_RULE, own, MODEL_FREE_POSITION_RULE, ev)
 
 
 def debiased_has_less_position_preference_model_free(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
@@ -78,9 +94,7 @@ def debiased_has_less_position_preference_model_free(inputs: Inputs, ev: Evidenc
         "per-seed late (p > 1/2) minus early (p < 1/2) failure rate, each arm at its own mid-training",
     )
     based = debiased_has_less_position_preference(inputs, ev, s)
-    return _agreement(
-        based, "debiased_has_less_position_preference", own, "debiased_has_less_position_preference_model_free", ev
-    )
+    return _agreement(based, PREFERENCE_RULE, own, MODEL_FREE_PREFERENCE_RULE, ev)
 
 
 # ========================================== matched accuracy by interpolation between checkpoints

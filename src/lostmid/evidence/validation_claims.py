@@ -33,7 +33,6 @@ from lostmid.core.density import imbalance
 from lostmid.evidence import decisions as dec
 from lostmid.evidence import statistics as st
 from lostmid.evidence.blog_claims import mean_accuracy_at, mid_training_step
-from lostmid.evidence.fit_checks import verdict_of
 from lostmid.evidence.inputs import (
     Estimate,
     Inputs,
@@ -288,6 +287,14 @@ def shift_settings(remedies: bool):
     return settings
 
 
+# The rule of the check that the shift bites (flag_shift_raises_untrained_failure), which gates the remedies' rows.
+SHIFT_BITES = dec.Rule(
+    "greater_than_zero",
+    "recall_margin",
+    "the failure rate on the flags the {law} law under-trains ({half}), {law} law - uniform law",
+)
+
+
 def shift_not_evaluable(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> str | None:
     """Why a remedy's position-shift row cannot be decided (None: it can): the shift must bite first,
     i.e. the baseline trained on the same shifted law must fail its under-trained flags more than its
@@ -299,7 +306,7 @@ def shift_not_evaluable(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> str
     # The check's own row, as flag_shift_raises_untrained_failure computes it.
     check = t_result(shift_effect)(inputs, ev, replace(s, variant=s.reference, reference=uniform, not_evaluable=None))
     i = check.interval
-    found = verdict_of("flag_shift_raises_untrained_failure", check, ev)
+    found = dec.verdict_by(SHIFT_BITES, i, ev, check.terms)
     if found == dec.SUPPORTED:
         return None
     return (
