@@ -1029,6 +1029,21 @@ def test_a_row_with_fewer_seeds_than_the_runs_plan_is_a_pilot_and_not_decided():
     assert pilot["method"].startswith("pilot: 3 seeds, fewer than the run's plan of 8")
     assert pilot["verdict"] == "inconclusive" and pilot["estimate"] == decided["estimate"]
     assert pilot["rule"].startswith("No verdict: a pilot")
+    assert (decided["status"], pilot["status"]) == ("decided", "pilot")
+
+
+def test_every_row_has_a_status_from_the_closed_set_and_the_method_begins_with_it():
+    """The status column is set where a row is made; a row without a verdict is inconclusive and its method
+    begins with the status in words (never read back from the method)."""
+    from lostmid.evidence.inputs import STATUS_WORDS, STATUSES
+
+    table = failure_table("baseline", {0: CHANCE, 100: CHANCE}, seeds=[0, 1, 2], rng=np.random.default_rng(0))
+    rows = claims.evidence_table(claims.Inputs(variants=VARIANTS, model=MODEL, failure=table), EV)
+    assert set(rows.status) <= set(STATUSES) and {"not_run", "not_evaluable"} <= set(rows.status)
+    undecided = rows[rows.status != "decided"]
+    assert (undecided.verdict == "inconclusive").all()
+    assert all(m.startswith(STATUS_WORDS[s]) for m, s in zip(undecided.method, undecided.status))
+    assert list(rows.columns) == claims.COLUMNS + ["log_axis"] and "status" in claims.COLUMNS
 
 
 def test_matched_accuracy_interpolates_each_seed_to_where_its_own_accuracy_crosses_the_level():

@@ -67,6 +67,7 @@ COLUMNS = [
     "ci_high",
     "n_seeds",
     "method",
+    "status",
     "verdict",
     "rule",
     "rule_kind",
