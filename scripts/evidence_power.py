@@ -32,8 +32,8 @@ from pathlib import Path
 import pandas as pd
 
 from lostmid.config import load, settings_from_section
-from lostmid.evidence import blog_claims as claims
 from lostmid.evidence import decisions as dec
+from lostmid.evidence import readings as claims
 from lostmid.evidence import statistics as st
 from lostmid.evidence.inputs import Setting, rows_of, runs_of
 from lostmid.evidence.settings import EvidenceSettings

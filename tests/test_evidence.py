@@ -16,7 +16,7 @@ from lostmid.cli.main import main
 from lostmid.config import settings_from_section
 from lostmid.core import task
 from lostmid.errors import ConfigError
-from lostmid.evidence import blog_claims, claims, decisions, robustness, statistics
+from lostmid.evidence import blog_claims, claims, decisions, readings, robustness, statistics
 from lostmid.evidence.inputs import over_units
 from lostmid.evidence.settings import EvidenceSettings
 
@@ -242,7 +242,7 @@ def test_late_recall_at_the_baselines_mid_training_is_reported_with_the_speed_as
     table = pd.concat([base, chance])
     (row,) = run_claim("debiased_trains_faster", failure=table, bias_summary=FLATTENED)
     assert row["verdict"] == "contradicted"
-    late = blog_claims.late_failure_per_seed(table, "debiased", 16, 2, 100) - blog_claims.late_failure_per_seed(
+    late = readings.late_failure_per_seed(table, "debiased", 16, 2, 100) - readings.late_failure_per_seed(
         table, "baseline", 16, 2, 100
     )
     assert (late > 0).all()
@@ -978,12 +978,12 @@ def test_the_model_free_preference_is_late_minus_early_failure_and_has_no_model_
     # logit(failure) = -6 + 8p: no early flag fails at the rounded counts, some late ones do (a logistic
     # slope separates there); the model-free statistic is finite and positive, and a flat curve gives 0
     table = failure_table("baseline", {100: (-6.0, 8.0), 200: (0.0, 0.0)}, seeds=[0, 1])
-    preference = blog_claims.late_minus_early_failure_per_seed(table, "baseline", 16, 2, 100)
+    preference = readings.late_minus_early_failure_per_seed(table, "baseline", 16, 2, 100)
     part = table[(table.step == 100) & (table.seed == 0)]
     late, early = part[part.p > 0.5], part[part.p < 0.5]
     expected = late.failures.sum() / late.n.sum() - early.failures.sum() / early.n.sum()
     assert list(preference.index) == [0, 1] and preference[0] == pytest.approx(expected) and expected > 0.2
-    assert (blog_claims.late_minus_early_failure_per_seed(table, "baseline", 16, 2, 200) == 0).all()
+    assert (readings.late_minus_early_failure_per_seed(table, "baseline", 16, 2, 200) == 0).all()
 
 
 def test_a_and_e_are_reported_with_the_model_free_statistic_too_and_say_where_the_verdicts_differ():

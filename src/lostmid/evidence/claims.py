@@ -43,7 +43,6 @@ from types import SimpleNamespace
 import pandas as pd
 
 from lostmid.evidence import decisions as dec
-from lostmid.evidence.blog_claims import mid_training_step
 from lostmid.evidence.deviations import deviations_of, first_written
 from lostmid.evidence.inputs import (
     CHECK,
@@ -62,6 +61,7 @@ from lostmid.evidence.inputs import (
     Setting,
     no_estimate,
 )
+from lostmid.evidence.readings import mid_training_step
 from lostmid.evidence.registry import CLAIMS, CLAIMS_BY_NAME
 from lostmid.evidence.report import estimate_words, verdict_words
 from lostmid.evidence.settings import EvidenceSettings

@@ -26,7 +26,6 @@ from scipy import stats
 
 from lostmid.evidence import decisions as dec
 from lostmid.evidence import statistics as st
-from lostmid.evidence.blog_claims import late_minus_early_failure_per_seed, mid_training_step, not_reached
 from lostmid.evidence.inputs import (
     CLAIM,
     Claim,
@@ -39,6 +38,7 @@ from lostmid.evidence.inputs import (
     rows_of,
     runs_of,
 )
+from lostmid.evidence.readings import late_minus_early_failure_per_seed, mid_training_step, not_reached
 from lostmid.evidence.settings import EvidenceSettings
 
 INFLUENCE_FAILURE = "influence predicts failure"  # the family of these rows (Claim.family)

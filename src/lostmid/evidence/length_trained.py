@@ -15,9 +15,9 @@ import pandas as pd
 from scipy import stats
 
 from lostmid.evidence import statistics as st
-from lostmid.evidence.blog_claims import late_minus_early_failure_per_seed, mid_training_step, slopes_at
 from lostmid.evidence.fit_checks import fit_not_evaluable
 from lostmid.evidence.inputs import Estimate, Inputs, NotEvaluable, NotRun, Setting, over_units, runs_of
+from lostmid.evidence.readings import late_minus_early_failure_per_seed, mid_training_step, slopes_at
 from lostmid.evidence.settings import EvidenceSettings
 
 

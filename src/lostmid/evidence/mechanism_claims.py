@@ -23,12 +23,6 @@ from lostmid.evidence.blog_claims import (
     SPEED_RULE,
     debiased_has_less_position_preference,
     debiased_trains_faster,
-    late_minus_early_failure_per_seed,
-    mean_accuracy_at,
-    mid_training_step,
-    never_learns,
-    not_reached,
-    training_speed_per_seed,
 )
 from lostmid.evidence.fit_checks import FIT_CHECKS, fit_not_evaluable, fit_rows, gate
 from lostmid.evidence.inputs import (
@@ -46,6 +40,14 @@ from lostmid.evidence.inputs import (
     over_units,
     pair_settings,
     runs_of,
+)
+from lostmid.evidence.readings import (
+    late_minus_early_failure_per_seed,
+    mean_accuracy_at,
+    mid_training_step,
+    never_learns,
+    not_reached,
+    training_speed_per_seed,
 )
 from lostmid.evidence.settings import EvidenceSettings
 from lostmid.tables.summaries import accuracy_per_checkpoint

@@ -19,13 +19,15 @@ from lostmid.evidence.blog_claims import (
     debiased_has_less_position_preference,
     debiased_preference_settings,
     failure_rises_with_position,
+)
+from lostmid.evidence.inputs import DECIDED, Estimate, Inputs, NotRun, Setting, over_units, rows_of
+from lostmid.evidence.readings import (
     late_minus_early_failure_per_seed,
     mean_accuracy_at,
     mid_training_step,
     not_reached,
     slopes_at,
 )
-from lostmid.evidence.inputs import DECIDED, Estimate, Inputs, NotRun, Setting, over_units, rows_of
 from lostmid.evidence.settings import EvidenceSettings
 from lostmid.tables.summaries import accuracy_per_checkpoint
 

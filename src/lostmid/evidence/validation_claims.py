@@ -6,7 +6,7 @@ Where a measure carries signal. Once a model has learned the task its loss gradi
 with it the loss-gradient density: at the last checkpoint per-seed E_inf ratios spread over orders
 of magnitude. The primary reading compares each arm at its *own* mid-training checkpoint (the
 first checkpoint where its mean evaluation accuracy over seeds reaches ``evidence.mid_accuracy``,
-``blog_claims.mid_training_step``): both arms at the same task accuracy, neither loss collapsed,
+``readings.mid_training_step``): both arms at the same task accuracy, neither loss collapsed,
 and a remedy that learns more slowly is not compared with a baseline that has already finished.
 It reads the quantity each algorithm penalizes (Algorithm 1: the loss-gradient density;
 Algorithm 3: the observability trace density). The last common checkpoint is reported beside it
@@ -32,7 +32,6 @@ import pandas as pd
 from lostmid.core.density import imbalance
 from lostmid.evidence import decisions as dec
 from lostmid.evidence import statistics as st
-from lostmid.evidence.blog_claims import mean_accuracy_at, mid_training_step
 from lostmid.evidence.inputs import (
     Estimate,
     Inputs,
@@ -45,6 +44,7 @@ from lostmid.evidence.inputs import (
     runs_of,
 )
 from lostmid.evidence.paper_claims import log_metric
+from lostmid.evidence.readings import mean_accuracy_at, mid_training_step
 from lostmid.evidence.robustness import at_matched_accuracy
 from lostmid.evidence.settings import EvidenceSettings
 from lostmid.tables.summaries import accuracy_per_checkpoint
