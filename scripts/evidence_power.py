@@ -32,8 +32,8 @@ from pathlib import Path
 import pandas as pd
 
 from lostmid.config import load, settings_from_section
-from lostmid.evidence import blog_claims as claims
 from lostmid.evidence import decisions as dec
+from lostmid.evidence import readings as claims
 from lostmid.evidence import statistics as st
 from lostmid.evidence.inputs import Setting, rows_of, runs_of
 from lostmid.evidence.settings import EvidenceSettings
@@ -115,11 +115,11 @@ def validation_plan(results: str, config_files, ev: EvidenceSettings) -> None:
             except NotRun as why:
                 print(f"  not run: {why}")
                 continue
-            margin = math.log(per.rule.margin) if claim.compute.log_scale else per.rule.margin
+            rule = claim.rule.build(ev, per.terms)
+            margin = math.log(rule.margin) if claim.compute.log_scale else rule.margin
             print(
-                f"  {per.method}\n  per seed {per.values.round(3).tolist()}\n  {per.rule.kind}: "
-                f"{plan(per.values.to_numpy(), per.rule.kind, margin, ev)}"
-                + (f"\n  note: {per.note}" if per.note else "")
+                f"  {per.method}\n  per seed {per.values.round(3).tolist()}\n  {rule.kind}: "
+                f"{plan(per.values.to_numpy(), rule.kind, margin, ev)}" + (f"\n  note: {per.note}" if per.note else "")
             )
     verdicts = pd.concat(
         [pd.DataFrame(evaluate_claim(c, inputs, ev)) for c in CLAIMS if getattr(c.compute, "effect", None)]

@@ -27,8 +27,8 @@ from evidence_power import planning_distance  # noqa: E402
 
 from lostmid.config import load, settings_from_section  # noqa: E402
 from lostmid.evidence import decisions as dec  # noqa: E402
-from lostmid.evidence.blog_claims import late_minus_early_failure_per_seed, mid_training_step, slopes_at  # noqa: E402
 from lostmid.evidence.inputs import Inputs, runs_of  # noqa: E402
+from lostmid.evidence.readings import late_minus_early_failure_per_seed, mid_training_step, slopes_at  # noqa: E402
 from lostmid.evidence.settings import EvidenceSettings  # noqa: E402
 
 

@@ -12,6 +12,8 @@ import sys
 
 import pandas as pd
 
+from lostmid.evidence.report import NO_VERDICT, with_status
+
 COLUMNS = {
     "arm_flattens_trained_model_at_init": "trained model's E_inf at init, log(B / B = 0)",
     "arm_trains_faster": "(d) vs baseline",
@@ -25,14 +27,14 @@ COLUMNS = {
 
 
 def cell(row) -> str:
-    if row.method.startswith(("not run", "not evaluable")):
-        return "not evaluable" if row.method.startswith("not evaluable") else "not run"
+    if row.status in ("not_run", "not_evaluable"):
+        return NO_VERDICT[row.status]
     verdict = row.verdict + (f" / {row.adjusted_verdict}" if row.family_size else "")
     return f"{row.estimate:.3g} [{row.ci_low:.3g}, {row.ci_high:.3g}] {verdict}"
 
 
 def main(evidence_path: str, summary_path: str) -> None:
-    table = pd.read_parquet(evidence_path)
+    table = with_status(pd.read_parquet(evidence_path))
     summary = pd.read_parquet(summary_path)
     shape = summary.groupby("variant")[["c0", "lag_slope", "self_attention_init", "self_attention_init_b0"]].first()
     rows = table[table.claim.isin(COLUMNS)]

@@ -4,6 +4,7 @@ evaluation, the blog's initialization measure, and the command's error handling.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,8 @@ from lostmid.cli.main import main
 from lostmid.config import settings_from_section
 from lostmid.core import task
 from lostmid.errors import ConfigError
-from lostmid.evidence import blog_claims, claims, decisions, robustness, statistics
+from lostmid.evidence import blog_claims, claims, decisions, readings, robustness, statistics
+from lostmid.evidence.inputs import over_units
 from lostmid.evidence.settings import EvidenceSettings
 
 from conftest import REPO, model_config
@@ -240,7 +242,7 @@ def test_late_recall_at_the_baselines_mid_training_is_reported_with_the_speed_as
     table = pd.concat([base, chance])
     (row,) = run_claim("debiased_trains_faster", failure=table, bias_summary=FLATTENED)
     assert row["verdict"] == "contradicted"
-    late = blog_claims.late_failure_per_seed(table, "debiased", 16, 2, 100) - blog_claims.late_failure_per_seed(
+    late = readings.late_failure_per_seed(table, "debiased", 16, 2, 100) - readings.late_failure_per_seed(
         table, "baseline", 16, 2, 100
     )
     assert (late > 0).all()
@@ -642,8 +644,7 @@ def _fixed_claim(name: str, values, family="blog") -> claims.Claim:
     """A claim whose per-seed effects are ``values``: greater than zero, margin 0.5."""
 
     def compute(inputs, ev, s):
-        rule = decisions.DecisionRule("greater_than_zero", 0.5, ev.level)
-        return claims.Result(statistics.t_interval(values, ev.level), rule)
+        return over_units(statistics.Sample((values,), statistics.t_interval), ev.level)
 
     return claims.Claim(
         name,
@@ -655,6 +656,7 @@ def _fixed_claim(name: str, values, family="blog") -> claims.Claim:
         compute,
         family=family,
         kind=claims.CLAIM,
+        rule=decisions.Rule("greater_than_zero", 0.5),
     )
 
 
@@ -976,12 +978,12 @@ def test_the_model_free_preference_is_late_minus_early_failure_and_has_no_model_
     # logit(failure) = -6 + 8p: no early flag fails at the rounded counts, some late ones do (a logistic
     # slope separates there); the model-free statistic is finite and positive, and a flat curve gives 0
     table = failure_table("baseline", {100: (-6.0, 8.0), 200: (0.0, 0.0)}, seeds=[0, 1])
-    preference = blog_claims.late_minus_early_failure_per_seed(table, "baseline", 16, 2, 100)
+    preference = readings.late_minus_early_failure_per_seed(table, "baseline", 16, 2, 100)
     part = table[(table.step == 100) & (table.seed == 0)]
     late, early = part[part.p > 0.5], part[part.p < 0.5]
     expected = late.failures.sum() / late.n.sum() - early.failures.sum() / early.n.sum()
     assert list(preference.index) == [0, 1] and preference[0] == pytest.approx(expected) and expected > 0.2
-    assert (blog_claims.late_minus_early_failure_per_seed(table, "baseline", 16, 2, 200) == 0).all()
+    assert (readings.late_minus_early_failure_per_seed(table, "baseline", 16, 2, 200) == 0).all()
 
 
 def test_a_and_e_are_reported_with_the_model_free_statistic_too_and_say_where_the_verdicts_differ():
@@ -990,10 +992,12 @@ def test_a_and_e_are_reported_with_the_model_free_statistic_too_and_say_where_th
     (row,) = run_claim("failure_rises_with_position_model_free", failure=table)
     assert row["verdict"] == "supported" and row["ci_low"] > 0.05 and "the two verdicts agree" in row["note"]
     # Where the logistic slope is decided and the model-free difference is not, the row says so.
-    slope_rule = decisions.DecisionRule("greater_than_zero", 0.5)
-    free_rule = decisions.DecisionRule("greater_than_zero", 0.05)
-    based = claims.Result(statistics.Interval(1.0, 0.5, 1.5, 24, "t"), slope_rule)
-    note = robustness._agreement(based, statistics.Interval(0.01, -0.02, 0.04, 24, "t"), free_rule)
+    based = claims.Estimate(statistics.Interval(1.0, 0.5, 1.5, 24, "t"))
+    free = claims.Estimate(statistics.Interval(0.01, -0.02, 0.04, 24, "t"))
+    ev = replace(EV, slope_margin=0.5, preference_margin=0.05)
+    note = robustness._agreement(
+        based, blog_claims.POSITION_EFFECT_RULE, free, robustness.MODEL_FREE_POSITION_RULE, ev
+    ).note
     assert "supported" in note and "contradicted" in note and "THE TWO VERDICTS DIFFER" in note
 
 
@@ -1025,6 +1029,21 @@ def test_a_row_with_fewer_seeds_than_the_runs_plan_is_a_pilot_and_not_decided():
     assert pilot["method"].startswith("pilot: 3 seeds, fewer than the run's plan of 8")
     assert pilot["verdict"] == "inconclusive" and pilot["estimate"] == decided["estimate"]
     assert pilot["rule"].startswith("No verdict: a pilot")
+    assert (decided["status"], pilot["status"]) == ("decided", "pilot")
+
+
+def test_every_row_has_a_status_from_the_closed_set_and_the_method_begins_with_it():
+    """The status column is set where a row is made; a row without a verdict is inconclusive and its method
+    begins with the status in words (never read back from the method)."""
+    from lostmid.evidence.inputs import STATUS_WORDS, STATUSES
+
+    table = failure_table("baseline", {0: CHANCE, 100: CHANCE}, seeds=[0, 1, 2], rng=np.random.default_rng(0))
+    rows = claims.evidence_table(claims.Inputs(variants=VARIANTS, model=MODEL, failure=table), EV)
+    assert set(rows.status) <= set(STATUSES) and {"not_run", "not_evaluable"} <= set(rows.status)
+    undecided = rows[rows.status != "decided"]
+    assert (undecided.verdict == "inconclusive").all()
+    assert all(m.startswith(STATUS_WORDS[s]) for m, s in zip(undecided.method, undecided.status))
+    assert list(rows.columns) == claims.COLUMNS + ["log_axis"] and "status" in claims.COLUMNS
 
 
 def test_matched_accuracy_interpolates_each_seed_to_where_its_own_accuracy_crosses_the_level():

@@ -13,7 +13,7 @@ from lostmid.analysis.settings import FitSettings, LengthSettings
 from lostmid.config import settings_from_section
 from lostmid.errors import ConfigError
 from lostmid.evidence import length_claims as lc
-from lostmid.evidence.decisions import CONTRADICTED, SUPPORTED, verdict
+from lostmid.evidence.decisions import CONTRADICTED, SUPPORTED, verdict_by
 from lostmid.evidence.inputs import Inputs
 from lostmid.evidence.length_trained import arm
 from lostmid.evidence.settings import EvidenceSettings
@@ -57,8 +57,7 @@ def init_table(profile) -> pd.DataFrame:
 
 def decide(claim, inputs) -> str:
     (setting,) = [s for s in claim.settings(inputs, EV) if s.residual is False][:1]
-    result = claim.compute(inputs, EV, setting)
-    return verdict(result.interval.low, result.interval.high, result.rule)
+    return verdict_by(claim.rule, claim.compute(inputs, EV, setting).interval, EV)
 
 
 def inputs_with(**tables) -> Inputs:

@@ -10,7 +10,8 @@ import torch
 from test_evidence import CHANCE, EV, MODEL, failure_table, summary_table
 
 from lostmid.evidence import claims
-from lostmid.evidence.mechanism_claims import MECHANISM, MECHANISM_CLAIMS
+from lostmid.evidence.mechanism_claims import CLAIMS as MECHANISM_CLAIMS
+from lostmid.evidence.mechanism_claims import MECHANISM
 
 FIT = {"remedy": {"kind": "bias", "fit": {"target": "output_jacobian"}}}
 VARIANTS = {

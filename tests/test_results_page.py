@@ -26,6 +26,7 @@ def row(claim, source, setting, estimate, verdict, n_seeds=0, L=16, depth=4, kin
         "claim": claim,
         "kind": kind,
         "method": "t over seeds",
+        "status": "decided",
         "verdict_as_first_written": "",
         "deviations": "",
         "source": source,
@@ -51,6 +52,7 @@ def test_the_summary_gives_each_claim_of_the_blog_in_its_own_setting_every_readi
             {
                 **row("debiased_trains_faster", "blog (d)", "debiased vs baseline", math.nan, "inconclusive"),
                 "method": "not evaluable: the fit did not flatten",
+                "status": "not_evaluable",
             },
             row("debiased_trains_faster", "blog (d)", "debiased_literal vs baseline", 0.01, "inconclusive", 24),
             row(
@@ -110,6 +112,7 @@ def test_the_headline_is_one_line_per_claim_family_naming_its_contradicted_rows_
                 ),
                 "family": "blog",
                 "method": "not evaluable: the fit did not flatten",
+                "status": "not_evaluable",
             },
             {
                 **row("debiased_trains_faster", "blog (d)", "literal vs baseline", 0.03, "contradicted", 24),
@@ -128,6 +131,7 @@ def test_the_headline_is_one_line_per_claim_family_naming_its_contradicted_rows_
                 **row("length_e_inf_grows", "blog", "-", math.nan, "inconclusive"),
                 "family": "length",
                 "method": "not run",
+                "status": "not_run",
             },
         ]
     )

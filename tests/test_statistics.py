@@ -395,11 +395,31 @@ def test_rules_need_a_margin_fixed_in_advance_and_say_it_in_words():
         rule.margin = 1.0  # frozen: a rule cannot be moved after the fact
 
 
-def test_claim_row_carries_the_interval_the_verdict_and_the_rule():
-    rule = D.DecisionRule("greater_than_zero", 0.5)
-    row = D.claim_row(S.t_interval([1.0, 1.2, 0.9, 1.1]), rule)
-    assert set(row) == {"estimate", "ci_low", "ci_high", "n_seeds", "method", "verdict", "rule"}
-    assert (row["n_seeds"], row["verdict"], row["rule"]) == (4, D.SUPPORTED, rule.words)
+def test_decide_builds_the_declared_rule_from_the_settings_and_takes_the_family_level_from_the_sample():
+    from types import SimpleNamespace
+
+    from lostmid.evidence.inputs import Estimate
+
+    ev = SimpleNamespace(level=0.95, slope_margin=0.5)
+    rule = D.Rule("greater_than_zero", "slope_margin", "the slope at step {step}")
+    values = np.array([0.1, 0.9, 0.5, 1.4, 0.3, 1.1])
+    sample = S.Sample((values,), S.t_interval)
+    estimate = Estimate(sample.at(0.95), sample=sample, terms={"step": 100})
+    decision = D.decide(rule, estimate, ev)
+    assert decision.rule == D.DecisionRule("greater_than_zero", 0.5, 0.95, "the slope at step 100")
+    assert (decision.verdict, decision.words) == (D.SUPPORTED, decision.rule.words)
+    assert (decision.adjusted_low, decision.adjusted_verdict) == (estimate.interval.low, D.SUPPORTED)
+    family = D.decide(rule, estimate, ev, family_size=3)
+    wider = S.t_interval(values, 1 - 0.05 / 3)
+    assert (family.adjusted_level, family.adjusted_low, family.adjusted_high) == (
+        wider.n and 1 - 0.05 / 3,
+        wider.low,
+        wider.high,
+    )
+    assert family.verdict == D.SUPPORTED and family.adjusted_verdict == D.INCONCLUSIVE
+    pilot = D.decide(rule, estimate, ev, status="pilot")
+    assert pilot.verdict == D.INCONCLUSIVE and pilot.words.startswith("No verdict: a pilot")
+    assert D.Rule("at_most", "slope_margin", factor=-1).margin_in(ev) == -0.5
 
 
 # --------------------------------------------------------------------------- how many seeds

@@ -80,10 +80,15 @@ def interval(values: np.ndarray, level: float) -> tuple:
         return intervals.interval(values, level)
 
 
+def auc_draws(rows: pd.DataFrame, column: str, resamples: int, seed: int) -> np.ndarray:
+    """(1 + B,) AUC of success on ``column``: the estimate (draw 0), then one per bootstrap draw of the windows."""
+    weights = window_weights(rows.window.to_numpy(), resamples, seed)
+    return auc(rows.success.to_numpy(), rows[column].to_numpy(), weights)
+
+
 def auc_interval(rows: pd.DataFrame, column: str, resamples: int, seed: int, level: float) -> tuple:
     """(estimate, lo, hi) of the AUC of success on ``column`` over window draws."""
-    weights = window_weights(rows.window.to_numpy(), resamples, seed)
-    return interval(auc(rows.success.to_numpy(), rows[column].to_numpy(), weights), level)
+    return interval(auc_draws(rows, column, resamples, seed), level)
 
 
 def spearman_interval(rows: pd.DataFrame, column: str, resamples: int, seed: int, level: float) -> tuple:

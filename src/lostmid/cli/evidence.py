@@ -103,7 +103,9 @@ def evidence(args):
     if args.table:
         import pandas as pd
 
-        table = pd.read_parquet(args.table)
+        from lostmid.evidence.report import with_status
+
+        table = with_status(pd.read_parquet(args.table))
         if args.claims_matching:
             table = table[table.claim.str.contains(args.claims_matching, regex=True)]
         show(claims.markdown(table), args.into)

@@ -24,9 +24,10 @@ def report_front(args):
     import pandas as pd
 
     from lostmid import io
+    from lostmid.evidence.report import with_status
     from lostmid.front import front_html
 
-    evidence = pd.read_parquet(args.evidence) if args.evidence else None
+    evidence = with_status(pd.read_parquet(args.evidence)) if args.evidence else None
     findings = args.findings.read_text() if args.findings else None
     stamp = None
     if args.manifest and args.manifest.exists():

@@ -141,10 +141,12 @@ def cost_section(results: Path) -> str:
 
 
 def _evidence(results: Path):
+    from lostmid.evidence.report import with_status
+
     evidence = _table(results, "evidence")
     if evidence is None:
         raise ConfigError(f"{results}/evidence has no evidence table; is {results} a finished run?")
-    return evidence
+    return with_status(evidence)
 
 
 def beside_section(evidence, label: str, beside: list[str]) -> list[str]:

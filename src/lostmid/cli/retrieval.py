@@ -121,10 +121,11 @@ def retrieval_tables(args):
         import pandas as pd
 
         from lostmid.evidence.claims import markdown as evidence_markdown
+        from lostmid.evidence.report import with_status
 
         text += (
             "\nThe claims (`lostmid evidence --markdown --table results/evidence/retrieval.parquet`; rules: "
-            "above):\n\n" + evidence_markdown(pd.read_parquet(evidence))
+            "above):\n\n" + evidence_markdown(with_status(pd.read_parquet(evidence)))
         )
     if args.into:
         io.write_between_markers(args.into, *PAGE_MARKERS, "\n" + text + "\n")

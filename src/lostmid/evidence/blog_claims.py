@@ -4,7 +4,6 @@ position preference, one row per reading of the fix (bias variant)."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 from typing import NamedTuple
 
@@ -15,73 +14,56 @@ from lostmid.evidence import decisions as dec
 from lostmid.evidence import statistics as st
 from lostmid.evidence.fit_checks import fit_not_evaluable, fit_rows, gate
 from lostmid.evidence.inputs import (
+    Estimate,
     EvidenceError,
     Inputs,
     NotRun,
-    Result,
     Setting,
     deterministic,
-    last_common_step,
+    over_units,
     pair_settings,
-    rows_of,
     runs_of,
 )
+from lostmid.evidence.readings import (
+    late_failure_per_seed,
+    mean_accuracy_at,
+    mid_training_step,
+    never_learns,
+    not_reached,
+    slopes_at,
+    training_speed_per_seed,
+)
 from lostmid.evidence.settings import EvidenceSettings
-from lostmid.tables.summaries import accuracy_per_checkpoint
 
 
-def mid_training_step(
-    failure: pd.DataFrame, variant: str, L: int, depth: int, level: float
-) -> tuple[int | None, float]:
-    """The "mid-training" checkpoint of ``variant`` at (L, depth), by the rule fixed in the config.
-
-    The first checkpoint after step 0, among those every seed has, at which the mean over seeds
-    of the evaluation accuracy (balanced set, all flag positions pooled) is at least ``level``
-    (``evidence.mid_accuracy``). Returns (step or None when no checkpoint reaches it, the best
-    mean accuracy seen).
-    """
-    part = rows_of(accuracy_per_checkpoint(failure), "failure", variant, L, depth)
-    seeds = part.seed.nunique()
-    per_step = part.groupby("step").agg(mean=("accuracy", "mean"), seeds=("seed", "nunique"))
-    per_step = per_step[(per_step.index > 0) & (per_step.seeds == seeds)]
-    if per_step.empty:
-        raise NotRun(f"{variant} at L {L}, depth {depth} has no checkpoint after step 0 common to all seeds")
-    reached = per_step.index[per_step["mean"] >= level]
-    return (int(reached[0]) if len(reached) else None), float(per_step["mean"].max())
-
-
-def slopes_at(failure: pd.DataFrame, variant: str, L: int, depth: int, step: int) -> pd.Series:
-    return st.per_seed_slopes(rows_of(failure, "failure", variant, L, depth, step)).set_index("seed")["slope"]
-
-
-def _slope_rule(ev: EvidenceSettings, kind: str, quantity: str) -> dec.DecisionRule:
-    return dec.DecisionRule(kind, ev.slope_margin, ev.level, quantity)
-
-
-def slope_at_mid_training(inputs: Inputs, ev: EvidenceSettings, s: Setting, rule) -> Result:
+def slope_at_mid_training(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
     """Per-seed logistic slopes of failure on p at the variant's own mid-training checkpoint,
-    and their Student t interval over seeds (a "not evaluable" result when it never gets there)."""
+    and their Student t interval over seeds (a "not evaluable" estimate when it never gets there)."""
     step, best = mid_training_step(inputs.failure, s.variant, s.L, s.depth, ev.mid_accuracy)
     if step is None:
-        return Result(_not_reached(s.variant, best, ev), rule)
+        return not_reached(s.variant, best, ev)
     slopes = slopes_at(inputs.failure, s.variant, s.L, s.depth, step)
-    interval = st.t_interval(slopes.to_numpy(), ev.level)
-    return Result(
-        interval._replace(method=f"per-seed binomial logistic slope (Haldane +0.5) at step {step}; {interval.method}"),
-        rule,
+    return over_units(
+        st.Sample((slopes.to_numpy(),), st.t_interval),
+        ev.level,
+        f"per-seed binomial logistic slope (Haldane +0.5) at step {step}",
         f"mid-training = first checkpoint with mean accuracy >= {ev.mid_accuracy:g} (best {best:.3f})",
     )
 
 
-def _not_reached(variant: str, best: float, ev: EvidenceSettings) -> st.Interval:
-    return st.Interval(
-        math.nan,
-        math.nan,
-        math.nan,
-        0,
-        f"not evaluable: mid-training undefined, {variant}'s mean evaluation accuracy never reached "
-        f"{ev.mid_accuracy:g} (best {best:.3f})",
-    )
+# The rules of (a), (d) and (e), declared with their rows (registry.CLAIMS) and shared by the controls' rows
+# (mechanism_claims) and the model-free rows' notes (robustness).
+POSITION_EFFECT_RULE = dec.Rule("greater_than_zero", "slope_margin", "the slope of logit(failure) on p at mid-training")
+PREFERENCE_RULE = dec.Rule(
+    "less_than_zero",
+    "slope_margin",
+    "the difference (debiased - baseline) of the slope of logit(failure) on p, each at its own mid-training checkpoint",
+)
+SPEED_RULE = dec.Rule(
+    "less_than_zero",
+    "speed_margin",
+    "the difference (debiased - baseline) of the mean failure rate over training",
+)
 
 
 # =========================================================================== blog (a): failure rises with position
@@ -99,7 +81,7 @@ def baseline_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
     return found
 
 
-def failure_rises_with_position(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+def failure_rises_with_position(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
     """Blog (a): mid-training, failure rises with the flag position (baseline).
 
     Per seed: slope b of the binomial GLM logit(failure) = a + b p at the mid-training
@@ -107,8 +89,7 @@ def failure_rises_with_position(inputs: Inputs, ev: EvidenceSettings, s: Setting
     zero, margin ``slope_margin`` (contradicted when the interval excludes every slope as
     large as the margin).
     """
-    rule = _slope_rule(ev, "greater_than_zero", "the slope of logit(failure) on p at mid-training")
-    return slope_at_mid_training(inputs, ev, s, rule)
+    return slope_at_mid_training(inputs, ev, s)
 
 
 # ======================================================================= blog (b): influence at init grows with depth
@@ -139,18 +120,10 @@ def _first_over_last(sweep: pd.DataFrame, column: str, depth: int) -> pd.Series:
     return np.log10(ratio)
 
 
-def _growth(inputs: Inputs, ev: EvidenceSettings, column: str, power: int, what: str) -> Result:
+def _growth(inputs: Inputs, ev: EvidenceSettings, column: str, power: int) -> Estimate:
     sweep = inputs.init_sweep
     deep = _first_over_last(sweep, column, ev.init_depth)
     shallow = _first_over_last(sweep, column, 1)
-    interval = st.paired_difference(deep, shallow, st.t_interval, level=ev.level)
-    rule = dec.DecisionRule(
-        "greater_than_zero",
-        ev.init_growth_margin if power == 1 else ev.density_growth_margin,
-        ev.level,
-        f"the orders of magnitude (log10) by which the first token's {what} over the last's grows "
-        f"from depth 1 to depth {ev.init_depth}",
-    )
     at_depth = float(deep.mean())
     blog = ev.blog_init_orders * (2 if power == 2 else 1)
     note = (
@@ -160,24 +133,23 @@ def _growth(inputs: Inputs, ev: EvidenceSettings, column: str, power: int, what:
         + (f" (~10^{blog:g} squared)" if power == 2 else "")
         + f"; here L = {int(sweep.position.max())}, d = {inputs.model.get('d_model', '?')}"
     )
-    return Result(
-        interval._replace(
-            method=f"per init seed, log10 ratio at depth {ev.init_depth} minus at depth 1; {interval.method}"
-        ),
-        rule,
+    return over_units(
+        st.Sample((deep, shallow), st.paired_t),
+        ev.level,
+        f"per init seed, log10 ratio at depth {ev.init_depth} minus at depth 1",
         note,
     )
 
 
-def first_token_jacobian_grows_with_depth(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+def first_token_jacobian_grows_with_depth(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
     """Blog (b), in the blog's own measure: without the residual path, at initialization, the first
     token's E||d logits_L / d x_1|| (power 1) over the last token's grows with depth."""
-    return _growth(inputs, ev, "output_jacobian", 1, "output-Jacobian norm E||d logits_L/d x_j||")
+    return _growth(inputs, ev, "output_jacobian", 1)
 
 
-def first_token_density_grows_with_depth(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+def first_token_density_grows_with_depth(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
     """Blog (b), in our measure: the same with the squared loss-gradient density m_j."""
-    return _growth(inputs, ev, "density", 2, "influence density m_j (squared loss gradient)")
+    return _growth(inputs, ev, "density", 2)
 
 
 # ===================================================================== blog (c): the fitted bias weights later tokens
@@ -223,14 +195,14 @@ def bias_shape(matrix: pd.DataFrame) -> BiasShape:
     by_lag = matrix.bias.groupby(lag).mean().astype(np.float64)
     later = by_lag[by_lag.index >= 1]
     if later.size < 2:
-        raise NotRun(f"not run: the bias matrix has {later.size} lag(s) >= 1; a slope needs two (L >= 3)")
+        raise NotRun(f"the bias matrix has {later.size} lag(s) >= 1; a slope needs two (L >= 3)")
     lags = later.index.to_numpy(np.float64)
     slope = float(np.polyfit(lags, later.to_numpy(), 1)[0])
     c0 = float(matrix.bias[(lag == 0) & (matrix["query"] >= 2)].mean() - matrix.bias[lag >= 1].mean())
     return BiasShape(by_lag, slope, -slope * float(lags.max() - lags.min()), c0)
 
 
-def fitted_bias_weights_recent_keys(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+def fitted_bias_weights_recent_keys(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
     """Blog (c): the fitted bias "weights later tokens much more".
 
     Deterministic (one fitted B): c(k), the mean bias of the keys k positions back, and the
@@ -264,76 +236,10 @@ def fitted_bias_weights_recent_keys(inputs: Inputs, ev: EvidenceSettings, s: Set
     interval = deterministic(
         shape.fall, int(shape.by_lag.size) - 1, "one fitted B; least-squares line of c(k) over the lags k >= 1"
     )
-    rule = dec.DecisionRule(
-        "at_least",
-        ev.recency_margin,
-        ev.level,
-        "the fall of the fitted bias from the nearest key to the farthest (least-squares line "
-        "of the mean bias by lag over lags >= 1, the diagonal left out)",
-    )
-    return Result(interval, rule, note)
+    return Estimate(interval, note)
 
 
 # =========================================================================== blog (d), (e): the bias-corrected model
-
-
-def area_under_failure_per_seed(accuracy: pd.DataFrame, variant: str, L: int, depth: int, horizon: int) -> pd.Series:
-    """Per seed: the area under the failure curve of ``accuracy_per_checkpoint`` rows, steps 0 to ``horizon``,
-    over the span.
-    """
-    part = rows_of(accuracy, "failure", variant, L, depth)
-    part = part[part.step <= horizon]
-    areas = {
-        int(seed): st.area_under_failure(g.step.to_numpy(), g.failure.to_numpy(), horizon)
-        for seed, g in part.sort_values("step").groupby("seed")
-    }
-    return pd.Series(areas, dtype=np.float64)
-
-
-def training_speed_per_seed(failure: pd.DataFrame, s: Setting) -> tuple[pd.Series, pd.Series, int]:
-    """Claim (d)'s per-seed effect: the mean failure over training (area under the failure curve
-    over the span) of the variant and of its reference, from step 0 to the last checkpoint both
-    have; returns (variant's, reference's, that step)."""
-    acc = accuracy_per_checkpoint(failure)
-    horizon = last_common_step(acc, s)
-    return (
-        area_under_failure_per_seed(acc, s.variant, s.L, s.depth, horizon),
-        area_under_failure_per_seed(acc, s.reference, s.L, s.depth, horizon),
-        horizon,
-    )
-
-
-def _pooled_failure_rate(part: pd.DataFrame) -> pd.Series:
-    pooled = part.groupby("seed")[["failures", "n"]].sum()
-    return (pooled.failures / pooled.n).astype(np.float64)
-
-
-def late_failure_per_seed(failure: pd.DataFrame, variant: str, L: int, depth: int, step: int) -> pd.Series:
-    """Per seed: the failure rate at ``step`` pooled over the flags in the later half of the context (p > 1/2)."""
-    part = rows_of(failure, "failure", variant, L, depth, step)
-    return _pooled_failure_rate(part[part.p > 0.5])
-
-
-def late_minus_early_failure_per_seed(failure: pd.DataFrame, variant: str, L: int, depth: int, step: int) -> pd.Series:
-    """The model-free position preference, per seed: the failure rate at ``step`` pooled over the late
-    flags (p > 1/2) minus that pooled over the early flags (p < 1/2); a flag at p = 1/2 counts in neither.
-
-    It needs no model of how failure depends on p, so it stays finite where a per-seed logistic slope
-    separates (a seed that fails no early flag and some late ones). Positive: late flags fail more.
-    """
-    part = rows_of(failure, "failure", variant, L, depth, step)
-    late, early = _pooled_failure_rate(part[part.p > 0.5]), _pooled_failure_rate(part[part.p < 0.5])
-    return (late - early).dropna()
-
-
-def _never_learns(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> str | None:
-    step, best = mid_training_step(inputs.failure, s.reference, s.L, s.depth, ev.mid_accuracy)
-    if step is not None:
-        return None
-    return (
-        f"the reference {s.reference} never reaches the mid-training accuracy {ev.mid_accuracy:g} "
-        f"(best {best:.3f}): a comparison with a model that does not learn says nothing about the fix"
-    )
 
 
 def debiased_speed_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
@@ -342,13 +248,13 @@ def debiased_speed_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Settin
         why = (
             None
             if s.missing
-            else gate(fit_not_evaluable(inputs, ev, s.variant, s.L, s.depth), _never_learns(inputs, ev, s))
+            else gate(fit_not_evaluable(inputs, ev, s.variant, s.L, s.depth), never_learns(inputs, ev, s))
         )
         found.append(replace(s, reading=s.variant, not_evaluable=why))
     return found
 
 
-def debiased_trains_faster(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+def debiased_trains_faster(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
     """Blog (d), with (e)'s second half: the bias-corrected model trains faster than its baseline,
     and recalls the late flags "even when the naive one was still confused".
 
@@ -363,13 +269,6 @@ def debiased_trains_faster(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> 
     of its own.
     """
     debiased, baseline, horizon = training_speed_per_seed(inputs.failure, s)
-    interval = st.paired_difference(debiased, baseline, st.t_interval, level=ev.level)
-    rule = dec.DecisionRule(
-        "less_than_zero",
-        ev.speed_margin,
-        ev.level,
-        "the difference (debiased - baseline) of the mean failure rate over training",
-    )
     note = f"mean failure over training: debiased {debiased.mean():.3f}, baseline {baseline.mean():.3f}"
     step, _ = mid_training_step(inputs.failure, s.reference, s.L, s.depth, ev.mid_accuracy)
     if step is not None:
@@ -381,12 +280,8 @@ def debiased_trains_faster(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> 
             f"[{diff.low:.3g}, {diff.high:.3g}] over {diff.n} seeds (debiased {late[0].mean():.3f}, "
             f"baseline {late[1].mean():.3f})"
         )
-    method = f"per-seed area under the failure curve, steps 0-{horizon}, divided by the span; {interval.method}"
-    return Result(interval._replace(method=method), rule, note)
-
-
-def mean_accuracy_at(failure: pd.DataFrame, variant: str, L: int, depth: int, step: int) -> float:
-    return float(rows_of(accuracy_per_checkpoint(failure), "failure", variant, L, depth, step).accuracy.mean())
+    method = f"per-seed area under the failure curve, steps 0-{horizon}, divided by the span"
+    return over_units(st.Sample((debiased, baseline), st.paired_t), ev.level, method, note)
 
 
 def debiased_preference_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
@@ -407,7 +302,7 @@ def debiased_preference_settings(inputs: Inputs, ev: EvidenceSettings) -> list[S
     return found
 
 
-def debiased_has_less_position_preference(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+def debiased_has_less_position_preference(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
     """Blog (e), its first half: the bias-corrected model "does not have the previous preference".
 
     At matched accuracy: each arm's per-seed logistic slope of failure on p at its *own*
@@ -417,22 +312,17 @@ def debiased_has_less_position_preference(inputs: Inputs, ev: EvidenceSettings, 
     checkpoint: the row is not evaluable (at an earlier step a model near chance is flat for the
     wrong reason).
     """
-    rule = _slope_rule(
-        ev,
-        "less_than_zero",
-        "the difference (debiased - baseline) of the slope of logit(failure) "
-        "on p, each at its own mid-training checkpoint",
-    )
     slopes, words = [], []
     for variant in (s.variant, s.reference):
         step, best = mid_training_step(inputs.failure, variant, s.L, s.depth, ev.mid_accuracy)
         if step is None:
-            return Result(_not_reached(variant, best, ev), rule)
+            return not_reached(variant, best, ev)
         slopes.append(slopes_at(inputs.failure, variant, s.L, s.depth, step))
         words.append(
             f"{variant} {slopes[-1].mean():.3g} at step {step} "
             f"(mean accuracy {mean_accuracy_at(inputs.failure, variant, s.L, s.depth, step):.3f})"
         )
-    interval = st.paired_difference(*slopes, st.t_interval, level=ev.level)
-    method = f"per-seed binomial logistic slope (Haldane +0.5), each arm at its own mid-training; {interval.method}"
-    return Result(interval._replace(method=method), rule, "slopes at matched accuracy: " + ", ".join(words))
+    method = "per-seed binomial logistic slope (Haldane +0.5), each arm at its own mid-training"
+    return over_units(
+        st.Sample(tuple(slopes), st.paired_t), ev.level, method, "slopes at matched accuracy: " + ", ".join(words)
+    )

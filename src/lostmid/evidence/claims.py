@@ -3,10 +3,10 @@
 Every claim of the blog post and of the paper that the workflow can test is a ``Claim`` in
 ``lostmid.evidence.registry.CLAIMS``: its source, the statistic (what is estimated, in which
 unit), the tables it reads, the settings it is evaluated in (``settings``: e.g. every baseline
-variant, L and depth of the run) and the function named after it that returns, for one setting,
-an ``Interval`` and the ``DecisionRule`` fixed in advance
-(``lostmid.evidence.settings.EvidenceSettings``). ``evidence_table`` evaluates them all and
-returns one row per (claim, setting), built with ``lostmid.evidence.decisions.claim_row``.
+variant, L and depth of the run), the function named after it that returns, for one setting,
+its ``Estimate``, and the decision rule fixed in advance (``Claim.rule``, its margin an evidence
+setting: ``lostmid.evidence.settings.EvidenceSettings``). ``evidence_table`` evaluates them all and
+returns one row per (claim, setting), its verdict read off by ``lostmid.evidence.decisions.decide``.
 
 Trained claims follow the recipe of ``lostmid.evidence.statistics``: an effect per seed, then a
 Student t interval over seeds (paired by seed when two variants share seeds); deterministic
@@ -37,63 +37,82 @@ setting whose reference is missing gets its own "not run" row.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from types import SimpleNamespace
 
 import pandas as pd
 
 from lostmid.evidence import decisions as dec
-from lostmid.evidence import statistics as st
-from lostmid.evidence.blog_claims import mid_training_step
 from lostmid.evidence.deviations import deviations_of, first_written
-from lostmid.evidence.inputs import CHECK, CLAIM, COLUMNS, Claim, EvidenceError, Inputs, NotRun, Result, Setting
-from lostmid.evidence.registry import CLAIMS, CLAIMS_BY_NAME
-from lostmid.evidence.report import NO_VERDICT, estimate_words, verdict_words
-from lostmid.evidence.settings import EvidenceSettings
-
-NOT_RUN_RULE = "No verdict: the claim was not evaluated on this run (the method says what is missing)."
-NOT_EVALUABLE_RULE = "No verdict: the claim is not evaluable on this run (the method says why)."
-PILOT_RULE = (
-    "No verdict: a pilot, with fewer replicates (seeds; windows in the retrieval stage) than the run's plan "
-    "(evidence.min_seeds, evidence.min_windows)."
+from lostmid.evidence.inputs import (
+    CHECK,
+    CLAIM,
+    COLUMNS,
+    DECIDED,
+    NOT_EVALUABLE,
+    NOT_RUN,
+    PILOT,
+    STATUS_WORDS,
+    Claim,
+    Estimate,
+    EvidenceError,
+    Inputs,
+    NotRun,
+    Setting,
+    no_estimate,
 )
+from lostmid.evidence.readings import mid_training_step
+from lostmid.evidence.registry import CLAIMS, CLAIMS_BY_NAME
+from lostmid.evidence.report import estimate_words, verdict_words
+from lostmid.evidence.settings import EvidenceSettings
 
 
 @dataclass
 class Evaluation:
-    """One row of the table with what made it: the claim, its setting and result (None: not run)."""
+    """One row of the table with what made it: the claim, its setting, its estimate (None: not run) and
+    its status (``lostmid.evidence.inputs.STATUSES``)."""
 
     claim: Claim
     setting: Setting
-    result: Result | None
+    estimate: Estimate | None
+    status: str
     row: dict
 
 
-def _no_verdict(method: str) -> bool:
-    return method.startswith(NO_VERDICT)
+def status_of(claim: Claim, setting: Setting, estimate: Estimate, ev: EvidenceSettings) -> tuple[str, str]:
+    """The row's status and method: not evaluable when its setting or its computation says so (the method
+    says why, then what was measured), a pilot when its interval is over fewer replicates than the run's
+    plan (``evidence.min_windows`` for the retrieval stage's windows, then ``evidence.min_seeds``; four-seed
+    verdicts do not repeat across machines, docs/validation.md; a deterministic value, no seeds, is never a
+    pilot), else as computed."""
+    status, method, n = estimate.status, estimate.interval.method, estimate.interval.n
+    if status != DECIDED:
+        words = f"{STATUS_WORDS[status]}: {method}"
+    elif claim.replicates == "windows" and 0 < n < ev.min_windows:
+        status, words = (
+            PILOT,
+            (f"pilot: {n} windows, fewer than the stage's plan of {ev.min_windows} (evidence.min_windows); {method}"),
+        )
+    elif 0 < n < ev.min_seeds:
+        status, words = (
+            PILOT,
+            f"pilot: {n} seeds, fewer than the run's plan of {ev.min_seeds} (evidence.min_seeds); {method}",
+        )
+    else:
+        words = method
+    if setting.not_evaluable:  # the reason first, then what was measured
+        measured = method if status == NOT_EVALUABLE else words
+        return NOT_EVALUABLE, f"{STATUS_WORDS[NOT_EVALUABLE]}: {setting.not_evaluable}; {measured}"
+    return status, words
 
 
-def _not_run_row(claim: Claim, reason: str, setting: Setting | None = None) -> dict:
-    interval = st.Interval(math.nan, math.nan, math.nan, 0, reason if _no_verdict(reason) else f"not run: {reason}")
-    row = _row_of(
-        claim, setting or Setting(), Result(interval, dec.DecisionRule("at_most", 0.0, quantity=claim.statistic))
-    )
-    return {**row, "rule": NOT_RUN_RULE, "rule_kind": "none", "margin": math.nan}
-
-
-def _row_of(claim: Claim, setting: Setting, result: Result) -> dict:
-    """The row of one result. A setting marked not evaluable keeps its computed estimate and interval
-    but gets no verdict; so does a result whose method says it was not run or is not evaluable."""
-    interval = result.interval
-    if setting.not_evaluable:
-        measured = interval.method.removeprefix("not evaluable: ")
-        interval = interval._replace(method=f"not evaluable: {setting.not_evaluable}; {measured}")
-    row = {**dec.claim_row(interval, result.rule), "rule": result.rule_words()}
-    if _no_verdict(interval.method):
-        prefix = next(prefix for prefix in NO_VERDICT if interval.method.startswith(prefix))
-        why = {"not run": NOT_RUN_RULE, "not evaluable": NOT_EVALUABLE_RULE, "pilot": PILOT_RULE}[prefix]
-        row.update(verdict=dec.INCONCLUSIVE, rule=f"{why} The rule that would apply: {row['rule']}")
-    return {
+def _row_of(claim: Claim, setting: Setting, estimate: Estimate, ev: EvidenceSettings) -> tuple[str, dict]:
+    """The status and row of one estimate: its interval decided by the claim's rule (``decisions.decide``);
+    a row without a verdict keeps its computed estimate and interval."""
+    status, method = status_of(claim, setting, estimate, ev)
+    interval = estimate.interval
+    decision = dec.decide(claim.rule, estimate, ev, status)
+    return status, {
         "claim": claim.name,
         "kind": claim.kind,
         "family": claim.family or "",
@@ -106,55 +125,59 @@ def _row_of(claim: Claim, setting: Setting, result: Result) -> dict:
         "checkpoint": setting.checkpoint,
         "statistic": claim.statistic,
         "unit": claim.unit,
-        **row,
-        "rule_kind": result.rule.kind,
-        "margin": result.rule.margin,
-        "note": result.note,
+        "estimate": interval.estimate,
+        "ci_low": interval.low,
+        "ci_high": interval.high,
+        "n_seeds": interval.n,
+        "method": method,
+        "verdict": decision.verdict,
+        "rule": decision.words,
+        "rule_kind": decision.rule.kind,
+        "margin": decision.rule.margin,
+        "note": estimate.note,
+        "status": status,
         "log_axis": claim.log_axis,
         "reading": setting.reading,
         # Outside a family (until evidence_table says otherwise) the row's own interval decides.
         "family_size": 0,
-        "adjusted_level": result.rule.level,
-        "adjusted_low": interval.low,
-        "adjusted_high": interval.high,
-        "adjusted_verdict": row["verdict"],
+        "adjusted_level": decision.adjusted_level,
+        "adjusted_low": decision.adjusted_low,
+        "adjusted_high": decision.adjusted_high,
+        "adjusted_verdict": decision.adjusted_verdict,
         # Filled by evidence_table (as_first_written) for the rows a deviation touches.
         "verdict_as_first_written": "",
         "deviations": "",
     }
 
 
-def as_pilot(result: Result, ev: EvidenceSettings) -> Result:
-    """A result over seeds with fewer than ``evidence.min_seeds`` (the run's plan) is a pilot: it keeps its
-    estimate and interval and gets no verdict. Four-seed verdicts do not repeat across machines
-    (docs/validation.md); a deterministic result (no seeds) is never a pilot."""
-    n, method = result.interval.n, result.interval.method
-    if not 0 < n < ev.min_seeds or method.startswith(NO_VERDICT):
-        return result
-    pilot = f"pilot: {n} seeds, fewer than the run's plan of {ev.min_seeds} (evidence.min_seeds); {method}"
-    return replace(result, interval=result.interval._replace(method=pilot))
+def _not_run(claim: Claim, setting: Setting, why: NotRun | str, ev: EvidenceSettings) -> Evaluation:
+    """The row of a claim not evaluated in ``setting`` (``why``: a NotRun, or the reason it was not run):
+    NaN estimate, no verdict, and no rule (kind "none")."""
+    status = why.status if isinstance(why, NotRun) else NOT_RUN
+    _, row = _row_of(claim, setting, no_estimate(status, str(why)), ev)
+    row.update(rule=dec.NO_VERDICT_WORDS[NOT_RUN], rule_kind="none", margin=math.nan)
+    return Evaluation(claim, setting, None, status, row)
 
 
 def _evaluations(claim: Claim, inputs: Inputs, ev: EvidenceSettings) -> list[Evaluation]:
     missing = [name for name in claim.needs if getattr(inputs, name) is None]
     if missing:
-        reason = f"not run: table {', '.join(missing)} not given"
-        return [Evaluation(claim, Setting(), None, _not_run_row(claim, reason))]
+        return [_not_run(claim, Setting(), f"table {', '.join(missing)} not given", ev)]
     try:
         settings = claim.settings(inputs, ev)
     except NotRun as why:
-        return [Evaluation(claim, Setting(), None, _not_run_row(claim, str(why)))]
+        return [_not_run(claim, Setting(), why, ev)]
     found = []
     for setting in settings:
         if setting.missing:
-            found.append(Evaluation(claim, setting, None, _not_run_row(claim, setting.missing, setting)))
+            found.append(_not_run(claim, setting, setting.missing, ev))
             continue
         try:
-            result = claim.compute(inputs, ev, setting)
+            estimate = claim.compute(inputs, ev, setting)
         except NotRun as why:
-            found.append(Evaluation(claim, setting, None, _not_run_row(claim, str(why), setting)))
+            found.append(_not_run(claim, setting, why, ev))
             continue
-        found.append(Evaluation(claim, setting, result, _row_of(claim, setting, as_pilot(result, ev))))
+        found.append(Evaluation(claim, setting, estimate, *_row_of(claim, setting, estimate, ev)))
     return found
 
 
@@ -171,35 +194,32 @@ def in_family(e: Evaluation) -> bool:
     row = e.row
     return (
         e.claim.family is not None
-        and e.result is not None
-        and not _no_verdict(row["method"])
+        and e.estimate is not None
+        and e.status == DECIDED
         and row["n_seeds"] >= 2
         and math.isfinite(row["ci_low"])
         and math.isfinite(row["ci_high"])
     )
 
 
-def family_wise(evaluations: list[Evaluation], inputs: Inputs, ev: EvidenceSettings) -> None:
+def family_wise(evaluations: list[Evaluation], ev: EvidenceSettings) -> None:
     """Bonferroni: each of the k rows of a family is decided again, by the same rule, on its interval
-    at level 1 - (1 - level) / k (recomputed from the per-seed effects); if every such interval
-    covers its true value, which happens with probability at least ``level``, no row of the family
-    is wrongly supported or wrongly contradicted. Fills the adjusted_* columns in place."""
+    at level 1 - (1 - level) / k (``decisions.decide``, from the estimate's per-unit sample); if every
+    such interval covers its true value, which happens with probability at least ``level``, no row of
+    the family is wrongly supported or wrongly contradicted. Fills the adjusted_* columns in place."""
     families: dict[str, list[Evaluation]] = {}
     for e in evaluations:
         if in_family(e):
             families.setdefault(e.claim.family, []).append(e)
     for members in families.values():
-        k = len(members)
-        adjusted = replace(ev, level=1 - (1 - ev.level) / k)
         for e in members:
-            result = e.claim.compute(inputs, adjusted, e.setting)
-            low, high = result.interval.low, result.interval.high
+            decision = dec.decide(e.claim.rule, e.estimate, ev, e.status, family_size=len(members))
             e.row.update(
-                family_size=k,
-                adjusted_level=adjusted.level,
-                adjusted_low=low,
-                adjusted_high=high,
-                adjusted_verdict=dec.verdict(low, high, result.rule),
+                family_size=len(members),
+                adjusted_level=decision.adjusted_level,
+                adjusted_low=decision.adjusted_low,
+                adjusted_high=decision.adjusted_high,
+                adjusted_verdict=decision.adjusted_verdict,
             )
 
 
@@ -227,7 +247,7 @@ def evidence_table(inputs: Inputs, ev: EvidenceSettings, claims: list[Claim] | N
     """The evidence table: one row per (claim, setting), in the order of ``CLAIMS``, with the
     family-wise correction of the blog's rows and the verdicts under the rules as first written."""
     evaluations = [e for claim in (CLAIMS if claims is None else claims) for e in _evaluations(claim, inputs, ev)]
-    family_wise(evaluations, inputs, ev)
+    family_wise(evaluations, ev)
     as_first_written(evaluations, inputs, ev)
     table = pd.DataFrame([e.row for e in evaluations], columns=COLUMNS + ["log_axis"])
     bad = (set(table.verdict) | set(table.adjusted_verdict)) - set(dec.VERDICTS)
@@ -287,7 +307,7 @@ __all__ = [
     "EvidenceError",
     "Inputs",
     "NotRun",
-    "Result",
+    "Estimate",
     "Setting",
     "evaluate_claim",
     "evidence_table",

@@ -9,6 +9,7 @@ of seeds from pilot data.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -134,17 +135,107 @@ def verdict(low: float, high: float, rule: DecisionRule) -> str:
     return SUPPORTED if low >= m else CONTRADICTED if high < m else INCONCLUSIVE
 
 
-def claim_row(interval: Interval, rule: DecisionRule) -> dict:
-    """One row of the evidence table: estimate, ci_low, ci_high, n_seeds, method, verdict, rule (in words)."""
-    return {
-        "estimate": interval.estimate,
-        "ci_low": interval.low,
-        "ci_high": interval.high,
-        "n_seeds": interval.n,
-        "method": interval.method,
-        "verdict": verdict(interval.low, interval.high, rule),
-        "rule": rule.words,
-    }
+# --------------------------------------------------------------------------- rules as declared with a claim
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A claim's decision rule as its declaration states it (``lostmid.evidence.inputs.Claim.rule``).
+
+    ``kind``: one of RULE_KINDS. ``margin``: the name of the evidence setting (the config's
+    ``evidence`` block) that holds the margin or threshold, or a number fixed here; ``factor``
+    multiplies it (-1: a fall of at least the margin; 2: the margin of a squared measure).
+    ``quantity``: the effect in words; ``{name}`` takes an evidence setting or one of the words
+    the estimate carries about its data (``terms``: a checkpoint, a flag law). ``level``: the
+    evidence setting holding the interval's level.
+    """
+
+    kind: str
+    margin: str | float
+    quantity: str = "the effect"
+    factor: float = 1.0
+    level: str = "level"
+
+    def __post_init__(self):
+        if self.kind not in RULE_KINDS:
+            raise ValueError(f"unknown rule kind {self.kind!r}; expected one of {RULE_KINDS}")
+
+    def margin_in(self, ev) -> float:
+        value = getattr(ev, self.margin) if isinstance(self.margin, str) else self.margin
+        return value if self.factor == 1.0 else self.factor * value
+
+    def build(self, ev, terms: Mapping | None = None) -> DecisionRule:
+        """The rule fixed by the evidence settings ``ev`` and the words of the estimate's data (``terms``;
+        None: there is no estimate, and a quantity that needs such words keeps its placeholders)."""
+        try:
+            words = self.quantity.format_map({**vars(ev), **(terms or {})})
+        except (KeyError, ValueError):
+            if terms is not None:
+                raise
+            words = self.quantity  # no estimate, no words from its data: the row says why it has no verdict
+        return DecisionRule(self.kind, self.margin_in(ev), getattr(ev, self.level), words)
+
+
+def verdict_by(rule: Rule, interval: Interval, ev, terms: Mapping | None = None) -> str:
+    """The verdict of ``rule`` (as declared) on ``interval``, under the evidence settings ``ev``."""
+    return verdict(interval.low, interval.high, rule.build(ev, terms))
+
+
+class Decision(NamedTuple):
+    """What ``decide`` reads off one estimate: the rule, the verdict, the rule in words, and the interval
+    and verdict at the family-wise level (the row's own ones outside a family)."""
+
+    rule: DecisionRule
+    verdict: str
+    words: str
+    adjusted_level: float
+    adjusted_low: float
+    adjusted_high: float
+    adjusted_verdict: str
+
+
+# Why a row without a verdict has none, by its status (lostmid.evidence.inputs.STATUSES).
+NO_VERDICT_WORDS = {
+    "not_run": "No verdict: the claim was not evaluated on this run (the method says what is missing).",
+    "not_evaluable": "No verdict: the claim is not evaluable on this run (the method says why).",
+    "pilot": (
+        "No verdict: a pilot, with fewer replicates (seeds; windows in the retrieval stage) than the run's plan "
+        "(evidence.min_seeds, evidence.min_windows)."
+    ),
+}
+
+
+def rule_words(rule: DecisionRule, interval: Interval) -> str:
+    """The rule in words; for a deterministic claim (no seeds) "the interval over seeds" is the value itself."""
+    words = rule.words
+    if interval.n == 0 and not math.isnan(interval.estimate):
+        ci = f"the {rule.level:.0%} interval over seeds"
+        zero_width = interval.low == interval.high
+        words = words.replace(ci, "the value (deterministic)" if zero_width else "the range over queries")
+    return words
+
+
+def decide(rule: Rule, estimate, ev, status: str = "decided", family_size: int = 0) -> Decision:
+    """The one place a verdict is made: the declared ``rule`` fixed by the evidence settings ``ev`` and
+    applied to ``estimate`` (``lostmid.evidence.inputs.Estimate``: its interval, the words its quantity
+    takes, and its per-unit sample). A row whose ``status`` is not "decided" (not run, not evaluable, a
+    pilot) gets no verdict (inconclusive) and its rule says why. In a family of ``family_size`` rows the
+    interval is taken again at the Bonferroni level 1 - (1 - level) / k from the estimate's sample (its
+    per-unit effects and estimator: nothing is recomputed) and decided by the same rule. The rules as first
+    written are ``decide`` under ``lostmid.evidence.deviations.first_written(ev)``."""
+    fixed = rule.build(ev, estimate.terms)
+    interval = estimate.interval
+    words = rule_words(fixed, interval)
+    found = verdict(interval.low, interval.high, fixed)
+    if status != "decided":
+        found, words = INCONCLUSIVE, f"{NO_VERDICT_WORDS[status]} The rule that would apply: {words}"
+    if not family_size:
+        return Decision(fixed, found, words, fixed.level, interval.low, interval.high, found)
+    level = 1 - (1 - fixed.level) / family_size
+    adjusted = estimate.sample.at(level)
+    return Decision(
+        fixed, found, words, level, adjusted.low, adjusted.high, verdict(adjusted.low, adjusted.high, fixed)
+    )
 
 
 # --------------------------------------------------------------------------- planning the number of seeds

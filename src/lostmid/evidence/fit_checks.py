@@ -4,12 +4,25 @@ a reading are decided only when its fit passes (``fit_not_evaluable``)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 
 from lostmid.evidence import decisions as dec
 from lostmid.evidence import statistics as st
-from lostmid.evidence.inputs import EvidenceError, Inputs, NotRun, Result, Setting, runs_of
+from lostmid.evidence.inputs import (
+    CHECK,
+    LOG_RATIO,
+    Claim,
+    Estimate,
+    EvidenceError,
+    Inputs,
+    NotRun,
+    Setting,
+    over_units,
+    runs_of,
+)
 from lostmid.evidence.settings import EvidenceSettings
 
 # A *reading* of the blog's fix is a bias variant (its name): how B is fitted (target, positions,
@@ -23,11 +36,11 @@ from lostmid.evidence.settings import EvidenceSettings
 def fit_rows(inputs: Inputs, s: Setting) -> pd.DataFrame:
     """The bias_fit_summary rows of one reading (one per held-out initialization); NotRun when there are none."""
     if inputs.bias_summary is None:
-        raise NotRun("not run: no bias_fit_summary table given")
+        raise NotRun("no bias_fit_summary table given")
     table = inputs.bias_summary
     part = table[(table.variant == s.variant) & (table.L == s.L) & (table.depth == s.depth)]
     if part.empty:
-        raise NotRun(f"not run: bias_fit_summary has no rows of {s.variant} at L {s.L}, depth {s.depth}")
+        raise NotRun(f"bias_fit_summary has no rows of {s.variant} at L {s.L}, depth {s.depth}")
     if not part.heldout_init.is_unique:
         raise EvidenceError(
             f"bias_fit_summary lists a held-out initialization of {s.variant} at L {s.L}, depth {s.depth} twice"
@@ -71,11 +84,16 @@ def _fit_words(part: pd.DataFrame) -> str:
     )
 
 
-def _over_inits(interval: st.Interval, what: str) -> st.Interval:
-    return interval._replace(
-        method=f"per held-out initialization of the fit (the unit of replication: n_seeds counts "
-        f"them), {what}; {interval.method.replace('seed', 'held-out init')}"
+def over_inits(values, ev: EvidenceSettings, what: str, note: str, **terms) -> Estimate:
+    """The Student t estimate over held-out initializations of the fit (the unit of replication: n_seeds
+    counts them) of the per-init ``values``."""
+    estimate = over_units(st.Sample((np.asarray(values),), st.t_interval), ev.level, note=note, **terms)
+    interval = estimate.interval
+    method = (
+        f"per held-out initialization of the fit (the unit of replication: n_seeds counts them), {what}; "
+        f"{interval.method.replace('seed', 'held-out init')}"
     )
+    return replace(estimate, interval=interval._replace(method=method))
 
 
 def reading_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
@@ -93,7 +111,7 @@ def reading_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
     ]
 
 
-def bias_fit_flattens_profile(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+def bias_fit_flattens_profile(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
     """The blog's fit "flatten[s] the influence profile above at initialization": on the fit's
     held-out initializations, the imbalance E_inf of the fitted target's profile over the fit's
     positions falls from B = 0 to the fitted B.
@@ -104,19 +122,12 @@ def bias_fit_flattens_profile(inputs: Inputs, ev: EvidenceSettings, s: Setting) 
     """
     part = fit_rows(inputs, s)
     change = log_change_per_init(part, "imbalance")
-    interval = _over_inits(st.t_interval(change.to_numpy(), ev.level), "log(E_inf with the fitted B / at B = 0)")
-    rule = dec.DecisionRule(
-        "at_most",
-        -ev.log_ratio_margin,
-        ev.level,
-        "log(E_inf with the fitted B / E_inf at B = 0) of the fitted profile on held-out initializations",
-    )
     before, after = (float(np.exp(np.log(part[f"imbalance_{stage}"]).mean())) for stage in ("before", "after"))
     note = f"E_inf {before:.3g} -> {after:.3g} (geometric means over {len(part)} held-out inits); "
-    return Result(interval, rule, note + _fit_words(part))
+    return over_inits(change.to_numpy(), ev, "log(E_inf with the fitted B / at B = 0)", note + _fit_words(part))
 
 
-def bias_fit_keeps_context_share(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+def bias_fit_keeps_context_share(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
     """The fit flattens the profile without silencing it: the context's share (positions 1..L-1)
     of the profile's total is not lower with the fitted B than at B = 0 (or than a flat profile's
     (L-1)/L, whichever is lower: log_share_change_per_init), on held-out initializations.
@@ -128,14 +139,24 @@ def bias_fit_keeps_context_share(inputs: Inputs, ev: EvidenceSettings, s: Settin
     part = fit_rows(inputs, s)
     change = log_share_change_per_init(part, s.L, ev.share_reference)
     ratio = f"log(context share with the fitted B / {SHARE_REFERENCE_WORDS[ev.share_reference]})"
-    interval = _over_inits(st.t_interval(change.to_numpy(), ev.level), ratio)
-    rule = dec.DecisionRule("at_least", -ev.share_margin, ev.level, f"{ratio} on held-out initializations")
     before, after = (100 * float(part[f"context_share_{stage}"].mean()) for stage in ("before", "after"))
     note = f"context share {before:.3g}% -> {after:.3g}% (mean over {len(part)} held-out inits); "
-    return Result(interval, rule, note + _fit_words(part))
+    return over_inits(change.to_numpy(), ev, ratio, note + _fit_words(part), ratio=ratio)
 
 
 FIT_CHECKS = (bias_fit_flattens_profile, bias_fit_keeps_context_share)
+# The checks' rules, declared with their rows (CLAIMS) and read by the gate (fit_not_evaluable).
+CHECK_RULES = {
+    "bias_fit_flattens_profile": dec.Rule(
+        "at_most",
+        "log_ratio_margin",
+        "log(E_inf with the fitted B / E_inf at B = 0) of the fitted profile on held-out initializations",
+        factor=-1,
+    ),
+    "bias_fit_keeps_context_share": dec.Rule(
+        "at_least", "share_margin", "{ratio} on held-out initializations", factor=-1
+    ),
+}
 
 
 def fit_not_evaluable(
@@ -150,12 +171,12 @@ def fit_not_evaluable(
     try:
         part = fit_rows(inputs, s)
     except NotRun as why:
-        return f"the fit's effect is unchecked ({str(why).removeprefix('not run: ')})"
+        return f"the fit's effect is unchecked ({why})"
     problems = [] if part.accepted.astype(bool).all() else ["the fit failed its own guard (accepted false)"]
     for check in checks:
-        result = check(inputs, ev, s)
-        i = result.interval
-        found = dec.verdict(i.low, i.high, result.rule)
+        estimate = check(inputs, ev, s)
+        i = estimate.interval
+        found = dec.verdict_by(CHECK_RULES[check.__name__], i, ev, estimate.terms)
         if found != dec.SUPPORTED:
             problems.append(f"{check.__name__} is {found}: {i.estimate:.3g} [{i.low:.3g}, {i.high:.3g}]")
     return "the fit did not do what it is for: " + "; ".join(problems) if problems else None
@@ -165,3 +186,30 @@ def gate(*reasons: str | None) -> str | None:
     """Why a row is not evaluable: the reasons given, joined (None when there are none)."""
     found = [r for r in reasons if r]
     return "; ".join(found) if found else None
+
+
+# The checks' rows of the evidence table (registry.CLAIMS joins them before blog (c)).
+CLAIMS = [
+    Claim(
+        "bias_fit_flattens_profile",
+        "blog (c): the fit (check of the intervention)",
+        "log(E_inf fitted B / E_inf B = 0) of the fitted profile per held-out initialization",
+        LOG_RATIO,
+        (),
+        reading_settings,
+        bias_fit_flattens_profile,
+        kind=CHECK,
+        rule=CHECK_RULES["bias_fit_flattens_profile"],
+    ),
+    Claim(
+        "bias_fit_keeps_context_share",
+        "blog (c): the fit (check of the intervention)",
+        "log(context share fitted B / B = 0) per held-out initialization",
+        LOG_RATIO,
+        (),
+        reading_settings,
+        bias_fit_keeps_context_share,
+        kind=CHECK,
+        rule=CHECK_RULES["bias_fit_keeps_context_share"],
+    ),
+]

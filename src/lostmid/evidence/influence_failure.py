@@ -26,8 +26,19 @@ from scipy import stats
 
 from lostmid.evidence import decisions as dec
 from lostmid.evidence import statistics as st
-from lostmid.evidence.blog_claims import _not_reached, late_minus_early_failure_per_seed, mid_training_step
-from lostmid.evidence.inputs import CLAIM, Claim, EvidenceError, Inputs, NotRun, Result, Setting, rows_of, runs_of
+from lostmid.evidence.inputs import (
+    CLAIM,
+    Claim,
+    Estimate,
+    EvidenceError,
+    Inputs,
+    NotRun,
+    Setting,
+    over_units,
+    rows_of,
+    runs_of,
+)
+from lostmid.evidence.readings import late_minus_early_failure_per_seed, mid_training_step, not_reached
 from lostmid.evidence.settings import EvidenceSettings
 
 INFLUENCE_FAILURE = "influence predicts failure"  # the family of these rows (Claim.family)
@@ -136,6 +147,19 @@ def influence_failure_settings(reading: str):
     return settings
 
 
+# The stronger reading in the note of every row: rho at most -influence_failure_margin.
+STRONGER = dec.Rule("at_most", "influence_failure_margin", factor=-1)
+
+
+def _rule(measure: str, reading: str) -> dec.Rule:
+    return dec.Rule(
+        "less_than_zero",
+        "influence_failure_margin",
+        f"Spearman's rho across flag positions f between the {measure} influence at f-1 (at {reading}) and the "
+        "failure rate at f (at mid-training)",
+    )
+
+
 def _claim_name(measure: str, reading: str) -> str:
     return f"{measure}_influence_" + ("at_init_" if reading == "initialization" else "") + "predicts_failure"
 
@@ -144,39 +168,33 @@ def influence_predicts_failure(measure: str, reading: str):
     """The compute function of one claim: ``measure`` of influence, read at ``reading``, against the
     failure at the variant's mid-training checkpoint."""
     m = MEASURES[measure]
+    rule = _rule(measure, reading)
 
-    def compute(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+    def compute(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
         margin = ev.influence_failure_margin
-        rule = dec.DecisionRule(
-            "less_than_zero",
-            margin,
-            ev.level,
-            f"Spearman's rho across flag positions f between the {measure} influence at f-1 "
-            f"(at {reading}) and the failure rate at f (at mid-training)",
-        )
         step, best = mid_training_step(inputs.failure, s.variant, s.L, s.depth, ev.mid_accuracy)
         if step is None:
-            return Result(_not_reached(s.variant, best, ev), rule)
+            return not_reached(s.variant, best, ev)
         influence_step = 0 if reading == "initialization" else step
         influence = influence_by_flag(inputs, measure, s.variant, s.L, s.depth, influence_step)
         failure = failure_by_flag(inputs.failure, s.variant, s.L, s.depth, step)
         rho = influence_failure_rho_per_seed(influence, failure, s.L)
-        interval = st.t_interval(rho.to_numpy(), ev.level)
-        strong = dec.verdict(interval.low, interval.high, dec.DecisionRule("at_most", -margin, ev.level))
+        sample = st.Sample((rho.to_numpy(),), st.t_interval)
+        interval = sample.at(ev.level)
+        strong = dec.verdict_by(STRONGER, interval, ev)
         z = fisher_z_interval(rho.to_numpy(), ev.level)
         constant = int((rho == 0.0).sum())
         note = (
             f"influence at step {influence_step}, failure at step {step} (mid-training, best mean accuracy "
             f"{best:.3f}); {m.words}; stronger reading rho <= -{margin:g}: {strong}; "
             + (
-                f"Fisher-z reading {z.estimate:.3g} [{z.low:.3g}, {z.high:.3g}], {dec.verdict(z.low, z.high, rule)}"
+                f"Fisher-z reading {z.estimate:.3g} [{z.low:.3g}, {z.high:.3g}], {dec.verdict_by(rule, z, ev)}"
                 if z is not None
                 else "Fisher-z reading undefined (a seed has |rho| = 1)"
             )
             + f"; seeds with rho 0 (a constant profile or exactly no rank correlation): {constant}"
         )
-        method = f"per-seed Spearman rho over the {s.L - 1} flag positions; {interval.method}"
-        return Result(interval._replace(method=method), rule, note)
+        return over_units(sample, ev.level, f"per-seed Spearman rho over the {s.L - 1} flag positions", note)
 
     compute.__name__ = _claim_name(measure, reading)
     compute.__doc__ = (
@@ -186,7 +204,7 @@ def influence_predicts_failure(measure: str, reading: str):
     return compute
 
 
-CLAIMS: list[Claim] = [
+_PREDICTS_FAILURE: list[Claim] = [
     Claim(
         _claim_name(measure, reading),
         f"blog: 'possibly the reason' (the chain's middle link), {measure} influence at {reading}",
@@ -198,6 +216,7 @@ CLAIMS: list[Claim] = [
         influence_predicts_failure(measure, reading),
         family=INFLUENCE_FAILURE,
         kind=CLAIM,
+        rule=_rule(measure, reading),
     )
     for measure in MEASURES
     for reading in READINGS
@@ -306,30 +325,23 @@ def across_arms_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
     return found
 
 
-def flatness_predicts_preference_across_arms(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+def flatness_predicts_preference_across_arms(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
     """Across the arms of one (L, depth): does a flatter trained model prefer early flags less
     (``flatness_predicts_preference``, rho > 0, margin ``influence_failure_margin``)? Arms that never
     reach mid-training are left out and named."""
-    rule = dec.DecisionRule(
-        "greater_than_zero",
-        ev.influence_failure_margin,
-        ev.level,
-        "Spearman's rho across arms of the trained flatness (mean log E_inf at mid-training) against the "
-        "position preference (mean late minus early failure at mid-training)",
-    )
     arms = arms_at(inputs.failure, s.L, s.depth)
     flatness, preference = arm_flatness_and_preference(inputs, ev, arms, s.L, s.depth)
     reached = list(flatness)
     left_out = [arm for arm in arms if arm not in flatness]
     if len(reached) < 3:
         raise NotRun(f"fewer than three arms reach mid-training at L {s.L}, depth {s.depth}: {reached}")
-    interval = flatness_predicts_preference(flatness, preference, ev.level)
+    sample = st.Sample((flatness, preference), flatness_predicts_preference)
     note = (
         "per arm (mean log E_inf, mean late minus early failure): "
         + "; ".join(f"{arm} ({flatness[arm].mean():.3g}, {preference[arm].mean():.3g})" for arm in reached)
         + (f"; left out (mid-training not reached): {', '.join(left_out)}" if left_out else "")
     )
-    return Result(interval, rule, note)
+    return Estimate(sample.at(ev.level), note, sample)
 
 
 ACROSS_ARMS = Claim(
@@ -342,4 +354,13 @@ ACROSS_ARMS = Claim(
     across_arms_settings,
     flatness_predicts_preference_across_arms,
     kind=CLAIM,
+    rule=dec.Rule(
+        "greater_than_zero",
+        "influence_failure_margin",
+        "Spearman's rho across arms of the trained flatness (mean log E_inf at mid-training) against the "
+        "position preference (mean late minus early failure at mid-training)",
+    ),
 )
+# The rows of this module, in the order of the evidence table; ACROSS_ARMS is outside the family (written after
+# the mechanism run's rows were seen).
+CLAIMS = [*_PREDICTS_FAILURE, ACROSS_ARMS]

@@ -28,6 +28,27 @@ CLAIM = "claim"
 CHECK = "check"
 KINDS = (CLAIM, CHECK)
 
+# The units of the statistics (Claim.unit; the forest plot puts the claims of one unit in one panel).
+SLOPE = "log odds per unit p"
+ORDERS = "orders of magnitude (log10)"
+LOG_RATIO = "natural log of a ratio"
+FAILURE_RATE = "failure rate"
+RHO = "Spearman's rho"
+ORDERS_PER_DOUBLING = "log10 per doubling of L"
+LOG2_PER_DOUBLING = "log2 per doubling of L"
+AUC = "AUC - 0.5"
+
+# A row's status (the column ``status``): decided by its rule, or without a verdict of its own because the
+# claim was not evaluated on the run (a table or variant is absent), it was measured but cannot be decided
+# (the intervention did not do what it is for, the reference never learns), or it has fewer replicates
+# than the run's plan (a pilot). The method of a row without a verdict begins with the status in words.
+DECIDED = "decided"
+NOT_RUN = "not_run"
+NOT_EVALUABLE = "not_evaluable"
+PILOT = "pilot"
+STATUSES = (DECIDED, NOT_RUN, NOT_EVALUABLE, PILOT)
+STATUS_WORDS = {NOT_RUN: "not run", NOT_EVALUABLE: "not evaluable", PILOT: "pilot"}
+
 COLUMNS = [
     "claim",
     "kind",
@@ -46,6 +67,7 @@ COLUMNS = [
     "ci_high",
     "n_seeds",
     "method",
+    "status",
     "verdict",
     "rule",
     "rule_kind",
@@ -68,6 +90,14 @@ class EvidenceError(LostmidError):
 
 class NotRun(Exception):
     """A claim cannot be evaluated on this run (a table or variant is absent); the message says why."""
+
+    status = NOT_RUN
+
+
+class NotEvaluable(NotRun):
+    """A claim cannot be decided on this run although its inputs are there (its row says why)."""
+
+    status = NOT_EVALUABLE
 
 
 @dataclass
@@ -164,19 +194,34 @@ class Setting:
 
 
 @dataclass(frozen=True)
-class Result:
-    interval: st.Interval
-    rule: dec.DecisionRule
-    note: str = ""
+class Estimate:
+    """What a claim's compute function returns for one setting: the estimate with its interval, never a
+    verdict (``lostmid.evidence.decisions.decide`` reads that off with the claim's declared rule).
 
-    def rule_words(self) -> str:
-        """The rule in words; for a deterministic claim (no seeds) "the interval over seeds" is the value itself."""
-        words = self.rule.words
-        if self.interval.n == 0 and not math.isnan(self.interval.estimate):
-            ci = f"the {self.rule.level:.0%} interval over seeds"
-            zero_width = self.interval.low == self.interval.high
-            words = words.replace(ci, "the value (deterministic)" if zero_width else "the range over queries")
-        return words
+    ``sample``: the per-unit values and their estimator, from which the interval is taken at another
+    level (the family-wise correction); None for a deterministic value. ``terms``: the words the rule's
+    quantity takes from the data (a checkpoint, a flag law). ``status``: NOT_EVALUABLE (or NOT_RUN) when
+    the computation itself found the claim cannot be decided; the interval's method then says why.
+    """
+
+    interval: st.Interval
+    note: str = ""
+    sample: st.Sample | None = None
+    terms: dict | None = field(default_factory=dict)
+    status: str = DECIDED
+
+
+def over_units(sample: st.Sample, level: float, method: str = "", note: str = "", **terms) -> Estimate:
+    """The estimate of a per-unit ``sample`` at ``level``, its method ``method; <the estimator's>``."""
+    interval = sample.at(level)
+    if method:
+        interval = interval._replace(method=f"{method}; {interval.method}")
+    return Estimate(interval, note, sample, terms)
+
+
+def no_estimate(status: str, why: str, n: int = 0) -> Estimate:
+    """An estimate that could not be made (NaN), with its status and the reason as its method."""
+    return Estimate(st.Interval(math.nan, math.nan, math.nan, n, why), terms=None, status=status)
 
 
 @dataclass(frozen=True)
@@ -187,13 +232,18 @@ class Claim:
     unit: str  # its unit; the forest plot puts claims of one unit in one panel
     needs: tuple[str, ...]  # tables read
     settings: Callable[[Inputs, EvidenceSettings], list[Setting]]
-    compute: Callable[[Inputs, EvidenceSettings, Setting], Result]
+    compute: Callable[[Inputs, EvidenceSettings, Setting], Estimate]
     log_axis: bool = False  # the forest plot shows this unit on a log axis
     # The family whose rows share a family-wise error rate (docs/evidence.md, "Family-wise
     # correction"); None: the row's own interval decides.
     family: str | None = None
     # CLAIM or CHECK (KINDS): required, with no default, so that every new claim says which it is.
     kind: str = field(kw_only=True)
+    # The decision rule fixed in advance: its kind, the evidence setting of its margin, its quantity in words.
+    rule: dec.Rule = field(kw_only=True)
+    # The unit of replication its interval is over, for the pilot threshold: "seeds" (evidence.min_seeds)
+    # or "windows" (the retrieval stage, evidence.min_windows, before min_seeds).
+    replicates: str = field(default="seeds", kw_only=True)
 
     def __post_init__(self):
         if self.kind not in KINDS:

@@ -23,13 +23,28 @@ from __future__ import annotations
 
 import functools
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 
 from lostmid.evidence import decisions as dec
 from lostmid.evidence import statistics as st
-from lostmid.evidence.inputs import CLAIM, Claim, Inputs, NotRun, Result, Setting
+from lostmid.evidence.inputs import (
+    CLAIM,
+    FAILURE_RATE,
+    LOG2_PER_DOUBLING,
+    LOG_RATIO,
+    ORDERS_PER_DOUBLING,
+    SLOPE,
+    Claim,
+    Estimate,
+    Inputs,
+    NotEvaluable,
+    NotRun,
+    Setting,
+    over_units,
+)
 from lostmid.evidence.length_trained import (
     fix_effect_grows_with_length,
     fix_lowers_model_free_preference,
@@ -66,13 +81,17 @@ def _by_length(stats: pd.DataFrame, statistic: str) -> str:
     return ", ".join(f"L {L}: {value:.3g}" for L, value in means.items())
 
 
-def _slope_result(stats: pd.DataFrame, unit: str, statistic: str, rule: dec.DecisionRule, ev, what: str) -> Result:
+def _slope_estimate(stats: pd.DataFrame, unit: str, statistic: str, ev, what: str) -> Estimate:
     slopes = slopes_per_unit(stats, unit, statistic)
     if not np.isfinite(slopes).all():
-        raise NotRun(f"not evaluable: {statistic} is not finite at some L (a zero profile value)")
-    interval = st.t_interval(slopes.to_numpy(), ev.level)
-    method = f"per {what}, least-squares slope on log2 L over {stats.L.nunique()} lengths; {interval.method}"
-    return Result(interval._replace(method=method), rule, f"mean {statistic} by L: {_by_length(stats, statistic)}")
+        raise NotEvaluable(f"{statistic} is not finite at some L (a zero profile value)")
+    method = f"per {what}, least-squares slope on log2 L over {stats.L.nunique()} lengths"
+    return over_units(
+        st.Sample((slopes.to_numpy(),), st.t_interval),
+        ev.level,
+        method,
+        f"mean {statistic} by L: {_by_length(stats, statistic)}",
+    )
 
 
 def _init_rows(inputs: Inputs, s: Setting, column: str) -> pd.DataFrame:
@@ -80,70 +99,33 @@ def _init_rows(inputs: Inputs, s: Setting, column: str) -> pd.DataFrame:
     return stats[(stats.residual == s.residual) & (stats.depth == s.depth)]
 
 
-def _init_growth(inputs, ev, s, column: str, statistic: str, kind: str, margin: float, quantity: str) -> Result:
-    rule = dec.DecisionRule(kind, margin, ev.level, quantity)
-    return _slope_result(_init_rows(inputs, s, column), "seed", statistic, rule, ev, "init seed")
+def _init_growth(inputs, ev, s, column: str, statistic: str) -> Estimate:
+    return _slope_estimate(_init_rows(inputs, s, column), "seed", statistic, ev, "init seed")
 
 
-def first_last_jacobian_grows_with_length(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+def first_last_jacobian_grows_with_length(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
     """The blog's thermodynamic limit, in its own measure: at initialization the first token's
     output-Jacobian norm over the last's grows with L. Null (a profile of fixed shape): slope 0.
     Rule: at least ``length_growth_margin`` orders of magnitude per doubling (a claim of growth has a size:
     a fixed shape on the discrete grid p = (i - 1/2)/L already drifts by ~0.04 at L 8-64)."""
-    return _init_growth(
-        inputs,
-        ev,
-        s,
-        "output_jacobian",
-        "log10_first_last",
-        "at_least",
-        ev.length_growth_margin,
-        "the growth of log10 first/last output-Jacobian norm per doubling of L",
-    )
+    return _init_growth(inputs, ev, s, "output_jacobian", "log10_first_last")
 
 
-def first_last_density_grows_with_length(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+def first_last_density_grows_with_length(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
     """The same in the squared loss-gradient density (margin doubled: the measure is squared)."""
-    return _init_growth(
-        inputs,
-        ev,
-        s,
-        "density",
-        "log10_first_last",
-        "at_least",
-        2 * ev.length_growth_margin,
-        "the growth of log10 first/last density per doubling of L",
-    )
+    return _init_growth(inputs, ev, s, "density", "log10_first_last")
 
 
-def e_inf_grows_with_length(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+def e_inf_grows_with_length(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
     """Beside the decision: log2 E_inf of the output-Jacobian density per doubling of L. Null: 0 for a
     fixed shape, ~1 for a spike on the last position (E_inf = L - 1)."""
-    return _init_growth(
-        inputs,
-        ev,
-        s,
-        "output_jacobian",
-        "log2_E_inf",
-        "at_least",
-        ev.length_concentration_margin,
-        "the growth of log2 E_inf (output-Jacobian density) per doubling of L",
-    )
+    return _init_growth(inputs, ev, s, "output_jacobian", "log2_E_inf")
 
 
-def last_share_grows_with_length(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+def last_share_grows_with_length(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
     """Beside the decision: log2 (L x the last position's share) of the output-Jacobian profile per
     doubling of L. Null: 0 for a fixed shape, 1 for a spike on the last position."""
-    return _init_growth(
-        inputs,
-        ev,
-        s,
-        "output_jacobian",
-        "log2_L_last_share",
-        "at_least",
-        ev.length_concentration_margin,
-        "the growth of log2 (L x last position's share) per doubling of L",
-    )
+    return _init_growth(inputs, ev, s, "output_jacobian", "log2_L_last_share")
 
 
 # =========================================================================== the fitted B at every L
@@ -184,18 +166,12 @@ def fit_statistics(inputs: Inputs, s: Setting, bias: str) -> pd.DataFrame:
     return statistics_table(part, ["heldout_init", "L"], "output_jacobian")
 
 
-def fitted_bias_keeps_first_last_bounded(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+def fitted_bias_keeps_first_last_bounded(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
     """The fix's "sensible thermodynamic limit": with the B fitted at each L, log10 first/last of the
     output-Jacobian profile on the fit's held-out initializations grows by at most the margin per
     doubling (the baseline claim's margin). The B = 0 slope of the same initializations is in the note."""
-    rule = dec.DecisionRule(
-        "at_most",
-        ev.length_growth_margin,
-        ev.level,
-        "the growth of log10 first/last output-Jacobian norm per doubling of L, B fitted at each L",
-    )
     fitted = fit_statistics(inputs, s, s.reading)
-    result = _slope_result(fitted, "heldout_init", "log10_first_last", rule, ev, "held-out initialization")
+    result = _slope_estimate(fitted, "heldout_init", "log10_first_last", ev, "held-out initialization")
     plain = fit_statistics(inputs, s, "none")
     plain = plain[plain.L.isin(fitted.L.unique())]
     before = slopes_per_unit(plain, "heldout_init", "log10_first_last")
@@ -205,7 +181,7 @@ def fitted_bias_keeps_first_last_bounded(inputs: Inputs, ev: EvidenceSettings, s
         f"{_by_length(plain, 'log10_first_last')}; E_inf with B by L: "
         + ", ".join(f"L {L}: {v:.3g}" for L, v in e_inf.items())
     )
-    return Result(result.interval, rule, note)
+    return replace(result, note=note)
 
 
 def carried_settings(inputs: Inputs, ev: EvidenceSettings, local_only: bool = False) -> list[Setting]:
@@ -239,37 +215,28 @@ def _log_e_inf(inputs: Inputs, s: Setting, bias: str) -> pd.Series:
     return (part.set_index("heldout_init").log2_E_inf * math.log(2)).astype(np.float64)
 
 
-def _carried_against(inputs: Inputs, ev: EvidenceSettings, s: Setting, other: str, kind: str, words: str) -> Result:
+def _carried_against(inputs: Inputs, ev: EvidenceSettings, s: Setting, other: str) -> Estimate:
     """log(E_inf with the carried B / E_inf with ``other``: the B fitted at this L or none), paired by
-    held-out initialization, decided by ``kind`` with margin ``log_ratio_margin``."""
-    rule = dec.DecisionRule(
-        kind,
-        ev.log_ratio_margin,
-        ev.level,
-        f"log(E_inf with the carried B / E_inf {words}), per held-out initialization",
-    )
+    held-out initialization."""
     carried, reference = _log_e_inf(inputs, s, "carried"), _log_e_inf(inputs, s, other)
-    interval = st.paired_difference(carried, reference, st.t_interval, level=ev.level)
     shown = "fitted here" if other == "distance" else "B = 0"
     note = f"E_inf: carried {np.exp(carried).mean():.3g}, {shown} {np.exp(reference).mean():.3g}"
-    return Result(interval._replace(method=f"per held-out initialization; {interval.method}"), rule, note)
+    return over_units(st.Sample((carried, reference), st.paired_t), ev.level, "per held-out initialization", note)
 
 
-def carried_bias_matches_local_fit(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+def carried_bias_matches_local_fit(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
     """ "Once and for all": at a longer L, the distance-form B fitted at the short L gives a held-out
     E_inf at most a factor exp(``log_ratio_margin``) above the distance-form B fitted at that L."""
-    return _carried_against(inputs, ev, s, "distance", "at_most", "with the B fitted at this L")
+    return _carried_against(inputs, ev, s, "distance")
 
 
-def carried_bias_lowers_imbalance(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+def carried_bias_lowers_imbalance(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
     """The carried B still does what it is for at a longer L: log(E_inf carried / E_inf at B = 0) < 0."""
-    return _carried_against(inputs, ev, s, "none", "less_than_zero", "at B = 0")
+    return _carried_against(inputs, ev, s, "none")
 
 
 # =========================================================================== the study's rows of the evidence table
 
-ORDERS_PER_DOUBLING = "log10 per doubling of L"
-LOG2_PER_DOUBLING = "log2 per doubling of L"
 _THERMO = "blog: thermodynamic limit"
 
 CLAIMS = [
@@ -282,6 +249,9 @@ CLAIMS = [
         ("length_init",),
         init_length_settings,
         first_last_jacobian_grows_with_length,
+        rule=dec.Rule(
+            "at_least", "length_growth_margin", "the growth of log10 first/last output-Jacobian norm per doubling of L"
+        ),
         family=LENGTH,
         kind=CLAIM,
     ),
@@ -294,6 +264,9 @@ CLAIMS = [
         ("length_init",),
         init_length_settings,
         first_last_density_grows_with_length,
+        rule=dec.Rule(
+            "at_least", "length_growth_margin", "the growth of log10 first/last density per doubling of L", factor=2
+        ),
         family=LENGTH,
         kind=CLAIM,
     ),
@@ -306,6 +279,11 @@ CLAIMS = [
         ("length_init",),
         init_length_settings,
         e_inf_grows_with_length,
+        rule=dec.Rule(
+            "at_least",
+            "length_concentration_margin",
+            "the growth of log2 E_inf (output-Jacobian density) per doubling of L",
+        ),
         kind=CLAIM,
     ),
     Claim(
@@ -317,6 +295,11 @@ CLAIMS = [
         ("length_init",),
         init_length_settings,
         last_share_grows_with_length,
+        rule=dec.Rule(
+            "at_least",
+            "length_concentration_margin",
+            "the growth of log2 (L x last position's share) per doubling of L",
+        ),
         kind=CLAIM,
     ),
     Claim(
@@ -328,6 +311,11 @@ CLAIMS = [
         ("length_fit", "length_fits"),
         fit_settings,
         fitted_bias_keeps_first_last_bounded,
+        rule=dec.Rule(
+            "at_most",
+            "length_growth_margin",
+            "the growth of log10 first/last output-Jacobian norm per doubling of L, B fitted at each L",
+        ),
         family=LENGTH,
         kind=CLAIM,
     ),
@@ -335,10 +323,15 @@ CLAIMS = [
         "length_carried_bias_matches_local_fit",
         "blog (c): B computed once and for all",
         "per held-out init, log(E_inf carried distance-form B / E_inf distance-form B fitted at this L)",
-        "natural log of a ratio",
+        LOG_RATIO,
         ("length_fit",),
         functools.partial(carried_settings, local_only=True),
         carried_bias_matches_local_fit,
+        rule=dec.Rule(
+            "at_most",
+            "log_ratio_margin",
+            "log(E_inf with the carried B / E_inf with the B fitted at this L), per held-out initialization",
+        ),
         family=LENGTH,
         kind=CLAIM,
     ),
@@ -346,20 +339,26 @@ CLAIMS = [
         "length_carried_bias_lowers_imbalance",
         "blog (c): B computed once and for all (check of the carried B)",
         "per held-out init, log(E_inf carried distance-form B / E_inf at B = 0)",
-        "natural log of a ratio",
+        LOG_RATIO,
         ("length_fit",),
         carried_settings,
         carried_bias_lowers_imbalance,
+        rule=dec.Rule(
+            "less_than_zero",
+            "log_ratio_margin",
+            "log(E_inf with the carried B / E_inf at B = 0), per held-out initialization",
+        ),
         kind=CLAIM,
     ),
     Claim(
         "length_position_effect_grows",
         _THERMO + " (trained, no fix)",
         "(a)'s per-seed logistic slope at mid-training, longest L minus shortest L",
-        "log odds per unit p",
+        SLOPE,
         ("failure",),
         trained_growth_settings,
         position_effect_grows_with_length,
+        rule=dec.Rule("greater_than_zero", "slope_margin", "the growth of (a)'s slope with L"),
         family=LENGTH,
         kind=CLAIM,
     ),
@@ -367,10 +366,11 @@ CLAIMS = [
         "length_fix_effect_grows",
         _THERMO + " (trained: does (e) grow with L?)",
         "(e)'s paired slope difference (debiased - baseline, each at its own mid-training), longest L minus shortest L",
-        "log odds per unit p",
+        SLOPE,
         ("failure",),
         trained_growth_settings,
         fix_effect_grows_with_length,
+        rule=dec.Rule("less_than_zero", "slope_margin", "the change of (e)'s effect with L"),
         family=LENGTH,
         kind=CLAIM,
     ),
@@ -379,10 +379,13 @@ CLAIMS = [
         "blog (e), model-free reading, at every L",
         "paired difference (debiased - baseline) of late (p > 1/2) minus early (p < 1/2) failure, each at its "
         "own mid-training",
-        "failure rate",
+        FAILURE_RATE,
         ("failure",),
         model_free_settings,
         fix_lowers_model_free_preference,
+        rule=dec.Rule(
+            "less_than_zero", "recall_margin", "the difference (debiased - baseline) of late minus early failure"
+        ),
         family=LENGTH,
         kind=CLAIM,
     ),

@@ -14,11 +14,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from lostmid.evidence import decisions as dec
 from lostmid.evidence import statistics as st
-from lostmid.evidence.blog_claims import late_minus_early_failure_per_seed, mid_training_step, slopes_at
 from lostmid.evidence.fit_checks import fit_not_evaluable
-from lostmid.evidence.inputs import Inputs, NotRun, Result, Setting, runs_of
+from lostmid.evidence.inputs import Estimate, Inputs, NotEvaluable, NotRun, Setting, over_units, runs_of
+from lostmid.evidence.readings import late_minus_early_failure_per_seed, mid_training_step, slopes_at
 from lostmid.evidence.settings import EvidenceSettings
 
 
@@ -69,7 +68,7 @@ def trained_growth_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Settin
 def _slopes_at_mid(inputs: Inputs, ev: EvidenceSettings, variant: str, L: int, depth: int) -> pd.Series:
     step, best = mid_training_step(inputs.failure, variant, L, depth, ev.mid_accuracy)
     if step is None:
-        raise NotRun(f"not evaluable: {variant} at L {L} never reached mid-training (best {best:.3f})")
+        raise NotEvaluable(f"{variant} at L {L} never reached mid-training (best {best:.3f})")
     return slopes_at(inputs.failure, variant, L, depth, step)
 
 
@@ -77,15 +76,13 @@ def _short_L(s: Setting) -> int:
     return int(re.search(r"against L (\d+)", s.checkpoint).group(1))
 
 
-def position_effect_grows_with_length(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+def position_effect_grows_with_length(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
     """Trained: the baseline's position effect (a), the logistic slope of failure on p at mid-training,
     is larger at the longest L than at the shortest (Welch; seeds are independent runs at each L)."""
-    rule = dec.DecisionRule("greater_than_zero", ev.slope_margin, ev.level, "the growth of (a)'s slope with L")
     long = _slopes_at_mid(inputs, ev, s.variant, s.L, s.depth)
     short = _slopes_at_mid(inputs, ev, s.reference, _short_L(s), s.depth)
-    interval = welch_difference(long, short, ev.level)
     note = f"(a) slope: {long.mean():.3g} at L {s.L}, {short.mean():.3g} at L {_short_L(s)}"
-    return Result(interval, rule, note)
+    return over_units(st.Sample((long, short), welch_difference), ev.level, note=note)
 
 
 def _bias_arm(inputs: Inputs, baseline: str, L: int, depth: int) -> str:
@@ -95,7 +92,7 @@ def _bias_arm(inputs: Inputs, baseline: str, L: int, depth: int) -> str:
     if not fixed:
         raise NotRun(f"no bias variant paired with {baseline} at L {L}")
     if len(fixed) > 1:
-        raise NotRun(f"not evaluable: {len(fixed)} bias variants pair with {baseline} at L {L} ({', '.join(fixed)})")
+        raise NotEvaluable(f"{len(fixed)} bias variants pair with {baseline} at L {L} ({', '.join(fixed)})")
     return fixed[0]
 
 
@@ -107,28 +104,27 @@ def _fix_effect(inputs: Inputs, ev: EvidenceSettings, variant: str, baseline: st
     if ev.length_gate == "fit_checks":
         why = fit_not_evaluable(inputs, ev, variant, L, depth)
         if why:
-            raise NotRun(f"not evaluable: {variant} at L {L}: {why}")
+            raise NotEvaluable(f"{variant} at L {L}: {why}")
     values = []
     for arm_variant in (variant, baseline):
         step, best = mid_training_step(inputs.failure, arm_variant, L, depth, ev.mid_accuracy)
         if step is None:
-            raise NotRun(f"not evaluable: {arm_variant} at L {L} never reached mid-training (best {best:.3f})")
+            raise NotEvaluable(f"{arm_variant} at L {L} never reached mid-training (best {best:.3f})")
         values.append(per_seed(inputs.failure, arm_variant, L, depth, step))
     shared = values[0].index.intersection(values[1].index)
     return (values[0].loc[shared] - values[1].loc[shared]).astype(np.float64)
 
 
-def fix_effect_grows_with_length(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+def fix_effect_grows_with_length(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
     """The interaction: (e)'s effect (debiased - baseline slope, each at its own mid-training) is more
     negative at the longest L than at the shortest (the fix matters more as L grows)."""
-    rule = dec.DecisionRule("less_than_zero", ev.slope_margin, ev.level, "the change of (e)'s effect with L")
     short_L = _short_L(s)
     long = _fix_effect(inputs, ev, _bias_arm(inputs, s.variant, s.L, s.depth), s.variant, s.L, s.depth, slopes_at)
     short = _fix_effect(
         inputs, ev, _bias_arm(inputs, s.reference, short_L, s.depth), s.reference, short_L, s.depth, slopes_at
     )
-    interval = welch_difference(long, short, ev.level)
-    return Result(interval, rule, f"(e) effect: {long.mean():.3g} at L {s.L}, {short.mean():.3g} at L {short_L}")
+    note = f"(e) effect: {long.mean():.3g} at L {s.L}, {short.mean():.3g} at L {short_L}"
+    return over_units(st.Sample((long, short), welch_difference), ev.level, note=note)
 
 
 def model_free_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
@@ -146,12 +142,8 @@ def model_free_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
     return found
 
 
-def fix_lowers_model_free_preference(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+def fix_lowers_model_free_preference(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
     """(e), model-free, at every L: the paired difference (debiased - baseline) of the late-minus-early
     failure rate, each at its own mid-training; rule less than zero, margin ``recall_margin``."""
-    rule = dec.DecisionRule(
-        "less_than_zero", ev.recall_margin, ev.level, "the difference (debiased - baseline) of late minus early failure"
-    )
     effect = _fix_effect(inputs, ev, s.variant, s.reference, s.L, s.depth, late_minus_early_failure_per_seed)
-    interval = st.t_interval(effect.to_numpy(), ev.level)
-    return Result(interval._replace(method=f"paired by seed; {interval.method}"), rule)
+    return over_units(st.Sample((effect.to_numpy(),), st.t_interval), ev.level, "paired by seed")

@@ -19,27 +19,35 @@ import numpy as np
 from lostmid.evidence import decisions as dec
 from lostmid.evidence import statistics as st
 from lostmid.evidence.blog_claims import (
-    _never_learns,
-    _not_reached,
+    PREFERENCE_RULE,
+    SPEED_RULE,
     debiased_has_less_position_preference,
     debiased_trains_faster,
-    late_minus_early_failure_per_seed,
-    mean_accuracy_at,
-    mid_training_step,
-    training_speed_per_seed,
 )
 from lostmid.evidence.fit_checks import FIT_CHECKS, fit_not_evaluable, fit_rows, gate
 from lostmid.evidence.inputs import (
     CHECK,
     CLAIM,
+    FAILURE_RATE,
+    LOG_RATIO,
+    SLOPE,
     Claim,
+    Estimate,
     Inputs,
     NotRun,
-    Result,
     Setting,
     last_common_step,
+    over_units,
     pair_settings,
     runs_of,
+)
+from lostmid.evidence.readings import (
+    late_minus_early_failure_per_seed,
+    mean_accuracy_at,
+    mid_training_step,
+    never_learns,
+    not_reached,
+    training_speed_per_seed,
 )
 from lostmid.evidence.settings import EvidenceSettings
 from lostmid.tables.summaries import accuracy_per_checkpoint
@@ -78,7 +86,7 @@ def arm_settings(
         except NotRun:
             continue
         for s in settings:
-            why = None if s.missing else gate(_fit_failed(inputs, ev, s), _never_learns(inputs, ev, s))
+            why = None if s.missing else gate(_fit_failed(inputs, ev, s), never_learns(inputs, ev, s))
             found.append(replace(s, reading=s.variant, not_evaluable=why))
     if not found:
         raise NotRun("no bias or control variant in the failure table")
@@ -141,82 +149,43 @@ def late_minus_early_at_mid_training(inputs: Inputs, ev: EvidenceSettings, varia
     return late_minus_early_failure_per_seed(inputs.failure, variant, L, depth, step), step
 
 
-def _paired_preference(inputs: Inputs, ev: EvidenceSettings, s: Setting, rule: dec.DecisionRule) -> Result:
+def paired_preference(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
+    """Per seed, late minus early failure of the arm minus its reference's, each at its own mid-training;
+    paired by seed, Student t (the statistic of arm_has_less_late_minus_early_failure and
+    arm_preference_as_literal)."""
     per_seed, words = [], []
     for variant in (s.variant, s.reference):
         values, step = late_minus_early_at_mid_training(inputs, ev, variant, s.L, s.depth)
         if values is None:
-            return Result(_not_reached(variant, step, ev), rule)
+            return not_reached(variant, step, ev)
         per_seed.append(values)
         words.append(f"{variant} {values.mean():.3g} at step {step}")
-    interval = st.paired_difference(*per_seed, st.t_interval, level=ev.level)
-    method = (
-        "per seed, failure on late flags (p > 1/2) minus early flags (p < 1/2), each arm at its own "
-        f"mid-training; {interval.method}"
-    )
-    return Result(interval._replace(method=method), rule, "late minus early failure: " + ", ".join(words))
-
-
-def arm_has_less_late_minus_early_failure(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
-    """Blog (e), model-free: the arm's late-minus-early failure is below its baseline's, each at its own
-    mid-training. Paired by seed (arm - baseline), Student t. Rule: less than zero, margin ``recall_margin``."""
-    rule = dec.DecisionRule(
-        "less_than_zero",
-        ev.recall_margin,
-        ev.level,
-        "the difference (arm - baseline) of late minus early failure, each at its own mid-training",
-    )
-    return _paired_preference(inputs, ev, s, rule)
-
-
-def _as_literal(ev: EvidenceSettings, margin: float, quantity: str) -> dec.DecisionRule:
-    return dec.DecisionRule(
-        "equivalent_to_zero", margin, ev.level, f"the difference (arm - literal reading) of {quantity}"
+    method = "per seed, failure on late flags (p > 1/2) minus early flags (p < 1/2), each arm at its own mid-training"
+    return over_units(
+        st.Sample(tuple(per_seed), st.paired_t), ev.level, method, "late minus early failure: " + ", ".join(words)
     )
 
 
-def arm_preference_as_literal(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
-    """The arm's late-minus-early failure equals the literal reading's, each at its own mid-training: paired
-    by seed (arm - literal), Student t. Rule: equivalent to zero within ``recall_margin``."""
-    rule = _as_literal(ev, ev.recall_margin, "late minus early failure, each at its own mid-training")
-    return _paired_preference(inputs, ev, s, rule)
-
-
-def arm_slope_as_literal(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
-    """The arm's logistic slope of failure on p equals the literal reading's, each at its own mid-training
-    (blog (e)'s model-based statistic). Rule: equivalent to zero within ``slope_margin``."""
-    result = debiased_has_less_position_preference(inputs, ev, s)
-    rule = _as_literal(ev, ev.slope_margin, "the slope of logit(failure) on p, each at its own mid-training")
-    return replace(result, rule=rule)
-
-
-def arm_speed_as_literal(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
-    """The arm's mean failure over training equals the literal reading's (blog (d)'s statistic). Rule:
-    equivalent to zero within ``speed_margin``."""
+def arm_speed_as_literal(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
+    """The arm's mean failure over training against the literal reading's (blog (d)'s statistic), paired by
+    seed, Student t."""
     arm, literal, horizon = training_speed_per_seed(inputs.failure, s)
-    interval = st.paired_difference(arm, literal, st.t_interval, level=ev.level)
-    rule = _as_literal(ev, ev.speed_margin, "the mean failure rate over training")
-    method = f"per-seed area under the failure curve, steps 0-{horizon}, divided by the span; {interval.method}"
+    method = f"per-seed area under the failure curve, steps 0-{horizon}, divided by the span"
     note = f"mean failure over training: {s.variant} {arm.mean():.3f}, {s.reference} {literal.mean():.3f}"
-    return Result(interval._replace(method=method), rule, note)
+    return over_units(st.Sample((arm, literal), st.paired_t), ev.level, method, note)
 
 
-def arm_flattens_trained_model_at_init(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+def arm_flattens_trained_model_at_init(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
     """Whether the arm's B flattens the model it trains, at initialization: per held-out initialization of
     the (source's) fit, log(E_inf with B / at B = 0) of the fit target's profile in the model B is inserted
     into (``inserted_imbalance_*``). Student t over held-out inits. Rule: at most -``log_ratio_margin``
     (a fall by a factor 1.5). A measured property of the arm, not a gate."""
     part = fit_rows(inputs, s)
     if not {"inserted_imbalance_before", "inserted_imbalance_after"} <= set(part.columns):
-        raise NotRun("not run: bias_fit_summary has no inserted_imbalance columns")
+        raise NotRun("bias_fit_summary has no inserted_imbalance columns")
     before, after = (part[f"inserted_imbalance_{stage}"].to_numpy(np.float64) for stage in ("before", "after"))
-    interval = st.t_interval(np.log(after / before), ev.level)
-    rule = dec.DecisionRule(
-        "at_most",
-        -ev.log_ratio_margin,
-        ev.level,
-        "log(E_inf with B / E_inf at B = 0) in the model B trains in, on held-out initializations",
-    )
+    estimate = over_units(st.Sample((np.log(after / before),), st.t_interval), ev.level)
+    interval = estimate.interval
     first = part.iloc[0]
     note = (
         f"E_inf in the trained model {np.exp(np.log(before).mean()):.3g} -> {np.exp(np.log(after).mean()):.3g}, "
@@ -229,14 +198,14 @@ def arm_flattens_trained_model_at_init(inputs: Inputs, ev: EvidenceSettings, s: 
         f"per held-out initialization of the fit (n_seeds counts them), log ratio of the inserted model's "
         f"imbalance; {interval.method.replace('seed', 'held-out init')}"
     )
-    return Result(interval._replace(method=method), rule, note)
+    return replace(estimate, interval=interval._replace(method=method), note=note)
 
 
 def flatness_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
     """Every arm at every (L, depth) of the bias summary (the fit's or the control's held-out report)."""
     _require_controls(inputs)
     if inputs.bias_summary is None:
-        raise NotRun("not run: no bias_fit_summary table given")
+        raise NotRun("no bias_fit_summary table given")
     found = [
         Setting(name, L, depth, inputs.residual(name), "initialization (held-out inits)", reading=name)
         for kind in ARM_KINDS
@@ -248,7 +217,7 @@ def flatness_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
     return found
 
 
-def arm_keeps_accuracy(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+def arm_keeps_accuracy(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
     """The arm's accuracy at the last checkpoint both have equals its baseline's: paired by seed (arm -
     baseline), Student t. Rule: equivalent to zero within ``accuracy_margin``."""
     accuracy = accuracy_per_checkpoint(inputs.failure)
@@ -259,32 +228,31 @@ def arm_keeps_accuracy(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Resu
         .accuracy
         for v in (s.variant, s.reference)
     ]
-    interval = st.paired_difference(*per_seed, st.t_interval, level=ev.level)
-    rule = dec.DecisionRule(
-        "equivalent_to_zero", ev.accuracy_margin, ev.level, f"the accuracy difference (arm - baseline) at step {step}"
-    )
     note = (
         f"accuracy at step {step}: {s.variant} {mean_accuracy_at(inputs.failure, s.variant, s.L, s.depth, step):.3f}, "
         f"{s.reference} {mean_accuracy_at(inputs.failure, s.reference, s.L, s.depth, step):.3f}"
     )
-    return Result(interval._replace(method=f"accuracy at step {step}; {interval.method}"), rule, note)
+    return over_units(st.Sample(tuple(per_seed), st.paired_t), ev.level, f"accuracy at step {step}", note, step=step)
 
 
 def last_checkpoint_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
     return arm_settings(inputs, ev, "last common checkpoint")
 
 
-_SLOPE = "log odds per unit p"
-_FAILURE = "failure rate"
-MECHANISM_CLAIMS = [
+def _as_literal(margin: str, quantity: str) -> dec.Rule:
+    return dec.Rule("equivalent_to_zero", margin, f"the difference (arm - literal reading) of {quantity}")
+
+
+CLAIMS = [
     Claim(
         "arm_trains_faster",
         "controls for the fix: blog (d) per arm",
         "paired difference (arm - baseline) of the mean failure rate over training",
-        _FAILURE,
+        FAILURE_RATE,
         ("failure",),
         speed_settings,
         debiased_trains_faster,
+        rule=SPEED_RULE,
         family=MECHANISM,
         kind=CLAIM,
     ),
@@ -293,10 +261,11 @@ MECHANISM_CLAIMS = [
         "controls for the fix: blog (e) per arm, model-based",
         "paired difference (arm - baseline) of the per-seed logistic slope of failure on p, each at its own "
         "mid-training",
-        _SLOPE,
+        SLOPE,
         ("failure",),
         arm_settings,
         debiased_has_less_position_preference,
+        rule=PREFERENCE_RULE,
         family=MECHANISM,
         kind=CLAIM,
     ),
@@ -304,10 +273,15 @@ MECHANISM_CLAIMS = [
         "arm_has_less_late_minus_early_failure",
         "controls for the fix: blog (e) per arm, model-free",
         "paired difference (arm - baseline) of late minus early failure, each at its own mid-training",
-        _FAILURE,
+        FAILURE_RATE,
         ("failure",),
         arm_settings,
-        arm_has_less_late_minus_early_failure,
+        paired_preference,
+        rule=dec.Rule(
+            "less_than_zero",
+            "recall_margin",
+            "the difference (arm - baseline) of late minus early failure, each at its own mid-training",
+        ),
         family=MECHANISM,
         kind=CLAIM,
     ),
@@ -315,10 +289,11 @@ MECHANISM_CLAIMS = [
         "arm_speed_as_literal",
         "controls for the fix: blog (d), arm against the literal reading",
         "paired difference (arm - literal reading) of the mean failure rate over training",
-        _FAILURE,
+        FAILURE_RATE,
         ("failure",),
         literal_speed_settings,
         arm_speed_as_literal,
+        rule=_as_literal("speed_margin", "the mean failure rate over training"),
         family=MECHANISM,
         kind=CLAIM,
     ),
@@ -326,10 +301,11 @@ MECHANISM_CLAIMS = [
         "arm_slope_as_literal",
         "controls for the fix: blog (e), model-based, arm against the literal reading",
         "paired difference (arm - literal reading) of the logistic slope of failure on p, each at its own mid-training",
-        _SLOPE,
+        SLOPE,
         ("failure",),
         literal_settings,
-        arm_slope_as_literal,
+        debiased_has_less_position_preference,
+        rule=_as_literal("slope_margin", "the slope of logit(failure) on p, each at its own mid-training"),
         family=MECHANISM,
         kind=CLAIM,
     ),
@@ -337,10 +313,11 @@ MECHANISM_CLAIMS = [
         "arm_preference_as_literal",
         "controls for the fix: blog (e), model-free, arm against the literal reading",
         "paired difference (arm - literal reading) of late minus early failure, each at its own mid-training",
-        _FAILURE,
+        FAILURE_RATE,
         ("failure",),
         literal_settings,
-        arm_preference_as_literal,
+        paired_preference,
+        rule=_as_literal("recall_margin", "late minus early failure, each at its own mid-training"),
         family=MECHANISM,
         kind=CLAIM,
     ),
@@ -348,10 +325,16 @@ MECHANISM_CLAIMS = [
         "arm_flattens_trained_model_at_init",
         "controls for the fix: the arm's B in the model it trains (a measured property)",
         "log(E_inf with B / E_inf at B = 0) of the fit target's profile in the trained model, per held-out init",
-        "natural log of a ratio",
+        LOG_RATIO,
         (),
         flatness_settings,
         arm_flattens_trained_model_at_init,
+        rule=dec.Rule(
+            "at_most",
+            "log_ratio_margin",
+            "log(E_inf with B / E_inf at B = 0) in the model B trains in, on held-out initializations",
+            factor=-1,
+        ),
         kind=CHECK,
     ),
     Claim(
@@ -362,6 +345,9 @@ MECHANISM_CLAIMS = [
         ("failure",),
         last_checkpoint_settings,
         arm_keeps_accuracy,
+        rule=dec.Rule(
+            "equivalent_to_zero", "accuracy_margin", "the accuracy difference (arm - baseline) at step {step}"
+        ),
         kind=CHECK,
     ),
 ]

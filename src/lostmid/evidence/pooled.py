@@ -62,7 +62,7 @@ def _rule(words: str, ev: EvidenceSettings) -> dec.DecisionRule:
     kind, _, key = words.partition(":")
     if key not in {f.name for f in fields(EvidenceSettings)}:
         raise InputError(f"the rule {words!r} names no evidence setting {key!r}")
-    return dec.DecisionRule(kind, getattr(ev, key), 0.95)
+    return dec.Rule(kind, key).build(ev)
 
 
 def inverse_variance(estimates: np.ndarray, variances: np.ndarray) -> tuple[float, float]:

@@ -1,19 +1,29 @@
 """The registry of the evidence stage: every claim of the blog post and of the paper that the
-workflow can test, as one ``Claim`` each, in the order of the evidence table.
+workflow can test, as one ``Claim`` row each, in the order of the evidence table.
 
 A ``Claim`` names its source, the statistic (what is estimated, in which unit), the tables it
-reads, the settings it is evaluated in and the function named after it (in ``blog_claims``,
-``paper_claims``, ``fit_checks`` or ``validation_claims``) that returns, for one setting, an
-``Interval`` and the ``DecisionRule`` fixed in advance. ``lostmid.evidence.claims`` evaluates
-them.
+reads, the settings it is evaluated in, the function named after it (in ``blog_claims``,
+``paper_claims``, ``fit_checks``, ``validation_claims``, ...) that returns, for one setting, the
+``Estimate`` (an interval, its per-unit sample, a note), and the decision rule fixed in advance
+(``decisions.Rule``: its kind, the evidence setting of its margin, its quantity in words).
+``lostmid.evidence.claims`` evaluates them and ``decisions.decide`` reads the verdicts off. The
+families declared beside their statistics (retrieval, length, influence predicts failure, the
+controls for the fix) export their rows as ``CLAIMS``, joined here in the table's order.
 """
 
 from __future__ import annotations
 
-from lostmid.evidence import mechanism_claims as mc
-from lostmid.evidence import overhead_claims as oc
-from lostmid.evidence import retrieval_claims
-from lostmid.evidence import validation_claims as vc
+from lostmid.evidence import (
+    blog_claims,
+    fit_checks,
+    influence_failure,
+    length_claims,
+    mechanism_claims,
+    retrieval_claims,
+    robustness,
+    validation_rows,
+)
+from lostmid.evidence import decisions as dec
 from lostmid.evidence.blog_claims import (
     baseline_settings,
     bias_settings,
@@ -27,11 +37,17 @@ from lostmid.evidence.blog_claims import (
     fitted_bias_weights_recent_keys,
     init_settings,
 )
-from lostmid.evidence.fit_checks import bias_fit_flattens_profile, bias_fit_keeps_context_share, reading_settings
-from lostmid.evidence.influence_failure import ACROSS_ARMS
-from lostmid.evidence.influence_failure import CLAIMS as INFLUENCE_FAILURE_CLAIMS
-from lostmid.evidence.inputs import BLOG, CHECK, CLAIM, PAPER_VALIDATION, Claim, pair_settings
-from lostmid.evidence.length_claims import CLAIMS as LENGTH_CLAIMS
+from lostmid.evidence.inputs import (
+    BLOG,
+    CHECK,
+    CLAIM,
+    FAILURE_RATE,
+    LOG_RATIO,
+    ORDERS,
+    SLOPE,
+    Claim,
+    pair_settings,
+)
 from lostmid.evidence.paper_claims import (
     algebraic_balance_e_inf_near_zero,
     algebraic_balance_z_grows,
@@ -59,10 +75,6 @@ from lostmid.evidence.robustness import (
     interpolated_preference_settings,
 )
 
-SLOPE = "log odds per unit p"
-ORDERS = "orders of magnitude (log10)"
-LOG_RATIO = "natural log of a ratio"
-
 # Every claim of the blog and the paper, with its statistic, decision rule and margin.
 CLAIMS: list[Claim] = [
     Claim(
@@ -75,6 +87,7 @@ CLAIMS: list[Claim] = [
         failure_rises_with_position,
         family=BLOG,
         kind=CLAIM,
+        rule=blog_claims.POSITION_EFFECT_RULE,
     ),
     # (a) and (e) again with a model-free statistic (estimator robustness): outside the family,
     # since they re-estimate the same claims; the note says where the two verdicts differ.
@@ -82,11 +95,12 @@ CLAIMS: list[Claim] = [
         "failure_rises_with_position_model_free",
         "blog (a), model-free",
         "per-seed failure rate on late flags (p > 1/2) minus early flags (p < 1/2) at mid-training",
-        "failure rate",
+        FAILURE_RATE,
         ("failure",),
         baseline_settings,
         failure_rises_with_position_model_free,
         kind=CLAIM,
+        rule=robustness.MODEL_FREE_POSITION_RULE,
     ),
     Claim(
         "first_token_jacobian_grows_with_depth",
@@ -99,6 +113,12 @@ CLAIMS: list[Claim] = [
         first_token_jacobian_grows_with_depth,
         family=BLOG,
         kind=CLAIM,
+        rule=dec.Rule(
+            "greater_than_zero",
+            "init_growth_margin",
+            "the orders of magnitude (log10) by which the first token's output-Jacobian norm E||d logits_L/d x_j|| "
+            "over the last's grows from depth 1 to depth {init_depth}",
+        ),
     ),
     Claim(
         "first_token_density_grows_with_depth",
@@ -110,27 +130,15 @@ CLAIMS: list[Claim] = [
         first_token_density_grows_with_depth,
         family=BLOG,
         kind=CLAIM,
+        rule=dec.Rule(
+            "greater_than_zero",
+            "density_growth_margin",
+            "the orders of magnitude (log10) by which the first token's influence density m_j (squared loss "
+            "gradient) over the last's grows from depth 1 to depth {init_depth}",
+        ),
     ),
-    Claim(
-        "bias_fit_flattens_profile",
-        "blog (c): the fit (check of the intervention)",
-        "log(E_inf fitted B / E_inf B = 0) of the fitted profile per held-out initialization",
-        LOG_RATIO,
-        (),
-        reading_settings,
-        bias_fit_flattens_profile,
-        kind=CHECK,
-    ),
-    Claim(
-        "bias_fit_keeps_context_share",
-        "blog (c): the fit (check of the intervention)",
-        "log(context share fitted B / B = 0) per held-out initialization",
-        LOG_RATIO,
-        (),
-        reading_settings,
-        bias_fit_keeps_context_share,
-        kind=CHECK,
-    ),
+    # The checks of the blog's fit (lostmid.evidence.fit_checks), which gate (c)-(e).
+    *fit_checks.CLAIMS,
     Claim(
         "fitted_bias_weights_recent_keys",
         "blog (c)",
@@ -142,17 +150,24 @@ CLAIMS: list[Claim] = [
         fitted_bias_weights_recent_keys,
         family=BLOG,
         kind=CLAIM,
+        rule=dec.Rule(
+            "at_least",
+            "recency_margin",
+            "the fall of the fitted bias from the nearest key to the farthest (least-squares line of the mean bias "
+            "by lag over lags >= 1, the diagonal left out)",
+        ),
     ),
     Claim(
         "debiased_trains_faster",
         "blog (d), with (e)'s second half",
         "paired difference of the mean failure rate over training (area under the failure curve)",
-        "failure rate",
+        FAILURE_RATE,
         ("failure",),
         debiased_speed_settings,
         debiased_trains_faster,
         family=BLOG,
         kind=CLAIM,
+        rule=blog_claims.SPEED_RULE,
     ),
     Claim(
         "debiased_has_less_position_preference",
@@ -164,16 +179,18 @@ CLAIMS: list[Claim] = [
         debiased_has_less_position_preference,
         family=BLOG,
         kind=CLAIM,
+        rule=blog_claims.PREFERENCE_RULE,
     ),
     Claim(
         "debiased_has_less_position_preference_model_free",
         "blog (e), model-free",
         "paired difference of the late minus early failure rate, each arm at its own mid-training",
-        "failure rate",
+        FAILURE_RATE,
         ("failure",),
         debiased_preference_settings,
         debiased_has_less_position_preference_model_free,
         kind=CLAIM,
+        rule=robustness.MODEL_FREE_PREFERENCE_RULE,
     ),
     Claim(
         "debiased_has_less_position_preference_interpolated",
@@ -185,6 +202,11 @@ CLAIMS: list[Claim] = [
         interpolated_preference_settings,
         debiased_has_less_position_preference_interpolated,
         kind=CLAIM,
+        rule=dec.Rule(
+            "less_than_zero",
+            "slope_margin",
+            "the difference (debiased - baseline) of the slope at matched accuracy",
+        ),
     ),
     Claim(
         "structural_baseline_matches_closed_form",
@@ -196,6 +218,7 @@ CLAIMS: list[Claim] = [
         structural_baseline_matches_closed_form,
         log_axis=True,
         kind=CHECK,
+        rule=dec.Rule("at_most", "structural_tolerance", "the largest relative deviation from the closed form"),
     ),
     Claim(
         "density_flow_matches_finite_difference",
@@ -207,6 +230,7 @@ CLAIMS: list[Claim] = [
         density_flow_matches_finite_difference,
         log_axis=True,
         kind=CHECK,
+        rule=dec.Rule("at_most", "flow_tolerance", "the median relative error of the predicted density flow"),
     ),
     Claim(
         "density_flow_error_falls_with_step",
@@ -217,6 +241,7 @@ CLAIMS: list[Claim] = [
         flow_settings,
         density_flow_error_falls_with_step,
         kind=CHECK,
+        rule=dec.Rule("greater_than_zero", 0.5, "the slope of log relative error on log eta"),
     ),
     Claim(
         "sufficient_conditions_sound",
@@ -227,6 +252,7 @@ CLAIMS: list[Claim] = [
         conditions_settings,
         sufficient_conditions_sound,
         kind=CLAIM,
+        rule=dec.Rule("at_most", 0.0, "the number of rows where a sufficient condition holds and its conclusion fails"),
     ),
     Claim(
         "balance_lowers_e_inf",
@@ -237,6 +263,7 @@ CLAIMS: list[Claim] = [
         pair_settings("balance", "metrics", "last common checkpoint"),
         balance_lowers_e_inf,
         kind=CLAIM,
+        rule=dec.Rule("less_than_zero", "log_ratio_margin", "log(E_inf Alg. 1 / E_inf baseline)"),
     ),
     Claim(
         "balance_keeps_accuracy",
@@ -247,6 +274,7 @@ CLAIMS: list[Claim] = [
         pair_settings("balance", "failure", "last common checkpoint"),
         balance_keeps_accuracy,
         kind=CLAIM,
+        rule=dec.Rule("equivalent_to_zero", "accuracy_margin", "the accuracy difference (Alg. 1 - baseline)"),
     ),
     Claim(
         "reweight_changes_profile_little",
@@ -257,6 +285,7 @@ CLAIMS: list[Claim] = [
         pair_settings("reweight", "metrics", "last common checkpoint"),
         reweight_changes_profile_little,
         kind=CLAIM,
+        rule=dec.Rule("equivalent_to_zero", "log_ratio_margin", "log(E_inf Alg. 2 / E_inf baseline)"),
     ),
     Claim(
         "observability_lowers_trace_imbalance",
@@ -268,6 +297,7 @@ CLAIMS: list[Claim] = [
         observability_lowers_trace_imbalance,
         log_axis=True,
         kind=CHECK,
+        rule=dec.Rule("at_most", "imbalance_ratio", "trace imbalance of Alg. 3 / baseline's"),
     ),
     Claim(
         "algebraic_baseline_left_right_middle",
@@ -278,6 +308,7 @@ CLAIMS: list[Claim] = [
         single_setting,
         algebraic_baseline_left_right_middle,
         kind=CLAIM,
+        rule=dec.Rule("greater_than_zero", "algebraic_tolerance", "min(left - right, right - middle)"),
     ),
     Claim(
         "algebraic_balance_e_inf_near_zero",
@@ -289,6 +320,7 @@ CLAIMS: list[Claim] = [
         algebraic_balance_e_inf_near_zero,
         log_axis=True,
         kind=CHECK,
+        rule=dec.Rule("at_most", "einf_zero", "E_inf of Alg. 1"),
     ),
     Claim(
         "algebraic_balance_z_grows",
@@ -299,6 +331,7 @@ CLAIMS: list[Claim] = [
         single_setting,
         algebraic_balance_z_grows,
         kind=CLAIM,
+        rule=dec.Rule("greater_than_zero", "z_growth_margin", "log(Z Alg. 1 / Z baseline)"),
     ),
     Claim(
         "algebraic_reweight_moves_little",
@@ -309,6 +342,7 @@ CLAIMS: list[Claim] = [
         single_setting,
         algebraic_reweight_moves_little,
         kind=CLAIM,
+        rule=dec.Rule("equivalent_to_zero", "log_ratio_margin", "log(E_inf Alg. 2 / E_inf baseline)"),
     ),
     Claim(
         "algebraic_observability_right_below_middle",
@@ -319,6 +353,7 @@ CLAIMS: list[Claim] = [
         single_setting,
         algebraic_observability_right_below_middle,
         kind=CLAIM,
+        rule=dec.Rule("less_than_zero", "algebraic_tolerance", "LIM of Alg. 3"),
     ),
     Claim(
         "probe_bias_falls",
@@ -330,6 +365,7 @@ CLAIMS: list[Claim] = [
         probe_bias_falls,
         log_axis=True,
         kind=CHECK,
+        rule=dec.Rule("at_most", "probe_ratio", "{what}"),
     ),
     Claim(
         "probe_spread_falls",
@@ -341,119 +377,18 @@ CLAIMS: list[Claim] = [
         probe_spread_falls,
         log_axis=True,
         kind=CHECK,
+        rule=dec.Rule("at_most", "probe_ratio", "{what}"),
     ),
-    # The paper's validation protocol (section 4.5) on trained runs: lostmid.evidence.validation_claims,
-    # docs/validation.md.
-    Claim(
-        "balance_lowers_e_inf_at_matched_accuracy",
-        "paper: Algorithm 1 (validation, section 4.5)",
-        "paired log(E_inf Alg. 1 / E_inf baseline), each arm at its own mid-training checkpoint",
-        LOG_RATIO,
-        ("failure", "metrics"),
-        vc.uniform_arm_settings("balance", "metrics", (vc.MATCHED, vc.INTERPOLATED)),
-        vc.t_result(vc.balance_e_inf_effect),
-        family=PAPER_VALIDATION,
-        kind=CLAIM,
-    ),
-    Claim(
-        "reweight_changes_profile_little_at_matched_accuracy",
-        "paper: Algorithm 2 (validation, section 4.5)",
-        "paired log(E_inf Alg. 2 / E_inf baseline), each arm at its own mid-training checkpoint",
-        LOG_RATIO,
-        ("failure", "metrics"),
-        vc.uniform_arm_settings("reweight", "metrics", (vc.MATCHED,)),
-        vc.t_result(vc.reweight_e_inf_effect),
-        family=PAPER_VALIDATION,
-        kind=CLAIM,
-    ),
-    Claim(
-        "balance_lowers_jacobian_imbalance",
-        "paper: Algorithm 1 (validation; loss-free reading)",
-        "paired log ratio of the output-Jacobian density's imbalance (Alg. 1 / baseline)",
-        LOG_RATIO,
-        ("failure", "observability"),
-        vc.uniform_arm_settings("balance", "observability", (vc.MATCHED, vc.LAST)),
-        vc.t_result(vc.balance_jacobian_effect),
-        family=PAPER_VALIDATION,
-        kind=CLAIM,
-    ),
-    Claim(
-        "observability_lowers_trace_imbalance_on_transformer",
-        "paper: Algorithm 3 (validation, section 4.5)",
-        "paired log(E_obs Alg. 3 / E_obs baseline) of the exact trace density",
-        LOG_RATIO,
-        ("failure", "observability", "metrics"),
-        vc.uniform_arm_settings("observability", "observability", (vc.MATCHED, vc.LAST)),
-        vc.t_result(vc.observability_trace_effect),
-        family=PAPER_VALIDATION,
-        kind=CLAIM,
-    ),
-    Claim(
-        "flag_shift_raises_untrained_failure",
-        "paper: position shift (section 4.5; check of the intervention)",
-        "paired difference (shifted law - uniform law) of the failure rate on the under-trained half of the flags",
-        "failure rate",
-        ("failure",),
-        vc.shift_settings(remedies=False),
-        vc.t_result(vc.shift_effect),
-        kind=CHECK,
-    ),
-    Claim(
-        "remedy_recalls_untrained_positions",
-        "paper: position shift (section 4.5)",
-        "paired difference (remedy - baseline, same shifted law) of the failure rate on the under-trained half",
-        "failure rate",
-        ("failure",),
-        vc.shift_settings(remedies=True),
-        vc.t_result(vc.shift_effect),
-        family=PAPER_VALIDATION,
-        kind=CLAIM,
-    ),
-    Claim(
-        "remedy_time_overhead",
-        "paper: overhead (sections 3.8, 4.5)",
-        "geometric mean over seeds of the time per step ratio",
-        "ratio",
-        ("train",),
-        oc.overhead_settings,
-        vc.t_result(oc.time_effect, log_scale=True),
-        log_axis=True,
-        family=PAPER_VALIDATION,
-        kind=CLAIM,
-    ),
-    Claim(
-        "remedy_memory_overhead",
-        "paper: overhead (sections 3.8, 4.5)",
-        "geometric mean over seeds of the peak memory ratio",
-        "ratio",
-        ("train",),
-        oc.overhead_settings,
-        vc.t_result(oc.memory_effect, log_scale=True),
-        log_axis=True,
-        family=PAPER_VALIDATION,
-        kind=CLAIM,
-    ),
-    Claim(
-        "penalty_strength_lowers_its_target",
-        "paper: ablation over strength (section 4.5)",
-        "per-seed slope of the log target imbalance on strength / the largest strength (baseline = 0)",
-        LOG_RATIO,
-        ("failure", "metrics"),
-        vc.ladder_settings,
-        vc.t_result(vc.strength_effect),
-        family=PAPER_VALIDATION,
-        kind=CLAIM,
-    ),
-    # The retrieval stage (docs/retrieval.md): lostmid.evidence.retrieval_claims, family "retrieval".
+    # The paper's validation protocol (section 4.5) on trained runs (docs/validation.md).
+    *validation_rows.CLAIMS,
+    # The families declared beside their statistics, each module's CLAIMS in the table's order:
+    # the retrieval stage (docs/retrieval.md, family "retrieval"); the sequence-length study (docs/length.md);
+    # influence predicts failure (the blog's middle link, its own family, and the across-arms claim outside it);
+    # the controls for the fix (docs/remedies.md, their own family).
     *retrieval_claims.CLAIMS,
-    # The sequence-length study (docs/length.md): lostmid.evidence.length_claims.
-    *LENGTH_CLAIMS,
+    *length_claims.CLAIMS,
+    *influence_failure.CLAIMS,
+    *mechanism_claims.CLAIMS,
 ]
-
-# Influence predicts failure: the blog's middle link, its own family.
-CLAIMS += INFLUENCE_FAILURE_CLAIMS
-CLAIMS.append(ACROSS_ARMS)  # outside the family: written after the mechanism run's rows were seen
-
-CLAIMS += mc.MECHANISM_CLAIMS  # controls for the fix (docs/remedies.md): their own family
 
 CLAIMS_BY_NAME = {claim.name: claim for claim in CLAIMS}

@@ -9,6 +9,8 @@ import math
 
 import pandas as pd
 
+from lostmid.evidence.inputs import DECIDED, STATUS_WORDS
+
 
 def estimate_words(row) -> str:
     """``estimate [ci_low, ci_high]`` to three significant digits, ``–`` when not computed."""
@@ -24,15 +26,28 @@ def verdict_counts(table: pd.DataFrame) -> str:
     return ", ".join(f"{counts[verdict]} {verdict}" for verdict in sorted(counts.index))
 
 
-# How the method of a row without a verdict of its own begins: a claim not evaluated on the run, one
-# measured but not decidable, one with fewer seeds than the run's plan (evidence.min_seeds).
-NO_VERDICT = ("not run", "not evaluable", "pilot")
+# A row without a verdict of its own, by its status (the column ``status``, lostmid.evidence.inputs.STATUSES):
+# a claim not evaluated on the run, one measured but not decidable, one with fewer replicates than the
+# run's plan (evidence.min_seeds, evidence.min_windows); in words as its method begins.
+NO_VERDICT = STATUS_WORDS
 
 
 def no_verdict(row) -> str:
-    """The prefix of NO_VERDICT that the row's method begins with ("" for a row with a verdict)."""
-    method = str(getattr(row, "method", ""))
-    return next((prefix for prefix in NO_VERDICT if method.startswith(prefix)), "")
+    """Why the row has no verdict of its own, in words ("" for a decided row)."""
+    return NO_VERDICT.get(row.status, "")
+
+
+def with_status(table: pd.DataFrame) -> pd.DataFrame:
+    """An evidence table with its ``status`` column; one written before the column existed gets it from the
+    words its method began with then (the one place those words are read back: old tables only)."""
+    if "status" in table:
+        return table
+    words = {prefix: status for status, prefix in NO_VERDICT.items()}
+    method = table["method"].astype(str)
+    status = pd.Series(DECIDED, index=table.index)
+    for prefix, value in words.items():
+        status[method.str.match(prefix)] = value
+    return table.assign(status=status)
 
 
 def verdict_words(row) -> str:

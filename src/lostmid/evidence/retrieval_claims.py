@@ -14,14 +14,12 @@ control: accuracy only, no gradients); so is a row whose examples all succeed or
 
 from __future__ import annotations
 
-import math
-
 from lostmid.architectures import retrieval_summary as rs
 from lostmid.architectures.settings import RetrievalSettings
 from lostmid.config import settings_from_section
 from lostmid.evidence import decisions as dec
 from lostmid.evidence import statistics as st
-from lostmid.evidence.inputs import CLAIM, Claim, Inputs, NotRun, Result, Setting
+from lostmid.evidence.inputs import AUC, CLAIM, NOT_EVALUABLE, Claim, Estimate, Inputs, NotRun, Setting, no_estimate
 from lostmid.evidence.settings import EvidenceSettings
 
 RETRIEVAL = "retrieval"  # the family of these rows (Claim.family)
@@ -55,43 +53,36 @@ def retrieval_settings(measure: str):
     return settings
 
 
+def auc_minus_half(draws, windows: int, method: str, level: float) -> st.Interval:
+    """The percentile interval over window draws (``retrieval_summary.interval``) of the AUC, minus 0.5."""
+    estimate, lo, hi = rs.interval(draws, level)
+    return st.Interval(estimate - 0.5, lo - 0.5, hi - 0.5, windows, method)
+
+
 def influence_predicts_retrieval(measure: str):
     """compute(inputs, ev, setting): AUC - 0.5 of the setting's examples with its interval over windows."""
     column = rs.MEASURES[measure]
 
-    def compute(inputs: Inputs, ev: EvidenceSettings, setting: Setting) -> Result:
-        rule = dec.DecisionRule(
-            "greater_than_zero",
-            ev.retrieval_auc_margin,
-            ev.level,
-            f"AUC - 0.5 of success on the {measure} influence share",
-        )
+    def compute(inputs: Inputs, ev: EvidenceSettings, setting: Setting) -> Estimate:
         table = inputs.retrieval
         words = table.apply(lambda r: _setting_words(r.model, r.weights, r.task), axis=1)
         rows = table[(words == setting.variant) & (table.n == setting.L)]
         windows = rows.window.nunique()
         rows = rows[rows[column].notna()]
         if rows.empty:
-            method = "not evaluable: no influence values (accuracy only)"
-            return Result(st.Interval(math.nan, math.nan, math.nan, windows, method), rule)
+            return no_estimate(NOT_EVALUABLE, "no influence values (accuracy only)", windows)
         if rows.success.all() or not rows.success.any():
             outcome = "succeeded" if rows.success.all() else "failed"
-            method = f"not evaluable: every one of the {len(rows)} examples {outcome}"
-            return Result(st.Interval(math.nan, math.nan, math.nan, windows, method), rule)
+            return no_estimate(NOT_EVALUABLE, f"every one of the {len(rows)} examples {outcome}", windows)
         settings = settings_from_section(RetrievalSettings, inputs.retrieval_settings, "retrieval")
-        estimate, lo, hi = rs.auc_interval(rows, column, settings.resamples, settings.seed, ev.level)
+        draws = rs.auc_draws(rows, column, settings.resamples, settings.seed)
         method = (
             f"AUC of success on the needle's {measure} influence share over {len(rows)} examples "
             f"({int(rows.success.sum())} successes) of {rows.window.nunique()} windows, minus 0.5; "
             f"percentile bootstrap over windows ({settings.resamples} draws, seed {settings.seed})"
         )
-        used = rows.window.nunique()
-        if used < ev.min_windows:
-            method = (
-                f"pilot: {used} windows, fewer than the stage's plan of {ev.min_windows} (evidence.min_windows); "
-                + method
-            )
-        return Result(st.Interval(estimate - 0.5, lo - 0.5, hi - 0.5, used, method), rule)
+        sample = st.Sample((draws, rows.window.nunique(), method), auc_minus_half)
+        return Estimate(sample.at(ev.level), sample=sample)
 
     return compute
 
@@ -101,12 +92,16 @@ CLAIMS = [
         f"{measure}_influence_predicts_retrieval",
         "paper: open problem (do the diagnostics predict retrieval in real LMs?)",
         f"AUC - 0.5 of retrieval success on the needle's {words} influence share, per example",
-        "AUC - 0.5",
+        AUC,
         ("retrieval",),
         retrieval_settings(measure),
         influence_predicts_retrieval(measure),
         family=RETRIEVAL,
         kind=CLAIM,
+        rule=dec.Rule(
+            "greater_than_zero", "retrieval_auc_margin", f"AUC - 0.5 of success on the {measure} influence share"
+        ),
+        replicates="windows",
     )
     for measure, words in (("task", "task-conditioned"), ("free", "task-free"))
 ]

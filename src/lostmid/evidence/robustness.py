@@ -14,22 +14,19 @@ import pandas as pd
 from lostmid.evidence import decisions as dec
 from lostmid.evidence import statistics as st
 from lostmid.evidence.blog_claims import (
-    _not_reached,
-    _slope_rule,
+    POSITION_EFFECT_RULE,
+    PREFERENCE_RULE,
     debiased_has_less_position_preference,
     debiased_preference_settings,
     failure_rises_with_position,
+)
+from lostmid.evidence.inputs import DECIDED, Estimate, Inputs, NotRun, Setting, over_units, rows_of
+from lostmid.evidence.readings import (
     late_minus_early_failure_per_seed,
     mean_accuracy_at,
     mid_training_step,
+    not_reached,
     slopes_at,
-)
-from lostmid.evidence.inputs import (
-    Inputs,
-    NotRun,
-    Result,
-    Setting,
-    rows_of,
 )
 from lostmid.evidence.settings import EvidenceSettings
 from lostmid.tables.summaries import accuracy_per_checkpoint
@@ -37,64 +34,69 @@ from lostmid.tables.summaries import accuracy_per_checkpoint
 # ============================================= blog (a) and (e) with the model-free statistic (estimator robustness)
 
 
-def _agreement(model_based: Result, model_free: st.Interval, rule: dec.DecisionRule) -> str:
-    """The model-based row's verdict beside this one's, and whether they differ."""
-    based = model_based.interval
-    if based.method.startswith(("not run", "not evaluable")) or model_free.method.startswith(
-        ("not run", "not evaluable")
-    ):
-        return "the model-based row has no verdict to compare"
-    first = dec.verdict(based.low, based.high, model_based.rule)
-    second = dec.verdict(model_free.low, model_free.high, rule)
+# The model-free rows' rules, declared with their rows (registry.CLAIMS).
+MODEL_FREE_POSITION_RULE = dec.Rule(
+    "greater_than_zero", "preference_margin", "the late minus early failure rate at mid-training"
+)
+MODEL_FREE_PREFERENCE_RULE = dec.Rule(
+    "less_than_zero",
+    "preference_margin",
+    "the difference (debiased - baseline) of the late minus early failure rate, each at its own mid-training",
+)
+
+
+def _agreement(
+    based: Estimate, based_rule: dec.Rule, own: Estimate, own_rule: dec.Rule, ev: EvidenceSettings
+) -> Estimate:
+    """``own`` with the model-based row's verdict (by ``based_rule``) beside its own in the note, and whether
+    they differ."""
+    if based.status != DECIDED:
+        return replace(own, note="the model-based row has no verdict to compare")
+    first, second = dec.verdict_by(based_rule, based.interval, ev), dec.verdict_by(own_rule, own.interval, ev)
     words = "the two verdicts agree" if first == second else "THE TWO VERDICTS DIFFER"
-    return (
-        f"the logistic-slope row reads {based.estimate:.3g} [{based.low:.3g}, {based.high:.3g}], {first}; "
-        f"this one {second}: {words}"
+    i = based.interval
+    return replace(
+        own,
+        note=f"the logistic-slope row reads {i.estimate:.3g} [{i.low:.3g}, {i.high:.3g}], {first}; "
+        f"this one {second}: {words}",
     )
 
 
-def _preference_rule(ev: EvidenceSettings, kind: str, quantity: str) -> dec.DecisionRule:
-    return dec.DecisionRule(kind, ev.preference_margin, ev.level, quantity)
-
-
-def failure_rises_with_position_model_free(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+def failure_rises_with_position_model_free(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
     """Blog (a) with the model-free statistic: per seed, the failure rate on late flags minus that on
     early flags (``late_minus_early_failure_per_seed``) at the mid-training checkpoint; Student t over
     seeds. Rule: greater than zero, margin ``preference_margin``. The note gives the logistic-slope row's
     verdict and says whether the two differ."""
-    rule = _preference_rule(ev, "greater_than_zero", "the late minus early failure rate at mid-training")
     step, best = mid_training_step(inputs.failure, s.variant, s.L, s.depth, ev.mid_accuracy)
     if step is None:
-        return Result(_not_reached(s.variant, best, ev), rule)
+        return not_reached(s.variant, best, ev)
     values = late_minus_early_failure_per_seed(inputs.failure, s.variant, s.L, s.depth, step)
-    interval = st.t_interval(values.to_numpy(), ev.level)
-    interval = interval._replace(
-        method=f"per-seed failure rate on late flags (p > 1/2) minus early (p < 1/2) at step {step}; {interval.method}"
+    own = over_units(
+        st.Sample((values.to_numpy(),), st.t_interval),
+        ev.level,
+        f"per-seed failure rate on late flags (p > 1/2) minus early (p < 1/2) at step {step}",
     )
-    return Result(interval, rule, _agreement(failure_rises_with_position(inputs, ev, s), interval, rule))
+    based = failure_rises_with_position(inputs, ev, s)
+    return _agreement(based, POSITION_EFFECT_RULE, own, MODEL_FREE_POSITION_RULE, ev)
 
 
-def debiased_has_less_position_preference_model_free(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+def debiased_has_less_position_preference_model_free(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
     """Blog (e) with the model-free statistic: the paired difference (debiased - baseline) of the
     late minus early failure rate, each arm at its own mid-training checkpoint; Student t. Rule: less
     than zero, margin ``preference_margin``. The note compares with the logistic-slope row."""
-    rule = _preference_rule(
-        ev,
-        "less_than_zero",
-        "the difference (debiased - baseline) of the late minus early failure rate, each at its own mid-training",
-    )
     values = []
     for variant in (s.variant, s.reference):
         step, best = mid_training_step(inputs.failure, variant, s.L, s.depth, ev.mid_accuracy)
         if step is None:
-            return Result(_not_reached(variant, best, ev), rule)
+            return not_reached(variant, best, ev)
         values.append(late_minus_early_failure_per_seed(inputs.failure, variant, s.L, s.depth, step))
-    interval = st.paired_difference(*values, st.t_interval, level=ev.level)
-    interval = interval._replace(
-        method=f"per-seed late (p > 1/2) minus early (p < 1/2) failure rate, each arm at its own mid-training; "
-        f"{interval.method}"
+    own = over_units(
+        st.Sample(tuple(values), st.paired_t),
+        ev.level,
+        "per-seed late (p > 1/2) minus early (p < 1/2) failure rate, each arm at its own mid-training",
     )
-    return Result(interval, rule, _agreement(debiased_has_less_position_preference(inputs, ev, s), interval, rule))
+    based = debiased_has_less_position_preference(inputs, ev, s)
+    return _agreement(based, PREFERENCE_RULE, own, MODEL_FREE_PREFERENCE_RULE, ev)
 
 
 # ========================================== matched accuracy by interpolation between checkpoints
@@ -149,12 +151,11 @@ def interpolated_preference_settings(inputs: Inputs, ev: EvidenceSettings) -> li
     ]
 
 
-def debiased_has_less_position_preference_interpolated(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+def debiased_has_less_position_preference_interpolated(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
     """Blog (e) at matched accuracy by interpolation (``at_matched_accuracy``): per seed, each arm's
     logistic slope where its own accuracy crosses ``mid_accuracy``; paired difference (debiased -
     baseline), Student t. Rule: less than zero, margin ``slope_margin``. The note gives the accuracy gap
     the checkpoint reading (debiased_has_less_position_preference) leaves, which this one removes."""
-    rule = _slope_rule(ev, "less_than_zero", "the difference (debiased - baseline) of the slope at matched accuracy")
     per_arm, words, gaps = [], [], []
     for variant in (s.variant, s.reference):
         values, crossing = at_matched_accuracy(
@@ -171,10 +172,9 @@ def debiased_has_less_position_preference_interpolated(inputs: Inputs, ev: Evide
         gaps.append(mean_accuracy_at(inputs.failure, variant, s.L, s.depth, step) if step is not None else math.nan)
     if per_arm[0].index.intersection(per_arm[1].index).empty:
         raise NotRun(f"no seed reaches the accuracy {ev.mid_accuracy:g} in both {s.variant} and {s.reference}")
-    interval = st.paired_difference(*per_arm, st.t_interval, level=ev.level)
-    method = f"per-seed logistic slope interpolated to the seed's accuracy {ev.mid_accuracy:g}; {interval.method}"
+    method = f"per-seed logistic slope interpolated to the seed's accuracy {ev.mid_accuracy:g}"
     note = (
         "; ".join(words) + f"; the checkpoint reading compares mean accuracies {gaps[0]:.3f} and {gaps[1]:.3f} "
         f"(gap {gaps[0] - gaps[1]:+.3f}); interpolated, the gap is 0 by construction"
     )
-    return Result(interval._replace(method=method), rule, note)
+    return over_units(st.Sample(tuple(per_arm), st.paired_t), ev.level, method, note)

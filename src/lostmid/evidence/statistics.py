@@ -54,6 +54,18 @@ class Interval(NamedTuple):
     method: str
 
 
+class Sample(NamedTuple):
+    """Per-unit values (per seed, per held-out init, bootstrap draws) and the estimator that summarizes them:
+    ``at(level)`` is ``estimator(*values, level)``, the interval at any level from the same values, so the
+    family-wise correction takes it again at its own level without recomputing a statistic."""
+
+    values: tuple
+    estimator: Callable[..., Interval]
+
+    def at(self, level: float) -> Interval:
+        return self.estimator(*self.values, level)
+
+
 class SlopeFit(NamedTuple):
     """Slope b of logit(failure) = a + b * p and its standard error (from the GLM's Fisher information)."""
 
@@ -334,6 +346,11 @@ def paired_difference(a, b, interval: Callable[..., Interval] = t_interval, **op
     shared = a.index.intersection(b.index).sort_values()
     result = interval((a.loc[shared] - b.loc[shared]).to_numpy(), **options)
     return result._replace(method=f"paired by seed (a - b); {result.method}")
+
+
+def paired_t(a, b, level: float = 0.95) -> Interval:
+    """``paired_difference`` with the Student t interval: the estimator of most paired claims."""
+    return paired_difference(a, b, t_interval, level=level)
 
 
 def rate_interval_over_seeds(rates, level: float = 0.95, n_resamples: int = 9999, seed: int = 0) -> Interval:

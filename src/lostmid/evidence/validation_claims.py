@@ -6,7 +6,7 @@ Where a measure carries signal. Once a model has learned the task its loss gradi
 with it the loss-gradient density: at the last checkpoint per-seed E_inf ratios spread over orders
 of magnitude. The primary reading compares each arm at its *own* mid-training checkpoint (the
 first checkpoint where its mean evaluation accuracy over seeds reaches ``evidence.mid_accuracy``,
-``blog_claims.mid_training_step``): both arms at the same task accuracy, neither loss collapsed,
+``readings.mid_training_step``): both arms at the same task accuracy, neither loss collapsed,
 and a remedy that learns more slowly is not compared with a baseline that has already finished.
 It reads the quantity each algorithm penalizes (Algorithm 1: the loss-gradient density;
 Algorithm 3: the observability trace density). The last common checkpoint is reported beside it
@@ -32,9 +32,19 @@ import pandas as pd
 from lostmid.core.density import imbalance
 from lostmid.evidence import decisions as dec
 from lostmid.evidence import statistics as st
-from lostmid.evidence.blog_claims import mean_accuracy_at, mid_training_step
-from lostmid.evidence.inputs import Inputs, NotRun, Result, Setting, last_common_step, pair_settings, rows_of, runs_of
+from lostmid.evidence.inputs import (
+    Estimate,
+    Inputs,
+    NotRun,
+    Setting,
+    last_common_step,
+    over_units,
+    pair_settings,
+    rows_of,
+    runs_of,
+)
 from lostmid.evidence.paper_claims import log_metric
+from lostmid.evidence.readings import mean_accuracy_at, mid_training_step
 from lostmid.evidence.robustness import at_matched_accuracy
 from lostmid.evidence.settings import EvidenceSettings
 from lostmid.tables.summaries import accuracy_per_checkpoint
@@ -53,12 +63,13 @@ SHIFTS = ("early", "late")
 
 
 class PerSeed(NamedTuple):
-    """A claim's per-seed effect (indexed by seed), its rule, the method and a note, before the interval."""
+    """A claim's per-seed effect (indexed by seed), the method, a note and the words its rule's quantity takes
+    from the data, before the interval."""
 
     values: pd.Series
-    rule: dec.DecisionRule
     method: str
     note: str = ""
+    terms: dict = {}
 
 
 # =========================================================================== which arms, which checkpoints
@@ -189,38 +200,32 @@ def interpolated_log_ratio(inputs: Inputs, ev: EvidenceSettings, s: Setting, col
     method = (
         f"per-seed log({column} remedy / {column} baseline), each seed interpolated to accuracy {ev.mid_accuracy:g}"
     )
-    return PerSeed(values, None, method, "; ".join(words for _, words in arms) + "; accuracy gap 0 by construction")
+    return PerSeed(values, method, "; ".join(words for _, words in arms) + "; accuracy gap 0 by construction")
 
 
 def balance_e_inf_effect(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> PerSeed:
-    rule = dec.DecisionRule("less_than_zero", ev.log_ratio_margin, ev.level, "log(E_inf Alg. 1 / E_inf baseline)")
     if s.checkpoint == INTERPOLATED:
-        return interpolated_log_ratio(inputs, ev, s)._replace(rule=rule)
+        return interpolated_log_ratio(inputs, ev, s)
     steps = arm_steps(inputs, ev, s, inputs.metrics)
     values = _log_ratio(lambda v, step: log_metric(inputs, ev, v, s, step), s, steps)
     z = _log_ratio(lambda v, step: log_metric(inputs, ev, v, s, step, "Z"), s, steps)
     return PerSeed(
         values,
-        rule,
         f"per-seed log(E_inf remedy / E_inf baseline), {_steps_words(s, steps)}, delta {ev.delta:g}",
         f"raw total energy: log(Z remedy / Z baseline) {_interval_words(z, ev)}; {_accuracy_gap(inputs, s, steps)}",
     )
 
 
 def reweight_e_inf_effect(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> PerSeed:
-    effect = balance_e_inf_effect(inputs, ev, s)
-    rule = dec.DecisionRule("equivalent_to_zero", ev.log_ratio_margin, ev.level, "log(E_inf Alg. 2 / E_inf baseline)")
-    return effect._replace(rule=rule)
+    """Algorithm 2's statistic is Algorithm 1's (its claim's rule differs)."""
+    return balance_e_inf_effect(inputs, ev, s)
 
 
 def balance_jacobian_effect(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> PerSeed:
     steps = arm_steps(inputs, ev, s, inputs.observability if inputs.observability is not None else inputs.metrics)
     values = _log_ratio(lambda v, step: observability_per_seed(inputs, v, s, step, "jacobian"), s, steps)
-    rule = dec.DecisionRule(
-        "less_than_zero", ev.log_ratio_margin, ev.level, "log(output-Jacobian imbalance Alg. 1 / baseline's)"
-    )
     return PerSeed(
-        values, rule, f"per-seed log ratio of the imbalance of the output-Jacobian density, {_steps_words(s, steps)}"
+        values, f"per-seed log ratio of the imbalance of the output-Jacobian density, {_steps_words(s, steps)}"
     )
 
 
@@ -236,10 +241,8 @@ def observability_trace_effect(inputs: Inputs, ev: EvidenceSettings, s: Setting)
             for v, step in zip((s.variant, s.reference), steps)
         )
     )
-    rule = dec.DecisionRule("less_than_zero", ev.log_ratio_margin, ev.level, "log(E_obs Alg. 3 / E_obs baseline)")
     return PerSeed(
         values,
-        rule,
         f"per-seed log ratio of the exact trace imbalance E_obs (every position), {_steps_words(s, steps)}",
         f"raw trace total: log ratio {_interval_words(total, ev)}; LIM (delta {ev.delta:g}) remedy - baseline "
         f"{_interval_words(lim, ev)} (the paper: trace balancing need not lower LIM)",
@@ -284,6 +287,14 @@ def shift_settings(remedies: bool):
     return settings
 
 
+# The rule of the check that the shift bites (flag_shift_raises_untrained_failure), which gates the remedies' rows.
+SHIFT_BITES = dec.Rule(
+    "greater_than_zero",
+    "recall_margin",
+    "the failure rate on the flags the {law} law under-trains ({half}), {law} law - uniform law",
+)
+
+
 def shift_not_evaluable(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> str | None:
     """Why a remedy's position-shift row cannot be decided (None: it can): the shift must bite first,
     i.e. the baseline trained on the same shifted law must fail its under-trained flags more than its
@@ -295,7 +306,7 @@ def shift_not_evaluable(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> str
     # The check's own row, as flag_shift_raises_untrained_failure computes it.
     check = t_result(shift_effect)(inputs, ev, replace(s, variant=s.reference, reference=uniform, not_evaluable=None))
     i = check.interval
-    found = dec.verdict(i.low, i.high, check.rule)
+    found = dec.verdict_by(SHIFT_BITES, i, ev, check.terms)
     if found == dec.SUPPORTED:
         return None
     return (
@@ -348,24 +359,6 @@ def shift_effect(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> PerSeed:
         *(untrained_failure_per_seed(inputs.failure, v, law, s.L, s.depth, step) for v in (s.variant, s.reference))
     )
     half = "p > 1/2" if law == "early" else "p <= 1/2"
-    against_baseline = (
-        flag_law(inputs, s.reference) == law
-    )  # remedy vs its baseline; else the check against the uniform law
-    rule = (
-        dec.DecisionRule(
-            "less_than_zero",
-            ev.recall_margin,
-            ev.level,
-            f"the failure rate on the flags the {law} law under-trains ({half}), remedy - baseline",
-        )
-        if against_baseline
-        else dec.DecisionRule(
-            "greater_than_zero",
-            ev.recall_margin,
-            ev.level,
-            f"the failure rate on the flags the {law} law under-trains ({half}), {law} law - uniform law",
-        )
-    )
     note = ""
     if inputs.metrics is not None:
         e_inf = _log_ratio(lambda v, st_: log_metric(inputs, ev, v, s, st_), s, (step, step))
@@ -373,7 +366,9 @@ def shift_effect(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> PerSeed:
             f"influence on the uniform influence batch: log(E_inf {s.variant} / {s.reference}) "
             f"{_interval_words(e_inf, ev)}"
         )
-    return PerSeed(values, rule, f"per-seed failure rate on flags with {half} at step {step}", note)
+    return PerSeed(
+        values, f"per-seed failure rate on flags with {half} at step {step}", note, {"law": law, "half": half}
+    )
 
 
 # --------------------------------------------------------------------------- dose-response of each penalty
@@ -429,17 +424,11 @@ def strength_effect(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> PerSeed
     x = np.array([strengths[n] / top for n in frame.columns])
     slopes = pd.Series([float(np.polyfit(x, row.to_numpy(), 1)[0]) for _, row in frame.iterrows()], index=frame.index)
     target = "E_inf" if kind == "balance" else "E_obs"
-    rule = dec.DecisionRule(
-        "less_than_zero",
-        ev.log_ratio_margin,
-        ev.level,
-        f"the fitted change of log {target} from no penalty to {key} = {top:g}",
-    )
     return PerSeed(
         slopes,
-        rule,
         f"per-seed least-squares slope of log {target} (each arm at its own mid-training) on "
         f"{key} / {top:g} over {key} = {sorted(strengths.values())}",
+        terms={"target": target, "key": key, "top": top},
     )
 
 
@@ -470,11 +459,13 @@ def t_result(effect: Callable[[Inputs, EvidenceSettings, Setting], PerSeed], log
     """The claim function of a per-seed effect: its Student t interval over seeds (``log_scale``: of
     the logs, mapped back by exp, with the rule read on the ratio)."""
 
-    def compute(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Result:
+    def compute(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
         per = effect(inputs, ev, s)
         values = per.values.dropna().to_numpy()
-        interval = st.log_mean_interval(np.exp(values), ev.level) if log_scale else st.t_interval(values, ev.level)
-        return Result(interval._replace(method=f"{per.method}; {interval.method}"), per.rule, per.note)
+        sample = (
+            st.Sample((np.exp(values),), st.log_mean_interval) if log_scale else st.Sample((values,), st.t_interval)
+        )
+        return over_units(sample, ev.level, per.method, per.note, **per.terms)
 
     compute.__name__ = effect.__name__
     compute.effect, compute.log_scale = effect, log_scale  # what the power plan reads (scripts/evidence_power.py)

@@ -266,8 +266,8 @@ def mechanism_controls(
     seeds reaches ``mid_accuracy``), mean over seeds with a 95% band, its reference's curve (the evidence
     stage's pairing of ``variants``: the variant without a remedy and with the same model and training) at
     its own mid-training drawn in grey beside it; one row per arm (variant, L, depth)."""
-    from lostmid.evidence.blog_claims import mid_training_step
     from lostmid.evidence.inputs import Inputs
+    from lostmid.evidence.readings import mid_training_step
 
     pairing = Inputs(variants=variants, model={})
 

@@ -1,0 +1,119 @@
+"""What the claims about trained runs read off the failure table, shared by the claim families, the plots
+and the scripts: the mid-training checkpoint (the rule fixed in the config), per-seed logistic slopes, the
+late-minus-early failure, the mean failure over training, and why a row is not evaluable when a variant
+never reaches mid-training or a reference never learns."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from lostmid.evidence import statistics as st
+from lostmid.evidence.inputs import (
+    NOT_EVALUABLE,
+    Estimate,
+    Inputs,
+    NotRun,
+    Setting,
+    last_common_step,
+    no_estimate,
+    rows_of,
+)
+from lostmid.evidence.settings import EvidenceSettings
+from lostmid.tables.summaries import accuracy_per_checkpoint
+
+
+def mid_training_step(
+    failure: pd.DataFrame, variant: str, L: int, depth: int, level: float
+) -> tuple[int | None, float]:
+    """The "mid-training" checkpoint of ``variant`` at (L, depth), by the rule fixed in the config.
+
+    The first checkpoint after step 0, among those every seed has, at which the mean over seeds
+    of the evaluation accuracy (balanced set, all flag positions pooled) is at least ``level``
+    (``evidence.mid_accuracy``). Returns (step or None when no checkpoint reaches it, the best
+    mean accuracy seen).
+    """
+    part = rows_of(accuracy_per_checkpoint(failure), "failure", variant, L, depth)
+    seeds = part.seed.nunique()
+    per_step = part.groupby("step").agg(mean=("accuracy", "mean"), seeds=("seed", "nunique"))
+    per_step = per_step[(per_step.index > 0) & (per_step.seeds == seeds)]
+    if per_step.empty:
+        raise NotRun(f"{variant} at L {L}, depth {depth} has no checkpoint after step 0 common to all seeds")
+    reached = per_step.index[per_step["mean"] >= level]
+    return (int(reached[0]) if len(reached) else None), float(per_step["mean"].max())
+
+
+def slopes_at(failure: pd.DataFrame, variant: str, L: int, depth: int, step: int) -> pd.Series:
+    return st.per_seed_slopes(rows_of(failure, "failure", variant, L, depth, step)).set_index("seed")["slope"]
+
+
+def mean_accuracy_at(failure: pd.DataFrame, variant: str, L: int, depth: int, step: int) -> float:
+    return float(rows_of(accuracy_per_checkpoint(failure), "failure", variant, L, depth, step).accuracy.mean())
+
+
+def not_reached(variant: str, best: float, ev: EvidenceSettings) -> Estimate:
+    """The estimate of a claim read at mid-training when ``variant`` never gets there: not evaluable."""
+    return no_estimate(
+        NOT_EVALUABLE,
+        f"mid-training undefined, {variant}'s mean evaluation accuracy never reached {ev.mid_accuracy:g} "
+        f"(best {best:.3f})",
+    )
+
+
+def never_learns(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> str | None:
+    step, best = mid_training_step(inputs.failure, s.reference, s.L, s.depth, ev.mid_accuracy)
+    if step is not None:
+        return None
+    return (
+        f"the reference {s.reference} never reaches the mid-training accuracy {ev.mid_accuracy:g} "
+        f"(best {best:.3f}): a comparison with a model that does not learn says nothing about the fix"
+    )
+
+
+def area_under_failure_per_seed(accuracy: pd.DataFrame, variant: str, L: int, depth: int, horizon: int) -> pd.Series:
+    """Per seed: the area under the failure curve of ``accuracy_per_checkpoint`` rows, steps 0 to ``horizon``,
+    over the span.
+    """
+    part = rows_of(accuracy, "failure", variant, L, depth)
+    part = part[part.step <= horizon]
+    areas = {
+        int(seed): st.area_under_failure(g.step.to_numpy(), g.failure.to_numpy(), horizon)
+        for seed, g in part.sort_values("step").groupby("seed")
+    }
+    return pd.Series(areas, dtype=np.float64)
+
+
+def training_speed_per_seed(failure: pd.DataFrame, s: Setting) -> tuple[pd.Series, pd.Series, int]:
+    """Claim (d)'s per-seed effect: the mean failure over training (area under the failure curve
+    over the span) of the variant and of its reference, from step 0 to the last checkpoint both
+    have; returns (variant's, reference's, that step)."""
+    acc = accuracy_per_checkpoint(failure)
+    horizon = last_common_step(acc, s)
+    return (
+        area_under_failure_per_seed(acc, s.variant, s.L, s.depth, horizon),
+        area_under_failure_per_seed(acc, s.reference, s.L, s.depth, horizon),
+        horizon,
+    )
+
+
+def _pooled_failure_rate(part: pd.DataFrame) -> pd.Series:
+    pooled = part.groupby("seed")[["failures", "n"]].sum()
+    return (pooled.failures / pooled.n).astype(np.float64)
+
+
+def late_failure_per_seed(failure: pd.DataFrame, variant: str, L: int, depth: int, step: int) -> pd.Series:
+    """Per seed: the failure rate at ``step`` pooled over the flags in the later half of the context (p > 1/2)."""
+    part = rows_of(failure, "failure", variant, L, depth, step)
+    return _pooled_failure_rate(part[part.p > 0.5])
+
+
+def late_minus_early_failure_per_seed(failure: pd.DataFrame, variant: str, L: int, depth: int, step: int) -> pd.Series:
+    """The model-free position preference, per seed: the failure rate at ``step`` pooled over the late
+    flags (p > 1/2) minus that pooled over the early flags (p < 1/2); a flag at p = 1/2 counts in neither.
+
+    It needs no model of how failure depends on p, so it stays finite where a per-seed logistic slope
+    separates (a seed that fails no early flag and some late ones). Positive: late flags fail more.
+    """
+    part = rows_of(failure, "failure", variant, L, depth, step)
+    late, early = _pooled_failure_rate(part[part.p > 0.5]), _pooled_failure_rate(part[part.p < 0.5])
+    return (late - early).dropna()
