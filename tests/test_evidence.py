@@ -380,7 +380,12 @@ def test_the_command_writes_the_table_the_forest_plot_and_markdown(tmp_path, cap
     assert table.set_index("claim").loc["failure_rises_with_position", "verdict"] == "supported"
     assert forest.stat().st_size > 20_000
     printed = capsys.readouterr().out
-    assert "| 1 | failure_rises_with_position |" in printed and "Methods and decision rules" in printed
+    assert "| 1 | failure_rises_with_position |" in printed and "Decision rules (the table's `rule` column)" in printed
+    # Each rule is printed once, in the legend, and every row cites one of its ids.
+    legend = [line for line in printed.splitlines() if line.startswith("- **R")]
+    assert len(legend) == table.rule.nunique() and "margin fixed in advance" not in printed.split("Decision rules")[0]
+    cited = {line.split(" | ")[7] for line in printed.splitlines() if line.startswith("| ") and line[2].isdigit()}
+    assert cited == {line.split("**")[1] for line in legend}
     # A table already written prints the same Markdown (the README's command), without recomputing.
     assert main(["evidence", "--markdown", "--table", str(out)]) == 0
     assert capsys.readouterr().out == printed

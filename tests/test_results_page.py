@@ -42,9 +42,9 @@ def row(claim, source, setting, estimate, verdict, n_seeds=0, L=16, depth=4, kin
 
 
 def test_the_summary_gives_each_claim_of_the_blog_in_its_own_setting_every_reading_there_and_counts_the_paper():
-    """Claims only in the tallies, the checks apart; every contradicted or not-evaluable row appears (a
-    contradicted row at another setting, a contradicted check); a verdict that differs under the rules
-    as first written is named."""
+    """Claims only in the tallies, the checks apart; every contradicted or not-evaluable row appears, in a table
+    (a contradicted row at another setting, a contradicted check); a verdict that differs under the rules as
+    first written is named."""
     table = pd.DataFrame(
         [
             row("failure_rises_with_position", "blog (a)", "baseline, L 16", 1.79, "supported", 24),
@@ -85,13 +85,16 @@ def test_the_summary_gives_each_claim_of_the_blog_in_its_own_setting_every_readi
         "- the paper's 1 claims, 1 rows: 1 supported",
         "- every claim row: 1 contradicted, 3 inconclusive, 2 supported of 6",
         "- the checks of the instrument (not counted above): 1 checks, 1 rows: 1 contradicted",
-        "- every contradicted or not-evaluable row not listed above:",
-        "  - claim: blog (d) `debiased_trains_faster` — debiased_short vs baseline_short: 0.03 [-0.97, 1.03], 3 seeds "
-        "→ **contradicted**",
-        "  - check: paper: closed form `structural_baseline_matches_closed_form` — -: 0.1 [-0.9, 1.1] → "
-        "**contradicted**",
+        "- every contradicted or not-evaluable row not listed above, in the table below",
         "- rows whose verdict differs under the rules as first written (deviations on the record):",
         "  - `sufficient_conditions_sound` — -: **supported**, as first written inconclusive (a_rule)",
+        "",
+        "| kind | source | claim | setting | estimate [interval] | seeds | verdict |",
+        "|---|---|---|---|---|---|---|",
+        "| claim | blog (d) | `debiased_trains_faster` | debiased_short vs baseline_short | 0.03 [-0.97, 1.03] | 3 "
+        "| contradicted |",
+        "| check | paper: closed form | `structural_baseline_matches_closed_form` | - | 0.1 [-0.9, 1.1] | – "
+        "| contradicted |",
     ]
 
 

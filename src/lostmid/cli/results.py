@@ -179,6 +179,7 @@ def page(
 
     evidence = _evidence(results)
     sources, checks = split_kinds(evidence)
+    ids = claims.rule_ids(evidence)  # one numbering of the rules for both tables of the page
     sections = [
         "# Results of a run\n",
         stamp(results, page_command(results, label, list(beside), out)),
@@ -191,11 +192,11 @@ def page(
         "## Evidence: every claim of the blog and the paper\n",
         "`lostmid evidence --markdown --table results/evidence` (the table: `results/evidence`; how each statistic, "
         "interval and decision rule is defined: docs/evidence.md). The sources' claims (`kind` claim):\n",
-        claims.markdown(sources),
+        claims.markdown(sources, ids),
         "## Checks of the instrument\n",
         "The rows of `kind` check: closed forms, the flow error, the probes, an intervention's own check "
         "(not counted among the claims):\n",
-        claims.markdown(checks) if len(checks) else "None in this table.\n",
+        claims.markdown(checks, ids) if len(checks) else "None in this table.\n",
         *beside_section(evidence, label, beside),
         "## Remedies\n",
         remedies_section(results),

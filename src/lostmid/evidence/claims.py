@@ -258,18 +258,26 @@ def evidence_table(inputs: Inputs, ev: EvidenceSettings, claims: list[Claim] | N
     )
 
 
-def markdown(table: pd.DataFrame) -> str:
-    """The evidence table as Markdown for the README: one line per row, then the decision rules.
+def rule_ids(table: pd.DataFrame) -> dict[str, str]:
+    """Each distinct decision rule of ``table`` in words, keyed by its id (R1, R2, ... in order of first use)."""
+    return {rule: f"R{i}" for i, rule in enumerate(dict.fromkeys(table.rule), 1)}
 
-    The last column is the family-wise verdict of the rows in a family (with the adjusted interval
-    in the rules below), "–" for the rows outside one; a table written before the correction
-    existed has none."""
+
+def markdown(table: pd.DataFrame, ids: dict[str, str] | None = None) -> str:
+    """The evidence table as Markdown: one line per row, then each row's method, then the decision rules,
+    each printed once and cited by its id in the table's ``rule`` column.
+
+    The family-wise column is the verdict of the rows in a family (with the adjusted interval in the
+    methods below), "–" for the rows outside one; a table written before the correction existed has none.
+    ``ids``: the rules' ids of a larger table that this one is part of (``rule_ids``), so that two parts printed
+    on one page cite one legend's ids; each part's legend lists the rules it uses."""
+    ids = {rule: rule_id for rule, rule_id in (ids or rule_ids(table)).items() if rule in set(table.rule)}
     lines = [
-        "| # | claim | source | setting | statistic (unit) | estimate [interval] | seeds | verdict | family-wise "
-        "| as first written |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| # | claim | source | setting | statistic (unit) | estimate [interval] | seeds | rule | verdict "
+        "| family-wise | as first written |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    rules = []
+    methods = []
 
     def cell(text) -> str:
         return str(text).replace("|", "\\|")
@@ -282,7 +290,7 @@ def markdown(table: pd.DataFrame) -> str:
         name = row.claim + (" (check)" if getattr(row, "kind", "claim") == "check" else "")
         lines.append(
             f"| {i} | {name} | {cell(row.source)} | {cell(row.setting)} | {statistic} | {estimate_words(row)} | "
-            f"{row.n_seeds or '–'} | **{verdict_words(row)}** | {adjusted} | {first} |"
+            f"{row.n_seeds or '–'} | {ids[row.rule]} | **{verdict_words(row)}** | {adjusted} | {first} |"
         )
         correction = (
             f" Family-wise (Bonferroni over the {family} rows of its family): {row.adjusted_level:.2%} "
@@ -291,10 +299,16 @@ def markdown(table: pd.DataFrame) -> str:
             else ""
         )
         deviation = f" As first written ({row.deviations}): {first}." if first != "–" else ""
-        rules.append(
-            f"{i}. {row.method}. {row.rule}{correction}{deviation}" + (f" Note: {row.note}." if row.note else "")
-        )
-    return "\n".join(lines) + "\n\nMethods and decision rules, by row:\n\n" + "\n".join(rules) + "\n"
+        methods.append(f"{i}. {row.method}.{correction}{deviation}" + (f" Note: {row.note}." if row.note else ""))
+    legend = [f"- **{rule_id}**: {rule}" for rule, rule_id in ids.items()]
+    return (
+        "\n".join(lines)
+        + "\n\nMethods, by row:\n\n"
+        + "\n".join(methods)
+        + "\n\nDecision rules (the table's `rule` column):\n\n"
+        + "\n".join(legend)
+        + "\n"
+    )
 
 
 __all__ = [

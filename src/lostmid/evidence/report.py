@@ -100,8 +100,7 @@ def verdict_summary(table: pd.DataFrame) -> str:
         row for row in unlisted.itertuples() if row.verdict == "contradicted" or no_verdict(row) == "not evaluable"
     ]
     if flagged:
-        lines.append("- every contradicted or not-evaluable row not listed above:")
-        lines += [f"  - {row.kind if hasattr(row, 'kind') else 'claim'}: {row_line(row)}" for row in flagged]
+        lines.append("- every contradicted or not-evaluable row not listed above, in the table below")
     if "verdict_as_first_written" in table:
         moved = [
             row
@@ -115,6 +114,21 @@ def verdict_summary(table: pd.DataFrame) -> str:
                 f"{row.verdict_as_first_written} ({row.deviations})"
                 for row in moved
             ]
+    return "\n".join(lines) + "\n" + (flagged_table(flagged) if flagged else "")
+
+
+def flagged_table(rows) -> str:
+    """The contradicted and not-evaluable rows as a Markdown table: kind, source, claim, setting, estimate, seeds,
+    verdict and why it has none of its own."""
+    lines = [
+        "",
+        "| kind | source | claim | setting | estimate [interval] | seeds | verdict |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        kind = row.kind if hasattr(row, "kind") else "claim"
+        cells = [kind, row.source, f"`{row.claim}`", row.setting, estimate_words(row), row.n_seeds or "–"]
+        lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + f" | {verdict_words(row)} |")
     return "\n".join(lines) + "\n"
 
 
