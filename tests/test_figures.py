@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from lostmid.plots import blog, findings, influence, remedies, style, training
+from lostmid.plots import blog, findings, influence, remedies, retrieval, style, training
 
 from conftest import REPO
 
@@ -411,3 +411,14 @@ def test_the_probe_figure_keeps_a_bias_interval_that_reaches_zero_on_its_log_axi
     assert whiskers.min() > 0 and ax.get_ylim()[0] < whiskers.min()  # on the axis, above 0
     marked = [line for line in ax.lines if line.get_label() == "interval reaches 0 or below"]
     assert list(marked[0].get_xdata()) == [4]  # the one interval (0.1 +- 0.16) that reaches below 0
+
+
+def test_the_retrieval_figure_leaves_out_the_influence_panel_of_a_length_without_gradients(drawn):
+    """The committed retrieval run: gradients at n = 1024, accuracy only at n = 4096, so three panels, each with
+    data, the accuracy panel of 4096 saying there are no gradients there; rates and log-axis bands in range."""
+    accuracy = pd.read_parquet(REPO / "runs" / "smollm2_retrieval" / "tables" / "accuracy.parquet")
+    fig = drawn(retrieval, "accuracy_and_influence", accuracy, "unused.png")
+    assert len(panels(fig)) == 3
+    assert any("4096" in ax.get_title() and "no gradients" in ax.get_title() for ax in panels(fig))
+    assert_no_empty_panel(fig)
+    assert_in_range(fig)

@@ -22,7 +22,7 @@ def accuracy_title(at_n: pd.DataFrame) -> str:
 
 def accuracy_and_influence(accuracy: pd.DataFrame, path) -> None:
     """Rows n; left: accuracy by q per task (pretrained solid, twin dashed); right: both influence shares by q
-    per task (task-conditioned solid, task-free dotted, log scale)."""
+    per task (task-conditioned solid, task-free dotted, log scale), left out at an n without gradients."""
     import matplotlib.pyplot as plt
 
     lengths, tasks = sorted(accuracy.n.unique()), sorted(accuracy.task.unique())
@@ -44,16 +44,20 @@ def accuracy_and_influence(accuracy: pd.DataFrame, path) -> None:
                     row[1].plot(line.q, line[column], color=palette[task], dashes=dashes, lw=1.2, marker=".")
                     lo, hi = line[f"{column}_lo"], line[f"{column}_hi"]
                     row[1].fill_between(line.q, lo.where(lo > 0), hi, color=palette[task], alpha=0.15, lw=0)
-        row[0].set_title(accuracy_title(at_n), fontsize=8)
+        gradients = at_n[list(INFLUENCE)].notna().any().any()
+        row[0].set_title(accuracy_title(at_n) + ("" if gradients else " (no gradients at this n)"), fontsize=8)
         row[0].set_ylim(-0.03, 1.03)
         row[0].set_ylabel("accuracy")
-        row[1].set_title(f"n = {n}: needle's influence share (solid task-conditioned, dotted task-free)", fontsize=8)
-        if at_n[list(INFLUENCE)].notna().any().any():
+        row[0].set_xlabel("needle position q")
+        if gradients:
+            row[1].set_title(
+                f"n = {n}: needle's influence share (solid task-conditioned, dotted task-free)", fontsize=8
+            )
             row[1].set_yscale("log")
-        else:
-            row[1].text(0.5, 0.5, "no gradients at this n", ha="center", va="center", transform=row[1].transAxes)
-        for ax in row:
-            ax.set_xlabel("needle position q")
+            row[1].set_ylabel("influence share")
+            row[1].set_xlabel("needle position q")
+        else:  # no facet without data
+            row[1].remove()
     axes[0, 0].legend(fontsize=7)
     fig.tight_layout()
     fig.suptitle(
