@@ -34,7 +34,14 @@ Not beyond position: the `position-adjusted` estimate is 0.01 [-0.05, 0.07].
 
 
 def evidence() -> pd.DataFrame:
-    row = dict(kind="claim", family="blog", source="blog (a)", setting="baseline, L 8", method="per-seed slope")
+    row = dict(
+        kind="claim",
+        family="blog",
+        source="blog (a)",
+        setting="baseline, L 8",
+        method="per-seed slope",
+        status="decided",
+    )
     return pd.DataFrame([{**row, "claim": "failure_rises", "verdict": "supported"}])
 
 
