@@ -15,6 +15,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from lostmid.tables.summaries import t_half_width
+
 
 @dataclass(frozen=True)
 class MeanEffect:
@@ -35,7 +37,7 @@ class MeanEffect:
         x = self.units.to_numpy(np.float64)
         if x.size < 2:
             return float("nan"), float("nan")
-        half = stats.t.ppf(0.5 + level / 2, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size)
+        half = t_half_width(float(x.std(ddof=1)), x.size, level)
         return float(x.mean() - half), float(x.mean() + half)
 
     @property

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from lostmid.core.density import density, imbalance
+from lostmid.tables.summaries import t_half_width
 
 STATISTICS = ("log10_first_last", "log2_E_inf", "log2_L_last_share")
 
@@ -55,10 +56,8 @@ def slopes_per_unit(stats: pd.DataFrame, unit: str, statistic: str) -> pd.Series
 
 
 def _interval(values: pd.Series, level: float = 0.95) -> str:
-    from scipy import stats
-
     n = values.size
-    half = stats.t.ppf(0.5 + level / 2, n - 1) * values.std(ddof=1) / np.sqrt(n) if n > 1 else np.nan
+    half = t_half_width(float(values.std(ddof=1)), n, level) if n > 1 else np.nan
     return f"{values.mean():.3g} [{values.mean() - half:.3g}, {values.mean() + half:.3g}]"
 
 
