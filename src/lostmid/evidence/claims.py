@@ -271,7 +271,8 @@ def markdown(table: pd.DataFrame, ids: dict[str, str] | None = None) -> str:
     methods below), "–" for the rows outside one; a table written before the correction existed has none.
     ``ids``: the rules' ids of a larger table that this one is part of (``rule_ids``), so that two parts printed
     on one page cite one legend's ids; each part's legend lists the rules it uses."""
-    ids = {rule: rule_id for rule, rule_id in (ids or rule_ids(table)).items() if rule in set(table.rule)}
+    used = set(table.rule)
+    ids = {rule: rule_id for rule, rule_id in (ids or rule_ids(table)).items() if rule in used}
     lines = [
         "| # | claim | source | setting | statistic (unit) | estimate [interval] | seeds | rule | verdict "
         "| family-wise | as first written |",
