@@ -70,14 +70,14 @@ def _retrieval(out: Path) -> None:
     write_page(Path("runs/smollm2_retrieval"), out / "runs" / "smollm2_retrieval")
 
 
-def _deviations(out: Path) -> None:
+def _evidence(out: Path) -> None:
     from lostmid import io
-    from lostmid.evidence import deviations
+    from lostmid.evidence import deviations, registry
 
     page = (REPO / "docs" / "evidence.md").read_text()
-    block = deviations.markdown()
-    markers = ("<!-- deviations: begin -->", "<!-- deviations: end -->")
-    io.write_text(io.between_markers(page, *markers, block, "docs/evidence.md"), out / "docs" / "evidence.md")
+    for name, block in (("claims", registry.markdown()), ("deviations", deviations.markdown())):
+        page = io.between_markers(page, f"<!-- {name}: begin -->", f"<!-- {name}: end -->", block, "docs/evidence.md")
+    io.write_text(page, out / "docs" / "evidence.md")
 
 
 def _config_readme(out: Path) -> None:
@@ -116,10 +116,10 @@ PAGES = [
         ("runs/smollm2_retrieval/retrieval.*", "runs/smollm2_retrieval/tables/*"),
     ),
     Page(
-        "deviations",
-        'python -c "from lostmid.evidence.deviations import markdown; print(markdown())" (its block of the page)',
+        "evidence",
+        "lostmid.evidence.registry.markdown() and lostmid.evidence.deviations.markdown() (the page's two blocks)",
         ("docs/evidence.md",),
-        _deviations,
+        _evidence,
     ),
     Page(
         "config",

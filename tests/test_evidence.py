@@ -17,6 +17,7 @@ from lostmid.config import settings_from_section
 from lostmid.core import task
 from lostmid.errors import ConfigError
 from lostmid.evidence import blog_claims, claims, decisions, readings, robustness, statistics
+from lostmid.evidence.estimators import ESTIMATORS
 from lostmid.evidence.inputs import over_units
 from lostmid.evidence.settings import EvidenceSettings
 
@@ -645,11 +646,12 @@ def test_a_malformed_bias_fit_summary_is_one_clear_error():
 # --------------------------------------------------------------------------- the family-wise correction
 
 
-def _fixed_claim(name: str, values, family="blog") -> claims.Claim:
-    """A claim whose per-seed effects are ``values``: greater than zero, margin 0.5."""
+def _fixed_claim(name: str, values, family="blog", estimator=statistics.t_interval) -> claims.Claim:
+    """A claim whose per-seed effects are ``values`` (its reading uses ``estimator``; its row declares the
+    Student t interval): greater than zero, margin 0.5."""
 
     def compute(inputs, ev, s):
-        return over_units(statistics.Sample((values,), statistics.t_interval), ev.level)
+        return over_units(statistics.Sample((values,), estimator), ev.level)
 
     return claims.Claim(
         name,
@@ -662,7 +664,26 @@ def _fixed_claim(name: str, values, family="blog") -> claims.Claim:
         family=family,
         kind=claims.CLAIM,
         rule=decisions.Rule("greater_than_zero", 0.5),
+        estimator="t",
+        checkpoints=("none",),
     )
+
+
+def test_a_row_whose_reading_used_another_estimator_than_declared_is_refused():
+    claim = _fixed_claim("mislabelled", np.array([0.1, 0.9, 0.5]), estimator=statistics.log_mean_interval)
+    with pytest.raises(RuntimeError, match="declares the estimator 't' but its reading used 'log_mean'"):
+        claims.evidence_table(claims.Inputs(variants=VARIANTS, model=MODEL), EV, [claim])
+
+
+def test_a_claim_declares_known_checkpoints():
+    with pytest.raises(ValueError, match="checkpoints \\['halfway'\\] are not among"):
+        replace(_fixed_claim("somewhere", np.ones(3)), checkpoints=("halfway",))
+
+
+def test_every_declared_claim_names_a_known_estimator_and_a_checkpoint():
+    for claim in claims.CLAIMS:
+        assert claim.estimator in ESTIMATORS, claim.name
+        assert claim.checkpoints, claim.name
 
 
 def test_the_blog_rows_are_decided_family_wise_on_bonferroni_intervals():

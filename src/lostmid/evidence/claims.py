@@ -37,13 +37,14 @@ setting whose reference is missing gets its own "not run" row.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import SimpleNamespace
 
 import pandas as pd
 
 from lostmid.evidence import decisions as dec
-from lostmid.evidence.deviations import deviations_of, first_written
+from lostmid.evidence.deviations import deviations_of, first_written, rereads
+from lostmid.evidence.estimators import check_estimator
 from lostmid.evidence.inputs import (
     CHECK,
     CLAIM,
@@ -159,25 +160,53 @@ def _not_run(claim: Claim, setting: Setting, why: NotRun | str, ev: EvidenceSett
     return Evaluation(claim, setting, None, status, row)
 
 
-def _evaluations(claim: Claim, inputs: Inputs, ev: EvidenceSettings) -> list[Evaluation]:
+def _evaluation(claim: Claim, inputs: Inputs, ev: EvidenceSettings, setting: Setting) -> Evaluation:
+    """The row of ``claim`` in one ``setting``: its reading, checked against the declared estimator, and decided."""
+    if setting.missing:
+        return _not_run(claim, setting, setting.missing, ev)
+    try:
+        estimate = claim.compute(inputs, ev, setting)
+    except NotRun as why:
+        return _not_run(claim, setting, why, ev)
+    check_estimator(claim, estimate)
+    return Evaluation(claim, setting, estimate, *_row_of(claim, setting, estimate, ev))
+
+
+def _settings(claim: Claim, inputs: Inputs, ev: EvidenceSettings) -> list[Setting] | Evaluation:
+    """The settings ``claim`` is evaluated in, or the one "not run" row saying why there are none."""
     missing = [name for name in claim.needs if getattr(inputs, name) is None]
     if missing:
-        return [_not_run(claim, Setting(), f"table {', '.join(missing)} not given", ev)]
+        return _not_run(claim, Setting(), f"table {', '.join(missing)} not given", ev)
     try:
-        settings = claim.settings(inputs, ev)
+        return claim.settings(inputs, ev)
     except NotRun as why:
-        return [_not_run(claim, Setting(), why, ev)]
+        return _not_run(claim, Setting(), why, ev)
+
+
+def _evaluations(claim: Claim, inputs: Inputs, ev: EvidenceSettings) -> list[Evaluation]:
+    settings = _settings(claim, inputs, ev)
+    if isinstance(settings, Evaluation):
+        return [settings]
+    return [_evaluation(claim, inputs, ev, setting) for setting in settings]
+
+
+def _decided_again(claim: Claim, made: list[Evaluation], inputs: Inputs, ev: EvidenceSettings) -> list[Evaluation]:
+    """The rows of ``claim`` under other evidence settings ``ev`` from the estimates ``made`` already: its
+    settings are derived again (a gate may fall otherwise: cheap) and each estimate is decided again; a reading
+    is made only for a setting that exists under ``ev`` alone."""
+    settings = _settings(claim, inputs, ev)
+    if isinstance(settings, Evaluation):
+        return [settings]
+    by_setting = {replace(e.setting, not_evaluable=None): e for e in made}
     found = []
     for setting in settings:
-        if setting.missing:
-            found.append(_not_run(claim, setting, setting.missing, ev))
-            continue
-        try:
-            estimate = claim.compute(inputs, ev, setting)
-        except NotRun as why:
-            found.append(_not_run(claim, setting, why, ev))
-            continue
-        found.append(Evaluation(claim, setting, estimate, *_row_of(claim, setting, estimate, ev)))
+        e = by_setting.get(replace(setting, not_evaluable=None))
+        if e is None:
+            found.append(_evaluation(claim, inputs, ev, setting))
+        elif e.estimate is None:  # not run in this setting, whatever the rules
+            found.append(e)
+        else:
+            found.append(Evaluation(claim, setting, e.estimate, *_row_of(claim, setting, e.estimate, ev)))
     return found
 
 
@@ -224,14 +253,21 @@ def family_wise(evaluations: list[Evaluation], ev: EvidenceSettings) -> None:
 
 
 def as_first_written(evaluations: list[Evaluation], inputs: Inputs, ev: EvidenceSettings) -> None:
-    """Deviations on the record (``lostmid.evidence.deviations``): every claim evaluated again with
-    every rule as first written; a row whose claim a deviation names, or whose verdict (or "not
-    evaluable") the first rules change, gets that verdict in ``verdict_as_first_written`` and the
-    deviations in ``deviations``. Other rows leave both empty. In place."""
-    first = first_written(ev)
-    claims = list(dict.fromkeys(e.claim for e in evaluations))
+    """Deviations on the record (``lostmid.evidence.deviations``): every row decided again with every rule as
+    first written, from the estimates already made (``_decided_again``); only a claim whose reading itself
+    reads a restored setting (``deviations.rereads``) is read again. A row whose claim a deviation names, or
+    whose verdict (or "not evaluable") the first rules change, gets that verdict in ``verdict_as_first_written``
+    and the deviations in ``deviations``. Other rows leave both empty. In place."""
+    first, reread = first_written(ev), rereads()
+    made: dict[Claim, list[Evaluation]] = {}
+    for e in evaluations:
+        made.setdefault(e.claim, []).append(e)
     earlier = {
-        (e.row["claim"], e.row["setting"]): e.row for claim in claims for e in _evaluations(claim, inputs, first)
+        (e.row["claim"], e.row["setting"]): e.row
+        for claim, own in made.items()
+        for e in (
+            _evaluations(claim, inputs, first) if claim.name in reread else _decided_again(claim, own, inputs, first)
+        )
     }
     for e in evaluations:
         old = earlier.get((e.row["claim"], e.row["setting"]))

@@ -2,8 +2,9 @@
 
 ``DEVIATIONS`` is the one registry (docs/evidence.md, "Deviations on the record", renders it): when,
 what changed, why, the rule as first written, what had been seen, and the settings that restore the
-first rule. ``lostmid.evidence.claims.evidence_table`` evaluates every claim a second time with all of
-them restored (``first_written``) and puts that verdict in the column ``verdict_as_first_written`` of
+first rule. ``lostmid.evidence.claims.evidence_table`` decides every row a second time with all of them
+restored (``first_written``), from the estimates already made (a claim whose reading reads a restored setting,
+``Deviation.rereads``, is read again), and puts that verdict in the column ``verdict_as_first_written`` of
 every row whose claim a deviation names or whose verdict the first rules change (a fit check feeding
 the gate of (c)-(e), for instance); ``deviations`` names the deviations a row is subject to. A new
 change of a rule after data were seen is a new entry here, never an edit of an old one.
@@ -26,6 +27,9 @@ class Deviation:
     seen: str  # the data seen before the change
     restore: dict  # evidence settings that restore the rule as first written
     claims: tuple[str, ...]  # the claims whose rule changed (rows gated by them follow on their own)
+    # The claims whose reading itself reads a restored setting (not only their rule or gate): the one reading
+    # made again under the first rules; every other row is decided again from its estimate.
+    rereads: tuple[str, ...] = ()
 
 
 DEVIATIONS: list[Deviation] = [
@@ -39,6 +43,7 @@ DEVIATIONS: list[Deviation] = [
         "the literal reading's fit summary (share 1.000 -> 0.905 on 8 held-out inits)",
         {"share_reference": "unbiased"},
         ("bias_fit_keeps_context_share",),
+        rereads=("bias_fit_keeps_context_share",),
     ),
     Deviation(
         "slope_margin_from_words",
@@ -130,6 +135,7 @@ DEVIATIONS: list[Deviation] = [
         "the length run's rows and the default run's (every decided row's fit passed both checks: no verdict moves)",
         {"length_gate": "none"},
         ("length_fix_lowers_late_minus_early", "length_fix_effect_grows"),
+        rereads=("length_fix_lowers_late_minus_early", "length_fix_effect_grows"),
     ),
 ]
 
@@ -138,6 +144,11 @@ def first_written(ev: EvidenceSettings) -> EvidenceSettings:
     """The evidence settings with every deviation undone: the rules as first written."""
     restored = {key: value for d in DEVIATIONS for key, value in d.restore.items()}
     return replace(ev, **restored)
+
+
+def rereads() -> set[str]:
+    """The claims whose reading is made again under the rules as first written."""
+    return {name for d in DEVIATIONS for name in d.rereads}
 
 
 def deviations_of(claim: str) -> list[str]:

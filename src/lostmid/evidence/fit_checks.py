@@ -200,6 +200,8 @@ CLAIMS = [
         bias_fit_flattens_profile,
         kind=CHECK,
         rule=CHECK_RULES["bias_fit_flattens_profile"],
+        estimator="t",
+        checkpoints=("initialization",),
     ),
     Claim(
         "bias_fit_keeps_context_share",
@@ -211,5 +213,7 @@ CLAIMS = [
         bias_fit_keeps_context_share,
         kind=CHECK,
         rule=CHECK_RULES["bias_fit_keeps_context_share"],
+        estimator="t",
+        checkpoints=("initialization",),
     ),
 ]

@@ -217,6 +217,8 @@ _PREDICTS_FAILURE: list[Claim] = [
         family=INFLUENCE_FAILURE,
         kind=CLAIM,
         rule=_rule(measure, reading),
+        estimator="t",
+        checkpoints=tuple(dict.fromkeys((reading, "mid-training"))),
     )
     for measure in MEASURES
     for reading in READINGS
@@ -360,6 +362,8 @@ ACROSS_ARMS = Claim(
         "Spearman's rho across arms of the trained flatness (mean log E_inf at mid-training) against the "
         "position preference (mean late minus early failure at mid-training)",
     ),
+    estimator="spearman_across_arms",
+    checkpoints=("mid-training",),
 )
 # The rows of this module, in the order of the evidence table; ACROSS_ARMS is outside the family (written after
 # the mechanism run's rows were seen).

@@ -38,6 +38,20 @@ ORDERS_PER_DOUBLING = "log10 per doubling of L"
 LOG2_PER_DOUBLING = "log2 per doubling of L"
 AUC = "AUC - 0.5"
 
+# Where a claim's rows read the run (Claim.checkpoints): the declared checkpoint rules, each in words. A row's own
+# setting names the step the rule found (``Setting.checkpoint``: "step 500 (mid-training)").
+CHECKPOINTS = {
+    "mid-training": "the first checkpoint where the arm's mean accuracy reaches evidence.mid_accuracy (each its own)",
+    "matched accuracy": "each seed where its accuracy crosses evidence.mid_accuracy, interpolated between checkpoints",
+    "last common checkpoint": "the last step that both arms have",
+    "over training": "steps 0 to the last common checkpoint (the mean failure rate over training)",
+    "every checkpoint": "each checkpoint of the run",
+    "every training step": "the measured training steps (time and memory)",
+    "initialization": "untrained networks: init sweeps, the held-out initializations of a bias fit, a fitted B",
+    "pretrained model": "a pretrained language model (the retrieval stage)",
+    "none": "no network: closed forms and algebraic simulations",
+}
+
 # A row's status (the column ``status``): decided by its rule, or without a verdict of its own because the
 # claim was not evaluated on the run (a table or variant is absent), it was measured but cannot be decided
 # (the intervention did not do what it is for, the reference never learns), or it has fewer replicates
@@ -244,10 +258,18 @@ class Claim:
     # The unit of replication its interval is over, for the pilot threshold: "seeds" (evidence.min_seeds)
     # or "windows" (the retrieval stage, evidence.min_windows, before min_seeds).
     replicates: str = field(default="seeds", kw_only=True)
+    # The estimator, by name (lostmid.evidence.estimators.ESTIMATORS): what turns the reading's per-unit effects
+    # into the interval. The evidence table refuses a row whose reading used another.
+    estimator: str = field(kw_only=True)
+    # Where its rows read the run (CHECKPOINTS), the primary reading first.
+    checkpoints: tuple[str, ...] = field(kw_only=True)
 
     def __post_init__(self):
         if self.kind not in KINDS:
             raise ValueError(f"claim {self.name}: kind {self.kind!r} is not one of {KINDS}")
+        unknown = [c for c in self.checkpoints if c not in CHECKPOINTS] if self.checkpoints else ["(none)"]
+        if unknown:
+            raise ValueError(f"claim {self.name}: checkpoints {unknown} are not among {list(CHECKPOINTS)}")
 
 
 def deterministic(value: float, units: int, what: str) -> st.Interval:

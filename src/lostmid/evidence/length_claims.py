@@ -254,6 +254,8 @@ CLAIMS = [
         ),
         family=LENGTH,
         kind=CLAIM,
+        estimator="t",
+        checkpoints=("initialization",),
     ),
     Claim(
         "length_first_last_density_grows",
@@ -269,6 +271,8 @@ CLAIMS = [
         ),
         family=LENGTH,
         kind=CLAIM,
+        estimator="t",
+        checkpoints=("initialization",),
     ),
     Claim(
         "length_e_inf_grows",
@@ -285,6 +289,8 @@ CLAIMS = [
             "the growth of log2 E_inf (output-Jacobian density) per doubling of L",
         ),
         kind=CLAIM,
+        estimator="t",
+        checkpoints=("initialization",),
     ),
     Claim(
         "length_last_share_grows",
@@ -301,6 +307,8 @@ CLAIMS = [
             "the growth of log2 (L x last position's share) per doubling of L",
         ),
         kind=CLAIM,
+        estimator="t",
+        checkpoints=("initialization",),
     ),
     Claim(
         "length_fitted_bias_bounds_first_last",
@@ -318,6 +326,8 @@ CLAIMS = [
         ),
         family=LENGTH,
         kind=CLAIM,
+        estimator="t",
+        checkpoints=("initialization",),
     ),
     Claim(
         "length_carried_bias_matches_local_fit",
@@ -334,6 +344,8 @@ CLAIMS = [
         ),
         family=LENGTH,
         kind=CLAIM,
+        estimator="paired_t",
+        checkpoints=("initialization",),
     ),
     Claim(
         "length_carried_bias_lowers_imbalance",
@@ -349,6 +361,8 @@ CLAIMS = [
             "log(E_inf with the carried B / E_inf at B = 0), per held-out initialization",
         ),
         kind=CLAIM,
+        estimator="paired_t",
+        checkpoints=("initialization",),
     ),
     Claim(
         "length_position_effect_grows",
@@ -361,6 +375,8 @@ CLAIMS = [
         rule=dec.Rule("greater_than_zero", "slope_margin", "the growth of (a)'s slope with L"),
         family=LENGTH,
         kind=CLAIM,
+        estimator="welch",
+        checkpoints=("mid-training",),
     ),
     Claim(
         "length_fix_effect_grows",
@@ -373,6 +389,8 @@ CLAIMS = [
         rule=dec.Rule("less_than_zero", "slope_margin", "the change of (e)'s effect with L"),
         family=LENGTH,
         kind=CLAIM,
+        estimator="welch",
+        checkpoints=("mid-training",),
     ),
     Claim(
         "length_fix_lowers_late_minus_early",
@@ -388,5 +406,7 @@ CLAIMS = [
         ),
         family=LENGTH,
         kind=CLAIM,
+        estimator="t",
+        checkpoints=("mid-training",),
     ),
 ]

@@ -255,6 +255,8 @@ CLAIMS = [
         rule=SPEED_RULE,
         family=MECHANISM,
         kind=CLAIM,
+        estimator="paired_t",
+        checkpoints=("over training",),
     ),
     Claim(
         "arm_has_less_position_preference",
@@ -268,6 +270,8 @@ CLAIMS = [
         rule=PREFERENCE_RULE,
         family=MECHANISM,
         kind=CLAIM,
+        estimator="paired_t",
+        checkpoints=("mid-training",),
     ),
     Claim(
         "arm_has_less_late_minus_early_failure",
@@ -284,6 +288,8 @@ CLAIMS = [
         ),
         family=MECHANISM,
         kind=CLAIM,
+        estimator="paired_t",
+        checkpoints=("mid-training",),
     ),
     Claim(
         "arm_speed_as_literal",
@@ -296,6 +302,8 @@ CLAIMS = [
         rule=_as_literal("speed_margin", "the mean failure rate over training"),
         family=MECHANISM,
         kind=CLAIM,
+        estimator="paired_t",
+        checkpoints=("over training",),
     ),
     Claim(
         "arm_slope_as_literal",
@@ -308,6 +316,8 @@ CLAIMS = [
         rule=_as_literal("slope_margin", "the slope of logit(failure) on p, each at its own mid-training"),
         family=MECHANISM,
         kind=CLAIM,
+        estimator="paired_t",
+        checkpoints=("mid-training",),
     ),
     Claim(
         "arm_preference_as_literal",
@@ -320,6 +330,8 @@ CLAIMS = [
         rule=_as_literal("recall_margin", "late minus early failure, each at its own mid-training"),
         family=MECHANISM,
         kind=CLAIM,
+        estimator="paired_t",
+        checkpoints=("mid-training",),
     ),
     Claim(
         "arm_flattens_trained_model_at_init",
@@ -336,6 +348,8 @@ CLAIMS = [
             factor=-1,
         ),
         kind=CHECK,
+        estimator="t",
+        checkpoints=("initialization",),
     ),
     Claim(
         "arm_keeps_accuracy",
@@ -349,5 +363,7 @@ CLAIMS = [
             "equivalent_to_zero", "accuracy_margin", "the accuracy difference (arm - baseline) at step {step}"
         ),
         kind=CHECK,
+        estimator="paired_t",
+        checkpoints=("last common checkpoint",),
     ),
 ]

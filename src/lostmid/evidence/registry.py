@@ -88,6 +88,8 @@ CLAIMS: list[Claim] = [
         family=BLOG,
         kind=CLAIM,
         rule=blog_claims.POSITION_EFFECT_RULE,
+        estimator="t",
+        checkpoints=("mid-training",),
     ),
     # (a) and (e) again with a model-free statistic (estimator robustness): outside the family,
     # since they re-estimate the same claims; the note says where the two verdicts differ.
@@ -101,6 +103,8 @@ CLAIMS: list[Claim] = [
         failure_rises_with_position_model_free,
         kind=CLAIM,
         rule=robustness.MODEL_FREE_POSITION_RULE,
+        estimator="t",
+        checkpoints=("mid-training",),
     ),
     Claim(
         "first_token_jacobian_grows_with_depth",
@@ -119,6 +123,8 @@ CLAIMS: list[Claim] = [
             "the orders of magnitude (log10) by which the first token's output-Jacobian norm E||d logits_L/d x_j|| "
             "over the last's grows from depth 1 to depth {init_depth}",
         ),
+        estimator="paired_t",
+        checkpoints=("initialization",),
     ),
     Claim(
         "first_token_density_grows_with_depth",
@@ -136,6 +142,8 @@ CLAIMS: list[Claim] = [
             "the orders of magnitude (log10) by which the first token's influence density m_j (squared loss "
             "gradient) over the last's grows from depth 1 to depth {init_depth}",
         ),
+        estimator="paired_t",
+        checkpoints=("initialization",),
     ),
     # The checks of the blog's fit (lostmid.evidence.fit_checks), which gate (c)-(e).
     *fit_checks.CLAIMS,
@@ -156,6 +164,8 @@ CLAIMS: list[Claim] = [
             "the fall of the fitted bias from the nearest key to the farthest (least-squares line of the mean bias "
             "by lag over lags >= 1, the diagonal left out)",
         ),
+        estimator="deterministic",
+        checkpoints=("initialization",),
     ),
     Claim(
         "debiased_trains_faster",
@@ -168,6 +178,8 @@ CLAIMS: list[Claim] = [
         family=BLOG,
         kind=CLAIM,
         rule=blog_claims.SPEED_RULE,
+        estimator="paired_t",
+        checkpoints=("over training",),
     ),
     Claim(
         "debiased_has_less_position_preference",
@@ -180,6 +192,8 @@ CLAIMS: list[Claim] = [
         family=BLOG,
         kind=CLAIM,
         rule=blog_claims.PREFERENCE_RULE,
+        estimator="paired_t",
+        checkpoints=("mid-training",),
     ),
     Claim(
         "debiased_has_less_position_preference_model_free",
@@ -191,6 +205,8 @@ CLAIMS: list[Claim] = [
         debiased_has_less_position_preference_model_free,
         kind=CLAIM,
         rule=robustness.MODEL_FREE_PREFERENCE_RULE,
+        estimator="paired_t",
+        checkpoints=("mid-training",),
     ),
     Claim(
         "debiased_has_less_position_preference_interpolated",
@@ -207,6 +223,8 @@ CLAIMS: list[Claim] = [
             "slope_margin",
             "the difference (debiased - baseline) of the slope at matched accuracy",
         ),
+        estimator="paired_t",
+        checkpoints=("matched accuracy",),
     ),
     Claim(
         "structural_baseline_matches_closed_form",
@@ -219,6 +237,8 @@ CLAIMS: list[Claim] = [
         log_axis=True,
         kind=CHECK,
         rule=dec.Rule("at_most", "structural_tolerance", "the largest relative deviation from the closed form"),
+        estimator="deterministic",
+        checkpoints=("none",),
     ),
     Claim(
         "density_flow_matches_finite_difference",
@@ -231,6 +251,8 @@ CLAIMS: list[Claim] = [
         log_axis=True,
         kind=CHECK,
         rule=dec.Rule("at_most", "flow_tolerance", "the median relative error of the predicted density flow"),
+        estimator="log_mean",
+        checkpoints=("every checkpoint",),
     ),
     Claim(
         "density_flow_error_falls_with_step",
@@ -242,6 +264,8 @@ CLAIMS: list[Claim] = [
         density_flow_error_falls_with_step,
         kind=CHECK,
         rule=dec.Rule("greater_than_zero", 0.5, "the slope of log relative error on log eta"),
+        estimator="t",
+        checkpoints=("every checkpoint",),
     ),
     Claim(
         "sufficient_conditions_sound",
@@ -253,6 +277,8 @@ CLAIMS: list[Claim] = [
         sufficient_conditions_sound,
         kind=CLAIM,
         rule=dec.Rule("at_most", 0.0, "the number of rows where a sufficient condition holds and its conclusion fails"),
+        estimator="deterministic",
+        checkpoints=("every checkpoint",),
     ),
     Claim(
         "balance_lowers_e_inf",
@@ -264,6 +290,8 @@ CLAIMS: list[Claim] = [
         balance_lowers_e_inf,
         kind=CLAIM,
         rule=dec.Rule("less_than_zero", "log_ratio_margin", "log(E_inf Alg. 1 / E_inf baseline)"),
+        estimator="paired_t",
+        checkpoints=("last common checkpoint",),
     ),
     Claim(
         "balance_keeps_accuracy",
@@ -275,6 +303,8 @@ CLAIMS: list[Claim] = [
         balance_keeps_accuracy,
         kind=CLAIM,
         rule=dec.Rule("equivalent_to_zero", "accuracy_margin", "the accuracy difference (Alg. 1 - baseline)"),
+        estimator="paired_t",
+        checkpoints=("last common checkpoint",),
     ),
     Claim(
         "reweight_changes_profile_little",
@@ -286,6 +316,8 @@ CLAIMS: list[Claim] = [
         reweight_changes_profile_little,
         kind=CLAIM,
         rule=dec.Rule("equivalent_to_zero", "log_ratio_margin", "log(E_inf Alg. 2 / E_inf baseline)"),
+        estimator="paired_t",
+        checkpoints=("last common checkpoint",),
     ),
     Claim(
         "observability_lowers_trace_imbalance",
@@ -298,6 +330,8 @@ CLAIMS: list[Claim] = [
         log_axis=True,
         kind=CHECK,
         rule=dec.Rule("at_most", "imbalance_ratio", "trace imbalance of Alg. 3 / baseline's"),
+        estimator="deterministic",
+        checkpoints=("none",),
     ),
     Claim(
         "algebraic_baseline_left_right_middle",
@@ -309,6 +343,8 @@ CLAIMS: list[Claim] = [
         algebraic_baseline_left_right_middle,
         kind=CLAIM,
         rule=dec.Rule("greater_than_zero", "algebraic_tolerance", "min(left - right, right - middle)"),
+        estimator="deterministic",
+        checkpoints=("none",),
     ),
     Claim(
         "algebraic_balance_e_inf_near_zero",
@@ -321,6 +357,8 @@ CLAIMS: list[Claim] = [
         log_axis=True,
         kind=CHECK,
         rule=dec.Rule("at_most", "einf_zero", "E_inf of Alg. 1"),
+        estimator="deterministic",
+        checkpoints=("none",),
     ),
     Claim(
         "algebraic_balance_z_grows",
@@ -332,6 +370,8 @@ CLAIMS: list[Claim] = [
         algebraic_balance_z_grows,
         kind=CLAIM,
         rule=dec.Rule("greater_than_zero", "z_growth_margin", "log(Z Alg. 1 / Z baseline)"),
+        estimator="deterministic",
+        checkpoints=("none",),
     ),
     Claim(
         "algebraic_reweight_moves_little",
@@ -343,6 +383,8 @@ CLAIMS: list[Claim] = [
         algebraic_reweight_moves_little,
         kind=CLAIM,
         rule=dec.Rule("equivalent_to_zero", "log_ratio_margin", "log(E_inf Alg. 2 / E_inf baseline)"),
+        estimator="deterministic",
+        checkpoints=("none",),
     ),
     Claim(
         "algebraic_observability_right_below_middle",
@@ -354,6 +396,8 @@ CLAIMS: list[Claim] = [
         algebraic_observability_right_below_middle,
         kind=CLAIM,
         rule=dec.Rule("less_than_zero", "algebraic_tolerance", "LIM of Alg. 3"),
+        estimator="deterministic",
+        checkpoints=("none",),
     ),
     Claim(
         "probe_bias_falls",
@@ -366,6 +410,8 @@ CLAIMS: list[Claim] = [
         log_axis=True,
         kind=CHECK,
         rule=dec.Rule("at_most", "probe_ratio", "{what}"),
+        estimator="deterministic",
+        checkpoints=("none",),
     ),
     Claim(
         "probe_spread_falls",
@@ -378,6 +424,8 @@ CLAIMS: list[Claim] = [
         log_axis=True,
         kind=CHECK,
         rule=dec.Rule("at_most", "probe_ratio", "{what}"),
+        estimator="deterministic",
+        checkpoints=("none",),
     ),
     # The paper's validation protocol (section 4.5) on trained runs (docs/validation.md).
     *validation_rows.CLAIMS,
@@ -392,3 +440,51 @@ CLAIMS: list[Claim] = [
 ]
 
 CLAIMS_BY_NAME = {claim.name: claim for claim in CLAIMS}
+
+
+def markdown() -> str:
+    """The declarations as a Markdown table (docs/evidence.md, "The claims"): one line per claim, its fields as
+    declared, then what each estimator and each checkpoint means."""
+    from lostmid.evidence.estimators import ESTIMATORS
+    from lostmid.evidence.inputs import CHECKPOINTS
+
+    def rule(r: dec.Rule) -> str:
+        margin = f"`{r.margin}`" if isinstance(r.margin, str) else f"{r.margin:g}"
+        return f"{r.kind}, {margin}" + (f" × {r.factor:g}" if r.factor != 1.0 else "")
+
+    lines = [
+        "| claim | kind | family | source | unit | reads | checkpoints | estimator | rule (kind, margin) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in CLAIMS:
+        cells = (
+            f"`{c.name}`",
+            c.kind,
+            c.family or "–",
+            c.source,
+            c.unit,
+            ", ".join(c.needs) or "–",
+            "; ".join(c.checkpoints),
+            f"`{c.estimator}`",
+            rule(c.rule),
+        )
+        lines.append("| " + " | ".join(str(cell).replace("|", "\\|") for cell in cells) + " |")
+    used = {c.estimator for c in CLAIMS}
+    estimators = [f"- `{name}`: {e.words}." for name, e in ESTIMATORS.items() if name in used]
+    checkpoints = [f"- {name}: {words}." for name, words in CHECKPOINTS.items()]
+    return (
+        "\n".join(
+            [
+                *lines,
+                "",
+                "Estimators (`lostmid.evidence.estimators`):",
+                "",
+                *estimators,
+                "",
+                "Checkpoints:",
+                "",
+                *checkpoints,
+            ]
+        )
+        + "\n"
+    )

@@ -102,6 +102,8 @@ CLAIMS = [
             "greater_than_zero", "retrieval_auc_margin", f"AUC - 0.5 of success on the {measure} influence share"
         ),
         replicates="windows",
+        estimator="window_bootstrap_auc",
+        checkpoints=("pretrained model",),
     )
     for measure, words in (("task", "task-conditioned"), ("free", "task-free"))
 ]

@@ -36,6 +36,8 @@ CLAIMS = [
         family=PAPER_VALIDATION,
         kind=CLAIM,
         rule=dec.Rule("less_than_zero", "log_ratio_margin", "log(E_inf Alg. 1 / E_inf baseline)"),
+        estimator="t",
+        checkpoints=("mid-training", "matched accuracy"),
     ),
     Claim(
         "reweight_changes_profile_little_at_matched_accuracy",
@@ -48,6 +50,8 @@ CLAIMS = [
         family=PAPER_VALIDATION,
         kind=CLAIM,
         rule=dec.Rule("equivalent_to_zero", "log_ratio_margin", "log(E_inf Alg. 2 / E_inf baseline)"),
+        estimator="t",
+        checkpoints=("mid-training",),
     ),
     Claim(
         "balance_lowers_jacobian_imbalance",
@@ -60,6 +64,8 @@ CLAIMS = [
         family=PAPER_VALIDATION,
         kind=CLAIM,
         rule=dec.Rule("less_than_zero", "log_ratio_margin", "log(output-Jacobian imbalance Alg. 1 / baseline's)"),
+        estimator="t",
+        checkpoints=("mid-training", "last common checkpoint"),
     ),
     Claim(
         "observability_lowers_trace_imbalance_on_transformer",
@@ -72,6 +78,8 @@ CLAIMS = [
         family=PAPER_VALIDATION,
         kind=CLAIM,
         rule=dec.Rule("less_than_zero", "log_ratio_margin", "log(E_obs Alg. 3 / E_obs baseline)"),
+        estimator="t",
+        checkpoints=("mid-training", "last common checkpoint"),
     ),
     Claim(
         "flag_shift_raises_untrained_failure",
@@ -83,6 +91,8 @@ CLAIMS = [
         t_result(shift_effect),
         kind=CHECK,
         rule=SHIFT_BITES,
+        estimator="t",
+        checkpoints=("last common checkpoint", "mid-training"),
     ),
     Claim(
         "remedy_recalls_untrained_positions",
@@ -99,6 +109,8 @@ CLAIMS = [
             "recall_margin",
             "the failure rate on the flags the {law} law under-trains ({half}), remedy - baseline",
         ),
+        estimator="t",
+        checkpoints=("last common checkpoint", "mid-training"),
     ),
     *(
         Claim(
@@ -113,6 +125,8 @@ CLAIMS = [
             family=PAPER_VALIDATION,
             kind=CLAIM,
             rule=dec.Rule("at_most", "overhead_ratio", "the remedy's {what} / its baseline's"),
+            estimator="log_mean",
+            checkpoints=("every training step",),
         )
         for name, words, effect in (("time", "time per step", time_effect), ("memory", "peak memory", memory_effect))
     ),
@@ -131,5 +145,7 @@ CLAIMS = [
             "log_ratio_margin",
             "the fitted change of log {target} from no penalty to {key} = {top:g}",
         ),
+        estimator="t",
+        checkpoints=("mid-training",),
     ),
 ]
