@@ -1,24 +1,27 @@
-"""``lostmid pooled``: the pooled rows of claims run on several disjoint seed sets (lostmid.evidence.pooled)."""
+"""``lostmid pooled``: the pooled row of a claim run on several disjoint seed sets (lostmid.evidence.pooled)."""
 
 from __future__ import annotations
 
 import logging
 
 from lostmid import io
-from lostmid.cli.registry import command, json_arg
+from lostmid.cli.registry import command
 
 log = logging.getLogger(__name__)
 
-# The lines of a page between which ``--into`` writes the pooled table (no committed page keeps it: the runs it
-# pools are typed into docs/data/pooled_runs.csv, not run records; docs/validation.md, "Pooled evidence").
+# The lines of a page between which ``--into`` writes the pooled table (no committed page keeps it: of the run
+# records, only runs/default keeps an evidence table, one seed set; docs/validation.md, "Pooled evidence").
 POOLED_MARKERS = ("<!-- pooled evidence: begin -->", "<!-- pooled evidence: end -->")
 
 
 def _args(parser):
     parser.add_argument(
-        "--runs", default="docs/data/pooled_runs.csv", help="the declared runs file (one line per run of a claim's row)"
+        "--runs", nargs="+", required=True, help="run record folders (runs/<name>/), each with its evidence table"
     )
-    parser.add_argument("--settings", type=json_arg, default=None, help="the config's evidence block (JSON)")
+    parser.add_argument("--claim", required=True, help="the claim whose row is pooled")
+    parser.add_argument(
+        "--setting", default=None, help="the start of the row's setting, where the claim has several rows in a run"
+    )
     parser.add_argument("--out", default=None, help="write the pooled rows as Parquet here")
     parser.add_argument(
         "--into", default=None, help="write the Markdown between the pooled-evidence markers of this page"
@@ -27,13 +30,12 @@ def _args(parser):
 
 @command("pooled", "pooled evidence: fixed and random effects over disjoint seed sets, with heterogeneity", _args)
 def pooled(args):
-    from lostmid.config import settings_from_section
     from lostmid.evidence import pooled as pool
-    from lostmid.evidence.settings import EvidenceSettings
 
-    ev = settings_from_section(EvidenceSettings, args.settings or {}, "evidence")
-    runs = pool.read_runs(args.runs)
-    rows = pool.pooled_rows(runs, ev)
+    runs = pool.read_runs(args.runs, args.claim, args.setting)
+    rows = pool.pooled_rows(runs)
+    if rows.empty:
+        log.warning("the runs hold claim %s on one seed set: no pooled row", args.claim)
     if args.out:
         io.write_parquet(rows, args.out)
     text = pool.markdown(runs, rows)

@@ -1,9 +1,12 @@
 """Pooled evidence: a claim run on several disjoint seed sets, combined by inverse-variance meta-analysis.
 
-Input: one declared data file (docs/data/pooled_runs.csv), one line per run of a claim's row: the seed
-set it used, its estimate and t interval over ``n_seeds`` seeds at ``level``, and its rule
-("kind:margin key" of the evidence settings). Each run's standard error is its interval's half-width
-over the t quantile it was built with.
+Input: run records (``runs/<name>/``: ``manifest.json``, ``overlay.yaml`` and the evidence table under
+``evidence/`` or ``tables/``), and the claim to pool, with the start of its setting where the claim has
+several. From each run's evidence table it takes the claim's row: its estimate and t interval over
+``n_seeds`` seeds, the interval's level, and its rule (``rule_kind``, ``margin``); the seed set is the one
+the run's grid (its overlay) trains for the row's variants at its L and depth. Nothing is typed: every
+number comes from a record a run wrote. Each run's standard error is its interval's half-width over the
+t quantile it was built with.
 
 Runs that repeat a seed set count once: their mean estimate, with the mean of their standard errors
 (repeats of one seed set on other machines or commits are strongly correlated, not independent;
@@ -19,28 +22,160 @@ differences between seed sets and machines; the fixed-effect interval is shown b
 
 from __future__ import annotations
 
-from dataclasses import fields
+import itertools
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
+from lostmid import config as cfg
+from lostmid import manifest as run_manifest
 from lostmid.errors import InputError
 from lostmid.evidence import decisions as dec
-from lostmid.evidence.settings import EvidenceSettings
+from lostmid.seed_ledger import words as seed_words
 
-RUN_COLUMNS = ("claim", "setting", "seed_set", "run", "n_seeds", "estimate", "ci_low", "ci_high", "level", "rule")
+# Where a run record keeps its evidence table: as the workflow's results folder has it (runs/default) or
+# beside the other tables of a record (the tables/ folder of runs/study's layout).
+EVIDENCE_TABLES = ("evidence/evidence.parquet", "tables/evidence.parquet")
+# The evidence table's columns a pooled run reads.
+ROW_COLUMNS = (
+    "claim",
+    "setting",
+    "L",
+    "depth",
+    "checkpoint",
+    "estimate",
+    "ci_low",
+    "ci_high",
+    "n_seeds",
+    "rule_kind",
+    "margin",
+    "family_size",
+    "adjusted_level",
+)
+# What makes two runs' rows the same claim's: pooled together only when these agree.
+RULE = ("rule_kind", "margin")
+KEYS = ("claim", "setting", *RULE)
 
 
-def read_runs(path) -> pd.DataFrame:
-    runs = pd.read_csv(path)
-    missing = sorted(set(RUN_COLUMNS) - set(runs.columns))
+def evidence_table(run: Path) -> pd.DataFrame:
+    """The run record's evidence table, with the columns a pooled run reads. Errors carry no path: a
+    committed record is not moved aside (lostmid.cli.main), it is rerun."""
+    found = [run / name for name in EVIDENCE_TABLES if (run / name).is_file()]
+    if not found:
+        raise InputError(
+            f"{run}: no evidence table ({' or '.join(EVIDENCE_TABLES)}): not a run record that can be pooled"
+        )
+    table = pd.read_parquet(found[0])
+    missing = sorted(set(ROW_COLUMNS) - set(table.columns))
     if missing:
-        raise InputError(f"{path}: the runs file lacks the columns {missing}")
-    bad = runs[~((runs.ci_low <= runs.estimate) & (runs.estimate <= runs.ci_high) & (runs.n_seeds >= 2))]
-    if len(bad):
-        raise InputError(f"{path}: run {bad.iloc[0].run!r} has an estimate outside its interval or fewer than 2 seeds")
-    return runs
+        raise InputError(f"{found[0]}: the evidence table lacks the columns {missing}")
+    return table
+
+
+def claim_row(run: Path, table: pd.DataFrame, claim: str, setting: str | None) -> pd.Series:
+    """The one row of ``claim`` in the run's table whose setting begins with ``setting`` (any setting: None)."""
+    rows = table[table.claim == claim]
+    if setting is not None:
+        rows = rows[rows.setting.str.startswith(setting)]
+    at = f" at a setting beginning {setting!r}" if setting is not None else ""
+    if rows.empty:
+        raise InputError(f"{run}: the evidence table has no row of claim {claim!r}{at}")
+    if len(rows) > 1:
+        raise InputError(
+            f"{run}: claim {claim!r} has {len(rows)} rows{at} ({'; '.join(rows.setting)}): name one with --setting"
+        )
+    return rows.iloc[0]
+
+
+def row_level(row: pd.Series) -> float:
+    """The level of the row's interval. The table keeps it as ``adjusted_level``, which in a family of k rows
+    is the Bonferroni level 1 - (1 - level) / k (lostmid.evidence.decisions.decide), so it is undone here."""
+    return 1 - (1 - float(row.adjusted_level)) * max(int(row.family_size), 1)
+
+
+def seed_set(run: Path, row: pd.Series) -> frozenset[int]:
+    """The seeds the run's grid trains for every variant the row compares (``X vs Y``: the seeds both arms
+    share, as the rows pair them by seed) at the row's L and depth. The overlay as run holds the grid: an
+    overlay's grid replaces its base's (lists replace), so a record without one does not say its seeds."""
+    path = run / "overlay.yaml"
+    if not path.is_file():
+        raise InputError(f"{run}: no overlay.yaml (the config as run): the run's seeds are unknown")
+    overlay = cfg.read_yaml(path)
+    if "grid" not in overlay:
+        raise InputError(f"{path}: no grid: the run's seeds are its base config's, which the record does not keep")
+    if pd.isna(row.L) or pd.isna(row.depth):
+        raise InputError(f"{run}: claim {row.claim!r} at {row.setting!r} was not trained on seeds (no L and depth)")
+    arms = row.setting.split(", ")[0].split(" vs ")
+    trained = cfg.runs(overlay)
+    seeds = frozenset.intersection(
+        *(frozenset(r.seed for r in trained if (r.variant, r.L, r.depth) == (arm, row.L, row.depth)) for arm in arms)
+    )
+    if not seeds:
+        raise InputError(f"{path}: the grid trains no seeds of {' and '.join(arms)} at L {row.L}, depth {row.depth}")
+    return seeds
+
+
+def read_run(run, claim: str, setting: str | None = None) -> dict:
+    """One run record's line: the claim's row (its setting without the checkpoint, which each run locates
+    on its own schedule), its seed set, and the run named by its folder and commits."""
+    run = Path(run)
+    if not run.is_dir():
+        raise InputError(f"{run}: no such run folder")
+    row = claim_row(run, evidence_table(run), claim, setting)
+    if not (row.n_seeds >= 2 and row.ci_low <= row.estimate <= row.ci_high):
+        raise InputError(
+            f"{run}: claim {claim!r} has no estimate inside a t interval over 2 or more seeds "
+            f"(estimate {row.estimate}, interval [{row.ci_low}, {row.ci_high}], {row.n_seeds} seeds)"
+        )
+    try:
+        dec.DecisionRule(row.rule_kind, float(row.margin))
+    except ValueError as err:
+        raise InputError(f"{run}: claim {claim!r}'s row has no rule to pool by: {err}") from None
+    checkpoint = "" if pd.isna(row.checkpoint) else row.checkpoint
+    return {
+        "claim": claim,
+        "setting": row.setting.removesuffix(f", checkpoint {checkpoint}"),
+        "checkpoint": checkpoint,
+        "seeds": seed_set(run, row),
+        "run": f"{run.name} ({', '.join(run_manifest.commits(run_manifest.read(run)))})",
+        "n_seeds": int(row.n_seeds),
+        "estimate": float(row.estimate),
+        "ci_low": float(row.ci_low),
+        "ci_high": float(row.ci_high),
+        "level": row_level(row),
+        "rule_kind": row.rule_kind,
+        "margin": float(row.margin),
+    }
+
+
+def _agree(runs: pd.DataFrame, columns: list[str], what: str) -> None:
+    """One line naming each run's value when the runs' rows differ in ``columns``."""
+    if len(runs.drop_duplicates(columns)) > 1:
+        each = "; ".join(f"{r['run']}: {', '.join(str(r[c]) for c in columns)}" for _, r in runs.iterrows())
+        raise InputError(f"the runs' rows of claim {runs.claim.iloc[0]!r} differ in {what} ({each})")
+
+
+def _disjoint_or_equal(runs: pd.DataFrame) -> None:
+    """Seed sets are either one set repeated or disjoint: a partial overlap is neither a repeat (which counts
+    once) nor an independent replicate (which counts on its own), so it cannot be pooled."""
+    for first, second in itertools.combinations(dict.fromkeys(runs.seeds), 2):
+        if shared := first & second:
+            raise InputError(
+                f"the seed sets {seed_words(first)} and {seed_words(second)} share seeds {seed_words(shared)} "
+                "without being equal: runs to pool repeat a seed set or use disjoint ones"
+            )
+
+
+def read_runs(runs, claim: str, setting: str | None = None) -> pd.DataFrame:
+    """One line per run record of ``runs``: the row of ``claim`` (at the setting beginning ``setting``) in
+    each, checked to be one claim's row at one setting by one rule, over repeated or disjoint seed sets."""
+    lines = pd.DataFrame([read_run(run, claim, setting) for run in runs])
+    _agree(lines, ["setting"], "setting")
+    _agree(lines, list(RULE), "rule")
+    _disjoint_or_equal(lines)
+    return lines.assign(seed_set=lines.seeds.map(seed_words)).drop(columns="seeds")
 
 
 def standard_error(runs: pd.DataFrame) -> pd.Series:
@@ -53,16 +188,9 @@ def per_seed_set(runs: pd.DataFrame) -> pd.DataFrame:
     """One line per (claim, setting, seed set): repeated runs count once, their mean estimate and mean SE."""
     return (
         runs.assign(se=standard_error(runs))
-        .groupby(["claim", "setting", "seed_set", "rule"], sort=False, as_index=False)
+        .groupby([*KEYS, "seed_set"], sort=False, as_index=False)
         .agg(runs=("run", "size"), n_seeds=("n_seeds", "first"), estimate=("estimate", "mean"), se=("se", "mean"))
     )
-
-
-def _rule(words: str, ev: EvidenceSettings) -> dec.DecisionRule:
-    kind, _, key = words.partition(":")
-    if key not in {f.name for f in fields(EvidenceSettings)}:
-        raise InputError(f"the rule {words!r} names no evidence setting {key!r}")
-    return dec.Rule(kind, key).build(ev)
 
 
 def inverse_variance(estimates: np.ndarray, variances: np.ndarray) -> tuple[float, float]:
@@ -85,11 +213,11 @@ def dersimonian_laird_tau2(estimates: np.ndarray, variances: np.ndarray) -> floa
     return max(0.0, excess / (weights.sum() - np.sum(weights**2) / weights.sum()))
 
 
-def pooled_rows(runs: pd.DataFrame, ev: EvidenceSettings) -> pd.DataFrame:
-    """One pooled row per (claim, setting) run on two or more disjoint seed sets."""
+def pooled_rows(runs: pd.DataFrame) -> pd.DataFrame:
+    """One pooled row per (claim, setting, rule) run on two or more disjoint seed sets."""
     z = stats.norm.ppf(0.975)
     rows = []
-    for (claim, setting, rule_words), sets in per_seed_set(runs).groupby(["claim", "setting", "rule"], sort=False):
+    for (claim, setting, kind, margin), sets in per_seed_set(runs).groupby(list(KEYS), sort=False):
         if len(sets) < 2:
             continue
         estimates, variances = sets.estimate.to_numpy(np.float64), sets.se.to_numpy(np.float64) ** 2
@@ -97,7 +225,7 @@ def pooled_rows(runs: pd.DataFrame, ev: EvidenceSettings) -> pd.DataFrame:
         q, df = cochran_q(estimates, variances), len(sets) - 1
         tau2 = dersimonian_laird_tau2(estimates, variances)
         random, random_se = inverse_variance(estimates, variances + tau2)
-        rule = _rule(rule_words, ev)
+        rule = dec.DecisionRule(kind, margin)
         rows.append(
             {
                 "claim": claim,
@@ -127,13 +255,13 @@ def pooled_rows(runs: pd.DataFrame, ev: EvidenceSettings) -> pd.DataFrame:
 def markdown(runs: pd.DataFrame, pooled: pd.DataFrame) -> str:
     """Each run's row, then the pooled row of its claim, as Markdown."""
     lines = [
-        "| claim | setting | seed set | run | seeds | estimate [95% interval] |",
-        "|---|---|---|---|---|---|",
+        "| claim | setting | checkpoint | seed set | run | seeds | estimate [interval] |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in runs.itertuples():
         lines.append(
-            f"| {r.claim} | {r.setting} | {r.seed_set} | {r.run} | {r.n_seeds} | "
-            f"{r.estimate:.3g} [{r.ci_low:.3g}, {r.ci_high:.3g}] |"
+            f"| {r.claim} | {r.setting} | {r.checkpoint} | {r.seed_set} | {r.run} | {r.n_seeds} | "
+            f"{r.estimate:.3g} [{r.ci_low:.3g}, {r.ci_high:.3g}] ({r.level:.0%}) |"
         )
     lines += [
         "",
