@@ -94,3 +94,12 @@ def test_the_primaries_table_has_every_estimator_with_an_interval():
         "unadjusted_auc",
     ]
     assert (table.n == 64).all() and (table.low <= table.estimate).all() and (table.estimate <= table.high).all()
+
+
+def test_the_share_is_standardized_by_its_population_sd_as_the_plan_fixes_it():
+    # study/plan.yaml, smollm2_influence_beyond_position: "standardized (population sd over all examples)".
+    share = np.array([0.01, 0.02, 0.05, 0.1, 0.3])
+    z = re.standardized_log_share(share)
+    assert z.mean() == pytest.approx(0.0, abs=1e-12)
+    assert z.std(ddof=0) == pytest.approx(1.0, abs=1e-12)
+    assert z.std(ddof=1) > 1.0

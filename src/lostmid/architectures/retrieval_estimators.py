@@ -65,9 +65,10 @@ def t_effect(per_window: pd.Series, level: float) -> st.Interval:
 
 
 def standardized_log_share(share: np.ndarray) -> np.ndarray:
-    """(log s - mean log s) / sd log s over the examples: the coefficient is per SD of log share."""
+    """(log s - mean log s) / sd log s over the examples, the population sd (ddof 0, as the study's plan fixes
+    it for its primary smollm2_influence_beyond_position): the coefficient is per SD of log share."""
     logs = np.log(np.asarray(share, float))
-    return (logs - logs.mean()) / logs.std(ddof=1)
+    return (logs - logs.mean()) / logs.std(ddof=0)
 
 
 def informative(rows: pd.DataFrame) -> pd.DataFrame:
