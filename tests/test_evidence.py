@@ -850,6 +850,20 @@ def test_algorithm_claims_are_paired_by_seed():
     assert row["verdict"] == "supported" and row["estimate"] == 0.0
 
 
+def test_reweight_keeps_accuracy_is_supported_when_both_arms_learn_and_contradicted_when_the_remedy_does_not():
+    variants = {"baseline": {}, "reweight": {"remedy": {"kind": "reweight"}}}
+    learned, stuck = {0: CHANCE, 100: (-3.0, 0.0)}, {0: CHANCE, 100: CHANCE}
+    both = pd.concat([failure_table(v, learned, range(5), L_key=8) for v in variants])
+    (row,) = run_claim("reweight_keeps_accuracy", variants=variants, failure=both)
+    assert (row["verdict"], row["kind"], row["estimate"], row["n_seeds"]) == ("supported", "check", 0.0, 5)
+    assert row["setting"] == "reweight vs baseline, L 8, depth 2, residual true, checkpoint last common checkpoint"
+    one = pd.concat(
+        [failure_table("baseline", learned, range(5), L_key=8), failure_table("reweight", stuck, range(5), L_key=8)]
+    )
+    (row,) = run_claim("reweight_keeps_accuracy", variants=variants, failure=one)
+    assert row["verdict"] == "contradicted" and row["estimate"] == pytest.approx(0.5 - (1 - _expit(-3.0)), abs=0.02)
+
+
 # --------------------------------------------------------------------------- the balanced evaluation
 
 
