@@ -176,6 +176,12 @@ class Rule:
         return DecisionRule(self.kind, self.margin_in(ev), getattr(ev, self.level), words)
 
 
+def stored_rule(kind: str, margin: float) -> DecisionRule:
+    """The rule an evidence row was decided by, read back from its ``rule_kind`` and ``margin`` columns (a row
+    without a verdict has kind "none": a ValueError, as for any kind outside RULE_KINDS)."""
+    return DecisionRule(kind, float(margin))
+
+
 def verdict_by(rule: Rule, interval: Interval, ev, terms: Mapping | None = None) -> str:
     """The verdict of ``rule`` (as declared) on ``interval``, under the evidence settings ``ev``."""
     return verdict(interval.low, interval.high, rule.build(ev, terms))

@@ -130,7 +130,7 @@ def read_run(run, claim: str, setting: str | None = None) -> dict:
             f"(estimate {row.estimate}, interval [{row.ci_low}, {row.ci_high}], {row.n_seeds} seeds)"
         )
     try:
-        dec.DecisionRule(row.rule_kind, float(row.margin))
+        dec.stored_rule(row.rule_kind, row.margin)
     except ValueError as err:
         raise InputError(f"{run}: claim {claim!r}'s row has no rule to pool by: {err}") from None
     checkpoint = "" if pd.isna(row.checkpoint) else row.checkpoint
@@ -225,7 +225,7 @@ def pooled_rows(runs: pd.DataFrame) -> pd.DataFrame:
         q, df = cochran_q(estimates, variances), len(sets) - 1
         tau2 = dersimonian_laird_tau2(estimates, variances)
         random, random_se = inverse_variance(estimates, variances + tau2)
-        rule = dec.DecisionRule(kind, margin)
+        rule = dec.stored_rule(kind, margin)
         rows.append(
             {
                 "claim": claim,
