@@ -72,10 +72,10 @@ def _retrieval(out: Path) -> None:
 
 def _evidence(out: Path) -> None:
     from lostmid import io
-    from lostmid.evidence import deviations, registry
+    from lostmid.evidence import deviations, registry, report
 
     page = (REPO / "docs" / "evidence.md").read_text()
-    for name, block in (("claims", registry.markdown()), ("deviations", deviations.markdown())):
+    for name, block in (("claims", report.declarations(registry.CLAIMS)), ("deviations", deviations.markdown())):
         page = io.between_markers(page, f"<!-- {name}: begin -->", f"<!-- {name}: end -->", block, "docs/evidence.md")
     io.write_text(page, out / "docs" / "evidence.md")
 
@@ -117,7 +117,7 @@ PAGES = [
     ),
     Page(
         "evidence",
-        "lostmid.evidence.registry.markdown() and lostmid.evidence.deviations.markdown() (the page's two blocks)",
+        "lostmid.evidence.report.declarations() and lostmid.evidence.deviations.markdown() (the page's two blocks)",
         ("docs/evidence.md",),
         _evidence,
     ),

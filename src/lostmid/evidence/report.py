@@ -9,6 +9,7 @@ import math
 
 import pandas as pd
 
+from lostmid.evidence import decisions as dec
 from lostmid.evidence.inputs import DECIDED, STATUS_WORDS
 
 
@@ -213,3 +214,51 @@ def side_by_side(runs: dict[str, pd.DataFrame]) -> str:
         kind = row.get("kind", "claim")
         lines.append(f"| {key[0]} | {kind} | {str(row.setting).replace('|', '/')} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def declarations(claims) -> str:
+    """The declarations of ``claims`` (``lostmid.evidence.registry.CLAIMS``) as a Markdown table (docs/evidence.md,
+    "The claims"): one line per claim, its fields as declared, then what each estimator and checkpoint means."""
+    from lostmid.evidence.estimators import ESTIMATORS
+    from lostmid.evidence.inputs import CHECKPOINTS
+
+    def rule(r: dec.Rule) -> str:
+        margin = f"`{r.margin}`" if isinstance(r.margin, str) else f"{r.margin:g}"
+        return f"{r.kind}, {margin}" + (f" × {r.factor:g}" if r.factor != 1.0 else "")
+
+    lines = [
+        "| claim | kind | family | source | unit | reads | checkpoints | estimator | rule (kind, margin) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in claims:
+        cells = (
+            f"`{c.name}`",
+            c.kind,
+            c.family or "–",
+            c.source,
+            c.unit,
+            ", ".join(c.needs) or "–",
+            "; ".join(c.checkpoints),
+            f"`{c.estimator}`",
+            rule(c.rule),
+        )
+        lines.append("| " + " | ".join(str(cell).replace("|", "\\|") for cell in cells) + " |")
+    used = {c.estimator for c in claims}
+    estimators = [f"- `{name}`: {e.words}." for name, e in ESTIMATORS.items() if name in used]
+    checkpoints = [f"- {name}: {words}." for name, words in CHECKPOINTS.items()]
+    return (
+        "\n".join(
+            [
+                *lines,
+                "",
+                "Estimators (`lostmid.evidence.estimators`):",
+                "",
+                *estimators,
+                "",
+                "Checkpoints:",
+                "",
+                *checkpoints,
+            ]
+        )
+        + "\n"
+    )
