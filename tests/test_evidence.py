@@ -18,7 +18,7 @@ from lostmid.core import task
 from lostmid.errors import ConfigError
 from lostmid.evidence import blog_claims, claims, decisions, readings, robustness, statistics
 from lostmid.evidence.estimators import ESTIMATORS
-from lostmid.evidence.inputs import over_units
+from lostmid.evidence.inputs import Effects
 from lostmid.evidence.settings import EvidenceSettings
 
 from conftest import REPO, model_config
@@ -646,12 +646,11 @@ def test_a_malformed_bias_fit_summary_is_one_clear_error():
 # --------------------------------------------------------------------------- the family-wise correction
 
 
-def _fixed_claim(name: str, values, family="blog", estimator=statistics.t_interval) -> claims.Claim:
-    """A claim whose per-seed effects are ``values`` (its reading uses ``estimator``; its row declares the
-    Student t interval): greater than zero, margin 0.5."""
+def _fixed_claim(name: str, values, family="blog", estimator="t", beside=None) -> claims.Claim:
+    """A claim whose per-seed effects are ``values``, estimated by ``estimator``: greater than zero, margin 0.5."""
 
     def compute(inputs, ev, s):
-        return over_units(statistics.Sample((values,), estimator), ev.level)
+        return Effects((values,), "fixed values")
 
     return claims.Claim(
         name,
@@ -664,14 +663,32 @@ def _fixed_claim(name: str, values, family="blog", estimator=statistics.t_interv
         family=family,
         kind=claims.CLAIM,
         rule=decisions.Rule("greater_than_zero", 0.5),
-        estimator="t",
+        estimator=estimator,
         checkpoints=("none",),
+        beside=beside,
     )
 
 
-def test_a_row_whose_reading_used_another_estimator_than_declared_is_refused():
-    claim = _fixed_claim("mislabelled", np.array([0.1, 0.9, 0.5]), estimator=statistics.log_mean_interval)
-    with pytest.raises(RuntimeError, match="declares the estimator 't' but its reading used 'log_mean'"):
+def test_the_declared_estimator_makes_the_interval_of_the_readings_effects():
+    values = np.array([0.5, 0.9, 1.4, 2.0])
+    inputs = claims.Inputs(variants=VARIANTS, model=MODEL)
+    for name, interval in (("t", statistics.t_interval), ("log_mean", statistics.log_mean_interval)):
+        (row,) = claims.evidence_table(
+            inputs, EV, [_fixed_claim(name, values, family=None, estimator=name)]
+        ).itertuples()
+        found = interval(values, EV.level)
+        assert (row.estimate, row.ci_low, row.ci_high) == (found.estimate, found.low, found.high)
+        assert row.method == f"fixed values; {found.method}"
+
+
+def test_a_reading_that_makes_its_own_interval_is_refused():
+    claim = replace(
+        _fixed_claim("own", np.ones(3)),
+        compute=lambda inputs, ev, s: claims.Estimate(
+            statistics.t_interval(np.ones(3), ev.level), sample=statistics.Sample((np.ones(3),), statistics.t_interval)
+        ),
+    )
+    with pytest.raises(TypeError, match="a reading returns its Effects; the declared estimator makes the estimate"):
         claims.evidence_table(claims.Inputs(variants=VARIANTS, model=MODEL), EV, [claim])
 
 
@@ -1029,16 +1046,20 @@ def test_the_model_free_preference_is_late_minus_early_failure_and_has_no_model_
 def test_a_and_e_are_reported_with_the_model_free_statistic_too_and_say_where_the_verdicts_differ():
     # (a): failure rises steeply at the baseline's mid-training (step 100): both estimators decide it.
     table = failure_table("baseline", {0: CHANCE, 100: (-3.0, 3.0)}, seeds=[0, 1, 2], rng=np.random.default_rng(0))
-    (row,) = run_claim("failure_rises_with_position_model_free", failure=table)
+    pair = [
+        claims.CLAIMS_BY_NAME[name]
+        for name in ("failure_rises_with_position", "failure_rises_with_position_model_free")
+    ]
+    rows = claims.evidence_table(claims.Inputs(variants=VARIANTS, model=MODEL, failure=table), EV, pair)
+    row = rows.set_index("claim").loc["failure_rises_with_position_model_free"]
     assert row["verdict"] == "supported" and row["ci_low"] > 0.05 and "the two verdicts agree" in row["note"]
-    # Where the logistic slope is decided and the model-free difference is not, the row says so.
-    based = claims.Estimate(statistics.Interval(1.0, 0.5, 1.5, 24, "t"))
-    free = claims.Estimate(statistics.Interval(0.01, -0.02, 0.04, 24, "t"))
-    ev = replace(EV, slope_margin=0.5, preference_margin=0.05)
-    note = robustness._agreement(
-        based, blog_claims.POSITION_EFFECT_RULE, free, robustness.MODEL_FREE_POSITION_RULE, ev
-    ).note
-    assert "supported" in note and "contradicted" in note and "THE TWO VERDICTS DIFFER" in note
+    # Where the row it is read beside is supported and this one is contradicted, its note says so.
+    based = _fixed_claim("based", np.array([0.9, 1.0, 1.1, 1.2]), family=None)
+    free = _fixed_claim("free", np.array([0.01, -0.02, 0.04, 0.0]), family=None, beside=("based", "the based row"))
+    rows = claims.evidence_table(claims.Inputs(variants=VARIANTS, model=MODEL), EV, [based, free])
+    note = rows.set_index("claim").note["free"]
+    assert note.startswith("the based row reads") and "supported" in note and "contradicted" in note
+    assert "THE TWO VERDICTS DIFFER" in note
 
 
 def test_the_deviations_registry_is_on_the_page_and_every_rule_changed_after_the_data_carries_its_first_verdict():

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from lostmid.config import settings_from_section
-from lostmid.evidence import claims
+from lostmid.evidence import claims, statistics
 from lostmid.evidence import influence_failure as inf
 from lostmid.evidence.settings import EvidenceSettings
 
@@ -136,9 +136,9 @@ def test_influence_and_failure_of_different_seeds_are_one_clear_error():
 
 
 def test_a_constant_profile_has_no_ranking_and_counts_as_rho_zero():
-    assert inf.rank_correlation([1.0, 1.0, 1.0], [0.1, 0.5, 0.2]) == 0.0
-    assert inf.rank_correlation([3.0, 2.0, 1.0], [0.0, 0.0, 0.0]) == 0.0
-    assert inf.rank_correlation([3.0, 2.0, 1.0], [0.1, 0.2, 0.3]) == pytest.approx(-1.0)
+    assert statistics.rank_correlation([1.0, 1.0, 1.0], [0.1, 0.5, 0.2]) == 0.0
+    assert statistics.rank_correlation([3.0, 2.0, 1.0], [0.0, 0.0, 0.0]) == 0.0
+    assert statistics.rank_correlation([3.0, 2.0, 1.0], [0.1, 0.2, 0.3]) == pytest.approx(-1.0)
 
 
 def test_the_rows_are_corrected_within_their_own_family():
@@ -167,13 +167,13 @@ def arms(direction: int, seeds=range(12), seed=0):
 
 
 def test_an_arms_flatness_predicts_its_preference_when_planted_and_not_when_reversed():
-    found = inf.flatness_predicts_preference(*arms(+1), n_resamples=500)
+    found = statistics.flatness_predicts_preference(*arms(+1), n_resamples=500)
     assert found.estimate == pytest.approx(1.0) and found.low > 0 and "jointly" in found.method
-    reversed_ = inf.flatness_predicts_preference(*arms(-1), n_resamples=500)
+    reversed_ = statistics.flatness_predicts_preference(*arms(-1), n_resamples=500)
     assert reversed_.estimate == pytest.approx(-1.0) and reversed_.high < 0
-    assert inf.flatness_predicts_preference(*arms(+1), n_resamples=500) == found  # seeded: the same interval
+    assert statistics.flatness_predicts_preference(*arms(+1), n_resamples=500) == found  # seeded: the same interval
     with pytest.raises(ValueError, match="three or more arms"):
-        inf.flatness_predicts_preference({"a": found}, {"a": found})
+        statistics.flatness_predicts_preference({"a": found}, {"a": found})
 
 
 def test_the_arms_flatness_and_preference_are_read_at_each_arms_own_mid_training():

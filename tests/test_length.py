@@ -14,6 +14,7 @@ from lostmid.config import settings_from_section
 from lostmid.errors import ConfigError
 from lostmid.evidence import length_claims as lc
 from lostmid.evidence.decisions import CONTRADICTED, SUPPORTED, verdict_by
+from lostmid.evidence.estimators import made_by
 from lostmid.evidence.inputs import Inputs
 from lostmid.evidence.length_trained import arm
 from lostmid.evidence.settings import EvidenceSettings
@@ -57,7 +58,7 @@ def init_table(profile) -> pd.DataFrame:
 
 def decide(claim, inputs) -> str:
     (setting,) = [s for s in claim.settings(inputs, EV) if s.residual is False][:1]
-    return verdict_by(claim.rule, claim.compute(inputs, EV, setting).interval, EV)
+    return verdict_by(claim.rule, made_by(claim, inputs, EV, setting).interval, EV)
 
 
 def inputs_with(**tables) -> Inputs:

@@ -14,13 +14,12 @@ from lostmid.evidence import decisions as dec
 from lostmid.evidence import statistics as st
 from lostmid.evidence.fit_checks import fit_not_evaluable, fit_rows, gate
 from lostmid.evidence.inputs import (
+    Effects,
     Estimate,
     EvidenceError,
     Inputs,
     NotRun,
     Setting,
-    deterministic,
-    over_units,
     pair_settings,
     runs_of,
 )
@@ -36,16 +35,15 @@ from lostmid.evidence.readings import (
 from lostmid.evidence.settings import EvidenceSettings
 
 
-def slope_at_mid_training(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
+def slope_at_mid_training(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects | Estimate:
     """Per-seed logistic slopes of failure on p at the variant's own mid-training checkpoint,
     and their Student t interval over seeds (a "not evaluable" estimate when it never gets there)."""
     step, best = mid_training_step(inputs.failure, s.variant, s.L, s.depth, ev.mid_accuracy)
     if step is None:
         return not_reached(s.variant, best, ev)
     slopes = slopes_at(inputs.failure, s.variant, s.L, s.depth, step)
-    return over_units(
-        st.Sample((slopes.to_numpy(),), st.t_interval),
-        ev.level,
+    return Effects(
+        (slopes.to_numpy(),),
         f"per-seed binomial logistic slope (Haldane +0.5) at step {step}",
         f"mid-training = first checkpoint with mean accuracy >= {ev.mid_accuracy:g} (best {best:.3f})",
     )
@@ -81,7 +79,7 @@ def baseline_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
     return found
 
 
-def failure_rises_with_position(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
+def failure_rises_with_position(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     """Blog (a): mid-training, failure rises with the flag position (baseline).
 
     Per seed: slope b of the binomial GLM logit(failure) = a + b p at the mid-training
@@ -120,7 +118,7 @@ def _first_over_last(sweep: pd.DataFrame, column: str, depth: int) -> pd.Series:
     return np.log10(ratio)
 
 
-def _growth(inputs: Inputs, ev: EvidenceSettings, column: str, power: int) -> Estimate:
+def _growth(inputs: Inputs, ev: EvidenceSettings, column: str, power: int) -> Effects:
     sweep = inputs.init_sweep
     deep = _first_over_last(sweep, column, ev.init_depth)
     shallow = _first_over_last(sweep, column, 1)
@@ -133,21 +131,16 @@ def _growth(inputs: Inputs, ev: EvidenceSettings, column: str, power: int) -> Es
         + (f" (~10^{blog:g} squared)" if power == 2 else "")
         + f"; here L = {int(sweep.position.max())}, d = {inputs.model.get('d_model', '?')}"
     )
-    return over_units(
-        st.Sample((deep, shallow), st.paired_t),
-        ev.level,
-        f"per init seed, log10 ratio at depth {ev.init_depth} minus at depth 1",
-        note,
-    )
+    return Effects((deep, shallow), f"per init seed, log10 ratio at depth {ev.init_depth} minus at depth 1", note)
 
 
-def first_token_jacobian_grows_with_depth(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
+def first_token_jacobian_grows_with_depth(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     """Blog (b), in the blog's own measure: without the residual path, at initialization, the first
     token's E||d logits_L / d x_1|| (power 1) over the last token's grows with depth."""
     return _growth(inputs, ev, "output_jacobian", 1)
 
 
-def first_token_density_grows_with_depth(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
+def first_token_density_grows_with_depth(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     """Blog (b), in our measure: the same with the squared loss-gradient density m_j."""
     return _growth(inputs, ev, "density", 2)
 
@@ -202,7 +195,7 @@ def bias_shape(matrix: pd.DataFrame) -> BiasShape:
     return BiasShape(by_lag, slope, -slope * float(lags.max() - lags.min()), c0)
 
 
-def fitted_bias_weights_recent_keys(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
+def fitted_bias_weights_recent_keys(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     """Blog (c): the fitted bias "weights later tokens much more".
 
     Deterministic (one fitted B): c(k), the mean bias of the keys k positions back, and the
@@ -233,10 +226,10 @@ def fitted_bias_weights_recent_keys(inputs: Inputs, ev: EvidenceSettings, s: Set
             )
         except NotRun:
             pass
-    interval = deterministic(
-        shape.fall, int(shape.by_lag.size) - 1, "one fitted B; least-squares line of c(k) over the lags k >= 1"
+    return Effects(
+        (shape.fall, int(shape.by_lag.size) - 1, "one fitted B; least-squares line of c(k) over the lags k >= 1"),
+        note=note,
     )
-    return Estimate(interval, note)
 
 
 # =========================================================================== blog (d), (e): the bias-corrected model
@@ -254,7 +247,7 @@ def debiased_speed_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Settin
     return found
 
 
-def debiased_trains_faster(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
+def debiased_trains_faster(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     """Blog (d), with (e)'s second half: the bias-corrected model trains faster than its baseline,
     and recalls the late flags "even when the naive one was still confused".
 
@@ -281,7 +274,7 @@ def debiased_trains_faster(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> 
             f"baseline {late[1].mean():.3f})"
         )
     method = f"per-seed area under the failure curve, steps 0-{horizon}, divided by the span"
-    return over_units(st.Sample((debiased, baseline), st.paired_t), ev.level, method, note)
+    return Effects((debiased, baseline), method, note)
 
 
 def debiased_preference_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
@@ -302,7 +295,7 @@ def debiased_preference_settings(inputs: Inputs, ev: EvidenceSettings) -> list[S
     return found
 
 
-def debiased_has_less_position_preference(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
+def debiased_has_less_position_preference(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects | Estimate:
     """Blog (e), its first half: the bias-corrected model "does not have the previous preference".
 
     At matched accuracy: each arm's per-seed logistic slope of failure on p at its *own*
@@ -323,6 +316,4 @@ def debiased_has_less_position_preference(inputs: Inputs, ev: EvidenceSettings, 
             f"(mean accuracy {mean_accuracy_at(inputs.failure, variant, s.L, s.depth, step):.3f})"
         )
     method = "per-seed binomial logistic slope (Haldane +0.5), each arm at its own mid-training"
-    return over_units(
-        st.Sample(tuple(slopes), st.paired_t), ev.level, method, "slopes at matched accuracy: " + ", ".join(words)
-    )
+    return Effects(tuple(slopes), method, "slopes at matched accuracy: " + ", ".join(words))

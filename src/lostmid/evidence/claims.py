@@ -3,8 +3,9 @@
 Every claim of the blog post and of the paper that the workflow can test is a ``Claim`` in
 ``lostmid.evidence.registry.CLAIMS``: its source, the statistic (what is estimated, in which
 unit), the tables it reads, the settings it is evaluated in (``settings``: e.g. every baseline
-variant, L and depth of the run), the function named after it that returns, for one setting,
-its ``Estimate``, and the decision rule fixed in advance (``Claim.rule``, its margin an evidence
+variant, L and depth of the run), its reading (the function named after it that returns, for one
+setting, the per-unit ``Effects``), its estimator by name (``lostmid.evidence.estimators``, which makes
+the ``Estimate``), and the decision rule fixed in advance (``Claim.rule``, its margin an evidence
 setting: ``lostmid.evidence.settings.EvidenceSettings``). ``evidence_table`` evaluates them all and
 returns one row per (claim, setting), its verdict read off by ``lostmid.evidence.decisions.decide``.
 
@@ -44,7 +45,7 @@ import pandas as pd
 
 from lostmid.evidence import decisions as dec
 from lostmid.evidence.deviations import deviations_of, first_written, rereads
-from lostmid.evidence.estimators import check_estimator
+from lostmid.evidence.estimators import made_by
 from lostmid.evidence.inputs import (
     CHECK,
     CLAIM,
@@ -161,14 +162,13 @@ def _not_run(claim: Claim, setting: Setting, why: NotRun | str, ev: EvidenceSett
 
 
 def _evaluation(claim: Claim, inputs: Inputs, ev: EvidenceSettings, setting: Setting) -> Evaluation:
-    """The row of ``claim`` in one ``setting``: its reading, checked against the declared estimator, and decided."""
+    """The row of ``claim`` in one ``setting``: its reading, estimated by its declared estimator, and decided."""
     if setting.missing:
         return _not_run(claim, setting, setting.missing, ev)
     try:
-        estimate = claim.compute(inputs, ev, setting)
+        estimate = made_by(claim, inputs, ev, setting)
     except NotRun as why:
         return _not_run(claim, setting, why, ev)
-    check_estimator(claim, estimate)
     return Evaluation(claim, setting, estimate, *_row_of(claim, setting, estimate, ev))
 
 
@@ -212,7 +212,8 @@ def _decided_again(claim: Claim, made: list[Evaluation], inputs: Inputs, ev: Evi
 
 def evaluate_claim(claim: Claim, inputs: Inputs, ev: EvidenceSettings) -> list[dict]:
     """The rows of one claim: one per setting, or one "not run" row saying what is missing (each
-    row decided by its own interval: the family-wise correction is ``evidence_table``'s)."""
+    row decided by its own interval: the family-wise correction, and the note of a row read beside another
+    claim's, are ``evidence_table``'s)."""
     return [e.row for e in _evaluations(claim, inputs, ev)]
 
 
@@ -279,10 +280,32 @@ def as_first_written(evaluations: list[Evaluation], inputs: Inputs, ev: Evidence
             )
 
 
+def read_beside(evaluations: list[Evaluation], ev: EvidenceSettings) -> None:
+    """The note of a row whose claim is read beside another (``Claim.beside``: a model-free statistic beside
+    the logistic slope): the other row's estimate and verdict in the same setting, this row's verdict, and
+    whether the two differ. In place; from the rows made, nothing computed again."""
+    made = {(e.claim.name, e.row["setting"]): e for e in evaluations}
+    for e in evaluations:
+        if e.claim.beside is None or e.estimate is None or e.estimate.status != DECIDED:
+            continue
+        name, words = e.claim.beside
+        other = made.get((name, e.row["setting"]))
+        if other is None or other.estimate is None or other.estimate.status != DECIDED:
+            e.row["note"] = f"{words} has no verdict to compare"
+            continue
+        i = other.estimate.interval
+        first, second = dec.verdict_by(other.claim.rule, i, ev), dec.verdict_by(e.claim.rule, e.estimate.interval, ev)
+        agree = "the two verdicts agree" if first == second else "THE TWO VERDICTS DIFFER"
+        e.row["note"] = (
+            f"{words} reads {i.estimate:.3g} [{i.low:.3g}, {i.high:.3g}], {first}; this one {second}: {agree}"
+        )
+
+
 def evidence_table(inputs: Inputs, ev: EvidenceSettings, claims: list[Claim] | None = None) -> pd.DataFrame:
     """The evidence table: one row per (claim, setting), in the order of ``CLAIMS``, with the
     family-wise correction of the blog's rows and the verdicts under the rules as first written."""
     evaluations = [e for claim in (CLAIMS if claims is None else claims) for e in _evaluations(claim, inputs, ev)]
+    read_beside(evaluations, ev)
     family_wise(evaluations, ev)
     as_first_written(evaluations, inputs, ev)
     table = pd.DataFrame([e.row for e in evaluations], columns=COLUMNS + ["log_axis"])

@@ -1,9 +1,11 @@
 """The estimators of the evidence stage: the small closed set of named recipes that turn a claim's per-unit
 effects (one value per seed, held-out initialization or bootstrap draw of windows) into its interval.
 
-Every claim declares one by name (``lostmid.evidence.inputs.Claim.estimator``), next to its checkpoint and its
-rule, and the evidence table refuses a row whose reading used another (``check_estimator``): the declaration is
-what the code does. ``docs/evidence.md`` lists the claims with their estimators (``declarations``).
+Every claim declares one by name (``lostmid.evidence.inputs.Claim.estimator``), next to its checkpoints and its
+rule. A reading returns ``Effects``, never an interval; ``made_by`` applies the declared recipe at the run's level,
+and keeps the per-unit sample from which ``decisions.decide`` takes the family-wise interval again. The gates that
+read a check's verdict (the fit's checks, the position shift's) make its estimate the same way.
+``docs/evidence.md`` lists the claims with their estimators (``report.declarations``).
 """
 
 from __future__ import annotations
@@ -13,48 +15,52 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from lostmid.evidence import statistics as st
-from lostmid.evidence.influence_failure import flatness_predicts_preference
-from lostmid.evidence.length_trained import welch_difference
-from lostmid.evidence.retrieval_claims import auc_minus_half
+from lostmid.evidence.inputs import Claim, Effects, Estimate, Inputs, Setting
+from lostmid.evidence.settings import EvidenceSettings
 
 
 class Estimator(NamedTuple):
-    """A named recipe: the interval function over the per-unit values (None: a deterministic value, no units),
-    and what it does in words."""
+    """A named recipe: the interval function over the per-unit values (``function(*values, level)``), and what it
+    does in words."""
 
-    function: Callable[..., st.Interval] | None
+    function: Callable[..., st.Interval]
     words: str
 
 
 ESTIMATORS: dict[str, Estimator] = {
     "t": Estimator(st.t_interval, "mean of the per-unit effects, Student t interval"),
     "paired_t": Estimator(st.paired_t, "mean of the paired per-unit differences (a - b), Student t interval"),
-    "welch": Estimator(welch_difference, "difference of two independent means, Welch t interval"),
+    "welch": Estimator(st.welch_difference, "difference of two independent means, Welch t interval"),
     "log_mean": Estimator(st.log_mean_interval, "geometric mean, Student t interval of the logs mapped back"),
-    "window_bootstrap_auc": Estimator(auc_minus_half, "AUC - 0.5, percentile interval over bootstrap draws of windows"),
-    "spearman_across_arms": Estimator(
-        flatness_predicts_preference, "Spearman rho across arms of per-arm means, percentile bootstrap over seeds"
+    "window_bootstrap_auc": Estimator(
+        st.auc_minus_half, "AUC - 0.5, percentile interval over bootstrap draws of windows"
     ),
-    "deterministic": Estimator(None, "a deterministic value (or range): zero-width interval, no units"),
+    "spearman_across_arms": Estimator(
+        st.flatness_predicts_preference, "Spearman rho across arms of per-arm means, percentile bootstrap over seeds"
+    ),
+    "deterministic": Estimator(st.deterministic, "a deterministic value: zero-width interval, no units"),
 }
 
 
-def estimator_of(estimate) -> str:
-    """The name of the estimator an ``Estimate`` was made with ("deterministic" when it has no per-unit sample)."""
-    used = None if estimate.sample is None else estimate.sample.estimator
-    for name, recipe in ESTIMATORS.items():
-        if recipe.function is used:
-            return name
-    return getattr(used, "__name__", repr(used))
+def estimate(name: str, effects: Effects, level: float) -> Estimate:
+    """The estimate the recipe ``name`` makes of ``effects`` at ``level``: its interval, whose method is the
+    effects' words and then the recipe's, the per-unit sample, and the effects' note and terms."""
+    if name not in ESTIMATORS:
+        raise ValueError(f"unknown estimator {name!r}; expected one of {list(ESTIMATORS)}")
+    sample = st.Sample(tuple(effects.values), ESTIMATORS[name].function)
+    interval = sample.at(level)
+    method = interval.method if effects.unit == "seed" else interval.method.replace("seed", effects.unit)
+    if effects.method:
+        method = f"{effects.method}; {method}"
+    return Estimate(interval._replace(method=method), effects.note, sample, effects.terms)
 
 
-def check_estimator(claim, estimate) -> None:
-    """A computed estimate must come from the estimator its claim declares (an estimate that could not be made,
-    NaN and without a sample, has none to check)."""
-    if estimate.sample is None and math.isnan(estimate.interval.estimate):
-        return
-    used = estimator_of(estimate)
-    if used != claim.estimator:
-        raise RuntimeError(
-            f"claim {claim.name} declares the estimator {claim.estimator!r} but its reading used {used!r}"
-        )
+def made_by(claim: Claim, inputs: Inputs, ev: EvidenceSettings, setting: Setting) -> Estimate:
+    """The estimate of ``claim`` in ``setting``: its reading's effects, estimated by its declared estimator. A
+    reading may instead return an ``Estimate`` that could not be made (NaN, no sample: it says why)."""
+    found = claim.compute(inputs, ev, setting)
+    if isinstance(found, Effects):
+        return estimate(claim.estimator, found, ev.level)
+    if found.sample is not None or not math.isnan(found.interval.estimate):
+        raise TypeError(f"claim {claim.name}: a reading returns its Effects; the declared estimator makes the estimate")
+    return found

@@ -4,23 +4,20 @@ a reading are decided only when its fit passes (``fit_not_evaluable``)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import pandas as pd
 
 from lostmid.evidence import decisions as dec
-from lostmid.evidence import statistics as st
+from lostmid.evidence.estimators import made_by
 from lostmid.evidence.inputs import (
     CHECK,
     LOG_RATIO,
     Claim,
-    Estimate,
+    Effects,
     EvidenceError,
     Inputs,
     NotRun,
     Setting,
-    over_units,
     runs_of,
 )
 from lostmid.evidence.settings import EvidenceSettings
@@ -84,16 +81,11 @@ def _fit_words(part: pd.DataFrame) -> str:
     )
 
 
-def over_inits(values, ev: EvidenceSettings, what: str, note: str, **terms) -> Estimate:
-    """The Student t estimate over held-out initializations of the fit (the unit of replication: n_seeds
-    counts them) of the per-init ``values``."""
-    estimate = over_units(st.Sample((np.asarray(values),), st.t_interval), ev.level, note=note, **terms)
-    interval = estimate.interval
-    method = (
-        f"per held-out initialization of the fit (the unit of replication: n_seeds counts them), {what}; "
-        f"{interval.method.replace('seed', 'held-out init')}"
-    )
-    return replace(estimate, interval=interval._replace(method=method))
+def over_inits(values, what: str, note: str, **terms) -> Effects:
+    """The per-init ``values`` over the held-out initializations of the fit (the unit of replication: n_seeds
+    counts them)."""
+    method = f"per held-out initialization of the fit (the unit of replication: n_seeds counts them), {what}"
+    return Effects((np.asarray(values),), method, note, terms, unit="held-out init")
 
 
 def reading_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
@@ -111,7 +103,7 @@ def reading_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
     ]
 
 
-def bias_fit_flattens_profile(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
+def bias_fit_flattens_profile(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     """The blog's fit "flatten[s] the influence profile above at initialization": on the fit's
     held-out initializations, the imbalance E_inf of the fitted target's profile over the fit's
     positions falls from B = 0 to the fitted B.
@@ -124,10 +116,10 @@ def bias_fit_flattens_profile(inputs: Inputs, ev: EvidenceSettings, s: Setting) 
     change = log_change_per_init(part, "imbalance")
     before, after = (float(np.exp(np.log(part[f"imbalance_{stage}"]).mean())) for stage in ("before", "after"))
     note = f"E_inf {before:.3g} -> {after:.3g} (geometric means over {len(part)} held-out inits); "
-    return over_inits(change.to_numpy(), ev, "log(E_inf with the fitted B / at B = 0)", note + _fit_words(part))
+    return over_inits(change.to_numpy(), "log(E_inf with the fitted B / at B = 0)", note + _fit_words(part))
 
 
-def bias_fit_keeps_context_share(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
+def bias_fit_keeps_context_share(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     """The fit flattens the profile without silencing it: the context's share (positions 1..L-1)
     of the profile's total is not lower with the fitted B than at B = 0 (or than a flat profile's
     (L-1)/L, whichever is lower: log_share_change_per_init), on held-out initializations.
@@ -141,7 +133,7 @@ def bias_fit_keeps_context_share(inputs: Inputs, ev: EvidenceSettings, s: Settin
     ratio = f"log(context share with the fitted B / {SHARE_REFERENCE_WORDS[ev.share_reference]})"
     before, after = (100 * float(part[f"context_share_{stage}"].mean()) for stage in ("before", "after"))
     note = f"context share {before:.3g}% -> {after:.3g}% (mean over {len(part)} held-out inits); "
-    return over_inits(change.to_numpy(), ev, ratio, note + _fit_words(part), ratio=ratio)
+    return over_inits(change.to_numpy(), ratio, note + _fit_words(part), ratio=ratio)
 
 
 FIT_CHECKS = (bias_fit_flattens_profile, bias_fit_keeps_context_share)
@@ -173,10 +165,12 @@ def fit_not_evaluable(
     except NotRun as why:
         return f"the fit's effect is unchecked ({why})"
     problems = [] if part.accepted.astype(bool).all() else ["the fit failed its own guard (accepted false)"]
+    declared = {claim.name: claim for claim in CLAIMS}
     for check in checks:
-        estimate = check(inputs, ev, s)
+        claim = declared[check.__name__]
+        estimate = made_by(claim, inputs, ev, s)
         i = estimate.interval
-        found = dec.verdict_by(CHECK_RULES[check.__name__], i, ev, estimate.terms)
+        found = dec.verdict_by(claim.rule, i, ev, estimate.terms)
         if found != dec.SUPPORTED:
             problems.append(f"{check.__name__} is {found}: {i.estimate:.3g} [{i.low:.3g}, {i.high:.3g}]")
     return "the fit did not do what it is for: " + "; ".join(problems) if problems else None

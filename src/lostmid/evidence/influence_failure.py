@@ -17,24 +17,22 @@ family (written after the mechanism run's other rows were seen; docs/remedies.md
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from lostmid.evidence import decisions as dec
 from lostmid.evidence import statistics as st
 from lostmid.evidence.inputs import (
     CLAIM,
     Claim,
+    Effects,
     Estimate,
     EvidenceError,
     Inputs,
     NotRun,
     Setting,
-    over_units,
     rows_of,
     runs_of,
 )
@@ -82,15 +80,6 @@ def failure_by_flag(failure: pd.DataFrame, variant: str, L: int, depth: int, ste
     return pd.DataFrame({"seed": part.seed, "flag_pos": part.flag_pos, "failure": part.failures / part.n})
 
 
-def rank_correlation(x, y) -> float:
-    """Spearman's rho of two profiles over the same positions (average ranks for ties); 0.0 by
-    definition when either is constant: there is no ranking to predict, or none to predict with."""
-    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
-    if np.all(x == x[0]) or np.all(y == y[0]):
-        return 0.0
-    return float(stats.spearmanr(x, y).statistic)
-
-
 def influence_failure_rho_per_seed(influence: pd.DataFrame, failure: pd.DataFrame, L: int) -> pd.Series:
     """Per seed: ``rank_correlation`` across the flag positions 2..L of influence (``influence_by_flag``)
     against failure (``failure_by_flag``). Both tables must hold the same seeds, each with every flag position."""
@@ -109,7 +98,7 @@ def influence_failure_rho_per_seed(influence: pd.DataFrame, failure: pd.DataFram
     if not np.isfinite(joined[["influence", "failure"]].to_numpy()).all():
         raise EvidenceError("the influence or failure by flag position is not finite")
     rho = {
-        int(seed): rank_correlation(g.influence, g.failure)
+        int(seed): st.rank_correlation(g.influence, g.failure)
         for seed, g in joined.sort_values("flag_pos").groupby("seed", sort=True)
     }
     return pd.Series(rho, dtype=np.float64)
@@ -170,7 +159,7 @@ def influence_predicts_failure(measure: str, reading: str):
     m = MEASURES[measure]
     rule = _rule(measure, reading)
 
-    def compute(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
+    def compute(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects | Estimate:
         margin = ev.influence_failure_margin
         step, best = mid_training_step(inputs.failure, s.variant, s.L, s.depth, ev.mid_accuracy)
         if step is None:
@@ -179,9 +168,8 @@ def influence_predicts_failure(measure: str, reading: str):
         influence = influence_by_flag(inputs, measure, s.variant, s.L, s.depth, influence_step)
         failure = failure_by_flag(inputs.failure, s.variant, s.L, s.depth, step)
         rho = influence_failure_rho_per_seed(influence, failure, s.L)
-        sample = st.Sample((rho.to_numpy(),), st.t_interval)
-        interval = sample.at(ev.level)
-        strong = dec.verdict_by(STRONGER, interval, ev)
+        # The declared estimator's interval (t over seeds) read against the stronger rule, for the note.
+        strong = dec.verdict_by(STRONGER, st.t_interval(rho.to_numpy(), ev.level), ev)
         z = fisher_z_interval(rho.to_numpy(), ev.level)
         constant = int((rho == 0.0).sum())
         note = (
@@ -194,7 +182,7 @@ def influence_predicts_failure(measure: str, reading: str):
             )
             + f"; seeds with rho 0 (a constant profile or exactly no rank correlation): {constant}"
         )
-        return over_units(sample, ev.level, f"per-seed Spearman rho over the {s.L - 1} flag positions", note)
+        return Effects((rho.to_numpy(),), f"per-seed Spearman rho over the {s.L - 1} flag positions", note)
 
     compute.__name__ = _claim_name(measure, reading)
     compute.__doc__ = (
@@ -256,59 +244,6 @@ def arm_flatness_and_preference(
     return flatness, preference
 
 
-def flatness_predicts_preference(
-    flatness: Mapping[str, pd.Series],
-    preference: Mapping[str, pd.Series],
-    level: float = 0.95,
-    n_resamples: int = 2000,
-    seed: int = 0,
-) -> st.Interval:
-    """Across arms, does an arm's flatness predict its position preference? Spearman's rho across the
-    arms of the mean (over seeds) flatness (e.g. log E_inf: larger is less flat) against the mean
-    preference (late minus early failure: larger prefers early flags more); the claim is rho > 0.
-
-    Interval: percentile bootstrap over seeds (seeded, so the same values give the same interval).
-    Arms whose series share one seed set are resampled jointly (the same seeds for every arm, keeping
-    their pairing); otherwise each arm's seeds are resampled on their own. A flatness given as a
-    constant per arm (a held-out E_inf of its fitted B) simply does not vary under resampling.
-    Needs at least three arms.
-    """
-    arms = list(flatness)
-    if set(arms) != set(preference) or len(arms) < 3:
-        raise ValueError(f"need the same three or more arms in flatness and preference, got {arms}, {list(preference)}")
-    pairs = {}
-    for arm in arms:
-        joined = pd.concat([flatness[arm].rename("flatness"), preference[arm].rename("preference")], axis=1)
-        joined = joined.dropna()
-        if len(joined) < 2 or not np.isfinite(joined.to_numpy()).all():
-            raise ValueError(f"arm {arm} needs two or more seeds with finite flatness and preference")
-        pairs[arm] = joined.sort_index()
-    estimate = rank_correlation([pairs[a].flatness.mean() for a in arms], [pairs[a].preference.mean() for a in arms])
-    rng = np.random.default_rng(seed)
-    shared = len({tuple(p.index) for p in pairs.values()}) == 1
-    n = len(next(iter(pairs.values())))
-    draws = np.empty(n_resamples)
-    for b in range(n_resamples):
-        common = rng.integers(0, n, n) if shared else None
-        means = []
-        for arm in arms:
-            values = pairs[arm].to_numpy()
-            rows = common if shared else rng.integers(0, len(values), len(values))
-            means.append(values[rows].mean(0))
-        means = np.array(means)
-        draws[b] = rank_correlation(means[:, 0], means[:, 1])
-    low, high = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2])
-    pairing = "seeds resampled jointly across arms" if shared else "each arm's seeds resampled on its own"
-    return st.Interval(
-        estimate,
-        float(low),
-        float(high),
-        min(len(p) for p in pairs.values()),
-        f"Spearman rho across {len(arms)} arms of the mean flatness against the mean preference; percentile "
-        f"bootstrap {level:.0%} interval over seeds ({n_resamples} resamples, {pairing})",
-    )
-
-
 def arms_at(failure: pd.DataFrame, L: int, depth: int) -> list[str]:
     """The variants of the failure table trained at (L, depth), sorted."""
     return sorted(set(failure.variant[(failure.L == L) & (failure.depth == depth)].astype(str)))
@@ -327,7 +262,7 @@ def across_arms_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
     return found
 
 
-def flatness_predicts_preference_across_arms(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
+def flatness_predicts_preference_across_arms(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     """Across the arms of one (L, depth): does a flatter trained model prefer early flags less
     (``flatness_predicts_preference``, rho > 0, margin ``influence_failure_margin``)? Arms that never
     reach mid-training are left out and named."""
@@ -337,13 +272,12 @@ def flatness_predicts_preference_across_arms(inputs: Inputs, ev: EvidenceSetting
     left_out = [arm for arm in arms if arm not in flatness]
     if len(reached) < 3:
         raise NotRun(f"fewer than three arms reach mid-training at L {s.L}, depth {s.depth}: {reached}")
-    sample = st.Sample((flatness, preference), flatness_predicts_preference)
     note = (
         "per arm (mean log E_inf, mean late minus early failure): "
         + "; ".join(f"{arm} ({flatness[arm].mean():.3g}, {preference[arm].mean():.3g})" for arm in reached)
         + (f"; left out (mid-training not reached): {', '.join(left_out)}" if left_out else "")
     )
-    return Estimate(sample.at(ev.level), note, sample)
+    return Effects((flatness, preference), note=note)
 
 
 ACROSS_ARMS = Claim(

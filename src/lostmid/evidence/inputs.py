@@ -225,12 +225,20 @@ class Estimate:
     status: str = DECIDED
 
 
-def over_units(sample: st.Sample, level: float, method: str = "", note: str = "", **terms) -> Estimate:
-    """The estimate of a per-unit ``sample`` at ``level``, its method ``method; <the estimator's>``."""
-    interval = sample.at(level)
-    if method:
-        interval = interval._replace(method=f"{method}; {interval.method}")
-    return Estimate(interval, note, sample, terms)
+@dataclass(frozen=True)
+class Effects:
+    """What a claim's reading returns for one setting: its per-unit effects, never an interval. ``values``: the
+    arguments of the claim's declared estimator (lostmid.evidence.estimators.ESTIMATORS) before the level: one
+    array of per-unit values, two paired or independent arms, bootstrap draws with their windows, a deterministic
+    value with its count and words. ``method``: what the effects are, in words (the estimator's words follow);
+    ``unit``: the replication unit's name where it is not a seed (a held-out initialization of a fit); ``note``
+    and ``terms`` as in ``Estimate``."""
+
+    values: tuple
+    method: str = ""
+    note: str = ""
+    terms: dict = field(default_factory=dict)
+    unit: str = "seed"
 
 
 def no_estimate(status: str, why: str, n: int = 0) -> Estimate:
@@ -246,7 +254,7 @@ class Claim:
     unit: str  # its unit; the forest plot puts claims of one unit in one panel
     needs: tuple[str, ...]  # tables read
     settings: Callable[[Inputs, EvidenceSettings], list[Setting]]
-    compute: Callable[[Inputs, EvidenceSettings, Setting], Estimate]
+    compute: Callable[[Inputs, EvidenceSettings, Setting], Effects]  # the reading (an Estimate: none could be made)
     log_axis: bool = False  # the forest plot shows this unit on a log axis
     # The family whose rows share a family-wise error rate (docs/evidence.md, "Family-wise
     # correction"); None: the row's own interval decides.
@@ -263,6 +271,9 @@ class Claim:
     estimator: str = field(kw_only=True)
     # Where its rows read the run (CHECKPOINTS), the primary reading first.
     checkpoints: tuple[str, ...] = field(kw_only=True)
+    # (claim, words): the claim whose row in the same setting this one is read beside (a model-free statistic
+    # beside the logistic slope); the note gives that row's verdict and whether the two differ.
+    beside: tuple[str, str] | None = field(default=None, kw_only=True)
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -270,11 +281,6 @@ class Claim:
         unknown = [c for c in self.checkpoints if c not in CHECKPOINTS] if self.checkpoints else ["(none)"]
         if unknown:
             raise ValueError(f"claim {self.name}: checkpoints {unknown} are not among {list(CHECKPOINTS)}")
-
-
-def deterministic(value: float, units: int, what: str) -> st.Interval:
-    value = float(value)
-    return st.Interval(value, value, value, 0, f"deterministic ({what}; {units} values); no seeds, zero-width interval")
 
 
 # =========================================================================== trained runs: helpers

@@ -29,7 +29,6 @@ import numpy as np
 import pandas as pd
 
 from lostmid.evidence import decisions as dec
-from lostmid.evidence import statistics as st
 from lostmid.evidence.inputs import (
     CLAIM,
     FAILURE_RATE,
@@ -38,12 +37,11 @@ from lostmid.evidence.inputs import (
     ORDERS_PER_DOUBLING,
     SLOPE,
     Claim,
-    Estimate,
+    Effects,
     Inputs,
     NotEvaluable,
     NotRun,
     Setting,
-    over_units,
 )
 from lostmid.evidence.length_trained import (
     fix_effect_grows_with_length,
@@ -81,17 +79,12 @@ def _by_length(stats: pd.DataFrame, statistic: str) -> str:
     return ", ".join(f"L {L}: {value:.3g}" for L, value in means.items())
 
 
-def _slope_estimate(stats: pd.DataFrame, unit: str, statistic: str, ev, what: str) -> Estimate:
+def _slope_estimate(stats: pd.DataFrame, unit: str, statistic: str, ev, what: str) -> Effects:
     slopes = slopes_per_unit(stats, unit, statistic)
     if not np.isfinite(slopes).all():
         raise NotEvaluable(f"{statistic} is not finite at some L (a zero profile value)")
     method = f"per {what}, least-squares slope on log2 L over {stats.L.nunique()} lengths"
-    return over_units(
-        st.Sample((slopes.to_numpy(),), st.t_interval),
-        ev.level,
-        method,
-        f"mean {statistic} by L: {_by_length(stats, statistic)}",
-    )
+    return Effects((slopes.to_numpy(),), method, f"mean {statistic} by L: {_by_length(stats, statistic)}")
 
 
 def _init_rows(inputs: Inputs, s: Setting, column: str) -> pd.DataFrame:
@@ -99,11 +92,11 @@ def _init_rows(inputs: Inputs, s: Setting, column: str) -> pd.DataFrame:
     return stats[(stats.residual == s.residual) & (stats.depth == s.depth)]
 
 
-def _init_growth(inputs, ev, s, column: str, statistic: str) -> Estimate:
+def _init_growth(inputs, ev, s, column: str, statistic: str) -> Effects:
     return _slope_estimate(_init_rows(inputs, s, column), "seed", statistic, ev, "init seed")
 
 
-def first_last_jacobian_grows_with_length(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
+def first_last_jacobian_grows_with_length(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     """The blog's thermodynamic limit, in its own measure: at initialization the first token's
     output-Jacobian norm over the last's grows with L. Null (a profile of fixed shape): slope 0.
     Rule: at least ``length_growth_margin`` orders of magnitude per doubling (a claim of growth has a size:
@@ -111,18 +104,18 @@ def first_last_jacobian_grows_with_length(inputs: Inputs, ev: EvidenceSettings, 
     return _init_growth(inputs, ev, s, "output_jacobian", "log10_first_last")
 
 
-def first_last_density_grows_with_length(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
+def first_last_density_grows_with_length(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     """The same in the squared loss-gradient density (margin doubled: the measure is squared)."""
     return _init_growth(inputs, ev, s, "density", "log10_first_last")
 
 
-def e_inf_grows_with_length(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
+def e_inf_grows_with_length(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     """Beside the decision: log2 E_inf of the output-Jacobian density per doubling of L. Null: 0 for a
     fixed shape, ~1 for a spike on the last position (E_inf = L - 1)."""
     return _init_growth(inputs, ev, s, "output_jacobian", "log2_E_inf")
 
 
-def last_share_grows_with_length(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
+def last_share_grows_with_length(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     """Beside the decision: log2 (L x the last position's share) of the output-Jacobian profile per
     doubling of L. Null: 0 for a fixed shape, 1 for a spike on the last position."""
     return _init_growth(inputs, ev, s, "output_jacobian", "log2_L_last_share")
@@ -166,7 +159,7 @@ def fit_statistics(inputs: Inputs, s: Setting, bias: str) -> pd.DataFrame:
     return statistics_table(part, ["heldout_init", "L"], "output_jacobian")
 
 
-def fitted_bias_keeps_first_last_bounded(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
+def fitted_bias_keeps_first_last_bounded(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     """The fix's "sensible thermodynamic limit": with the B fitted at each L, log10 first/last of the
     output-Jacobian profile on the fit's held-out initializations grows by at most the margin per
     doubling (the baseline claim's margin). The B = 0 slope of the same initializations is in the note."""
@@ -215,22 +208,22 @@ def _log_e_inf(inputs: Inputs, s: Setting, bias: str) -> pd.Series:
     return (part.set_index("heldout_init").log2_E_inf * math.log(2)).astype(np.float64)
 
 
-def _carried_against(inputs: Inputs, ev: EvidenceSettings, s: Setting, other: str) -> Estimate:
+def _carried_against(inputs: Inputs, ev: EvidenceSettings, s: Setting, other: str) -> Effects:
     """log(E_inf with the carried B / E_inf with ``other``: the B fitted at this L or none), paired by
     held-out initialization."""
     carried, reference = _log_e_inf(inputs, s, "carried"), _log_e_inf(inputs, s, other)
     shown = "fitted here" if other == "distance" else "B = 0"
     note = f"E_inf: carried {np.exp(carried).mean():.3g}, {shown} {np.exp(reference).mean():.3g}"
-    return over_units(st.Sample((carried, reference), st.paired_t), ev.level, "per held-out initialization", note)
+    return Effects((carried, reference), "per held-out initialization", note)
 
 
-def carried_bias_matches_local_fit(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
+def carried_bias_matches_local_fit(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     """ "Once and for all": at a longer L, the distance-form B fitted at the short L gives a held-out
     E_inf at most a factor exp(``log_ratio_margin``) above the distance-form B fitted at that L."""
     return _carried_against(inputs, ev, s, "distance")
 
 
-def carried_bias_lowers_imbalance(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
+def carried_bias_lowers_imbalance(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     """The carried B still does what it is for at a longer L: log(E_inf carried / E_inf at B = 0) < 0."""
     return _carried_against(inputs, ev, s, "none")
 

@@ -7,16 +7,13 @@ the arm is the name without that suffix.
 
 from __future__ import annotations
 
-import math
 import re
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
-from lostmid.evidence import statistics as st
 from lostmid.evidence.fit_checks import fit_not_evaluable
-from lostmid.evidence.inputs import Estimate, Inputs, NotEvaluable, NotRun, Setting, over_units, runs_of
+from lostmid.evidence.inputs import Effects, Inputs, NotEvaluable, NotRun, Setting, runs_of
 from lostmid.evidence.readings import late_minus_early_failure_per_seed, mid_training_step, slopes_at
 from lostmid.evidence.settings import EvidenceSettings
 
@@ -24,19 +21,6 @@ from lostmid.evidence.settings import EvidenceSettings
 def arm(variant: str) -> str:
     """The arm of a variant: its name without an ``_L<n>`` suffix (config/length.yaml)."""
     return re.sub(r"_L\d+$", "", variant)
-
-
-def welch_difference(a, b, level: float) -> st.Interval:
-    """Mean of ``a`` minus mean of ``b`` (independent samples) with the Welch t interval."""
-    a, b = st.as_values(a), st.as_values(b)
-    va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
-    se = math.sqrt(va + vb)
-    df = (va + vb) ** 2 / (va**2 / (a.size - 1) + vb**2 / (b.size - 1)) if se > 0 else math.inf
-    half = stats.t.ppf(0.5 + level / 2, df) * se
-    diff = float(a.mean() - b.mean())
-    return st.Interval(
-        diff, diff - half, diff + half, a.size + b.size, f"Welch t {level:.0%} interval ({a.size} and {b.size} seeds)"
-    )
 
 
 def trained_growth_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
@@ -76,13 +60,13 @@ def _short_L(s: Setting) -> int:
     return int(re.search(r"against L (\d+)", s.checkpoint).group(1))
 
 
-def position_effect_grows_with_length(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
+def position_effect_grows_with_length(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     """Trained: the baseline's position effect (a), the logistic slope of failure on p at mid-training,
     is larger at the longest L than at the shortest (Welch; seeds are independent runs at each L)."""
     long = _slopes_at_mid(inputs, ev, s.variant, s.L, s.depth)
     short = _slopes_at_mid(inputs, ev, s.reference, _short_L(s), s.depth)
     note = f"(a) slope: {long.mean():.3g} at L {s.L}, {short.mean():.3g} at L {_short_L(s)}"
-    return over_units(st.Sample((long, short), welch_difference), ev.level, note=note)
+    return Effects((long, short), note=note)
 
 
 def _bias_arm(inputs: Inputs, baseline: str, L: int, depth: int) -> str:
@@ -115,7 +99,7 @@ def _fix_effect(inputs: Inputs, ev: EvidenceSettings, variant: str, baseline: st
     return (values[0].loc[shared] - values[1].loc[shared]).astype(np.float64)
 
 
-def fix_effect_grows_with_length(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
+def fix_effect_grows_with_length(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     """The interaction: (e)'s effect (debiased - baseline slope, each at its own mid-training) is more
     negative at the longest L than at the shortest (the fix matters more as L grows)."""
     short_L = _short_L(s)
@@ -124,7 +108,7 @@ def fix_effect_grows_with_length(inputs: Inputs, ev: EvidenceSettings, s: Settin
         inputs, ev, _bias_arm(inputs, s.reference, short_L, s.depth), s.reference, short_L, s.depth, slopes_at
     )
     note = f"(e) effect: {long.mean():.3g} at L {s.L}, {short.mean():.3g} at L {short_L}"
-    return over_units(st.Sample((long, short), welch_difference), ev.level, note=note)
+    return Effects((long, short), note=note)
 
 
 def model_free_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
@@ -142,8 +126,8 @@ def model_free_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
     return found
 
 
-def fix_lowers_model_free_preference(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
+def fix_lowers_model_free_preference(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     """(e), model-free, at every L: the paired difference (debiased - baseline) of the late-minus-early
     failure rate, each at its own mid-training; rule less than zero, margin ``recall_margin``."""
     effect = _fix_effect(inputs, ev, s.variant, s.reference, s.L, s.depth, late_minus_early_failure_per_seed)
-    return over_units(st.Sample((effect.to_numpy(),), st.t_interval), ev.level, "paired by seed")
+    return Effects((effect.to_numpy(),), "paired by seed")

@@ -17,7 +17,6 @@ from dataclasses import replace
 import numpy as np
 
 from lostmid.evidence import decisions as dec
-from lostmid.evidence import statistics as st
 from lostmid.evidence.blog_claims import (
     PREFERENCE_RULE,
     SPEED_RULE,
@@ -32,12 +31,12 @@ from lostmid.evidence.inputs import (
     LOG_RATIO,
     SLOPE,
     Claim,
+    Effects,
     Estimate,
     Inputs,
     NotRun,
     Setting,
     last_common_step,
-    over_units,
     pair_settings,
     runs_of,
 )
@@ -149,7 +148,7 @@ def late_minus_early_at_mid_training(inputs: Inputs, ev: EvidenceSettings, varia
     return late_minus_early_failure_per_seed(inputs.failure, variant, L, depth, step), step
 
 
-def paired_preference(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
+def paired_preference(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects | Estimate:
     """Per seed, late minus early failure of the arm minus its reference's, each at its own mid-training;
     paired by seed, Student t (the statistic of arm_has_less_late_minus_early_failure and
     arm_preference_as_literal)."""
@@ -161,21 +160,19 @@ def paired_preference(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estim
         per_seed.append(values)
         words.append(f"{variant} {values.mean():.3g} at step {step}")
     method = "per seed, failure on late flags (p > 1/2) minus early flags (p < 1/2), each arm at its own mid-training"
-    return over_units(
-        st.Sample(tuple(per_seed), st.paired_t), ev.level, method, "late minus early failure: " + ", ".join(words)
-    )
+    return Effects(tuple(per_seed), method, "late minus early failure: " + ", ".join(words))
 
 
-def arm_speed_as_literal(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
+def arm_speed_as_literal(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     """The arm's mean failure over training against the literal reading's (blog (d)'s statistic), paired by
     seed, Student t."""
     arm, literal, horizon = training_speed_per_seed(inputs.failure, s)
     method = f"per-seed area under the failure curve, steps 0-{horizon}, divided by the span"
     note = f"mean failure over training: {s.variant} {arm.mean():.3f}, {s.reference} {literal.mean():.3f}"
-    return over_units(st.Sample((arm, literal), st.paired_t), ev.level, method, note)
+    return Effects((arm, literal), method, note)
 
 
-def arm_flattens_trained_model_at_init(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
+def arm_flattens_trained_model_at_init(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     """Whether the arm's B flattens the model it trains, at initialization: per held-out initialization of
     the (source's) fit, log(E_inf with B / at B = 0) of the fit target's profile in the model B is inserted
     into (``inserted_imbalance_*``). Student t over held-out inits. Rule: at most -``log_ratio_margin``
@@ -184,8 +181,6 @@ def arm_flattens_trained_model_at_init(inputs: Inputs, ev: EvidenceSettings, s: 
     if not {"inserted_imbalance_before", "inserted_imbalance_after"} <= set(part.columns):
         raise NotRun("bias_fit_summary has no inserted_imbalance columns")
     before, after = (part[f"inserted_imbalance_{stage}"].to_numpy(np.float64) for stage in ("before", "after"))
-    estimate = over_units(st.Sample((np.log(after / before),), st.t_interval), ev.level)
-    interval = estimate.interval
     first = part.iloc[0]
     note = (
         f"E_inf in the trained model {np.exp(np.log(before).mean()):.3g} -> {np.exp(np.log(after).mean()):.3g}, "
@@ -194,11 +189,8 @@ def arm_flattens_trained_model_at_init(inputs: Inputs, ev: EvidenceSettings, s: 
         f"B: {first.param}, fit model {first.fit_model}, c0 {first.c0:.3g}, lag slope {first.lag_slope:.3g}, "
         f"self-attention at init {first.self_attention_init_b0:.3g} -> {first.self_attention_init:.3g}"
     )
-    method = (
-        f"per held-out initialization of the fit (n_seeds counts them), log ratio of the inserted model's "
-        f"imbalance; {interval.method.replace('seed', 'held-out init')}"
-    )
-    return replace(estimate, interval=interval._replace(method=method), note=note)
+    method = "per held-out initialization of the fit (n_seeds counts them), log ratio of the inserted model's imbalance"
+    return Effects((np.log(after / before),), method, note, unit="held-out init")
 
 
 def flatness_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
@@ -217,7 +209,7 @@ def flatness_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
     return found
 
 
-def arm_keeps_accuracy(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
+def arm_keeps_accuracy(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     """The arm's accuracy at the last checkpoint both have equals its baseline's: paired by seed (arm -
     baseline), Student t. Rule: equivalent to zero within ``accuracy_margin``."""
     accuracy = accuracy_per_checkpoint(inputs.failure)
@@ -232,7 +224,7 @@ def arm_keeps_accuracy(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Esti
         f"accuracy at step {step}: {s.variant} {mean_accuracy_at(inputs.failure, s.variant, s.L, s.depth, step):.3f}, "
         f"{s.reference} {mean_accuracy_at(inputs.failure, s.reference, s.L, s.depth, step):.3f}"
     )
-    return over_units(st.Sample(tuple(per_seed), st.paired_t), ev.level, f"accuracy at step {step}", note, step=step)
+    return Effects(tuple(per_seed), f"accuracy at step {step}", note, terms={"step": step})
 
 
 def last_checkpoint_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:

@@ -9,18 +9,16 @@ import numpy as np
 import pandas as pd
 
 from lostmid.analysis.conditions import violations as soundness_violations
-from lostmid.evidence import statistics as st
 from lostmid.evidence.inputs import (
     NOT_RUN,
+    Effects,
     Estimate,
     EvidenceError,
     Inputs,
     NotRun,
     Setting,
-    deterministic,
     last_common_step,
     no_estimate,
-    over_units,
     rows_of,
 )
 from lostmid.evidence.settings import EvidenceSettings
@@ -31,7 +29,7 @@ def single_setting(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
     return [Setting()]
 
 
-def structural_baseline_matches_closed_form(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
+def structural_baseline_matches_closed_form(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     """Paper (structural baseline): the measured density of uniform attention with identity maps
     equals the closed form m_j ~ ((N^M)_{L,j})^2. Statistic: the largest |measured - closed form|
     divided by the largest closed-form density of its (residual, L, depth, layer) profile."""
@@ -41,7 +39,7 @@ def structural_baseline_matches_closed_form(inputs: Inputs, ev: EvidenceSettings
     for _, part in groups:
         scale = part.closed_form.abs().max()
         worst = max(worst, float((part.measured - part.closed_form).abs().max() / scale))
-    return Estimate(deterministic(worst, groups.ngroups, "max over residual, L, depth and layer profiles"))
+    return Effects((worst, groups.ngroups, "max over residual, L, depth and layer profiles"))
 
 
 def flow_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
@@ -52,7 +50,7 @@ def flow_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
     ]
 
 
-def density_flow_matches_finite_difference(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
+def density_flow_matches_finite_difference(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     """Paper (density flow, eq. 69): the predicted d_s m matches one finite gradient step.
 
     Per seed: the median relative error over positions and checkpoints (at the smallest step
@@ -64,14 +62,10 @@ def density_flow_matches_finite_difference(inputs: Inputs, ev: EvidenceSettings,
     per_seed = part.groupby("seed").rel_error.median()
     if (per_seed <= 0).any():
         raise EvidenceError("a density-flow relative error is not positive")
-    return over_units(
-        st.Sample((per_seed.to_numpy(),), st.log_mean_interval),
-        ev.level,
-        f"per-seed median over positions and checkpoints (eta {part.eta.min():g})",
-    )
+    return Effects((per_seed.to_numpy(),), f"per-seed median over positions and checkpoints (eta {part.eta.min():g})")
 
 
-def density_flow_error_falls_with_step(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
+def density_flow_error_falls_with_step(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects | Estimate:
     """Paper (density flow): the finite-difference error falls with the step eta (first order).
 
     Per seed: slope of log(median relative error) on log(eta) over the etas in the table.
@@ -90,12 +84,10 @@ def density_flow_error_falls_with_step(inputs: Inputs, ev: EvidenceSettings, s: 
     for _, g in part.groupby("seed"):
         med = g.groupby("eta").rel_error.median()
         slopes.append(float(np.polyfit(np.log(med.index.to_numpy()), np.log(med.to_numpy()), 1)[0]))
-    return over_units(
-        st.Sample((slopes,), st.t_interval), ev.level, f"per-seed least-squares slope over {len(etas)} etas"
-    )
+    return Effects((slopes,), f"per-seed least-squares slope over {len(etas)} etas")
 
 
-def sufficient_conditions_sound(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
+def sufficient_conditions_sound(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     """Paper (sufficient conditions): no condition holds while its conclusion fails.
 
     Count of soundness violations over rows (run, checkpoint, delta, test), by the channels stage's own
@@ -112,10 +104,10 @@ def sufficient_conditions_sound(inputs: Inputs, ev: EvidenceSettings, s: Setting
             0,
             "none by construction: the table predates the tolerance column, and its stage wrote no table with one",
         )
-    interval = deterministic(
-        violations, len(t), f"count over rows of {t.seed.nunique()} seeds, {t.variant.nunique()} variants, {how}"
+    return Effects(
+        (violations, len(t), f"count over rows of {t.seed.nunique()} seeds, {t.variant.nunique()} variants, {how}"),
+        note=f"{int(t.holds.astype(bool).sum())} of {len(t)} rows have a condition holding",
     )
-    return Estimate(interval, f"{int(t.holds.astype(bool).sum())} of {len(t)} rows have a condition holding")
 
 
 def conditions_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
@@ -142,23 +134,21 @@ def log_metric(
     return np.log(part.set_index("seed")[column])
 
 
-def _einf_ratio(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
+def _einf_ratio(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     step = last_common_step(inputs.metrics, s)
-    sample = st.Sample(
-        (log_metric(inputs, ev, s.variant, s, step), log_metric(inputs, ev, s.reference, s, step)), st.paired_t
-    )
-    return over_units(
-        sample, ev.level, f"per-seed log(E_inf remedy / E_inf baseline) at step {step}, delta {ev.delta:g}"
+    return Effects(
+        (log_metric(inputs, ev, s.variant, s, step), log_metric(inputs, ev, s.reference, s, step)),
+        f"per-seed log(E_inf remedy / E_inf baseline) at step {step}, delta {ev.delta:g}",
     )
 
 
-def balance_lowers_e_inf(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
+def balance_lowers_e_inf(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     """Paper (Algorithm 1): balancing lowers E_inf against the baseline, paired by seed, at the
     last checkpoint both have. Rule: the log ratio is less than zero, margin ``log_ratio_margin``."""
     return _einf_ratio(inputs, ev, s)
 
 
-def balance_keeps_accuracy(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
+def balance_keeps_accuracy(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     """Paper (Algorithm 1): ... at comparable task accuracy: the paired difference of the evaluation
     accuracy at the last common checkpoint is equivalent to zero within ``accuracy_margin``."""
     acc = accuracy_per_checkpoint(inputs.failure)
@@ -166,11 +156,10 @@ def balance_keeps_accuracy(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> 
     per = {
         v: rows_of(acc, "failure", v, s.L, s.depth, step).set_index("seed").accuracy for v in (s.variant, s.reference)
     }
-    sample = st.Sample((per[s.variant], per[s.reference]), st.paired_t)
-    return over_units(sample, ev.level, f"per-seed evaluation accuracy at step {step}")
+    return Effects((per[s.variant], per[s.reference]), f"per-seed evaluation accuracy at step {step}")
 
 
-def reweight_changes_profile_little(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
+def reweight_changes_profile_little(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     """Paper (Algorithm 2): reweighting changes the influence profile little: log(E_inf ratio)
     paired by seed, equivalent to zero within ``log_ratio_margin``."""
     return _einf_ratio(inputs, ev, s)
@@ -187,42 +176,42 @@ def _row(inputs: Inputs, method: str) -> pd.Series:
     return rows.iloc[0]
 
 
-def algebraic_baseline_left_right_middle(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
+def algebraic_baseline_left_right_middle(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     """Paper Table 1: the baseline's regional densities order left > right > middle.
     Statistic: min(left - right, right - middle); rule: greater than zero."""
     b = _row(inputs, "baseline")
     value = min(b.left - b.right, b.right - b.middle)
-    return Estimate(deterministic(value, 3, "min of two regional differences"))
+    return Effects((value, 3, "min of two regional differences"))
 
 
-def algebraic_balance_e_inf_near_zero(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
+def algebraic_balance_e_inf_near_zero(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     """Paper Table 1: Algorithm 1 reaches E_inf close to 0: at most ``einf_zero``."""
-    return Estimate(deterministic(_row(inputs, "alg1").E_inf, 1, "E_inf of Alg. 1"))
+    return Effects((_row(inputs, "alg1").E_inf, 1, "E_inf of Alg. 1"))
 
 
-def algebraic_balance_z_grows(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
+def algebraic_balance_z_grows(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     """Paper Table 1: ... while Z grows: log(Z_alg1 / Z_baseline) greater than zero."""
     value = math.log(_row(inputs, "alg1").Z / _row(inputs, "baseline").Z)
-    return Estimate(deterministic(value, 2, "log ratio of two totals"))
+    return Effects((value, 2, "log ratio of two totals"))
 
 
-def algebraic_reweight_moves_little(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
+def algebraic_reweight_moves_little(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     """Paper Table 1: Algorithm 2 moves the profile little: log(E_inf_alg2 / E_inf_baseline)
     within +- ``log_ratio_margin``."""
     value = math.log(_row(inputs, "alg2").E_inf / _row(inputs, "baseline").E_inf)
-    return Estimate(deterministic(value, 2, "log ratio"))
+    return Effects((value, 2, "log ratio"))
 
 
-def observability_lowers_trace_imbalance(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
+def observability_lowers_trace_imbalance(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     """Paper Table 1: Algorithm 3 balances its trace surrogate: its trace imbalance is at most
     ``imbalance_ratio`` of the baseline's."""
     value = _row(inputs, "alg3").obs_imbalance / _row(inputs, "baseline").obs_imbalance
-    return Estimate(deterministic(value, 2, "ratio of trace imbalances"))
+    return Effects((value, 2, "ratio of trace imbalances"))
 
 
-def algebraic_observability_right_below_middle(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
+def algebraic_observability_right_below_middle(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     """Paper Table 1: ... yet pushes the right region below the middle: LIM of Alg. 3 less than zero."""
-    return Estimate(deterministic(_row(inputs, "alg3").LIM, 1, "LIM of Alg. 3"))
+    return Effects((_row(inputs, "alg3").LIM, 1, "LIM of Alg. 3"))
 
 
 def _probe_ratio(inputs: Inputs, column: str) -> tuple[float, str]:
@@ -232,13 +221,13 @@ def _probe_ratio(inputs: Inputs, column: str) -> tuple[float, str]:
     return value, f"|{column}| at {int(last.n_probe)} probes / at {int(first.n_probe)} probe(s)"
 
 
-def probe_bias_falls(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
+def probe_bias_falls(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     """Paper section 4 (probes): the relative bias of the probe estimate falls with the probe count."""
     value, what = _probe_ratio(inputs, "rel_bias")
-    return Estimate(deterministic(value, 2, what), terms={"what": what})
+    return Effects((value, 2, what), terms={"what": what})
 
 
-def probe_spread_falls(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
+def probe_spread_falls(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     """Paper section 4 (probes): the relative spread of the probe estimate falls with the probe count."""
     value, what = _probe_ratio(inputs, "rel_std")
-    return Estimate(deterministic(value, 2, what), terms={"what": what})
+    return Effects((value, 2, what), terms={"what": what})

@@ -2,10 +2,10 @@
 workflow can test, as one ``Claim`` row each, in the order of the evidence table.
 
 A ``Claim`` names its source, the statistic (what is estimated, in which unit), the tables it
-reads, the settings it is evaluated in, the function named after it (in ``blog_claims``,
-``paper_claims``, ``fit_checks``, ``validation_claims``, ...) that returns, for one setting, the
-``Estimate`` (an interval, its per-unit sample, a note), and the decision rule fixed in advance
-(``decisions.Rule``: its kind, the evidence setting of its margin, its quantity in words).
+reads, the settings it is evaluated in, its reading (the function named after it, in ``blog_claims``,
+``paper_claims``, ``fit_checks``, ``validation_claims``, ...: the per-unit ``Effects`` of one setting), its
+checkpoints, its estimator (``estimators.ESTIMATORS``, which makes the interval) and the decision rule
+fixed in advance (``decisions.Rule``: its kind, the evidence setting of its margin, its quantity in words).
 ``lostmid.evidence.claims`` evaluates them and ``decisions.decide`` reads the verdicts off. The
 families declared beside their statistics (retrieval, length, influence predicts failure, the
 controls for the fix) export their rows as ``CLAIMS``, joined here in the table's order.
@@ -103,6 +103,7 @@ CLAIMS: list[Claim] = [
         failure_rises_with_position_model_free,
         kind=CLAIM,
         rule=robustness.MODEL_FREE_POSITION_RULE,
+        beside=("failure_rises_with_position", "the logistic-slope row"),
         estimator="t",
         checkpoints=("mid-training",),
     ),
@@ -205,6 +206,7 @@ CLAIMS: list[Claim] = [
         debiased_has_less_position_preference_model_free,
         kind=CLAIM,
         rule=robustness.MODEL_FREE_PREFERENCE_RULE,
+        beside=("debiased_has_less_position_preference", "the logistic-slope row"),
         estimator="paired_t",
         checkpoints=("mid-training",),
     ),

@@ -18,8 +18,18 @@ from lostmid.architectures import retrieval_summary as rs
 from lostmid.architectures.settings import RetrievalSettings
 from lostmid.config import settings_from_section
 from lostmid.evidence import decisions as dec
-from lostmid.evidence import statistics as st
-from lostmid.evidence.inputs import AUC, CLAIM, NOT_EVALUABLE, Claim, Estimate, Inputs, NotRun, Setting, no_estimate
+from lostmid.evidence.inputs import (
+    AUC,
+    CLAIM,
+    NOT_EVALUABLE,
+    Claim,
+    Effects,
+    Estimate,
+    Inputs,
+    NotRun,
+    Setting,
+    no_estimate,
+)
 from lostmid.evidence.settings import EvidenceSettings
 
 RETRIEVAL = "retrieval"  # the family of these rows (Claim.family)
@@ -53,17 +63,11 @@ def retrieval_settings(measure: str):
     return settings
 
 
-def auc_minus_half(draws, windows: int, method: str, level: float) -> st.Interval:
-    """The percentile interval over window draws (``retrieval_summary.interval``) of the AUC, minus 0.5."""
-    estimate, lo, hi = rs.interval(draws, level)
-    return st.Interval(estimate - 0.5, lo - 0.5, hi - 0.5, windows, method)
-
-
 def influence_predicts_retrieval(measure: str):
     """compute(inputs, ev, setting): AUC - 0.5 of the setting's examples with its interval over windows."""
     column = rs.MEASURES[measure]
 
-    def compute(inputs: Inputs, ev: EvidenceSettings, setting: Setting) -> Estimate:
+    def compute(inputs: Inputs, ev: EvidenceSettings, setting: Setting) -> Effects | Estimate:
         table = inputs.retrieval
         words = table.apply(lambda r: _setting_words(r.model, r.weights, r.task), axis=1)
         rows = table[(words == setting.variant) & (table.n == setting.L)]
@@ -81,8 +85,7 @@ def influence_predicts_retrieval(measure: str):
             f"({int(rows.success.sum())} successes) of {rows.window.nunique()} windows, minus 0.5; "
             f"percentile bootstrap over windows ({settings.resamples} draws, seed {settings.seed})"
         )
-        sample = st.Sample((draws, rows.window.nunique(), method), auc_minus_half)
-        return Estimate(sample.at(ev.level), sample=sample)
+        return Effects((draws, rows.window.nunique(), method))
 
     return compute
 

@@ -12,15 +12,10 @@ import numpy as np
 import pandas as pd
 
 from lostmid.evidence import decisions as dec
-from lostmid.evidence import statistics as st
 from lostmid.evidence.blog_claims import (
-    POSITION_EFFECT_RULE,
-    PREFERENCE_RULE,
-    debiased_has_less_position_preference,
     debiased_preference_settings,
-    failure_rises_with_position,
 )
-from lostmid.evidence.inputs import DECIDED, Estimate, Inputs, NotRun, Setting, over_units, rows_of
+from lostmid.evidence.inputs import Effects, Estimate, Inputs, NotRun, Setting, rows_of
 from lostmid.evidence.readings import (
     late_minus_early_failure_per_seed,
     mean_accuracy_at,
@@ -45,58 +40,35 @@ MODEL_FREE_PREFERENCE_RULE = dec.Rule(
 )
 
 
-def _agreement(
-    based: Estimate, based_rule: dec.Rule, own: Estimate, own_rule: dec.Rule, ev: EvidenceSettings
-) -> Estimate:
-    """``own`` with the model-based row's verdict (by ``based_rule``) beside its own in the note, and whether
-    they differ."""
-    if based.status != DECIDED:
-        return replace(own, note="the model-based row has no verdict to compare")
-    first, second = dec.verdict_by(based_rule, based.interval, ev), dec.verdict_by(own_rule, own.interval, ev)
-    words = "the two verdicts agree" if first == second else "THE TWO VERDICTS DIFFER"
-    i = based.interval
-    return replace(
-        own,
-        note=f"the logistic-slope row reads {i.estimate:.3g} [{i.low:.3g}, {i.high:.3g}], {first}; "
-        f"this one {second}: {words}",
-    )
-
-
-def failure_rises_with_position_model_free(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
+def failure_rises_with_position_model_free(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects | Estimate:
     """Blog (a) with the model-free statistic: per seed, the failure rate on late flags minus that on
     early flags (``late_minus_early_failure_per_seed``) at the mid-training checkpoint; Student t over
-    seeds. Rule: greater than zero, margin ``preference_margin``. The note gives the logistic-slope row's
-    verdict and says whether the two differ."""
+    seeds. Rule: greater than zero, margin ``preference_margin``. Read beside the logistic-slope row
+    (``Claim.beside``): the note gives its verdict and says whether the two differ."""
     step, best = mid_training_step(inputs.failure, s.variant, s.L, s.depth, ev.mid_accuracy)
     if step is None:
         return not_reached(s.variant, best, ev)
     values = late_minus_early_failure_per_seed(inputs.failure, s.variant, s.L, s.depth, step)
-    own = over_units(
-        st.Sample((values.to_numpy(),), st.t_interval),
-        ev.level,
-        f"per-seed failure rate on late flags (p > 1/2) minus early (p < 1/2) at step {step}",
+    return Effects(
+        (values.to_numpy(),), f"per-seed failure rate on late flags (p > 1/2) minus early (p < 1/2) at step {step}"
     )
-    based = failure_rises_with_position(inputs, ev, s)
-    return _agreement(based, POSITION_EFFECT_RULE, own, MODEL_FREE_POSITION_RULE, ev)
 
 
-def debiased_has_less_position_preference_model_free(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
+def debiased_has_less_position_preference_model_free(
+    inputs: Inputs, ev: EvidenceSettings, s: Setting
+) -> Effects | Estimate:
     """Blog (e) with the model-free statistic: the paired difference (debiased - baseline) of the
     late minus early failure rate, each arm at its own mid-training checkpoint; Student t. Rule: less
-    than zero, margin ``preference_margin``. The note compares with the logistic-slope row."""
+    than zero, margin ``preference_margin``. Read beside the logistic-slope row (``Claim.beside``)."""
     values = []
     for variant in (s.variant, s.reference):
         step, best = mid_training_step(inputs.failure, variant, s.L, s.depth, ev.mid_accuracy)
         if step is None:
             return not_reached(variant, best, ev)
         values.append(late_minus_early_failure_per_seed(inputs.failure, variant, s.L, s.depth, step))
-    own = over_units(
-        st.Sample(tuple(values), st.paired_t),
-        ev.level,
-        "per-seed late (p > 1/2) minus early (p < 1/2) failure rate, each arm at its own mid-training",
+    return Effects(
+        tuple(values), "per-seed late (p > 1/2) minus early (p < 1/2) failure rate, each arm at its own mid-training"
     )
-    based = debiased_has_less_position_preference(inputs, ev, s)
-    return _agreement(based, PREFERENCE_RULE, own, MODEL_FREE_PREFERENCE_RULE, ev)
 
 
 # ========================================== matched accuracy by interpolation between checkpoints
@@ -151,7 +123,7 @@ def interpolated_preference_settings(inputs: Inputs, ev: EvidenceSettings) -> li
     ]
 
 
-def debiased_has_less_position_preference_interpolated(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
+def debiased_has_less_position_preference_interpolated(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     """Blog (e) at matched accuracy by interpolation (``at_matched_accuracy``): per seed, each arm's
     logistic slope where its own accuracy crosses ``mid_accuracy``; paired difference (debiased -
     baseline), Student t. Rule: less than zero, margin ``slope_margin``. The note gives the accuracy gap
@@ -177,4 +149,4 @@ def debiased_has_less_position_preference_interpolated(inputs: Inputs, ev: Evide
         "; ".join(words) + f"; the checkpoint reading compares mean accuracies {gaps[0]:.3f} and {gaps[1]:.3f} "
         f"(gap {gaps[0] - gaps[1]:+.3f}); interpolated, the gap is 0 by construction"
     )
-    return over_units(st.Sample(tuple(per_arm), st.paired_t), ev.level, method, note)
+    return Effects(tuple(per_arm), method, note)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import inspect
 import math
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import NamedTuple
 
 import numpy as np
@@ -33,6 +33,7 @@ import statsmodels.api as sm
 from scipy import integrate, stats
 from statsmodels.tools.sm_exceptions import PerfectSeparationWarning
 
+from lostmid.architectures import retrieval_summary as rs
 from lostmid.tables.summaries import t_half_width
 
 # Haldane-Anscombe correction: added to the failure and to the success count of every row
@@ -392,4 +393,95 @@ def log_mean_interval(values, level: float = 0.95) -> Interval:
         math.exp(result.high),
         result.n,
         f"geometric mean; {result.method} on the log scale, mapped back by exp",
+    )
+
+
+# --------------------------------------------------------------------------- the other recipes of the evidence stage
+
+
+def deterministic(value: float, units: int, what: str, level: float = 0.95) -> Interval:
+    """A deterministic value (a closed form, an algebraic simulation, one fitted B) as a zero-width interval: no
+    units to vary over, so ``level`` changes nothing."""
+    value = float(value)
+    return Interval(value, value, value, 0, f"deterministic ({what}; {units} values); no seeds, zero-width interval")
+
+
+def welch_difference(a, b, level: float) -> Interval:
+    """Mean of ``a`` minus mean of ``b`` (independent samples) with the Welch t interval."""
+    a, b = as_values(a), as_values(b)
+    va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
+    se = math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va**2 / (a.size - 1) + vb**2 / (b.size - 1)) if se > 0 else math.inf
+    half = stats.t.ppf(0.5 + level / 2, df) * se
+    diff = float(a.mean() - b.mean())
+    return Interval(
+        diff, diff - half, diff + half, a.size + b.size, f"Welch t {level:.0%} interval ({a.size} and {b.size} seeds)"
+    )
+
+
+def auc_minus_half(draws, windows: int, method: str, level: float) -> Interval:
+    """The percentile interval over window draws (``retrieval_summary.interval``) of the AUC, minus 0.5."""
+    estimate, lo, hi = rs.interval(draws, level)
+    return Interval(estimate - 0.5, lo - 0.5, hi - 0.5, windows, method)
+
+
+def rank_correlation(x, y) -> float:
+    """Spearman's rho of two profiles over the same positions (average ranks for ties); 0.0 by
+    definition when either is constant: there is no ranking to predict, or none to predict with."""
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    if np.all(x == x[0]) or np.all(y == y[0]):
+        return 0.0
+    return float(stats.spearmanr(x, y).statistic)
+
+
+def flatness_predicts_preference(
+    flatness: Mapping[str, pd.Series],
+    preference: Mapping[str, pd.Series],
+    level: float = 0.95,
+    n_resamples: int = 2000,
+    seed: int = 0,
+) -> Interval:
+    """Across arms, does an arm's flatness predict its position preference? Spearman's rho across the
+    arms of the mean (over seeds) flatness (e.g. log E_inf: larger is less flat) against the mean
+    preference (late minus early failure: larger prefers early flags more); the claim is rho > 0.
+
+    Interval: percentile bootstrap over seeds (seeded, so the same values give the same interval).
+    Arms whose series share one seed set are resampled jointly (the same seeds for every arm, keeping
+    their pairing); otherwise each arm's seeds are resampled on their own. A flatness given as a
+    constant per arm (a held-out E_inf of its fitted B) simply does not vary under resampling.
+    Needs at least three arms.
+    """
+    arms = list(flatness)
+    if set(arms) != set(preference) or len(arms) < 3:
+        raise ValueError(f"need the same three or more arms in flatness and preference, got {arms}, {list(preference)}")
+    pairs = {}
+    for arm in arms:
+        joined = pd.concat([flatness[arm].rename("flatness"), preference[arm].rename("preference")], axis=1)
+        joined = joined.dropna()
+        if len(joined) < 2 or not np.isfinite(joined.to_numpy()).all():
+            raise ValueError(f"arm {arm} needs two or more seeds with finite flatness and preference")
+        pairs[arm] = joined.sort_index()
+    estimate = rank_correlation([pairs[a].flatness.mean() for a in arms], [pairs[a].preference.mean() for a in arms])
+    rng = np.random.default_rng(seed)
+    shared = len({tuple(p.index) for p in pairs.values()}) == 1
+    n = len(next(iter(pairs.values())))
+    draws = np.empty(n_resamples)
+    for b in range(n_resamples):
+        common = rng.integers(0, n, n) if shared else None
+        means = []
+        for arm in arms:
+            values = pairs[arm].to_numpy()
+            rows = common if shared else rng.integers(0, len(values), len(values))
+            means.append(values[rows].mean(0))
+        means = np.array(means)
+        draws[b] = rank_correlation(means[:, 0], means[:, 1])
+    low, high = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2])
+    pairing = "seeds resampled jointly across arms" if shared else "each arm's seeds resampled on its own"
+    return Interval(
+        estimate,
+        float(low),
+        float(high),
+        min(len(p) for p in pairs.values()),
+        f"Spearman rho across {len(arms)} arms of the mean flatness against the mean preference; percentile "
+        f"bootstrap {level:.0%} interval over seeds ({n_resamples} resamples, {pairing})",
     )

@@ -32,13 +32,13 @@ import pandas as pd
 from lostmid.core.density import imbalance
 from lostmid.evidence import decisions as dec
 from lostmid.evidence import statistics as st
+from lostmid.evidence.estimators import estimate
 from lostmid.evidence.inputs import (
-    Estimate,
+    Effects,
     Inputs,
     NotRun,
     Setting,
     last_common_step,
-    over_units,
     pair_settings,
     rows_of,
     runs_of,
@@ -59,6 +59,8 @@ INTERPOLATED = "matched accuracy, interpolated between checkpoints"
 # checkpoint: by then every arm recalls every position; docs/validation.md, "Position shift").
 SHIFT_LAST = f"{LAST}, evaluated on the uniform balanced set"
 SHIFT_MID = "mid-training of the uniform-law reference (both arms there), evaluated on the uniform balanced set"
+# The estimator of the shift's check (flag_shift_raises_untrained_failure declares it), which its gate reads too.
+SHIFT_CHECK_ESTIMATOR = "t"
 SHIFTS = ("early", "late")
 
 
@@ -304,7 +306,11 @@ def shift_not_evaluable(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> str
     if uniform is None or (s.L, s.depth) not in runs_of(inputs.failure, uniform):
         return f"the shift is unchecked: {s.reference} has no uniform-law counterpart at L {s.L}, depth {s.depth}"
     # The check's own row, as flag_shift_raises_untrained_failure computes it.
-    check = t_result(shift_effect)(inputs, ev, replace(s, variant=s.reference, reference=uniform, not_evaluable=None))
+    check = estimate(
+        SHIFT_CHECK_ESTIMATOR,
+        t_result(shift_effect)(inputs, ev, replace(s, variant=s.reference, reference=uniform, not_evaluable=None)),
+        ev.level,
+    )
     i = check.interval
     found = dec.verdict_by(SHIFT_BITES, i, ev, check.terms)
     if found == dec.SUPPORTED:
@@ -456,16 +462,14 @@ ladder_settings = union_settings(strength_settings("balance"), strength_settings
 
 
 def t_result(effect: Callable[[Inputs, EvidenceSettings, Setting], PerSeed], log_scale: bool = False):
-    """The claim function of a per-seed effect: its Student t interval over seeds (``log_scale``: of
+    """The reading of a per-seed effect, for the Student t interval over seeds (``log_scale``: exp of the values,
+    for the declared log-mean estimator: the t interval of
     the logs, mapped back by exp, with the rule read on the ratio)."""
 
-    def compute(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Estimate:
+    def compute(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
         per = effect(inputs, ev, s)
         values = per.values.dropna().to_numpy()
-        sample = (
-            st.Sample((np.exp(values),), st.log_mean_interval) if log_scale else st.Sample((values,), st.t_interval)
-        )
-        return over_units(sample, ev.level, per.method, per.note, **per.terms)
+        return Effects((np.exp(values) if log_scale else values,), per.method, per.note, per.terms)
 
     compute.__name__ = effect.__name__
     compute.effect, compute.log_scale = effect, log_scale  # what the power plan reads (scripts/evidence_power.py)

@@ -12,6 +12,7 @@ from lostmid.evidence.validation_claims import (
     LAST,
     MATCHED,
     SHIFT_BITES,
+    SHIFT_CHECK_ESTIMATOR,
     balance_e_inf_effect,
     balance_jacobian_effect,
     ladder_settings,
@@ -91,7 +92,7 @@ CLAIMS = [
         t_result(shift_effect),
         kind=CHECK,
         rule=SHIFT_BITES,
-        estimator="t",
+        estimator=SHIFT_CHECK_ESTIMATOR,
         checkpoints=("last common checkpoint", "mid-training"),
     ),
     Claim(

@@ -18,7 +18,7 @@ from statsmodels.tools.sm_exceptions import ConvergenceWarning
 from lostmid.architectures import retrieval_estimators as retrieval
 from lostmid.errors import InputError
 from lostmid.evidence import statistics as st
-from lostmid.evidence.influence_failure import rank_correlation
+from lostmid.evidence.statistics import rank_correlation
 from lostmid.study.effects import BootstrapEffect, MeanEffect, WaldEffect, WelchEffect
 from lostmid.tables.summaries import accuracy_per_checkpoint
 
