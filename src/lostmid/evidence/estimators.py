@@ -56,11 +56,17 @@ def estimate(name: str, effects: Effects, level: float) -> Estimate:
 
 
 def made_by(claim: Claim, inputs: Inputs, ev: EvidenceSettings, setting: Setting) -> Estimate:
-    """The estimate of ``claim`` in ``setting``: its reading's effects, estimated by its declared estimator. A
-    reading may instead return an ``Estimate`` that could not be made (NaN, no sample: it says why)."""
-    found = claim.compute(inputs, ev, setting)
-    if isinstance(found, Effects):
-        return estimate(claim.estimator, found, ev.level)
-    if found.sample is not None or not math.isnan(found.interval.estimate):
-        raise TypeError(f"claim {claim.name}: a reading returns its Effects; the declared estimator makes the estimate")
-    return found
+    """The estimate of ``claim`` in ``setting``: its reading's effects, estimated by its declared estimator, made
+    once per (claim, setting, rules) on these tables (``Inputs.made``). A reading may instead return an
+    ``Estimate`` that could not be made (NaN, no sample: it says why)."""
+    key = (claim.name, setting, ev)
+    if key not in inputs.made:
+        found = claim.compute(inputs, ev, setting)
+        if isinstance(found, Effects):
+            found = estimate(claim.estimator, found, ev.level)
+        elif found.sample is not None or not math.isnan(found.interval.estimate):
+            raise TypeError(
+                f"claim {claim.name}: a reading returns its Effects; the declared estimator makes the estimate"
+            )
+        inputs.made[key] = found
+    return inputs.made[key]

@@ -121,6 +121,9 @@ class _Config:
     variants: dict  # name -> the variant's overrides (model, train, remedy), as in the config
     model: dict  # the config's model block (defaults of every variant)
     retrieval_settings: dict | None = None  # the config's retrieval block (its bootstrap draws and seed)
+    # The estimates made so far on these tables, by (claim, setting, evidence settings): a check that many gates
+    # read (the fit's checks) is estimated once per rules, not once per gated row (estimators.made_by).
+    made: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         if not isinstance(self.variants, dict) or not self.variants:

@@ -36,20 +36,18 @@ from lostmid.evidence.inputs import (
     Inputs,
     NotRun,
     Setting,
-    last_common_step,
     pair_settings,
     runs_of,
 )
 from lostmid.evidence.readings import (
+    accuracy_at_last_common_checkpoint,
     late_minus_early_failure_per_seed,
-    mean_accuracy_at,
     mid_training_step,
     never_learns,
     not_reached,
     training_speed_per_seed,
 )
 from lostmid.evidence.settings import EvidenceSettings
-from lostmid.tables.summaries import accuracy_per_checkpoint
 
 MECHANISM = "mechanism"  # the family of these rows (Claim.family)
 ARM_KINDS = ("bias", "control")  # lostmid.evidence.inputs: a control is a bias variant built by a rule
@@ -209,24 +207,6 @@ def flatness_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
     return found
 
 
-def arm_keeps_accuracy(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
-    """The arm's accuracy at the last checkpoint both have equals its baseline's: paired by seed (arm -
-    baseline), Student t. Rule: equivalent to zero within ``accuracy_margin``."""
-    accuracy = accuracy_per_checkpoint(inputs.failure)
-    step = last_common_step(accuracy, s)
-    per_seed = [
-        accuracy[(accuracy.variant == v) & (accuracy.L == s.L) & (accuracy.depth == s.depth) & (accuracy.step == step)]
-        .set_index("seed")
-        .accuracy
-        for v in (s.variant, s.reference)
-    ]
-    note = (
-        f"accuracy at step {step}: {s.variant} {mean_accuracy_at(inputs.failure, s.variant, s.L, s.depth, step):.3f}, "
-        f"{s.reference} {mean_accuracy_at(inputs.failure, s.reference, s.L, s.depth, step):.3f}"
-    )
-    return Effects(tuple(per_seed), f"accuracy at step {step}", note, terms={"step": step})
-
-
 def last_checkpoint_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
     return arm_settings(inputs, ev, "last common checkpoint")
 
@@ -350,7 +330,7 @@ CLAIMS = [
         "accuracy",
         ("failure",),
         last_checkpoint_settings,
-        arm_keeps_accuracy,
+        accuracy_at_last_common_checkpoint,
         rule=dec.Rule(
             "equivalent_to_zero", "accuracy_margin", "the accuracy difference (arm - baseline) at step {step}"
         ),

@@ -22,7 +22,6 @@ from lostmid.evidence.inputs import (
     rows_of,
 )
 from lostmid.evidence.settings import EvidenceSettings
-from lostmid.tables.summaries import accuracy_per_checkpoint
 
 
 def single_setting(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
@@ -146,17 +145,6 @@ def balance_lowers_e_inf(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Ef
     """Paper (Algorithm 1): balancing lowers E_inf against the baseline, paired by seed, at the
     last checkpoint both have. Rule: the log ratio is less than zero, margin ``log_ratio_margin``."""
     return _einf_ratio(inputs, ev, s)
-
-
-def balance_keeps_accuracy(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
-    """Paper (Algorithm 1): ... at comparable task accuracy: the paired difference of the evaluation
-    accuracy at the last common checkpoint is equivalent to zero within ``accuracy_margin``."""
-    acc = accuracy_per_checkpoint(inputs.failure)
-    step = last_common_step(acc, s)
-    per = {
-        v: rows_of(acc, "failure", v, s.L, s.depth, step).set_index("seed").accuracy for v in (s.variant, s.reference)
-    }
-    return Effects((per[s.variant], per[s.reference]), f"per-seed evaluation accuracy at step {step}")
 
 
 def reweight_changes_profile_little(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:

@@ -11,6 +11,7 @@ import pandas as pd
 from lostmid.evidence import statistics as st
 from lostmid.evidence.inputs import (
     NOT_EVALUABLE,
+    Effects,
     Estimate,
     Inputs,
     NotRun,
@@ -117,3 +118,18 @@ def late_minus_early_failure_per_seed(failure: pd.DataFrame, variant: str, L: in
     part = rows_of(failure, "failure", variant, L, depth, step)
     late, early = _pooled_failure_rate(part[part.p > 0.5]), _pooled_failure_rate(part[part.p < 0.5])
     return (late - early).dropna()
+
+
+def accuracy_at_last_common_checkpoint(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
+    """Per seed, the evaluation accuracy of the setting's variant and of its reference at the last checkpoint
+    both have (paired by seed: the checks that a remedy or an arm still learns the task)."""
+    accuracy = accuracy_per_checkpoint(inputs.failure)
+    step = last_common_step(accuracy, s)
+    per_seed = tuple(
+        rows_of(accuracy, "failure", v, s.L, s.depth, step).set_index("seed").accuracy for v in (s.variant, s.reference)
+    )
+    note = (
+        f"accuracy at step {step}: {s.variant} {mean_accuracy_at(inputs.failure, s.variant, s.L, s.depth, step):.3f}, "
+        f"{s.reference} {mean_accuracy_at(inputs.failure, s.reference, s.L, s.depth, step):.3f}"
+    )
+    return Effects(per_seed, f"per-seed evaluation accuracy at step {step}", note, {"step": step})

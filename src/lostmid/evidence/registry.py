@@ -54,7 +54,6 @@ from lostmid.evidence.paper_claims import (
     algebraic_baseline_left_right_middle,
     algebraic_observability_right_below_middle,
     algebraic_reweight_moves_little,
-    balance_keeps_accuracy,
     balance_lowers_e_inf,
     conditions_settings,
     density_flow_error_falls_with_step,
@@ -68,6 +67,7 @@ from lostmid.evidence.paper_claims import (
     structural_baseline_matches_closed_form,
     sufficient_conditions_sound,
 )
+from lostmid.evidence.readings import accuracy_at_last_common_checkpoint
 from lostmid.evidence.robustness import (
     debiased_has_less_position_preference_interpolated,
     debiased_has_less_position_preference_model_free,
@@ -302,7 +302,7 @@ CLAIMS: list[Claim] = [
         "accuracy",
         ("failure",),
         pair_settings("balance", "failure", "last common checkpoint"),
-        balance_keeps_accuracy,
+        accuracy_at_last_common_checkpoint,
         kind=CLAIM,
         rule=dec.Rule("equivalent_to_zero", "accuracy_margin", "the accuracy difference (Alg. 1 - baseline)"),
         estimator="paired_t",
@@ -328,7 +328,7 @@ CLAIMS: list[Claim] = [
         "accuracy",
         ("failure",),
         pair_settings("reweight", "failure", "last common checkpoint"),
-        mechanism_claims.arm_keeps_accuracy,
+        accuracy_at_last_common_checkpoint,
         kind=CHECK,
         rule=dec.Rule("equivalent_to_zero", "accuracy_margin", "the accuracy difference (Alg. 2 - baseline)"),
         estimator="paired_t",
