@@ -39,15 +39,16 @@ def bench(args) -> list[dict]:
     arch, tokenizer = models.load_pretrained(models.packaged_file("smollm2"))
     stream = text.corpus_ids(tokenizer, args.corpus)
     vocabulary = retrieval.single_token_words(tokenizer)
+    lead = tuple(retrieval.leading_ids(tokenizer, args.bos))  # the BOS token before the haystack, as the stage
     rows = []
     for n in args.lengths:
         window = text.windows(stream, n, 1, args.seed + n)[0]
         examples = retrieval.window_examples(
-            tokenizer, window.numpy(), 0, args.tasks, retrieval.FRACTIONS, 8, 7, args.seed, vocabulary
+            tokenizer, window.numpy(), 0, args.tasks, retrieval.FRACTIONS, 8, 7, args.seed, vocabulary, lead
         )
 
         def reused():
-            cache = retrieval.window_cache(arch, window)
+            cache = retrieval.window_cache(arch, window, lead)
             return [retrieval.score(arch, e, cache) for e in examples]
 
         def plain():
@@ -99,6 +100,9 @@ def main() -> None:
     parser.add_argument("--checkpoint-from", type=int, default=2048, help="as retrieval.checkpoint_from")
     parser.add_argument("--corpus", default="pydoc_data.topics")
     parser.add_argument("--seed", type=int, default=7000)
+    parser.add_argument(
+        "--no-bos", dest="bos", action="store_false", help="no BOS token before the haystack (retrieval.bos false)"
+    )
     parser.add_argument("--into", default=None, help=f"also write the table into this page, between {PAGE_MARKERS}")
     args = parser.parse_args()
     torch.set_num_threads(1)
