@@ -14,6 +14,7 @@ import math
 from collections.abc import Callable
 from typing import NamedTuple
 
+from lostmid.evidence import decisions as dec
 from lostmid.evidence import statistics as st
 from lostmid.evidence.inputs import Claim, Effects, Estimate, Inputs, Setting
 from lostmid.evidence.settings import EvidenceSettings
@@ -70,3 +71,10 @@ def made_by(claim: Claim, inputs: Inputs, ev: EvidenceSettings, setting: Setting
             )
         inputs.made[key] = found
     return inputs.made[key]
+
+
+def check_verdict(check: Claim, inputs: Inputs, ev: EvidenceSettings, setting: Setting) -> tuple[Estimate, str]:
+    """The estimate and verdict of the declared ``check`` in ``setting``, for a gate that reads it (the fit's
+    checks, the position shift's): made by ``made_by`` and decided by the check's own rule."""
+    found = made_by(check, inputs, ev, setting)
+    return found, dec.verdict_by(check.rule, found.interval, ev, found.terms)

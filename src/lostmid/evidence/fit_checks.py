@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from lostmid.evidence import decisions as dec
-from lostmid.evidence.estimators import made_by
+from lostmid.evidence.estimators import check_verdict
 from lostmid.evidence.inputs import (
     CHECK,
     LOG_RATIO,
@@ -136,27 +136,12 @@ def bias_fit_keeps_context_share(inputs: Inputs, ev: EvidenceSettings, s: Settin
     return over_inits(change.to_numpy(), ratio, note + _fit_words(part), ratio=ratio)
 
 
-FIT_CHECKS = (bias_fit_flattens_profile, bias_fit_keeps_context_share)
-# The checks' rules, declared with their rows (CLAIMS) and read by the gate (fit_not_evaluable).
-CHECK_RULES = {
-    "bias_fit_flattens_profile": dec.Rule(
-        "at_most",
-        "log_ratio_margin",
-        "log(E_inf with the fitted B / E_inf at B = 0) of the fitted profile on held-out initializations",
-        factor=-1,
-    ),
-    "bias_fit_keeps_context_share": dec.Rule(
-        "at_least", "share_margin", "{ratio} on held-out initializations", factor=-1
-    ),
-}
-
-
 def fit_not_evaluable(
-    inputs: Inputs, ev: EvidenceSettings, variant: str | None, L: int, depth: int, checks=FIT_CHECKS
+    inputs: Inputs, ev: EvidenceSettings, variant: str | None, L: int, depth: int, checks: bool = True
 ) -> str | None:
     """Why the claims about a reading cannot be decided because of its fit (None: the fit did what it
-    is for): no report of the fit, a failed guard, or one of ``checks`` not supported at the row's level
-    (``checks=()``: the guard alone)."""
+    is for): no report of the fit, a failed guard, or one of its checks (the rows of ``CLAIMS``) not supported at
+    the row's level (``checks=False``: the guard alone)."""
     if variant is None:
         return "the bias matrix names no variant, so its fit cannot be checked"
     s = Setting(variant, L, depth)
@@ -165,14 +150,11 @@ def fit_not_evaluable(
     except NotRun as why:
         return f"the fit's effect is unchecked ({why})"
     problems = [] if part.accepted.astype(bool).all() else ["the fit failed its own guard (accepted false)"]
-    declared = {claim.name: claim for claim in CLAIMS}
-    for check in checks:
-        claim = declared[check.__name__]
-        estimate = made_by(claim, inputs, ev, s)
+    for check in CLAIMS if checks else ():
+        estimate, found = check_verdict(check, inputs, ev, s)
         i = estimate.interval
-        found = dec.verdict_by(claim.rule, i, ev, estimate.terms)
         if found != dec.SUPPORTED:
-            problems.append(f"{check.__name__} is {found}: {i.estimate:.3g} [{i.low:.3g}, {i.high:.3g}]")
+            problems.append(f"{check.name} is {found}: {i.estimate:.3g} [{i.low:.3g}, {i.high:.3g}]")
     return "the fit did not do what it is for: " + "; ".join(problems) if problems else None
 
 
@@ -193,7 +175,12 @@ CLAIMS = [
         reading_settings,
         bias_fit_flattens_profile,
         kind=CHECK,
-        rule=CHECK_RULES["bias_fit_flattens_profile"],
+        rule=dec.Rule(
+            "at_most",
+            "log_ratio_margin",
+            "log(E_inf with the fitted B / E_inf at B = 0) of the fitted profile on held-out initializations",
+            factor=-1,
+        ),
         estimator="t",
         checkpoints=("initialization",),
     ),
@@ -206,7 +193,7 @@ CLAIMS = [
         reading_settings,
         bias_fit_keeps_context_share,
         kind=CHECK,
-        rule=CHECK_RULES["bias_fit_keeps_context_share"],
+        rule=dec.Rule("at_least", "share_margin", "{ratio} on held-out initializations", factor=-1),
         estimator="t",
         checkpoints=("initialization",),
     ),

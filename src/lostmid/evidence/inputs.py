@@ -270,7 +270,7 @@ class Claim:
     # or "windows" (the retrieval stage, evidence.min_windows, before min_seeds).
     replicates: str = field(default="seeds", kw_only=True)
     # The estimator, by name (lostmid.evidence.estimators.ESTIMATORS): what turns the reading's per-unit effects
-    # into the interval. The evidence table refuses a row whose reading used another.
+    # into the interval (estimators.made_by applies it; a reading never makes its own).
     estimator: str = field(kw_only=True)
     # Where its rows read the run (CHECKPOINTS), the primary reading first.
     checkpoints: tuple[str, ...] = field(kw_only=True)

@@ -23,7 +23,7 @@ from lostmid.evidence.blog_claims import (
     debiased_has_less_position_preference,
     debiased_trains_faster,
 )
-from lostmid.evidence.fit_checks import FIT_CHECKS, fit_not_evaluable, fit_rows, gate
+from lostmid.evidence.fit_checks import fit_not_evaluable, fit_rows, gate
 from lostmid.evidence.inputs import (
     CHECK,
     CLAIM,
@@ -56,9 +56,8 @@ ARM_KINDS = ("bias", "control")  # lostmid.evidence.inputs: a control is a bias 
 def _fit_failed(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> str | None:
     """Why an arm is not evaluable because of its B: a fitted arm (or reference) whose fit did not do what
     it is for (``fit_not_evaluable``), or, under ``mechanism_gate: guard``, only one that failed its guard."""
-    checks = FIT_CHECKS if ev.mechanism_gate == "fit_checks" else ()
     for variant in sorted({s.variant, s.reference} & set(inputs.of_kind("bias"))):
-        why = fit_not_evaluable(inputs, ev, variant, s.L, s.depth, checks)
+        why = fit_not_evaluable(inputs, ev, variant, s.L, s.depth, ev.mechanism_gate == "fit_checks")
         if why:
             return f"{variant}: {why}"
     return None

@@ -128,8 +128,5 @@ def accuracy_at_last_common_checkpoint(inputs: Inputs, ev: EvidenceSettings, s: 
     per_seed = tuple(
         rows_of(accuracy, "failure", v, s.L, s.depth, step).set_index("seed").accuracy for v in (s.variant, s.reference)
     )
-    note = (
-        f"accuracy at step {step}: {s.variant} {mean_accuracy_at(inputs.failure, s.variant, s.L, s.depth, step):.3f}, "
-        f"{s.reference} {mean_accuracy_at(inputs.failure, s.reference, s.L, s.depth, step):.3f}"
-    )
+    note = f"accuracy at step {step}: {s.variant} {per_seed[0].mean():.3f}, {s.reference} {per_seed[1].mean():.3f}"
     return Effects(per_seed, f"per-seed evaluation accuracy at step {step}", note, {"step": step})

@@ -10,7 +10,8 @@ import math
 import pandas as pd
 
 from lostmid.evidence import decisions as dec
-from lostmid.evidence.inputs import DECIDED, STATUS_WORDS
+from lostmid.evidence.estimators import ESTIMATORS
+from lostmid.evidence.inputs import CHECKPOINTS, DECIDED, STATUS_WORDS
 
 
 def estimate_words(row) -> str:
@@ -219,8 +220,6 @@ def side_by_side(runs: dict[str, pd.DataFrame]) -> str:
 def declarations(claims) -> str:
     """The declarations of ``claims`` (``lostmid.evidence.registry.CLAIMS``) as a Markdown table (docs/evidence.md,
     "The claims"): one line per claim, its fields as declared, then what each estimator and checkpoint means."""
-    from lostmid.evidence.estimators import ESTIMATORS
-    from lostmid.evidence.inputs import CHECKPOINTS
 
     def rule(r: dec.Rule) -> str:
         margin = f"`{r.margin}`" if isinstance(r.margin, str) else f"{r.margin:g}"

@@ -32,8 +32,9 @@ import pandas as pd
 from lostmid.core.density import imbalance
 from lostmid.evidence import decisions as dec
 from lostmid.evidence import statistics as st
-from lostmid.evidence.estimators import estimate
+from lostmid.evidence.estimators import check_verdict
 from lostmid.evidence.inputs import (
+    Claim,
     Effects,
     Inputs,
     NotRun,
@@ -59,8 +60,6 @@ INTERPOLATED = "matched accuracy, interpolated between checkpoints"
 # checkpoint: by then every arm recalls every position; docs/validation.md, "Position shift").
 SHIFT_LAST = f"{LAST}, evaluated on the uniform balanced set"
 SHIFT_MID = "mid-training of the uniform-law reference (both arms there), evaluated on the uniform balanced set"
-# The estimator of the shift's check (flag_shift_raises_untrained_failure declares it), which its gate reads too.
-SHIFT_CHECK_ESTIMATOR = "t"
 SHIFTS = ("early", "late")
 
 
@@ -254,10 +253,12 @@ def observability_trace_effect(inputs: Inputs, ev: EvidenceSettings, s: Setting)
 # --------------------------------------------------------------------------- the position shift
 
 
-def shift_settings(remedies: bool):
-    """The position-shift arms (train.flag_law early or late). ``remedies``: each remedy arm against
-    the baseline trained on the same law (``Inputs.reference``); else every arm, baseline or remedy,
-    against its own counterpart trained on the uniform law (the check that the shift bites)."""
+def shift_settings(gated_by: Claim | None = None):
+    """The position-shift arms (train.flag_law early or late). ``gated_by`` (the check that the shift bites):
+    each remedy arm against the baseline trained on the same law (``Inputs.reference``), not evaluable where
+    that check is not supported (``shift_not_evaluable``); None: every arm, baseline or remedy, against its own
+    counterpart trained on the uniform law (that check's own settings)."""
+    remedies = gated_by is not None
 
     def settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
         found = []
@@ -277,7 +278,7 @@ def shift_settings(remedies: bool):
                 for checkpoint in (SHIFT_LAST, SHIFT_MID):
                     setting = Setting(name, L, depth, inputs.residual(name), checkpoint, reference, missing)
                     if remedies and missing is None:
-                        setting = replace(setting, not_evaluable=shift_not_evaluable(inputs, ev, setting))
+                        setting = replace(setting, not_evaluable=shift_not_evaluable(inputs, ev, setting, gated_by))
                     found.append(setting)
         if not found:
             raise NotRun(
@@ -289,15 +290,7 @@ def shift_settings(remedies: bool):
     return settings
 
 
-# The rule of the check that the shift bites (flag_shift_raises_untrained_failure), which gates the remedies' rows.
-SHIFT_BITES = dec.Rule(
-    "greater_than_zero",
-    "recall_margin",
-    "the failure rate on the flags the {law} law under-trains ({half}), {law} law - uniform law",
-)
-
-
-def shift_not_evaluable(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> str | None:
+def shift_not_evaluable(inputs: Inputs, ev: EvidenceSettings, s: Setting, check: Claim) -> str | None:
     """Why a remedy's position-shift row cannot be decided (None: it can): the shift must bite first,
     i.e. the baseline trained on the same shifted law must fail its under-trained flags more than its
     uniform-law counterpart (flag_shift_raises_untrained_failure supported at the row's level);
@@ -305,18 +298,15 @@ def shift_not_evaluable(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> str
     uniform = uniform_counterpart(inputs, s.reference)
     if uniform is None or (s.L, s.depth) not in runs_of(inputs.failure, uniform):
         return f"the shift is unchecked: {s.reference} has no uniform-law counterpart at L {s.L}, depth {s.depth}"
-    # The check's own row, as flag_shift_raises_untrained_failure computes it.
-    check = estimate(
-        SHIFT_CHECK_ESTIMATOR,
-        t_result(shift_effect)(inputs, ev, replace(s, variant=s.reference, reference=uniform, not_evaluable=None)),
-        ev.level,
+    # The check's own row (flag_shift_raises_untrained_failure) for the reference against its uniform counterpart.
+    estimate, found = check_verdict(
+        check, inputs, ev, replace(s, variant=s.reference, reference=uniform, not_evaluable=None)
     )
-    i = check.interval
-    found = dec.verdict_by(SHIFT_BITES, i, ev, check.terms)
+    i = estimate.interval
     if found == dec.SUPPORTED:
         return None
     return (
-        f"the shift does not bite: flag_shift_raises_untrained_failure for {s.reference} vs {uniform} is "
+        f"the shift does not bite: {check.name} for {s.reference} vs {uniform} is "
         f"{found}: {i.estimate:.3g} [{i.low:.3g}, {i.high:.3g}]"
     )
 
@@ -462,9 +452,9 @@ ladder_settings = union_settings(strength_settings("balance"), strength_settings
 
 
 def t_result(effect: Callable[[Inputs, EvidenceSettings, Setting], PerSeed], log_scale: bool = False):
-    """The reading of a per-seed effect, for the Student t interval over seeds (``log_scale``: exp of the values,
-    for the declared log-mean estimator: the t interval of
-    the logs, mapped back by exp, with the rule read on the ratio)."""
+    """The reading of a per-seed effect: its values, for the declared Student t interval over seeds (``log_scale``:
+    their exp, for the declared log-mean estimator, whose t interval of the logs is mapped back by exp and whose
+    rule is read on the ratio)."""
 
     def compute(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
         per = effect(inputs, ev, s)

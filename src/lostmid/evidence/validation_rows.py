@@ -11,8 +11,6 @@ from lostmid.evidence.validation_claims import (
     INTERPOLATED,
     LAST,
     MATCHED,
-    SHIFT_BITES,
-    SHIFT_CHECK_ESTIMATOR,
     balance_e_inf_effect,
     balance_jacobian_effect,
     ladder_settings,
@@ -23,6 +21,25 @@ from lostmid.evidence.validation_claims import (
     strength_effect,
     t_result,
     uniform_arm_settings,
+)
+
+# The check that the position shift bites: its own row, and the gate of the remedies' shift rows.
+SHIFT_CHECK = Claim(
+    "flag_shift_raises_untrained_failure",
+    "paper: position shift (section 4.5; check of the intervention)",
+    "paired difference (shifted law - uniform law) of the failure rate on the under-trained half of the flags",
+    FAILURE_RATE,
+    ("failure",),
+    shift_settings(),
+    t_result(shift_effect),
+    kind=CHECK,
+    rule=dec.Rule(
+        "greater_than_zero",
+        "recall_margin",
+        "the failure rate on the flags the {law} law under-trains ({half}), {law} law - uniform law",
+    ),
+    estimator="t",
+    checkpoints=("last common checkpoint", "mid-training"),
 )
 
 CLAIMS = [
@@ -82,26 +99,14 @@ CLAIMS = [
         estimator="t",
         checkpoints=("mid-training", "last common checkpoint"),
     ),
-    Claim(
-        "flag_shift_raises_untrained_failure",
-        "paper: position shift (section 4.5; check of the intervention)",
-        "paired difference (shifted law - uniform law) of the failure rate on the under-trained half of the flags",
-        FAILURE_RATE,
-        ("failure",),
-        shift_settings(remedies=False),
-        t_result(shift_effect),
-        kind=CHECK,
-        rule=SHIFT_BITES,
-        estimator=SHIFT_CHECK_ESTIMATOR,
-        checkpoints=("last common checkpoint", "mid-training"),
-    ),
+    SHIFT_CHECK,
     Claim(
         "remedy_recalls_untrained_positions",
         "paper: position shift (section 4.5)",
         "paired difference (remedy - baseline, same shifted law) of the failure rate on the under-trained half",
         FAILURE_RATE,
         ("failure",),
-        shift_settings(remedies=True),
+        shift_settings(gated_by=SHIFT_CHECK),
         t_result(shift_effect),
         family=PAPER_VALIDATION,
         kind=CLAIM,
