@@ -15,6 +15,15 @@ Per n, one window, the tasks of --tasks at every fraction of ``retrieval.FRACTIO
 - per example: the CPU seconds of one example's accuracy (with reuse) and of its gradients, the numbers the
   configs are sized by.
 Single thread (torch.set_num_threads(1)), as the workflow's jobs run; CPU seconds (time.process_time).
+
+    python benchmarks/bench_retrieval.py --windows --record runs/smollm2_retrieval   # a window as the stage runs it
+
+With ``--windows``: the CPU seconds of a window as the stage's job runs it (``retrieval.retrieval_examples`` on
+the first window at each n, tasks single and number, BOS, prefix reuse), with the share of ``--measure``
+(default bare) at the first of ``--lengths`` and accuracy only at the others, and the job's once-per-job
+costs (the model, the corpus), which a block of B windows shares (per window: load / B + window). With
+``--record``, "same" compares each window with that record's window 0 at n (success equal, log p within
+1e-4; the share where both have it), the check that the cheaper window gives today's answers.
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ from lostmid.architectures import models, retrieval, text  # noqa: E402
 from timing import cpu, status_kb  # noqa: E402
 
 PAGE_MARKERS = ("<!-- bench_retrieval: begin -->", "<!-- bench_retrieval: end -->")
+WINDOW_MARKERS = ("<!-- bench_retrieval windows: begin -->", "<!-- bench_retrieval windows: end -->")
 
 
 def bench(args) -> list[dict]:
@@ -48,7 +58,7 @@ def bench(args) -> list[dict]:
         )
 
         def reused():
-            cache = retrieval.window_cache(arch, window, lead)
+            cache = retrieval.window_pass(arch, window, lead)[0]
             return [retrieval.score(arch, e, cache) for e in examples]
 
         def plain():
@@ -77,6 +87,59 @@ def bench(args) -> list[dict]:
     return rows
 
 
+def window_costs(args) -> dict:
+    """CPU seconds of the once-per-job loads and of one window at each n, as the stage runs them."""
+    import pandas as pd
+
+    load, (arch, tokenizer) = cpu(lambda: models.load_pretrained(models.packaged_file("smollm2")))
+    read, stream = cpu(lambda: text.corpus_ids(tokenizer, args.corpus))
+    found = {"load": load, "corpus": read, "windows": []}
+    for i, n in enumerate(args.lengths):
+        measures = (args.measure,) if i == 0 else ()
+        seconds, rows = cpu(
+            lambda: retrieval.retrieval_examples(
+                arch,
+                tokenizer,
+                stream=stream,
+                n=n,
+                windows=1,
+                gradient_windows=1 if measures else 0,
+                measures=measures or ("free",),
+                tasks=args.tasks,
+                seed=args.seed,
+                bos=args.bos,
+            )
+        )
+        same = "–"
+        if args.record:
+            old = pd.read_parquet(f"{args.record}/windows/pretrained_n{n}_w0.parquet")
+            same = bool(
+                (old.success.to_numpy() == rows.success.to_numpy()).all()
+                and abs(old.logprob.to_numpy() - rows.logprob.to_numpy()).max() < 1e-4
+            )
+        share = ", ".join(measures) or "none"
+        found["windows"].append(dict(n=n, examples=len(rows), share=share, cpu=seconds, same=same))
+        print(found["windows"][-1], flush=True)
+    return found
+
+
+def window_markdown(found, blocks=(1, 10)) -> str:
+    lines = [
+        f"Once per job: the model {found['load']:.1f} CPU s, the corpus {found['corpus']:.1f} CPU s.",
+        "",
+        "| n | examples | share | window CPU s | per window, jobs of "
+        + " / ".join(f"{b} window{'s' * (b > 1)}" for b in blocks)
+        + " | same answers as the record |",
+        "|---|---|---|---|---|---|",
+    ]
+    once = found["load"] + found["corpus"]
+    for w in found["windows"]:
+        per = " / ".join(f"{w['cpu'] + once / b:.1f}" for b in blocks)
+        same = w["same"] if w["same"] == "–" else ("yes" if w["same"] else "no")
+        lines.append(f"| {w['n']} | {w['examples']} | {w['share']} | {w['cpu']:.1f} | {per} | {same} |")
+    return "\n".join(lines)
+
+
 def markdown(rows, tasks) -> str:
     lines = [
         f"| n | examples ({', '.join(tasks)} × 9 q) | accuracy CPU s with reuse | without reuse | saving "
@@ -103,13 +166,19 @@ def main() -> None:
     parser.add_argument(
         "--no-bos", dest="bos", action="store_false", help="no BOS token before the haystack (retrieval.bos false)"
     )
-    parser.add_argument("--into", default=None, help=f"also write the table into this page, between {PAGE_MARKERS}")
+    parser.add_argument("--windows", action="store_true", help="a window as the stage runs it (module docstring)")
+    parser.add_argument("--measure", default="bare", choices=retrieval.MEASURES, help="--windows: the share taken")
+    parser.add_argument("--record", default=None, help="--windows: compare with this record's window 0 at each n")
+    parser.add_argument("--into", default=None, help="also write the table into this page, between its markers")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    table = markdown(bench(args), args.tasks)
+    if args.windows:
+        table, markers = window_markdown(window_costs(args)), WINDOW_MARKERS
+    else:
+        table, markers = markdown(bench(args), args.tasks), PAGE_MARKERS
     print(table)
     if args.into:
-        io.write_between_markers(args.into, *PAGE_MARKERS, table + "\n")
+        io.write_between_markers(args.into, *markers, table + "\n")
 
 
 if __name__ == "__main__":

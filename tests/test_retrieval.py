@@ -198,6 +198,30 @@ def test_the_task_conditioned_share_is_the_needles_share_of_the_answers_input_gr
     )  # its log-softmax in float32
 
 
+def test_the_bare_share_is_the_needles_positions_share_of_the_top1_gradient_on_the_window_without_it():
+    """One backward pass per task gives every q's share; the window's cache comes from the same pass and
+    changes no answer; with checkpointing (its own cache pass) the shares are the same."""
+    rows = run(gradient_windows=1, measures=("bare",), tasks=("single", "number"))
+    again = run(gradient_windows=1, measures=("bare",), tasks=("single", "number"), checkpoint=True)
+    plain = run(gradient_windows=1, measures=("task",), tasks=("single", "number"), prefix_reuse=False)
+    assert (rows.success == plain.success).all() and np.array_equal(rows.logprob, plain.logprob)
+    np.testing.assert_allclose(rows.influence_bare, again.influence_bare, rtol=1e-10)
+    first = rows[rows.window == rows.window.iloc[0]]
+    assert first.influence_bare.notna().all() and rows[rows.window != rows.window.iloc[0]].influence_bare.isna().all()
+    assert rows.influence_free.isna().all() and rows.influence_task.isna().all()  # measures not asked for
+    model, tok = tiny_model(), tokenizer()
+    order = retrieval.window_order(len(stream()), 64, 7000 + 64)
+    window = stream()[order[0] * 64 : (order[0] + 1) * 64]
+    lead = [tok.bos_token_id]
+    for row in first.itertuples():
+        bare = torch.tensor([*lead, *window[: row.query_start - len(lead)]])[None]  # the text, no needle
+        x = model.get_input_embeddings()(bare).detach().requires_grad_(True)
+        top1 = model(inputs_embeds=x).logits[0, -1].float().softmax(-1).max()
+        (g,) = torch.autograd.grad(top1, x)
+        norms = g[0].double().norm(dim=-1)
+        assert row.influence_bare == pytest.approx(float(norms[row.start : row.stop].sum() / norms.sum()), rel=1e-9)
+
+
 def test_a_model_the_stage_cannot_use_is_one_line():
     model, tok = tiny_model(positions=64), tokenizer()
     with pytest.raises(ConfigError, match="^retrieval: the model has no tokenizer"):
@@ -312,9 +336,12 @@ def test_the_commands_run_a_saved_model_and_its_twin_into_tables_and_evidence(tm
     jobs = [("pretrained", k) for k in range(3)] + [("twin", 0)]
     record = tmp_path / "run"  # a run's record: its overlay and one Parquet per window
     windows = [record / "windows" / f"{weights}_n48_w{k}.parquet" for weights, k in jobs]
-    for (weights, k), path in zip(jobs, windows):
-        job = ["--n", "48", "--window", str(k), *(["--twin"] if weights == "twin" else []), "--out", str(path)]
-        assert main(["retrieval", "--settings", settings, *job]) == 0
+    done = tmp_path / "done.json"
+    blocks = [("pretrained", 0), ("pretrained", 1), ("twin", 0)]  # blocks of 2 windows: 0-1 and 2; the twin's 0
+    for weights, b in blocks:
+        job = ["--n", "48", "--block", str(b), *(["--twin"] if weights == "twin" else []), "--record", str(record)]
+        assert main(["retrieval", "--settings", json.dumps({**block, "block": 2}), *job, "--done", str(done)]) == 0
+    assert json.loads(done.read_text()) == [str(windows[-1])] and all(path.exists() for path in windows)
     assert main(["retrieval-corpus", "--settings", settings, "--out", str(tmp_path / "corpus.json")]) == 0
     assert json.loads((tmp_path / "corpus.json").read_text())["windows"] == {"48": 8}
     out = {name: str(tmp_path / f"{name}.parquet") for name in ("examples", "accuracy", "predictive")}
@@ -348,11 +375,13 @@ def test_the_commands_run_a_saved_model_and_its_twin_into_tables_and_evidence(tm
     )
     capsys.readouterr()
     long = json.dumps({**block, "lengths": [4096], "windows": [1], "gradient_windows": [0], "twin_windows": [0]})
-    assert main(["retrieval", "--settings", long, "--n", "4096", "--window", "0", "--out", str(windows[0])]) == 2
+    job = ["--n", "4096", "--block", "0", "--record", str(tmp_path / "long"), "--done", str(done)]
+    assert main(["retrieval", "--settings", long, *job]) == 2
     assert "error: config key retrieval.model: length 4096 exceeds the 96 positions of" in capsys.readouterr().err
     tiny_model(torch.float32).save_pretrained(tmp_path / "bare")  # no tokenizer saved beside it
     bare = json.dumps({**block, "model": {"path": str(tmp_path / "bare")}})
-    assert main(["retrieval", "--settings", bare, "--n", "48", "--window", "0", "--out", str(windows[0])]) == 2
+    job = ["--n", "48", "--block", "0", "--record", str(tmp_path / "bare_run"), "--done", str(done)]
+    assert main(["retrieval", "--settings", bare, *job]) == 2
     assert "has no tokenizer; the retrieval tasks are written as text" in capsys.readouterr().err
 
 
@@ -382,7 +411,7 @@ def test_success_of_a_multi_token_answer_is_greedy_decoding_reproducing_it():
     for answer, expected in ((greedy, True), ([*greedy[:-1], (greedy[-1] + 1) % len(VOCAB)], False)):
         tokens = torch.cat([prompt, torch.tensor(answer[:-1])])
         planted_answer = retrieval.Example(**{**example.__dict__, "tokens": tokens, "answer": answer})
-        cache = retrieval.window_cache(arch, torch.from_numpy(window))
+        cache = retrieval.window_pass(arch, torch.from_numpy(window))[0]
         assert retrieval.score(arch, planted_answer, cache)[0] is expected
         assert retrieval.score(arch, planted_answer)[0] is expected
 

@@ -150,13 +150,14 @@ onerror:
     manifest.finish("results", "error")
 
 
-def retrieval_windows():
-    """The retrieval stage's window records: the model's windows at every n, then its twin's."""
+def retrieval_jobs(name):
+    """The retrieval stage's ``name`` jobs (RetrievalSettings.window_jobs or block_jobs), the model's then its twin's."""
     if not RETRIEVAL:
         return []
-    settings = settings_from_section(RetrievalSettings, RETRIEVAL, "retrieval")
-    return [f"{RETRIEVAL_RECORD}/windows/{w}_n{n}_w{k}.parquet" for w, n, k in settings.window_jobs()]
+    return getattr(settings_from_section(RetrievalSettings, RETRIEVAL, "retrieval"), name)()
 
 
 RETRIEVAL_RECORD = RETRIEVAL["record"] if RETRIEVAL else "results/retrieval_windows"  # the schema default
-RETRIEVAL_WINDOWS = retrieval_windows()
+# The window records (in the run's record) and the jobs that write them, a block of windows each.
+RETRIEVAL_WINDOWS = [f"{RETRIEVAL_RECORD}/windows/{w}_n{n}_w{k}.parquet" for w, n, k in retrieval_jobs("window_jobs")]
+RETRIEVAL_BLOCKS = [f"results/retrieval/blocks/{w}_n{n}_b{b}.json" for w, n, b in retrieval_jobs("block_jobs")]

@@ -1,5 +1,5 @@
 # The retrieval stage (docs/retrieval.md): a needle at every fraction q of windows of real text, a check of
-# the corpus, one job per model (the pretrained model or its random-init twin), length n and window, then one
+# the corpus, one job per model (the pretrained model or its random-init twin), length n and block of windows, then one
 # job for the tables with intervals over windows and the figure, and one (rule retrieval) for the stage's rows
 # of the evidence table. Runs only with a `retrieval` block (config/retrieval.yaml); its own target: `snakemake retrieval`.
 
@@ -29,44 +29,47 @@ rule retrieval_corpus:
         logged("lostmid retrieval-corpus --settings {params.settings:q} --out {output}")
 
 
-# One job per (model, n, window): its examples go straight to the run's record (retrieval.record), so a
-# stopped run resumes at the windows it lacks and each finished window can be committed.
-rule retrieval_window:
+# One job per (model, n, block of retrieval.block windows): the model is loaded once per job, and each
+# window's examples go straight to the run's record (retrieval.record) as soon as the window is done, so a
+# stopped job resumes at the first window its record lacks and each finished window can be committed. The
+# job's own output is the list of its window files (results/, never the record).
+rule retrieval_block:
     input:
         ancient(rules.retrieval_corpus.output[0]),
     output:
-        f"{RETRIEVAL_RECORD}/windows/{{weights}}_n{{n}}_w{{k}}.parquet",
+        "results/retrieval/blocks/{weights}_n{n}_b{b}.json",
     log:
-        "results/logs/retrieval/{weights}_n{n}_w{k}.log",
+        "results/logs/retrieval/{weights}_n{n}_b{b}.log",
     benchmark:
-        "results/benchmarks/retrieval/{weights}_n{n}_w{k}.tsv"
+        "results/benchmarks/retrieval/{weights}_n{n}_b{b}.tsv"
     wildcard_constraints:
         weights="pretrained|twin",
         n=r"\d+",
-        k=r"\d+",
+        b=r"\d+",
     conda:
         LOSTMID_ENV
     threads: 1
     resources:
         attempt=attempt_number,
         mem_mb=8000,
-        runtime=60,
+        runtime=240,
         gpu=GPU,
     params:
         device=config["device"],
         settings=config_json("retrieval"),
+        record=RETRIEVAL_RECORD,
         twin=lambda wildcards: "--twin" if wildcards.weights == "twin" else "",
         arguments=ARGUMENTS_FILE,
     shell:
         logged(
             "lostmid retrieval --device {params.device} --threads {threads} --settings {params.settings:q}"
-            " --n {wildcards.n} --window {wildcards.k} {params.twin} --out {output}"
+            " --n {wildcards.n} --block {wildcards.b} {params.twin} --record {params.record:q} --done {output}"
         )
 
 
 rule retrieval_summary:
     input:
-        RETRIEVAL_WINDOWS,
+        RETRIEVAL_BLOCKS,
     output:
         examples="results/retrieval/examples.parquet",
         accuracy="results/retrieval/accuracy.parquet",
@@ -90,10 +93,11 @@ rule retrieval_summary:
         gpu=0,
     params:
         settings=config_json("retrieval"),
+        windows=RETRIEVAL_WINDOWS,
         arguments=ARGUMENTS_FILE,
     shell:
         logged(
-            "lostmid retrieval-summary --threads {threads} --settings {params.settings:q} --windows {input}"
+            "lostmid retrieval-summary --threads {threads} --settings {params.settings:q} --windows {params.windows}"
             " --examples {output.examples} --accuracy {output.accuracy} --predictive {output.predictive}"
             " --figure {output.figure}"
         )

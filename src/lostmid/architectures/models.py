@@ -30,6 +30,7 @@ named packaged model (``PACKAGED``: the GGUF file a pip distribution ships, foun
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import importlib.util
 import json
@@ -270,6 +271,20 @@ def load_pretrained(path, encoding: str = "native", key: str = "architectures.pr
     if encoding == "none":
         remove_positions(arch)
     return arch, tokenizer
+
+
+@contextlib.contextmanager
+def frozen(model: nn.Module):
+    """The model's parameters out of autograd for the call (``requires_grad`` False, restored after): a gradient
+    with respect to the input then computes no weight gradient (the input gradient is the same, bit for bit)."""
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    for p in trainable:
+        p.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for p in trainable:
+            p.requires_grad_(True)
 
 
 def random_twin(arch: Arch, seed: int) -> Arch:

@@ -7,8 +7,9 @@ Entry points:
     retrieval_examples(model, tokenizer, ...)   a notebook's call: any Hugging Face causal LM with its
         tokenizer to one row per (task, q, window): success, the answer's log-probability and the two
         influence shares of the needle
-    retrieval_window(settings, twin, n, k, device)    the stage's job: the k-th window of one model (or its
-        random-init twin) at one n, its rows stamped with the record's config hash
+    retrieval_block(settings, twin, n, b, device)    the stage's job: the b-th block of windows of one model
+        (or its random-init twin) at one n, loaded once; each window's rows stamped with the record's config
+        hash and written to the record as soon as it is done
 
 Tasks (``TASKS``; K, K_i keys and V, V_i values drawn per window, absent from the window):
 
@@ -27,12 +28,22 @@ because greedy decoding follows the teacher-forced prefix as long as it matches)
 the answer tokens' log-probabilities.
 
 Influence shares of the queried needle (tokens s..e-1), with g_j the gradient of a scalar with respect to
-the input embedding of token j:
+the input embedding of token j (``MEASURES``):
 
-    task-conditioned  sum_{j in needle} ||g_j|| / sum_{j < n} ||g_j||  for the scalar log p(answer)
-    task-free         the same share for the top-1 probability at the last token before the query (the
-                      architectures stage's ``top1`` target on the window without the query: causal, so
-                      the same forward pass serves both; one backward pass each)
+    task      task-conditioned: sum_{j in needle} ||g_j|| / sum_{j < n} ||g_j||  for the scalar log p(answer)
+    free      task-free: the same share for the top-1 probability at the last token before the query (the
+              architectures stage's ``top1`` target on the input without the query: causal, so the same
+              forward pass serves both; one backward pass each, per example)
+    bare      task-free, of the needle's *positions* in the haystack *without* the needle: the same target
+              on the bare window (the lead ids, then the window's first query_start - len(lead) tokens),
+              the share of the positions s..e-1 the needle takes in the example. The bare window is the
+              same for every q of a task, so one backward pass per task gives every q's share, and its
+              forward pass is the one that fills the key-value cache (below): 2 backward passes a window
+              instead of 18 forward and 18 backward passes for ``free``. It measures where the model looks
+              in the text before anything is put there, not the needle's own pull.
+
+Gradients are taken with the model's parameters out of autograd (``models.frozen``): the input gradient is
+the same, bit for bit, and no weight gradient is computed.
 
 Prefix reuse (``prefix_reuse``): the tokens before the first needle are the window's own first tokens for
 every task and q, so one forward pass of the bare window gives the key-value cache that every example of
@@ -45,11 +56,13 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
 
+from lostmid import io
 from lostmid.architectures import bounded, measure, models, text
 from lostmid.architectures.pretrained import CHECKPOINT_FROM, arch_of, check_length, entry_name
 from lostmid.errors import ConfigError
@@ -57,7 +70,8 @@ from lostmid.errors import ConfigError
 log = logging.getLogger(__name__)
 
 TASKS = ("single", "multikey", "flag", "number")
-MEASURES = ("task", "free")  # the influence shares: task-conditioned, task-free
+MEASURES = ("task", "free", "bare")  # the influence shares: task-conditioned, task-free, task-free without the needle
+EXAMPLE_MEASURES = ("task", "free")  # those taken per example (``bare``: per task of a window)
 FRACTIONS = (0.0, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0)
 # Keys and values: concrete nouns, rare in technical prose; those the tokenizer writes as one token (with a
 # leading space) and that do not occur in a window are drawn for it.
@@ -211,18 +225,52 @@ def window_examples(tokenizer, window, index, tasks, fractions, keys, digits, rn
     return found
 
 
-def window_cache(arch: models.Arch, window: torch.Tensor, lead=()):
-    """The key-value cache of the ``lead`` ids and the bare window, n positions in all (no gradients)."""
+def window_pass(arch: models.Arch, window: torch.Tensor, lead=(), examples=(), checkpoint: bool = False):
+    """(key-value cache, bare shares) of one pass over the bare window: the ``lead`` ids and the window, n
+    positions in all. The shares (``bare`` in the module docstring) are {(task, q): share} of ``examples``, one
+    backward pass per distinct last position before the query (one per task); no examples: the cache alone,
+    without gradients. The cache is the same, bit for bit, with or without gradients; with ``checkpoint``
+    (layers recomputed in the backward pass, which would write the cache twice) it comes from a pass of its own.
+    """
     context = torch.cat([torch.tensor(list(lead), dtype=window.dtype, device=window.device), window])[: len(window)]
-    with torch.no_grad():
-        return arch.model.base_model(context[None], use_cache=True).past_key_values
+    base = arch.model.base_model
+    if not examples or checkpoint:
+        with torch.no_grad():
+            cache = base(context[None], use_cache=True).past_key_values
+        return cache, (bare_shares(arch, context, examples, checkpoint) if examples else {})
+    shares, cache = bare_shares(arch, context, examples, False, use_cache=True)
+    return cache_prefix(cache, len(context)), shares
+
+
+def bare_shares(arch: models.Arch, context: torch.Tensor, examples, checkpoint: bool, use_cache: bool = False):
+    """{(task, q): the ``bare`` share} of each of ``examples`` on the bare window ``context`` (n,); with
+    ``use_cache`` also the pass's key-value cache."""
+    base, head, embedding = arch.model.base_model, arch.model.get_output_embeddings(), arch.model.get_input_embeddings()
+    layers = [layer for layer, _ in models.layers(arch)] if checkpoint else []
+    lasts = sorted({example.query_start - 1 for example in examples})
+    shares = {}
+    with models.frozen(arch.model), bounded.checkpointed(layers), torch.enable_grad():
+        # The whole window where its cache is kept (every task's prefix reads it), else up to the last target.
+        x = embedding(context[None, : None if use_cache else lasts[-1] + 1]).detach().requires_grad_(True)  # (1, m, d)
+        out = base(inputs_embeds=x, use_cache=use_cache)
+        for k, last in enumerate(lasts):
+            scalar = measure.target_sum("top1", head(out.last_hidden_state[:, last]))
+            (g,) = torch.autograd.grad(scalar, x, retain_graph=k < len(lasts) - 1)
+            norms = g[0, : last + 1].detach().double().norm(dim=-1)  # (last + 1,)
+            for example in examples:
+                if example.query_start - 1 == last:
+                    shares[example.task, example.q] = needle_share(norms, example.start, example.stop)
+    return (shares, out.past_key_values) if use_cache else shares
 
 
 def cache_prefix(cache, length: int):
-    """A new cache holding the first ``length`` positions of ``cache`` (the full one stays as it is)."""
+    """A new cache holding the first ``length`` positions of ``cache``, out of autograd (the full one stays as it
+    is)."""
     from transformers import DynamicCache
 
-    return DynamicCache([(layer.keys[..., :length, :], layer.values[..., :length, :]) for layer in cache.layers])
+    return DynamicCache(
+        [(layer.keys[..., :length, :].detach(), layer.values[..., :length, :].detach()) for layer in cache.layers]
+    )
 
 
 def score(arch: models.Arch, example: Example, cache=None) -> tuple[bool, float]:
@@ -243,7 +291,9 @@ def score(arch: models.Arch, example: Example, cache=None) -> tuple[bool, float]
     return bool((logp.argmax(-1) == answer).all()), float(logp[torch.arange(k), answer].sum())
 
 
-def influence_shares(arch: models.Arch, example: Example, checkpoint: bool, measures=MEASURES) -> tuple[float, float]:
+def influence_shares(
+    arch: models.Arch, example: Example, checkpoint: bool, measures=EXAMPLE_MEASURES
+) -> tuple[float, float]:
     """(task-conditioned, task-free) share of the queried needle's tokens (module docstring), NaN for a measure
     not in ``measures``: one forward pass, one backward pass per measure. The task-free share alone needs only
     the tokens before the query (the model is causal)."""
@@ -252,7 +302,7 @@ def influence_shares(arch: models.Arch, example: Example, checkpoint: bool, meas
     tokens = example.tokens if "task" in measures else example.tokens[: example.query_start]
     layers = [layer for layer, _ in models.layers(arch)] if checkpoint else []
     shares = {}
-    with bounded.checkpointed(layers), torch.enable_grad():
+    with models.frozen(arch.model), bounded.checkpointed(layers), torch.enable_grad():
         x = embedding(tokens[None]).detach().requires_grad_(True)  # (1, n, d)
         hidden = base(inputs_embeds=x, use_cache=False).last_hidden_state  # (1, n, d)
         scalars = {}
@@ -264,7 +314,7 @@ def influence_shares(arch: models.Arch, example: Example, checkpoint: bool, meas
         for i, (name, scalar) in enumerate(scalars.items()):
             (g,) = torch.autograd.grad(scalar, x, retain_graph=i < len(scalars) - 1)
             shares[name] = needle_share(g[0].detach().double().norm(dim=-1), example.start, example.stop)
-    return tuple(shares.get(name, np.nan) for name in MEASURES)
+    return tuple(shares.get(name, np.nan) for name in EXAMPLE_MEASURES)
 
 
 def needle_share(norms: torch.Tensor, start: int, stop: int) -> float:
@@ -291,14 +341,19 @@ def check_windows(tokens: int, n: int, asked: int) -> None:
 
 
 def corpus_windows(settings) -> dict:
-    """{"tokens": T, "windows": {n: disjoint windows}} of the configured corpus under the model's tokenizer;
-    one line where an n has fewer disjoint windows than the model's or the twin's count there (before any
-    window job starts)."""
+    """{"corpus": its source (``text.corpus_source``: where it comes from, its licence, its text's sha256),
+    "tokens": T, "windows": {n: disjoint windows}} of the configured corpus under the model's tokenizer; one
+    line where an n has fewer disjoint windows than the model's or the twin's count there (before any window
+    job starts)."""
     source = models.model_source(settings.model, "retrieval.model")
     tokens = len(text.corpus_ids(models.load_tokenizer(source, "retrieval.model"), settings.corpus, "retrieval.corpus"))
     for n, model, twin in zip(settings.lengths, settings.windows, settings.twin_windows):
         check_windows(tokens, n, max(model, twin))
-    return {"tokens": tokens, "windows": {str(n): tokens // n for n in settings.lengths}}
+    return {
+        "corpus": {"name": settings.corpus, **text.corpus_source(settings.corpus)},
+        "tokens": tokens,
+        "windows": {str(n): tokens // n for n in settings.lengths},
+    }
 
 
 @dataclass(frozen=True)
@@ -337,13 +392,22 @@ def window_rows(arch: models.Arch, tokenizer, plan: Plan, window: torch.Tensor, 
         vocabulary,
         plan.lead,
     )
-    cache = window_cache(arch, window.to(device), plan.lead) if plan.prefix_reuse else None
+    measured = [e.task in plan.gradient_tasks for e in examples] if gradients else [False] * len(examples)
+    bare = [e for e, m in zip(examples, measured) if m] if "bare" in plan.measures else []
+    cache, shares = (None, {})
+    if plan.prefix_reuse or bare:
+        cache, shares = window_pass(arch, window.to(device), plan.lead, bare, plan.checkpoint)
+    cache = cache if plan.prefix_reuse else None
     rows = []
-    for example in examples:
+    for example, measure_it in zip(examples, measured):
         example.tokens = example.tokens.to(device)
         success, logprob = score(arch, example, cache)
-        measured = gradients and example.task in plan.gradient_tasks
-        shares = influence_shares(arch, example, plan.checkpoint, plan.measures) if measured else (np.nan, np.nan)
+        per_example = tuple(m for m in plan.measures if m in EXAMPLE_MEASURES)
+        task, free = (
+            influence_shares(arch, example, plan.checkpoint, per_example)
+            if measure_it and per_example
+            else (np.nan, np.nan)
+        )
         rows.append(
             {
                 "model": plan.name,
@@ -361,8 +425,9 @@ def window_rows(arch: models.Arch, tokenizer, plan: Plan, window: torch.Tensor, 
                 "prefix": example.prefix if plan.prefix_reuse else 0,
                 "success": success,
                 "logprob": logprob,
-                "influence_task": shares[0],
-                "influence_free": shares[1],
+                "influence_task": task,
+                "influence_free": free,
+                "influence_bare": shares.get((example.task, example.q), np.nan),
             }
         )
     return pd.DataFrame(rows)
@@ -396,8 +461,9 @@ def retrieval_examples(
     """One row per (task, q, window) of a Hugging Face causal LM with its tokenizer: model (``name``),
     weights (``weights``: pretrained | twin), positions (the model's), share (n / positions), task, q, window
     (the window's index in the corpus), n, bos, start, stop, query_start, prefix, success, logprob,
-    influence_task, influence_free (NaN beyond the first ``gradient_windows`` windows, None: every window, for
-    the tasks not in ``gradient_tasks``, None: every task, and for a measure not in ``measures``).
+    influence_task, influence_free, influence_bare (NaN beyond the first ``gradient_windows`` windows, None:
+    every window, for the tasks not in ``gradient_tasks``, None: every task, and for a measure not in
+    ``measures``).
 
     The windows: the first ``windows`` of the corpus's disjoint windows of n tokens (``text.corpus_ids`` of
     ``corpus``, or the token ``stream``) in the order ``window_order`` draws with ``seed + n``; keys, values
@@ -453,10 +519,39 @@ def retrieval_examples(
     return pd.concat(found, ignore_index=True)
 
 
-def retrieval_window(settings, twin: bool, n: int, k: int, device) -> pd.DataFrame:
-    """The examples (``retrieval_examples``) of the configured model, or of its random-init twin (accuracy
-    only), on the k-th window at length n, each row stamped with the record's ``config_hash``
-    (``settings.record_hash``)."""
+def window_path(record, weights: str, n: int, k: int) -> Path:
+    """The record's file of the k-th window of a model (``weights``: pretrained | twin) at length n."""
+    return Path(record) / "windows" / f"{weights}_n{n}_w{k}.parquet"
+
+
+def recorded(path: Path, record_hash: str) -> bool:
+    """Whether the window record ``path`` exists (made under ``record_hash``); one line where it was made under
+    another configuration (a record is never overwritten by another run's rows)."""
+    if not path.exists():
+        return False
+    made = set(pd.read_parquet(path, columns=["config_hash"]).config_hash)
+    if made != {record_hash}:
+        raise ConfigError(
+            f"retrieval: the window record {path} was made under another configuration (config hash "
+            f"{', '.join(sorted(made))}, this run's {record_hash}); give the run its own retrieval.record"
+        )
+    return True
+
+
+def retrieval_block(settings, twin: bool, n: int, block: int, device, record=None) -> list[Path]:
+    """The windows of the ``block``-th job (``settings.block_windows``) of the configured model, or of its
+    random-init twin (accuracy only), at length n: each window's examples (``retrieval_examples``), stamped
+    with the record's ``config_hash`` (``settings.record_hash``), written to its file under ``record``
+    (``settings.record`` unless given) as soon as it is done. Windows already recorded are skipped, so a
+    stopped job resumes at the first window it lacks; the model and corpus are loaded once, and only where a
+    window is missing. Returns the block's window files."""
+    weights = "twin" if twin else "pretrained"
+    record_hash = settings.record_hash()
+    windows = settings.block_windows(n, twin, block)
+    paths = [window_path(record or settings.record, weights, n, k) for k in windows]
+    missing = [(k, path) for k, path in zip(windows, paths) if not recorded(path, record_hash)]
+    if not missing:
+        return paths
     key = "retrieval.model"
     source = models.model_source(settings.model, key)
     models.check_source(source, (n,), key)
@@ -469,28 +564,29 @@ def retrieval_window(settings, twin: bool, n: int, k: int, device) -> pd.DataFra
         arch = models.random_twin(arch, settings.twin_seed)
     arch.model.to(device)
     count, gradients = settings.count(n, twin)
-    if k >= count:
-        raise ConfigError(f"retrieval: window {k} at n = {n} is beyond the {count} windows asked there")
-    examples = retrieval_examples(
-        arch,
-        tokenizer,
-        n=n,
-        windows=count,
-        gradient_windows=gradients,
-        gradient_tasks=settings.gradient_tasks_at(n),
-        measures=settings.measures,
-        fractions=settings.fractions,
-        tasks=settings.tasks,
-        keys=settings.keys,
-        digits=settings.digits,
-        seed=settings.seed,
-        bos=settings.bos,
-        prefix_reuse=settings.prefix_reuse,
-        checkpoint=n >= settings.checkpoint_from,
-        stream=text.corpus_ids(tokenizer, settings.corpus, "retrieval.corpus"),
-        first=k,
-        limit=1,
-        name=entry_name(settings.model),
-        weights="twin" if twin else "pretrained",
-    )
-    return examples.assign(draw=k, config_hash=settings.record_hash())
+    stream = text.corpus_ids(tokenizer, settings.corpus, "retrieval.corpus")
+    for k, path in missing:
+        examples = retrieval_examples(
+            arch,
+            tokenizer,
+            n=n,
+            windows=count,
+            gradient_windows=gradients,
+            gradient_tasks=settings.gradient_tasks_at(n),
+            measures=settings.measures,
+            fractions=settings.fractions,
+            tasks=settings.tasks,
+            keys=settings.keys,
+            digits=settings.digits,
+            seed=settings.seed,
+            bos=settings.bos,
+            prefix_reuse=settings.prefix_reuse,
+            checkpoint=n >= settings.checkpoint_from,
+            stream=stream,
+            first=k,
+            limit=1,
+            name=entry_name(settings.model),
+            weights=weights,
+        )
+        io.write_parquet(examples.assign(draw=k, config_hash=record_hash), path)
+    return paths

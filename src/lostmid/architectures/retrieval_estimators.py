@@ -11,7 +11,9 @@ every example of each, a window drawn twice counting as two clusters), checked b
     last_minus_first             per window: mean success at q in LAST minus at q in FIRST
     influence_beyond_position    the coefficient of the standardized log task-free share in the logistic
                                  model success ~ share + factor(q) + factor(task) (GEE, binomial,
-                                 exchangeable within windows): log odds per SD of log share
+                                 exchangeable within windows): log odds per SD of log share; on the
+                                 outcome log p(answer), the same linear model (GEE, Gaussian): nats per
+                                 SD of log share
     stratified_auc               the AUC of success on the share within each q, averaged over q, minus 0.5
     unadjusted_auc               the AUC over every example, minus 0.5 (position not held fixed)
 """
@@ -31,7 +33,8 @@ MIDDLE = (0.25, 0.375, 0.5, 0.625, 0.75)
 ENDS = (0.0, 1.0)
 LAST = (0.875, 1.0)
 FIRST = (0.0, 0.125)
-SHARE = "influence_free"  # the paper's diagnostic: the task-free share
+SHARE = "influence_free"  # the paper's diagnostic: the task-free share (with the needle in place)
+SHARES = ("influence_free", "influence_bare")  # the task-free shares a record may hold (retrieval.MEASURES)
 
 
 def at(examples: pd.DataFrame, fractions) -> pd.DataFrame:
@@ -71,10 +74,12 @@ def standardized_log_share(share: np.ndarray) -> np.ndarray:
     return (logs - logs.mean()) / logs.std(ddof=0)
 
 
-def informative(rows: pd.DataFrame) -> pd.DataFrame:
+def informative(rows: pd.DataFrame, outcome: str = "success") -> pd.DataFrame:
     """The rows of the q (then the tasks) whose success is not constant: a stratum where every example
     succeeds (or fails) says nothing about the share with position held fixed (as in the conditional
-    likelihood), and its dummy would diverge."""
+    likelihood), and its dummy would diverge. A continuous outcome keeps every row."""
+    if outcome != "success":
+        return rows
     for factor in ("q", "task"):
         varies = rows.groupby(factor).success.transform(lambda s: 0 < s.mean() < 1).astype(bool)
         rows = rows[varies]
@@ -89,29 +94,35 @@ def design(rows: pd.DataFrame) -> np.ndarray:
     return np.column_stack([np.ones(len(rows)), rows.z.to_numpy(), q.to_numpy(), task.to_numpy()])
 
 
-def share_coefficient(rows: pd.DataFrame) -> float:
-    """The share's coefficient of the GEE logistic fit on ``rows`` (with ``z`` and ``cluster``), exchangeable
-    within clusters, on the informative strata; NaN where none is left or the fit fails or does not
-    converge."""
+def share_fit(rows: pd.DataFrame, outcome: str = "success"):
+    """The GEE fit of ``outcome`` on the design (``rows`` with ``z`` and ``cluster``), exchangeable within
+    clusters, on the informative strata: logistic for success, linear for log p(answer); None where none is
+    left or the fit fails or does not converge."""
     import statsmodels.api as sm
 
-    rows = informative(rows)
+    rows = informative(rows, outcome)
     if rows.empty:
-        return np.nan
+        return None
+    family = sm.families.Binomial() if outcome == "success" else sm.families.Gaussian()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # convergence and domain warnings: checked below
         try:
             fit = sm.GEE(
-                rows.success.to_numpy(float),
+                rows[outcome].to_numpy(float),
                 design(rows),
                 groups=rows.cluster.to_numpy(),
-                family=sm.families.Binomial(),
+                family=family,
                 cov_struct=sm.cov_struct.Exchangeable(),
             ).fit(maxiter=100)
         except (np.linalg.LinAlgError, ValueError, ZeroDivisionError):
-            return np.nan
-    value = float(fit.params[1])
-    return value if np.isfinite(value) and fit.converged else np.nan
+            return None
+    return fit if np.isfinite(fit.params[1]) and fit.converged else None
+
+
+def share_coefficient(rows: pd.DataFrame, outcome: str = "success") -> float:
+    """The share's coefficient of ``share_fit``; NaN where there is no fit."""
+    fit = share_fit(rows, outcome)
+    return np.nan if fit is None else float(fit.params[1])
 
 
 def cluster_draws(windows: np.ndarray, resamples: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -127,13 +138,22 @@ def cluster_draws(windows: np.ndarray, resamples: int, seed: int) -> list[tuple[
     ]
 
 
-def influence_beyond_position(examples: pd.DataFrame, resamples: int, seed: int) -> np.ndarray:
-    """(1 + B,): the share's coefficient (log odds per SD of log task-free share, position and task held
-    fixed) on every window (draw 0) and on each cluster-bootstrap draw."""
-    rows = examples[examples[SHARE].notna()].reset_index(drop=True)
-    rows = rows.assign(z=standardized_log_share(rows[SHARE].to_numpy()))
+def share_rows(examples: pd.DataFrame, share: str = SHARE) -> pd.DataFrame:
+    """The examples that have the ``share`` column's value, with ``z``, its standardized log."""
+    rows = examples[examples[share].notna()].reset_index(drop=True)
+    return rows.assign(z=standardized_log_share(rows[share].to_numpy()))
+
+
+def influence_beyond_position(
+    examples: pd.DataFrame, resamples: int, seed: int, share: str = SHARE, outcome: str = "success"
+) -> np.ndarray:
+    """(1 + B,): the share's coefficient (per SD of log ``share``, position and task held fixed; log odds
+    for success, nats for log p) on every window (draw 0) and on each cluster-bootstrap draw."""
+    rows = share_rows(examples, share)
     draws = cluster_draws(rows.window.to_numpy(), resamples, seed)
-    return np.asarray([share_coefficient(rows.iloc[index].assign(cluster=cluster)) for index, cluster in draws])
+    return np.asarray(
+        [share_coefficient(rows.iloc[index].assign(cluster=cluster), outcome) for index, cluster in draws]
+    )
 
 
 def auc_draws(rows: pd.DataFrame, resamples: int, seed: int) -> np.ndarray:

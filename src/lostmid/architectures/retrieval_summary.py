@@ -21,7 +21,13 @@ import pandas as pd
 from lostmid.architectures import intervals
 
 KEYS = ["model", "weights", "n", "positions", "share", "task"]
-MEASURES = {"task": "influence_task", "free": "influence_free"}  # measure -> its column of the examples
+# measure -> its column of the examples (retrieval.MEASURES)
+MEASURES = {"task": "influence_task", "free": "influence_free", "bare": "influence_bare"}
+
+
+def measured(examples: pd.DataFrame) -> dict:
+    """The ``MEASURES`` whose column the examples have (a record made before ``bare`` existed lacks its own)."""
+    return {measure: column for measure, column in MEASURES.items() if column in examples}
 
 
 def read_windows(paths, record_hash: str) -> pd.DataFrame:
@@ -105,14 +111,14 @@ def spearman_interval(rows: pd.DataFrame, column: str, resamples: int, seed: int
 
 
 def accuracy_table(examples: pd.DataFrame, resamples: int = 1000, level: float = intervals.LEVEL, seed: int = 0):
-    """Per (KEYS, q): windows, accuracy, logprob, influence_task and influence_free (means over the windows
+    """Per (KEYS, q): windows, accuracy, logprob and the influence shares of ``MEASURES`` (means over the windows
     that have the value; NaN where none has), each with its bootstrap interval (_lo, _hi): one example per
     window at each q, so the window weights of ``intervals.draws`` resample them."""
     found = []
     for keys, part in examples.groupby([*KEYS, "q"], sort=True):
         row = dict(zip([*KEYS, "q"], keys), windows=len(part))
         values = {"accuracy": part.success.astype(float), "logprob": part.logprob}
-        values |= {column: part[column] for column in MEASURES.values()}
+        values |= {column: part[column] for column in measured(examples).values()}
         for name, column in values.items():
             known = column.dropna().to_numpy(float)
             estimate = lo = hi = np.nan
@@ -138,7 +144,7 @@ def predictive_table(examples: pd.DataFrame, resamples: int = 1000, level: float
     (lo, hi), spearman (lo, hi)."""
     found = []
     for keys, part in examples.groupby(KEYS, sort=True):
-        for measure, column in MEASURES.items():
+        for measure, column in measured(examples).items():
             rows = part[part[column].notna()]
             if rows.empty:
                 continue

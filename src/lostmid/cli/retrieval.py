@@ -23,9 +23,12 @@ def _settings(parser):
 def _job_args(parser):
     _settings(parser)
     parser.add_argument("--n", type=int, required=True, help="the length (one of retrieval.lengths)")
-    parser.add_argument("--window", type=int, required=True, help="k: the k-th window drawn at n (from 0)")
+    parser.add_argument("--block", type=int, required=True, help="b: windows b*block .. (b+1)*block - 1 drawn at n")
     parser.add_argument("--twin", action="store_true", help="the random-init twin (accuracy only) instead of the model")
-    parser.add_argument("--out", required=True, help="Parquet: one row per (task, q) of the window")
+    parser.add_argument(
+        "--record", default=None, help="the record folder (default: retrieval.record): a Parquet per window in windows/"
+    )
+    parser.add_argument("--done", required=True, help="JSON: the block's window files, written once all are recorded")
 
 
 def settings_of(args):
@@ -39,18 +42,22 @@ def settings_of(args):
     return settings
 
 
-@command("retrieval", "needles at every fraction q of a real-text window: one window of a model or its twin", _job_args)
+@command("retrieval", "needles at every fraction q of real-text windows: one block of windows of a model", _job_args)
 def retrieval(args):
-    from lostmid.architectures.retrieval import retrieval_window
+    import json
+
+    from lostmid.architectures.retrieval import retrieval_block
     from lostmid.core import devices
 
     settings = settings_of(args)
     count, gradients = settings.count(args.n, args.twin)
+    windows = settings.block_windows(args.n, args.twin, args.block)
     log.info(
-        "retrieval: %s, n = %d, window %d of %d (gradients on the first %d: %s), tasks %s, %d fractions, BOS %s",
+        "retrieval: %s, n = %d, windows %d-%d of %d (gradients on the first %d: %s), tasks %s, %d fractions, BOS %s",
         "random-init twin" if args.twin else "pretrained",
         args.n,
-        args.window,
+        windows.start,
+        windows.stop - 1,
         count,
         gradients,
         ", ".join(settings.measures),
@@ -58,8 +65,8 @@ def retrieval(args):
         len(settings.fractions),
         settings.bos,
     )
-    rows = retrieval_window(settings, args.twin, args.n, args.window, devices.resolve(args.device))
-    io.write_parquet(rows, args.out)
+    paths = retrieval_block(settings, args.twin, args.n, args.block, devices.resolve(args.device), args.record)
+    io.write_text(json.dumps([str(path) for path in paths], indent=1) + "\n", args.done)
 
 
 def _corpus_args(parser):
