@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
 
 import pandas as pd
 import pytest
@@ -290,3 +291,17 @@ def test_the_readme_answers_are_written_only_beside_the_committed_page_of_the_sa
     assert main([*argv, "--repo", str(REPO), "--out", str(out), "--readme", str(readme)]) == 2
     assert "README.md is committed: its answers are written only beside the committed page" in one_error_line(capsys)
     assert not out.exists() and readme.read_text() == (REPO / "README.md").read_text()
+
+
+def test_a_committed_study_record_is_not_replaced_by_another_runs_tables(tmp_path, capsys):
+    clone = tmp_path / "clone"
+    committed = copy_record("study", clone / "runs")
+    git(clone, "init", "-q")
+    git(clone, "add", ".")
+    git(clone, "commit", "-qm", "record")
+    results = copy_record("study", tmp_path / "results")  # another run: its manifest, the same overlay
+    tamper_manifest(results, lambda found: found["invocations"][0].update(started="2027-01-01T00:00:00+00:00"))
+    argv = ["study-record", "--results", str(results), "--overlay", str(results / "overlay.yaml")]
+    assert main([*argv, "--out", str(committed)]) == 2
+    assert "holds the committed record of another run" in one_error_line(capsys)
+    assert subprocess.run(["git", "-C", str(clone), "status", "--porcelain"], capture_output=True).stdout == b""

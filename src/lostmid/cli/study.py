@@ -15,6 +15,9 @@ def _record_args(parser):
     parser.add_argument("--overlay", default="config/study.yaml", help="the config overlay the run ran")
     parser.add_argument("--retrieval", default=None, help="the retrieval run's record folder (runs/<name>), if any")
     parser.add_argument("--out", default="runs/study", help="the run record folder")
+    parser.add_argument(
+        "--force", action="store_true", help="replace a committed record of another run (its manifest differs)"
+    )
 
 
 @command("study-record", "copy what the findings read from a study run into runs/study", _record_args)
@@ -22,7 +25,7 @@ def study_record(args):
     from lostmid.study.plan import read_plan
     from lostmid.study.record import write_record
 
-    written = write_record(args.results, read_plan(args.plan), args.out, args.overlay, args.retrieval)
+    written = write_record(args.results, read_plan(args.plan), args.out, args.overlay, args.retrieval, args.force)
     log.info("wrote %s into %s", ", ".join(written), args.out)
 
 

@@ -91,27 +91,32 @@ def retrieval_examples(record) -> pd.DataFrame:
     return examples[examples.weights == "pretrained"].reset_index(drop=True)
 
 
-def write_record(results, plan: dict, out, overlay, retrieval=None) -> list[str]:
+def write_record(results, plan: dict, out, overlay, retrieval=None, force: bool = False) -> list[str]:
     """Copy what the findings read from a run's ``results`` folder into the record folder ``out``: the manifest,
     the overlay, the tables of the plan's arms (``RECORD_TABLES``) and, where a retrieval run's record folder is
-    given, its pretrained model's examples. Returns what was written."""
+    given, its pretrained model's examples. Everything is read before anything is written, and a committed
+    record of another run (its manifest differs) is replaced only with ``force``. Returns what was written."""
     from lostmid import io, records
 
     out, results = Path(out), Path(results)
     manifest = run_manifest.read(results / run_manifest.FILE)  # one line when the run has none
-    records.check_overlay(overlay, manifest)  # the overlay the run ran, before anything is written
+    records.check_overlay(overlay, manifest)  # the overlay the run ran
+    committed = out / run_manifest.FILE
+    if not force and records.tracked(committed) and run_manifest.read(committed) != manifest:
+        raise InputError(f"{out} holds the committed record of another run: write elsewhere with --out, or --force")
     variants = [v for arm in plan["run"]["arms"].values() for v in arm["variants"]]
+    tables = {
+        name: collected(results, source, table_name, variants) for name, (source, table_name) in RECORD_TABLES.items()
+    }
+    if retrieval is not None:
+        tables["retrieval"] = retrieval_examples(retrieval)
     run_manifest.write(out / run_manifest.FILE, manifest)
     io.write_text(Path(overlay).read_text(), out / "overlay.yaml")
     written = [run_manifest.FILE, "overlay.yaml"]
-    for name, (source, table_name) in RECORD_TABLES.items():
-        table = collected(results, source, table_name, variants)
+    for name, table in tables.items():
         if table is not None:
             io.write_parquet(table, out / "tables" / f"{name}.parquet")
             written.append(f"tables/{name}.parquet")
-    if retrieval is not None:
-        io.write_parquet(retrieval_examples(retrieval), out / "tables" / "retrieval.parquet")
-        written.append("tables/retrieval.parquet")
     return written
 
 
