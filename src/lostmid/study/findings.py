@@ -384,7 +384,7 @@ def markdown(plan: dict, record, found: list[Row], secondaries: list[dict], stat
         else [
             f"**EXPLORATORY: the plan check failed ({status[1]}); no answer below is pre-registered.**",
             "",
-            "The project's questions, read from a run the plan cannot vouch for (docs/study.md). Ten endpoints of",
+            "The project's questions, read from a run the plan cannot vouch for (docs/study.md). Ten planned",
         ]
     )
     out = [
