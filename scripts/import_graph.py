@@ -34,6 +34,7 @@ LAYERS = [
         "lostmid.seed_ledger",
         "lostmid.numerics",
         "lostmid.manifest",
+        "lostmid.records",
     },
     {"lostmid.core"},
     {"lostmid.objectives"},

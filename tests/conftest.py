@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -163,3 +164,58 @@ def smoke_run(tmp_path_factory):
     (workdir / "config.yaml").write_text(yaml.safe_dump(config))
     run_snakemake(workdir, env=CALLER_NUMERICS)
     return workdir, config
+
+
+# --------------------------------------------------------------------------- copies of the committed run records
+
+SLOW_PRIMARY = "smollm2_influence_beyond_position"  # its cluster bootstrap takes a minute: left out of plan copies
+
+
+def copy_record(name, tmp_path):
+    """A copy of the committed record runs/<name> (without runs/default's logs and benchmark records)."""
+    return shutil.copytree(REPO / "runs" / name, tmp_path / name, ignore=shutil.ignore_patterns("logs", "benchmarks"))
+
+
+def tamper_manifest(record, change):
+    """The record's manifest.json after ``change(manifest)`` (which edits it in place)."""
+    from lostmid.manifest import FILE
+
+    found = json.loads((record / FILE).read_text())
+    change(found)
+    (record / FILE).write_text(json.dumps(found))
+    return found
+
+
+def git(repo, *words):
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *words], check=True)
+
+
+def head(repo) -> str:
+    return subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+
+
+def plan_repo(tmp_path, without=(SLOW_PRIMARY,)):
+    """A git checkout holding the committed study plan (less the primaries ``without``), committed."""
+    repo = tmp_path / "repo"
+    (repo / "study").mkdir(parents=True)
+    plan = yaml.safe_load((REPO / "study" / "plan.yaml").read_text())
+    plan["primaries"] = [p for p in plan["primaries"] if p["id"] not in without]
+    (repo / "study" / "plan.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
+    git(repo, "init", "-q")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "plan")
+    return repo
+
+
+def begun_under(record, repo):
+    """The record's manifest, every invocation made at ``repo``'s commit under its plan as it is now."""
+    from lostmid.manifest import recorded as recorded_file
+
+    recorded = recorded_file(repo, "study/plan.yaml")
+    commit = head(repo)
+
+    def change(found):
+        for item in [found, *found["invocations"]]:
+            item.update(commit=commit, records=[recorded])
+
+    return tamper_manifest(record, change)

@@ -12,6 +12,7 @@ from scipy import stats
 
 from lostmid.errors import InputError
 from lostmid.evidence import pooled
+from lostmid.manifest import sha256
 
 CLAIM = "balance_lowers_e_inf_at_matched_accuracy"
 ARMS = "balance vs baseline, L 16, depth 4, residual true"
@@ -30,10 +31,11 @@ def record(root, name, seeds, estimate, se, level=0.95, family_size=0, margin=0.
     folder = root / name
     (folder / layout).mkdir(parents=True)
     commit = name.ljust(40, "0")
-    manifest = {"commit": commit, "configs": [], "numerics": {}, "machine": {}, "invocations": [{"commit": commit}]}
-    (folder / "manifest.json").write_text(json.dumps(manifest))
     grid = [{"variants": ["balance", "baseline"], "L": [16], "depth": [4], "seeds": list(seeds)}]
     (folder / "overlay.yaml").write_text(yaml.safe_dump({"base": ["config.yaml"], "grid": grid}))
+    configs = [{"path": "overlay.yaml", "sha256": sha256(folder / "overlay.yaml")}]  # the overlay the run ran
+    invocation = {"commit": commit, "configs": configs, "numerics": {}, "machine": {}}
+    (folder / "manifest.json").write_text(json.dumps({**invocation, "invocations": [invocation]}))
     half = stats.t.ppf(0.5 + level / 2, len(seeds) - 1) * se
     row = {
         "claim": CLAIM,

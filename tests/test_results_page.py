@@ -168,9 +168,8 @@ def test_a_folder_without_a_manifest_or_an_evidence_table_is_one_line(tmp_path, 
         .splitlines()[-1]
         .endswith("no manifest: the run was not made by this workflow's version (rerun it)")
     )
-    manifest.write(
-        tmp_path / "manifest.json", {"commit": "c", "configs": [], "numerics": {}, "machine": {}, "invocations": []}
-    )
+    invocation = {"commit": "c", "configs": [], "numerics": {}, "machine": {}}
+    manifest.write(tmp_path / "manifest.json", {**invocation, "invocations": [invocation]})
     assert main(["results-page", "--results", str(tmp_path)]) == 2
     assert (
         capsys.readouterr()

@@ -13,7 +13,7 @@ from lostmid import seed_ledger
 from lostmid.config import read_merged
 from lostmid.seed_ledger import check_fresh_seeds, read_ledger
 
-from conftest import REPO
+from conftest import REPO, begun_under, copy_record, plan_repo
 
 LEDGER = REPO / seed_ledger.LEDGER
 
@@ -296,33 +296,26 @@ def test_speed_and_preference_are_paired_by_seed_over_the_fix_arms_blocks():
     assert list(est.speed_differences(failure, ["fix_1"], ["base"], 500).index) == [0, 1, 2, 3]
 
 
-def test_the_findings_page_names_both_commits_tolerates_missing_data_and_demotes_after_a_plan_change(tmp_path):
-    from lostmid import manifest
-    from lostmid.study.findings import NOT_YET_RUN, README_END, README_START, write_findings
+def test_the_findings_page_names_both_commits_and_puts_its_answers_into_the_readme(tmp_path):
+    """A copy of runs/study whose run began under a copy of the plan committed in a checkout (less its slowest
+    primary): primary, the plan's commit beside the run's, one figure per answered question."""
+    from lostmid.study.findings import README_END, README_START, write_findings
 
-    _, plan = committed_plan(tmp_path, (REPO / "study" / "plan.yaml").read_text())
-    run = tmp_path / "runs" / "study"
-    (run / "tables").mkdir(parents=True)
-    started = manifest.start(run, tmp_path, [], records=["study/plan.yaml"])
-    planted_failure("study_base_res", range(720, 732), [3.0] * 12).to_parquet(run / "tables" / "failure.parquet")
-    out = tmp_path / "docs" / "findings.md"
-    readme = tmp_path / "README.md"
+    repo = plan_repo(tmp_path)
+    started = begun_under(copy_record("study", tmp_path), repo)
+    out = repo / "docs" / "findings.md"
+    readme = repo / "README.md"
     readme.write_text(f"# x\n{README_START}\nold\n{README_END}\nrest\n")
-    found = write_findings(plan, run, out, tmp_path / "docs" / "figures", tmp_path, readme)
+    found = write_findings(
+        repo / "study" / "plan.yaml", tmp_path / "study", out, repo / "docs" / "figures", repo, readme
+    )
     page = out.read_text()
     assert f"{README_START}\nFrom [findings.md](docs/findings.md):\n\n- **Does the residual" in readme.read_text()
     unwrapped = " ".join(readme.read_text().split())  # the README's lines are wrapped (lostmid.io.wrap_prose)
     assert "old" not in readme.read_text() and unwrapped.count(" ".join(found[0].sentence.split())) == 1
     assert f"commit `{started['records'][0]['commit']}`" in page and f"`{started['commit'][:12]}`" in page
-    assert "Endpoints: primary" in page
-    assert found[0].outcome == "at least the source's size" and (tmp_path / "docs" / "figures").is_dir()
+    assert "Endpoints: primary" in page and found[0].outcome == "at least the source's size"
     assert "](figures/findings_a_position_effect_residual.png)" in page
-    assert sum(row.outcome == NOT_YET_RUN for row in found) == 9  # the fix arms have no fits in this record
-    plan.write_text(plan.read_text() + "# changed after the run began\n")
-    write_findings(plan, run, out, tmp_path / "docs" / "figures", tmp_path)
-    page = out.read_text()
-    assert "Endpoints: EXPLORATORY (the plan changed after the run began" in page
-    assert "exploratory: at least the source's size" in page
 
 
 def planted_retrieval(windows: int = 12, n: int = 1024, share_effect: float = 1.0, dip: float = 0.5, seed: int = 3):

@@ -7,7 +7,11 @@ commit that last changed it), the numerics mode and what the process computes wi
 (lostmid.numerics), the machine (CPU model, cores), the library versions, and the wall-clock and
 CPU seconds of the invocation. A run resumed by a later invocation keeps the earlier ones in
 ``invocations``; the top-level fields are those of the last. Every generated page is stamped from
-a manifest (``stamp``), never from the working directory it is written in.
+a manifest (``stamp``), never from the working directory it is written in, and the stamp reads every
+invocation: other numerics than deterministic in any, a last invocation that failed or did not finish,
+commits, configs or plans that change between invocations, or a tree with uncommitted changes each put
+a warning on its first line (``warnings``). A recorded file (the plan) with uncommitted changes is
+refused when the run starts; a manifest without invocations is not a run (``read``).
 
 Torch-free: the Snakefile and the page commands read it without loading torch.
 """
@@ -106,6 +110,28 @@ def jobs_numerics() -> dict:
     return json.loads(done.stdout)
 
 
+def committed_sha256(root: Path, commit: str, path: str) -> str | None:
+    """The SHA-256 of the file ``path`` (relative to the checkout's top) as committed at ``commit``; None when
+    the commit does not hold it (or ``root`` is not a git checkout)."""
+    try:
+        done = subprocess.run(["git", "-C", str(root), "show", f"{commit}:{path}"], capture_output=True, check=False)
+    except OSError:
+        return None
+    return hashlib.sha256(done.stdout).hexdigest() if done.returncode == 0 else None
+
+
+def require_committed(root: Path, path: str) -> None:
+    """A recorded file (the plan) as committed: one line when it has uncommitted changes or is not committed
+    (a run outside a git checkout records no commit, and its stamp says so)."""
+    if _git(root, "rev-parse", "HEAD") is None:
+        return
+    if committed_sha256(root, "HEAD", path) != sha256(Path(root) / path):
+        raise InputError(
+            f"manifest: {path} has uncommitted changes (or is not committed): commit it before the run starts, "
+            "so that the run records the plan it began under"
+        )
+
+
 def recorded(root: Path, path: str) -> dict:
     """A recorded file (a plan): its path as given, SHA-256, and the commit that last changed it."""
     full = root / path
@@ -124,6 +150,8 @@ def start(results: Path, root: Path, configs: list[str], records: list[str] = ()
     """Write the manifest of an invocation that starts now (earlier invocations kept); the numerics
     are those of this process's environment (lostmid.numerics.pin has run)."""
     results, root = Path(results), Path(root)
+    for path in records:
+        require_committed(root, path)
     previous = read(results / FILE)["invocations"] if (results / FILE).exists() else []
     invocation = {
         **source(root),
@@ -187,6 +215,8 @@ def read(path: Path) -> dict:
     missing = [key for key in ("commit", "configs", "numerics", "machine", "invocations") if key not in manifest]
     if missing:
         raise InputError(f"{path}: the manifest lacks {', '.join(missing)}")
+    if not manifest["invocations"]:
+        raise InputError(f"{path}: the manifest lists no invocation: not a run")
     return manifest
 
 
@@ -199,20 +229,57 @@ def commits(manifest: dict) -> list[str]:
     return list(dict.fromkeys(_short(item.get("commit")) for item in manifest["invocations"]))
 
 
+def _changed(manifest: dict, what: str, of) -> str | None:
+    """A warning when ``of(invocation)`` is not the same for every invocation: each invocation's value."""
+    values = [of(item) for item in manifest["invocations"]]
+    if len(set(values)) < 2:
+        return None
+    return f"resumed with other {what} ({'; '.join(f'{n}: {v}' for n, v in enumerate(values, 1))})"
+
+
+def _ended(item: dict) -> str:
+    return "did not finish" if item.get("finished") is None else f"ended in {item.get('status')}"
+
+
 def warnings(manifest: dict) -> list[str]:
-    """Why the run cannot be reproduced as stamped (empty when it can)."""
+    """Why the run cannot be reproduced as stamped, read from every invocation (empty when it can)."""
+    runs = manifest["invocations"]
     found = []
-    if any(item.get("dirty") for item in manifest["invocations"]):
+    if any(item.get("dirty") for item in runs):
         found.append("made from a tree with uncommitted changes")
-    if any(item.get("commit") is None for item in manifest["invocations"]):
+    if any(item.get("commit") is None for item in runs):
         found.append("made outside a git checkout")
     if len(commits(manifest)) > 1:
         found.append(f"resumed across commits {', '.join(commits(manifest))}")
-    if manifest.get("finished") is None:
+    for what, of in (
+        ("configs", lambda item: ", ".join(c["sha256"][:12] for c in item.get("configs", []))),
+        ("plans", lambda item: ", ".join(r["sha256"][:12] for r in item.get("records", []))),
+    ):
+        if changed := _changed(manifest, what, of):
+            found.append(changed)
+    modes = numerics_modes(manifest)
+    if modes != ["deterministic"]:
+        found.append(f"computed with numerics {', '.join(map(str, modes))}: other machines give other numbers")
+    if runs[-1].get("finished") is None:
         found.append("not finished")
-    if manifest["numerics"].get("mode") != "deterministic":
-        found.append(f"numerics {manifest['numerics'].get('mode')}: other machines give other numbers")
+    elif runs[-1].get("status") != "success":
+        found.append(f"{_ended(runs[-1])} (its last invocation)")
     return found
+
+
+def resumed(manifest: dict) -> list[str]:
+    """The earlier invocations that failed or did not finish, each resumed by a later one (shown on the page;
+    a warning of ``warnings`` besides where the resume changed commit, configs, plan or numerics)."""
+    return [
+        f"invocation {n} {_ended(item)}"
+        for n, item in enumerate(manifest["invocations"][:-1], 1)
+        if item.get("finished") is None or item.get("status") != "success"
+    ]
+
+
+def numerics_modes(manifest: dict) -> list:
+    """The numerics modes of the run's invocations, in order, once each."""
+    return list(dict.fromkeys(item.get("numerics", {}).get("mode") for item in manifest["invocations"]))
 
 
 def _hours(seconds) -> str:
@@ -234,12 +301,18 @@ def shown(path: str, workdir: str | None) -> str:
     return str(Path(*parts[len(parts) - 1 - parts[::-1].index("config") :])) if "config" in parts else given.name
 
 
-def stamp(manifest: dict) -> str:
-    """The lines a generated page opens with: where its numbers came from, from the run's manifest.
-    A run that cannot be reproduced as stamped says so on the first line."""
+def identity(manifest: dict) -> str:
+    """The stamp's line naming the run: its commits and its config files with their hashes (a page holding
+    this line was written from this run's record: lostmid.records.write_page)."""
     configs = ", ".join(
         f"`{shown(item['path'], manifest.get('workdir'))}` ({item['sha256'][:12]})" for item in manifest["configs"]
     )
+    return f"Run: commit `{', '.join(commits(manifest))}`; config {configs or 'none'};"
+
+
+def stamp(manifest: dict) -> str:
+    """The lines a generated page opens with: where its numbers came from, from the run's manifest.
+    A run that cannot be reproduced as stamped says so on the first line."""
     computed = manifest["numerics"]
     machine_line = manifest["machine"]
     wall = sum(item.get("wall_s") or 0 for item in manifest["invocations"])
@@ -249,9 +322,12 @@ def stamp(manifest: dict) -> str:
     if problems:
         lines.append(f"**Not reproducible as stamped: the run was {'; '.join(problems)}.**")
         lines.append("")
+    if earlier := resumed(manifest):
+        lines += [f"Resumed: {'; '.join(earlier)}, each resumed by a later invocation.", ""]
     lines += [
-        f"Run: commit `{', '.join(commits(manifest))}`; config {configs or 'none'};",
-        f"numerics {computed.get('mode')} (torch kernels {computed.get('torch_cpu_capability', '?')}, "
+        identity(manifest),
+        f"numerics {', '.join(map(str, numerics_modes(manifest)))} "
+        f"(torch kernels {computed.get('torch_cpu_capability', '?')}, "
         f"{computed.get('torch_threads', '?')} thread a job);",
         f"machine {machine_line['cpu']}, {machine_line['cores']} cores, {machine_line['architecture']}; "
         f"torch {manifest['versions'].get('torch')};",

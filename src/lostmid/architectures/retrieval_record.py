@@ -15,21 +15,25 @@ from pathlib import Path
 
 import pandas as pd
 
-from lostmid import io
+from lostmid import io, manifest
 from lostmid.architectures import retrieval_estimators as re
 from lostmid.architectures import retrieval_summary as rs
 from lostmid.architectures.summary import to_markdown
 from lostmid.errors import ConfigError
+from lostmid.records import check_overlay
 
 
 def record_settings(record: Path):
-    """The RetrievalSettings of the record's ``overlay.yaml`` (its ``retrieval`` block, defaults filled)."""
+    """The RetrievalSettings of the record's ``overlay.yaml`` (its ``retrieval`` block, defaults filled), the
+    overlay checked against the record's manifest where the run left one (lostmid.records.check_overlay)."""
     from lostmid.architectures.settings import RetrievalSettings
     from lostmid.config import read_yaml, settings_from_section
 
     overlay = record / "overlay.yaml"
     if not overlay.exists():
         raise ConfigError(f"retrieval record {record}: no overlay.yaml (the config overlay as run)")
+    if (record / manifest.FILE).exists():  # the overlay the run ran: the hash its manifest records
+        check_overlay(overlay, manifest.read(record / manifest.FILE))
     return settings_from_section(RetrievalSettings, read_yaml(overlay).get("retrieval"), "retrieval")
 
 
@@ -77,8 +81,6 @@ def page(record: Path, tables: dict) -> str:
     """The record's page: where it came from, the windows, the primaries, accuracy by q and the AUCs."""
     stamp = ""
     if (record / "manifest.json").exists():
-        from lostmid import manifest
-
         stamp = manifest.stamp(manifest.read(record / "manifest.json")) + "\n\n"
     return io.wrap_prose(
         f"# Retrieval run `{record.name}`\n\n"

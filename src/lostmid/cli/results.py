@@ -7,7 +7,11 @@ The page is stamped from the run's own manifest (``results/manifest.json``, lost
 commit the run was made from, its config files and their digests, its numerics and machine; never
 from the working directory the page is written in. A run made from a tree with uncommitted changes,
 or not under the deterministic numerics, says so on the page's first line. Every section comes from
-a table of the run; a table the run does not have is one line saying so.
+a table of the run; a table the run does not have is one line saying so. Before anything is written the
+run is checked (lostmid.records): its manifest lists an invocation, its ``overlay.yaml`` (a record under
+runs/ keeps one) has the hash the manifest records, every table the page reads is readable and the
+evidence table's rows are unique; else one line naming the file. ``--out`` is written atomically, and a
+page git tracks is replaced only by a page of the same run (its ``Run:`` line), unless ``--force``.
 """
 
 from __future__ import annotations
@@ -25,6 +29,19 @@ LABEL = "this run"  # the run's label when no --label is given
 def _args(parser):
     parser.add_argument("--results", type=Path, default=Path("results"), help="a finished run's results folder")
     parser.add_argument("--out", type=Path, default=None, help="write the page here (default: print it)")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace --out even where git tracks it and it was written from another run (its Run: line differs); "
+        "without it such a page is refused, so that a new run never rewrites a committed record's page",
+    )
+    parser.epilog = (
+        "Before anything is written the run is checked: its manifest (at least one invocation), its overlay.yaml "
+        "where it keeps one (the sha256 the manifest records), every table the page reads readable and the "
+        "evidence rows unique; else one line naming the file, exit status 2, nothing written. The stamp reads "
+        "every invocation and warns on its first line. --out is written atomically; a page git tracks is "
+        "replaced only by a page of the same run (the stamp's Run: line: its commits and config hashes)."
+    )
     parser.add_argument("--headline", action="store_true", help="print only the headline verdicts (for the README)")
     parser.add_argument(
         "--label", default=LABEL, help="the run's label beside others (e.g. confirmatory for runs/confirm/overlay.yaml)"
@@ -55,11 +72,18 @@ def stamp(results: Path, command: str) -> str:
     return manifest.stamp(manifest.read(results)) + f"\n\nWritten by `{command}` from the tables of that run.\n"
 
 
+# The columns that make a row of a table the page reads (its rows are checked unique); a table not named
+# here is checked readable.
+TABLE_KEYS = {"evidence": ("claim", "setting")}
+
+
 def _table(results: Path, name: str):
-    import pandas as pd
+    from lostmid.records import read_table
 
     folder = results / name
-    return pd.read_parquet(folder) if folder.exists() and any(folder.rglob("*.parquet")) else None
+    if not (folder.exists() and any(folder.rglob("*.parquet"))):
+        return None
+    return read_table(folder, TABLE_KEYS.get(name, ()), finite=False)
 
 
 def _missing(name: str) -> str:
@@ -213,9 +237,12 @@ def page(
 
 @command("results-page", "docs/results.md from a finished run's tables (or only its headline verdicts)", _args)
 def results_page(args):
+    from lostmid import records
     from lostmid.evidence.report import headline
 
     run = manifest.read(args.results)  # before this command writes anything: no page from an unrecorded run
+    if (args.results / records.OVERLAY).exists():  # a run record keeps its overlay: the one the run ran
+        records.check_overlay(args.results / records.OVERLAY, run)
     names = ", ".join(f"`{manifest.shown(item['path'], run.get('workdir'))}`" for item in run["configs"])
     commits = ", ".join(manifest.commits(run))
     block = f"From the run of {names} at commit `{commits}` (every table: docs/results.md):\n\n"
@@ -223,6 +250,7 @@ def results_page(args):
     if args.headline:
         print(block, end="")
     elif args.out:
+        records.refuse_other(args.out, manifest.identity(run), args.force)  # before the page is made
         io.write_text(page(args.results, args.label, args.beside, args.out), args.out)
     else:
         print(page(args.results, args.label, args.beside), end="")

@@ -4,9 +4,10 @@ Input: run records (``runs/<name>/``: ``manifest.json``, ``overlay.yaml`` and th
 ``evidence/`` or ``tables/``), and the claim to pool, with the start of its setting where the claim has
 several. From each run's evidence table it takes the claim's row: its estimate and t interval over
 ``n_seeds`` seeds, the interval's level, and its rule (``rule_kind``, ``margin``); the seed set is the one
-the run's grid (its overlay) trains for the row's variants at its L and depth. Nothing is typed: every
-number comes from a record a run wrote. Each run's standard error is its interval's half-width over the
-t quantile it was built with.
+the run's grid (its overlay, which must have the SHA-256 the run's manifest records) trains for the row's
+variants at its L and depth; the evidence table is read whole (readable, one row per claim and setting).
+Nothing is typed: every number comes from a record a run wrote. Each run's standard error is its interval's
+half-width over the t quantile it was built with.
 
 Runs that repeat a seed set count once: their mean estimate, with the mean of their standard errors
 (repeats of one seed set on other machines or commits are strongly correlated, not independent;
@@ -31,6 +32,7 @@ from scipy import stats
 
 from lostmid import config as cfg
 from lostmid import manifest as run_manifest
+from lostmid import records
 from lostmid.errors import InputError
 from lostmid.evidence import decisions as dec
 from lostmid.seed_ledger import words as seed_words
@@ -67,7 +69,7 @@ def evidence_table(run: Path) -> pd.DataFrame:
         raise InputError(
             f"{run}: no evidence table ({' or '.join(EVIDENCE_TABLES)}): not a run record that can be pooled"
         )
-    table = pd.read_parquet(found[0])
+    table = records.read_table(found[0], ("claim", "setting"), finite=False)
     missing = sorted(set(ROW_COLUMNS) - set(table.columns))
     if missing:
         raise InputError(f"{found[0]}: the evidence table lacks the columns {missing}")
@@ -99,9 +101,10 @@ def seed_set(run: Path, row: pd.Series) -> frozenset[int]:
     """The seeds the run's grid trains for every variant the row compares (``X vs Y``: the seeds both arms
     share, as the rows pair them by seed) at the row's L and depth. The overlay as run holds the grid: an
     overlay's grid replaces its base's (lists replace), so a record without one does not say its seeds."""
-    path = run / "overlay.yaml"
+    path = run / records.OVERLAY
     if not path.is_file():
         raise InputError(f"{run}: no overlay.yaml (the config as run): the run's seeds are unknown")
+    records.check_overlay(path, run_manifest.read(run))  # an overlay edited after the run says other seeds
     overlay = cfg.read_yaml(path)
     if "grid" not in overlay:
         raise InputError(f"{path}: no grid: the run's seeds are its base config's, which the record does not keep")

@@ -2,21 +2,25 @@
 
 The run's manifest (``lostmid.manifest``; ``plan: study/plan.yaml`` in config/study.yaml) records, for every
 invocation, the commit it ran from and the plan's SHA-256 and commit. An endpoint is called primary only
-when the plan the findings read has the SHA-256 every invocation recorded, and the plan's commit is an
-ancestor of (or equal to) every invocation's commit (``plan_status``).
+when the plan the findings read has the SHA-256 every invocation recorded, that SHA-256 is the plan's as
+committed at the invocation's commit (``git show <commit>:<plan>``: a run begun from an edited, uncommitted
+plan is not primary), and the plan's commit is an ancestor of (or equal to) every invocation's commit
+(``plan_status``). Any plan file inside the repository is checked the same way.
+
+The record is read whole (``read_record``, lostmid.records): the folder, its manifest with at least one
+invocation, its overlay with the SHA-256 the manifest records, and every table the findings read
+(``RECORD_KEYS``: present, readable, keys unique, measured columns finite); else one line, nothing written.
 """
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from lostmid import manifest as run_manifest
-
-log = logging.getLogger(__name__)
+from lostmid.errors import ConfigError, InputError
 
 # Record name -> (the workflow's folder or file under results/, the per-run table's name for the column check).
 RECORD_TABLES = {
@@ -25,6 +29,24 @@ RECORD_TABLES = {
     "bias_summary": ("bias_fit_summary", None),
     "length_init": ("length/init.parquet", None),
     "length_fit": ("length/fit_profiles.parquet", None),
+}
+
+
+# Record name -> (the columns that make a row, the numeric columns that may be missing). Every other numeric
+# column must be finite.
+RECORD_KEYS = {
+    "failure": (("variant", "L", "depth", "seed", "step", "flag_pos"), ()),
+    "influence": (("variant", "L", "depth", "seed", "step", "layer", "position"), ()),
+    "bias_summary": (
+        ("variant", "L", "depth", "block", "target", "positions", "fit_model", "param", "heldout_init"),
+        (),
+    ),
+    "length_init": (("L", "residual", "depth", "seed", "position"), ()),
+    "length_fit": (("L", "depth", "residual", "bias", "heldout_init", "position"), ("fitted_at",)),
+    "retrieval": (
+        ("model", "weights", "n", "window", "task", "q", "share", "draw"),
+        ("influence_task", "influence_free"),
+    ),
 }
 
 
@@ -69,56 +91,69 @@ def retrieval_examples(record) -> pd.DataFrame:
     return examples[examples.weights == "pretrained"].reset_index(drop=True)
 
 
-def write_record(results, plan: dict, out, overlay, retrieval=None) -> list[str]:
+def write_record(results, plan: dict, out, overlay, retrieval=None, force: bool = False) -> list[str]:
     """Copy what the findings read from a run's ``results`` folder into the record folder ``out``: the manifest,
     the overlay, the tables of the plan's arms (``RECORD_TABLES``) and, where a retrieval run's record folder is
-    given, its pretrained model's examples. Returns what was written."""
-    from lostmid import io
+    given, its pretrained model's examples. Everything is read before anything is written, and a committed
+    record of another run (its manifest differs) is replaced only with ``force``. Returns what was written."""
+    from lostmid import io, records
 
     out, results = Path(out), Path(results)
     manifest = run_manifest.read(results / run_manifest.FILE)  # one line when the run has none
+    records.check_overlay(overlay, manifest)  # the overlay the run ran
+    committed = out / run_manifest.FILE
+    if not force and records.tracked(committed) and run_manifest.read(committed) != manifest:
+        raise InputError(f"{out} holds the committed record of another run: write elsewhere with --out, or --force")
     variants = [v for arm in plan["run"]["arms"].values() for v in arm["variants"]]
+    tables = {
+        name: collected(results, source, table_name, variants) for name, (source, table_name) in RECORD_TABLES.items()
+    }
+    if retrieval is not None:
+        tables["retrieval"] = retrieval_examples(retrieval)
     run_manifest.write(out / run_manifest.FILE, manifest)
     io.write_text(Path(overlay).read_text(), out / "overlay.yaml")
     written = [run_manifest.FILE, "overlay.yaml"]
-    for name, (source, table_name) in RECORD_TABLES.items():
-        table = collected(results, source, table_name, variants)
+    for name, table in tables.items():
         if table is not None:
             io.write_parquet(table, out / "tables" / f"{name}.parquet")
             written.append(f"tables/{name}.parquet")
-    if retrieval is not None:
-        io.write_parquet(retrieval_examples(retrieval), out / "tables" / "retrieval.parquet")
-        written.append("tables/retrieval.parquet")
     return written
 
 
 def read_record(run) -> Record:
-    """The record folder ``run`` as written by ``write_record`` (any part may be missing, the folder too: not yet
-    run)."""
+    """The record folder ``run`` as written by ``write_record``, checked whole (lostmid.records): one line
+    naming the file and the problem when the folder, its manifest, its overlay or a table is missing or wrong."""
+    from lostmid import records
+
     run = Path(run)
     if not run.is_dir():
-        log.warning("run record %s does not exist: every endpoint reads 'not yet run'", run)
-        return Record()
+        raise InputError(f"{run}: no such run record folder")
+    manifest = run_manifest.read(run / run_manifest.FILE)
+    records.check_overlay(run / records.OVERLAY, manifest)
     tables = {
-        name: pd.read_parquet(path)
-        for name in (*RECORD_TABLES, "retrieval")
-        if (path := run / "tables" / f"{name}.parquet").is_file()
+        name: records.read_table(run / "tables" / f"{name}.parquet", keys, nullable)
+        for name, (keys, nullable) in RECORD_KEYS.items()
     }
-    found = run / run_manifest.FILE
-    return Record(**tables, manifest=run_manifest.read(found) if found.is_file() else None)
+    return Record(**tables, manifest=manifest)
 
 
 def plan_status(repo, plan, manifest: dict | None) -> tuple[bool, str]:
     """(whether the endpoints are primary, why): every invocation of the run recorded the plan with the SHA-256
-    it has now, and the commit that last changed it is an ancestor of (or equal to) every invocation's commit."""
+    it has now, which is the plan's as committed at the invocation's commit, and the commit that last changed
+    it is an ancestor of (or equal to) every invocation's commit. A plan outside ``repo`` is one line."""
     if manifest is None:
         return False, "the record has no manifest: the plan the run began under is unknown"
-    path = str(Path(plan).resolve().relative_to(Path(repo).resolve()))
-    now = run_manifest.recorded(Path(repo), path)
+    root = Path(repo).resolve()
+    try:
+        path = Path(plan).resolve().relative_to(root).as_posix()
+    except ValueError:
+        raise ConfigError(f"plan {plan} lies outside the repository {repo}: give a plan committed in it") from None
+    now = run_manifest.recorded(root, path)
     for item in manifest["invocations"]:
         records = [r for r in item.get("records", []) if r["path"] == path]
+        commit = str(item.get("commit"))[:12]
         if not records:
-            return False, f"an invocation of the run (commit {str(item.get('commit'))[:12]}) recorded no plan {path}"
+            return False, f"an invocation of the run (commit {commit}) recorded no plan {path}"
         if records[0]["sha256"] != now["sha256"]:
             return False, (
                 f"the plan changed after the run began (sha256 {now['sha256'][:12]} now, "
@@ -126,7 +161,12 @@ def plan_status(repo, plan, manifest: dict | None) -> tuple[bool, str]:
             )
         if now["commit"] is None or item.get("commit") is None:
             return False, "the plan's or the run's commit is unknown"
-        if not run_manifest.is_ancestor(Path(repo), now["commit"], item["commit"]):
+        if run_manifest.committed_sha256(root, item["commit"], path) != records[0]["sha256"]:
+            return False, (
+                f"the run (commit {commit}) began from a plan {path} that is not the one committed at its commit "
+                f"(sha256 {records[0]['sha256'][:12]} recorded)"
+            )
+        if not run_manifest.is_ancestor(root, now["commit"], item["commit"]):
             return (
                 False,
                 f"the plan's commit {now['commit'][:12]} is not an ancestor of the run's {item['commit'][:12]}",
