@@ -111,7 +111,9 @@ def bias_matrix(theta: torch.Tensor, L: int, param: str) -> torch.Tensor:
     return gauge_fix(theta)
 
 
-def stepwise_logits(model: FlagTransformer, tokens: torch.Tensor, bias: torch.Tensor, tap: torch.Tensor) -> torch.Tensor:
+def stepwise_logits(
+    model: FlagTransformer, tokens: torch.Tensor, bias: torch.Tensor, tap: torch.Tensor
+) -> torch.Tensor:
     """The explicit pass of ``model`` with attention step a's logits biased by ``bias[a]`` ((heads, L, L) or
     (1, L, L)), ``tap`` added to X_0: a B per attention step and head, which the model's buffer cannot hold."""
     x = model.embed(tokens) + tap
@@ -150,7 +152,9 @@ class Problems:
         with respect to ``bias``."""
         if self.target == "loss":
             if bias.dim() > 2:
-                raise ConfigError("config key bias_fit.target: a B per attention step is fitted to output_jacobian only")
+                raise ConfigError(
+                    "config key bias_fit.target: a B per attention step is fitted to output_jacobian only"
+                )
             return seed_input_energies(self.models, self.tokens, self.targets, bias)
         rows = []
         for model, tokens in zip(self.models, self.tokens):
