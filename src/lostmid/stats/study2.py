@@ -200,13 +200,13 @@ def equivalence(effect: MeanEffect, margin: float, alpha: float = 0.05) -> Equiv
 INFLUENCE_FITS = ("gee_exchangeable", "gee_independence", "seed_fixed_effects")
 
 
-def influence_fits(rows: pd.DataFrame) -> dict[str, WaldEffect]:
+def influence_fits(rows: pd.DataFrame, names=INFLUENCE_FITS) -> dict[str, WaldEffect]:
     """Influence beyond position (rows: ``lostmid.study.estimators.influence_and_failure``): the coefficient of
     the standardized log influence (population sd over all rows) in logit(failure) = a + beta x + c p, fitted
     three ways, each with seeds as clusters and robust (sandwich) errors, Wald:
     ``gee_exchangeable`` (the fixed estimator: binomial GEE, exchangeable working correlation),
     ``gee_independence`` (the same, independence), ``seed_fixed_effects`` (a binomial GLM with one intercept per
-    seed, cluster-robust errors by seed: only within-seed variation of influence counts)."""
+    seed, cluster-robust errors by seed: only within-seed variation of influence counts). ``names``: those fitted."""
     log_influence = np.log(rows.influence.to_numpy(np.float64))
     x = (log_influence - log_influence.mean()) / log_influence.std()
     p = rows.p.to_numpy(np.float64)
@@ -219,6 +219,8 @@ def influence_fits(rows: pd.DataFrame) -> dict[str, WaldEffect]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         for name, structure in (("gee_exchangeable", "Exchangeable"), ("gee_independence", "Independence")):
+            if name not in names:
+                continue
             fit = sm.GEE(
                 rate,
                 shared,
@@ -233,6 +235,8 @@ def influence_fits(rows: pd.DataFrame) -> dict[str, WaldEffect]:
                 int(np.unique(seeds).size),
                 words.format(f"GEE, {structure.lower()}"),
             )
+        if "seed_fixed_effects" not in names:
+            return effects
         dummies = pd.get_dummies(pd.Series(seeds), drop_first=False).to_numpy(np.float64)
         design = np.column_stack([x, p, dummies])
         counts = np.column_stack([rows.failures, rows.n - rows.failures]).astype(np.float64)
