@@ -48,6 +48,7 @@ LAYERS = [
         "lostmid.study.effects",
         "lostmid.study.reading",
         "lostmid.study.plan",
+        "lostmid.stats.study2",  # the second study's estimators return the study's effects and readings
     },
     {"lostmid.jobs", "lostmid.catalogue"},
     {"lostmid.plots"},
