@@ -48,7 +48,7 @@ LAYERS = [
         "lostmid.study.effects",
         "lostmid.study.reading",
         "lostmid.study.plan",
-        "lostmid.stats.study2",  # the second study's estimators return the study's effects and readings
+        "lostmid.stats",  # torch-free statistics; study2, the second study's, returns the study's effects
     },
     {"lostmid.jobs", "lostmid.catalogue"},
     {"lostmid.plots"},
