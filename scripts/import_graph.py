@@ -49,6 +49,7 @@ LAYERS = [
         "lostmid.study.effects",
         "lostmid.study.reading",
         "lostmid.study.plan",
+        "lostmid.stats",  # torch-free statistics; study2, the second study's, returns the study's effects
     },
     {"lostmid.jobs", "lostmid.catalogue"},
     {"lostmid.plots"},

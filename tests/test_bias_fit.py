@@ -3,12 +3,14 @@
 import json
 import re
 
+import numpy as np
 import pytest
 import torch
 
 from lostmid.analysis import bias_fit
 from lostmid.analysis.settings import FitSettings, check_disjoint_from_training
 from lostmid.config import settings_from_section
+from lostmid.core.density import density, imbalance
 from lostmid.errors import ConfigError
 from lostmid.training.checkpoint import TrainingState
 
@@ -210,3 +212,51 @@ def test_a_fit_block_accepts_only_fit_keys():
     config["variants"]["debiased"] = {"remedy": {"kind": "bias", "fit": {"taget": "loss"}}}
     with pytest.raises(ConfigError, match=r"^config key variants\.debiased\.remedy\.fit\.taget is unknown$"):
         cfg.validate(config)
+
+
+# Restarts, traces and the richer B (issue 52): a residual model, where the readout's identity path keeps
+# the last position's influence out of B's reach.
+RESIDUAL = model_config(seq_len=6, depth=2, d_model=8, heads=2, mlp_ratio=2, residual=True)
+RESTART = settings_from_section(
+    FitSettings,
+    {"inits": 1, "heldout": 2, "batch": 4, "max_iter": 6, "tol": 0.0, "target": "output_jacobian"},
+    "bias_fit",
+)
+
+
+def test_start_0_of_the_restarts_is_the_fit_from_b_0_and_the_best_start_is_kept():
+    torch.set_num_threads(1)
+    fit = bias_fit.fit_restarts(RESIDUAL, RESTART, restarts=3)
+    alone = bias_fit.fit_bias(RESIDUAL, RESTART)
+    first = fit.traces[fit.traces.restart == 0].drop(columns="restart").reset_index(drop=True)
+    assert first.equals(alone.iterations)  # the same initializations, the same descent
+    assert list(fit.starts.restart) == [0, 1, 2] and (fit.starts.iterations == 6).all()
+    assert fit.traces.groupby("restart").size().eq(7).all()  # every start's trace is kept, iteration 0 to 6
+    assert fit.starts.objective.min() == pytest.approx(min(fit.traces.groupby("restart").objective.last()))
+    assert len(fit.heldout) == 2 and (fit.heldout.imbalance_before > 0).all()
+
+
+def test_the_plateau_is_the_relative_fall_of_the_best_objective_over_the_last_window():
+    assert bias_fit.plateau(np.array([4.0, 2.0, 1.0, 1.0, 1.0]), 2) == 0.0
+    assert bias_fit.plateau(np.array([4.0, 2.0, 1.0, 3.0]), 2) == 1.0  # best 2 -> 1: fell by 100% of 1
+    assert np.isnan(bias_fit.plateau(np.array([2.0, 1.0]), 2))
+
+
+def test_the_readout_floor_is_reached_when_the_other_positions_are_equal_and_never_exceeded():
+    equal_rest = torch.tensor([[1.0, 1.0, 1.0, 5.0]])
+    spread_rest = torch.tensor([[0.5, 1.0, 1.5, 5.0]])
+    for energies in (equal_rest, spread_rest):
+        assert bias_fit.readout_floor(energies)[0] == pytest.approx((density(energies)[0, -1] - 1) ** 2 / 3)
+    assert bias_fit.readout_floor(equal_rest)[0] == pytest.approx(imbalance(density(equal_rest))[0])
+    assert bias_fit.readout_floor(spread_rest)[0] < imbalance(density(spread_rest))[0]
+
+
+def test_a_b_per_attention_step_and_head_equal_to_one_b_gives_that_bs_profile():
+    problems = bias_fit.Problems.draw(RESIDUAL, RESTART, 0, 1)
+    B = bias_fit.gauge_fix(torch.randn(6, 6, generator=torch.Generator().manual_seed(0)))
+    per_step = B.expand(2, 2, 6, 6)  # (depth, heads, L, L)
+    assert bias_fit.theta_shape(RESIDUAL, "layer_head") == (2, 2, 6, 6)
+    assert torch.allclose(problems.profiles(per_step), problems.profiles(B), rtol=1e-5)
+    other = per_step.clone()
+    other[1, 0] = 0.0  # the second layer's first head unbiased
+    assert not torch.allclose(problems.profiles(other), problems.profiles(B), rtol=1e-3)

@@ -51,22 +51,22 @@ def test_the_plan_has_at_most_ten_primaries_each_with_its_reading():
             assert primary.get(key) not in (None, ""), (primary["id"], key)
 
 
-def committed_plan(repo, text: str):
-    """A git repository at ``repo`` whose first commit holds study/plan.yaml with ``text``; returns (git, plan)."""
+def committed_plan(repo, text: str, name: str = "plan.yaml"):
+    """A git repository at ``repo`` whose first commit holds study/``name`` with ``text``; returns (git, plan)."""
 
     def git(*words):
         subprocess.run(["git", "-C", str(repo), *words], check=True, capture_output=True)
 
     git("init", "-q")
     git("config", "user.email", "t@t"), git("config", "user.name", "t")
-    plan = repo / "study" / "plan.yaml"
-    plan.parent.mkdir()
+    plan = repo / "study" / name
+    plan.parent.mkdir(exist_ok=True)
     plan.write_text(text)
     git("add", "."), git("commit", "-q", "-m", "plan")
     return git, plan
 
 
-def run_manifest(repo) -> dict:
+def run_manifest(repo, plan: str = "study/plan.yaml") -> dict:
     """The manifest a run of ``repo`` would write as it starts, with the plan recorded (lostmid.manifest.start
     without its probe of a job's numerics, which imports torch in a child process)."""
     from lostmid import manifest
@@ -74,7 +74,7 @@ def run_manifest(repo) -> dict:
     invocation = {
         **manifest.source(repo),
         "configs": [],
-        "records": [manifest.recorded(repo, "study/plan.yaml")],
+        "records": [manifest.recorded(repo, plan)],
         "numerics": {"mode": "deterministic"},
         "machine": {"cpu": "test", "cores": 2, "architecture": "x86_64"},
         "versions": {"torch": "test"},
@@ -103,6 +103,19 @@ def test_endpoints_are_primary_only_under_the_plan_every_invocation_began_under(
     git("commit", "-qam", "the plan as it was")
     primary, why = plan_status(tmp_path, plan, started)
     assert not primary and "is not an ancestor of the run's" in why
+
+
+def test_the_second_plan_is_checked_as_the_first_by_its_own_path(tmp_path):
+    from lostmid.study.record import plan_status
+
+    git, second = committed_plan(tmp_path, "primaries: [second]\n", "plan2.yaml")
+    first = tmp_path / "study" / "plan.yaml"
+    first.write_text("primaries: []\n")
+    git("add", "."), git("commit", "-q", "-m", "run")
+    started = run_manifest(tmp_path, "study/plan2.yaml")  # the overlay's `plan: study/plan2.yaml`
+    assert plan_status(tmp_path, second, started)[0] is True
+    primary, why = plan_status(tmp_path, first, started)
+    assert not primary and why.endswith("recorded no plan study/plan.yaml")
 
 
 # --------------------------------------------------------------------------- the reading
@@ -369,3 +382,22 @@ def test_the_thermodynamic_limit_is_the_growth_of_log_first_over_last_per_doubli
     ]
     growth = est.imbalance_growth(pd.DataFrame(rows), "seed")
     assert growth.units.to_dict() == pytest.approx({0: 1.0, 1: 2.0})  # log10 first/last = (seed + 1) log2 L
+
+
+def test_the_second_plan_names_its_estimators_sizes_and_power_and_its_seeds_are_reserved():
+    import importlib
+
+    from lostmid.study.plan import read_plan
+
+    plan = read_plan(REPO / "study" / "plan2.yaml")  # at most ten primaries, each with its keys (one line if not)
+    for primary in plan["primaries"]:
+        module, name = primary["estimator"].rsplit(".", 1)
+        assert callable(getattr(importlib.import_module(module), name)), primary["id"]
+        assert primary["size_label"] in ("source", "our margin") and primary["size_why"], primary["id"]
+        assert {"units", "half_width", "p_decided"} <= set(primary["power"]), primary["id"]
+    overlay = yaml.safe_load((REPO / "runs" / "study2_plan" / "study2.yaml").read_text())
+    assert overlay["plan"] == "study/plan2.yaml"
+    assert grid_seeds(overlay) == read_ledger(LEDGER)["study2"] == set(range(1000, 1384))
+    fits = [v["remedy"]["fit"] for v in overlay["variants"].values() if "remedy" in v]
+    assert len(fits) == 48 and len({f["seed"] for f in fits}) == 48  # >= 12 fits per fix arm, none shared
+    check_fresh_seeds(overlay, LEDGER)  # no seed of another config

@@ -36,11 +36,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from lostmid.analysis.settings import BATCHES, FIT_INITS, HELD_OUT, FitSettings
+from lostmid.analysis.settings import BATCHES, FIT_INITS, HELD_OUT, RESTARTS, FitSettings
 from lostmid.core import task
 from lostmid.core.adjoint import functional_logits, output_jacobian_norms, seed_input_energies, zero_state
 from lostmid.core.density import density, imbalance, positions
-from lostmid.core.model import FlagTransformer, ModelConfig, model_at_init
+from lostmid.core.model import AttentionStep, FlagTransformer, ModelConfig, model_at_init
 from lostmid.errors import ConfigError
 from lostmid.tables.summaries import t_half_width
 
@@ -94,21 +94,36 @@ def share_penalty(energies: torch.Tensor, floor: torch.Tensor) -> torch.Tensor:
 
 
 def gauge_fix(theta: torch.Tensor) -> torch.Tensor:
-    """The causal part of theta with each row's mean removed (softmax ignores row shifts)."""
-    L = theta.shape[0]
+    """The causal part of theta (..., L, L) with each row's mean removed (softmax ignores row shifts)."""
+    L = theta.shape[-1]
     causal = torch.ones(L, L, dtype=torch.bool).tril()
     b = theta.masked_fill(~causal, 0.0)
-    row_mean = b.sum(1, keepdim=True) / causal.sum(1, keepdim=True)
+    row_mean = b.sum(-1, keepdim=True) / causal.sum(1, keepdim=True)
     return (b - row_mean).masked_fill(~causal, 0.0)
 
 
 def bias_matrix(theta: torch.Tensor, L: int, param: str) -> torch.Tensor:
     """B from the free parameters: ``full`` theta is L x L; ``distance`` theta[k] is the bias of
     a key k positions back (a Toeplitz B: the same recency preference for every query)."""
-    if param == "distance":
+    if param == "distance":  # (layer_head: gauge_fix keeps its leading axes)
         lag = (torch.arange(L)[:, None] - torch.arange(L)[None, :]).clamp_min(0)
         theta = theta[lag]
     return gauge_fix(theta)
+
+
+def stepwise_logits(
+    model: FlagTransformer, tokens: torch.Tensor, bias: torch.Tensor, tap: torch.Tensor
+) -> torch.Tensor:
+    """The explicit pass of ``model`` with attention step a's logits biased by ``bias[a]`` ((heads, L, L) or
+    (1, L, L)), ``tap`` added to X_0: a B per attention step and head, which the model's buffer cannot hold."""
+    x = model.embed(tokens) + tap
+    a = 0
+    for k, step in enumerate(model.steps):
+        mask = None
+        if isinstance(step, AttentionStep):
+            mask, a = bias[a] + model.causal_mask, a + 1
+        x = model.advance(k, x, mask, explicit=True)
+    return model.read_out(x)
 
 
 @dataclass
@@ -136,28 +151,41 @@ class Problems:
         """The target's profile of every initialization under ``bias``, (inits, L): differentiable
         with respect to ``bias``."""
         if self.target == "loss":
+            if bias.dim() > 2:
+                raise ConfigError(
+                    "config key bias_fit.target: a B per attention step is fitted to output_jacobian only"
+                )
             return seed_input_energies(self.models, self.tokens, self.targets, bias)
         rows = []
         for model, tokens in zip(self.models, self.tokens):
             buffers = {**dict(model.named_buffers()), "attn_bias": bias}
             tap = zero_state(model, tokens).requires_grad_()
-            logits = functional_logits(model, dict(model.named_parameters()), buffers, tokens, taps=[tap])
+            if bias.dim() > 2:
+                logits = stepwise_logits(model, tokens, bias, tap)
+            else:
+                logits = functional_logits(model, dict(model.named_parameters()), buffers, tokens, taps=[tap])
             rows.append(output_jacobian_norms(logits, tap, create_graph=bias.requires_grad).mean(0))
         return torch.stack(rows)
 
 
-def fit_bias(config: ModelConfig, settings: FitSettings, inserted: ModelConfig | None = None) -> FitResult:
-    """Fit B on the model ``config`` by Adam on the mean over initializations of the objective
-    (module doc), stopping on the relative tolerance; judge it on held-out initializations.
-    ``inserted``: the model B is inserted into (default ``config``), whose attention at init the
-    summary reports."""
-    if config.attention == "uniform":
-        raise ConfigError("config key model.attention: a logit bias has no effect on uniform attention")
+def theta_shape(config: ModelConfig, param: str) -> tuple[int, ...]:
+    """The free parameters of B: ``distance`` (L,), ``full`` (L, L), ``layer_head`` (depth, heads, L, L),
+    one table per attention step and head (a richer form than the blog's, which the model's single (L, L)
+    buffer cannot hold: fitted and judged at initialization here, through ``stepwise_logits``)."""
     L = config.seq_len
+    shapes = {"distance": (L,), "full": (L, L), "layer_head": (config.depth, config.heads, L, L)}
+    if param not in shapes:
+        raise ConfigError(f"config key bias_fit.param: unknown {param!r}; known: {sorted(shapes)}")
+    return shapes[param]
+
+
+def descend(problems: Problems, settings: FitSettings, theta: torch.Tensor) -> tuple[torch.Tensor, pd.DataFrame, bool]:
+    """Adam on the mean over ``problems`` of the objective (module doc) from ``theta``, stopping on the
+    relative tolerance: (the final theta, its trace: iteration, objective, E_inf_fit, E_inf, converged)."""
+    L = problems.tokens.shape[-1]
     part = fitted_positions(L, settings.positions)
-    problems = Problems.draw(config, settings, FIT_INITS, settings.inits)
     floor = context_share(problems.profiles(torch.zeros(L, L)).detach())
-    theta = torch.zeros((L,) if settings.param == "distance" else (L, L), requires_grad=True)
+    theta = theta.clone().requires_grad_()
     optimizer = torch.optim.Adam([theta], lr=settings.lr)
     rows, best, history = [], float("inf"), []
     converged = False
@@ -180,18 +208,81 @@ def fit_bias(config: ModelConfig, settings: FitSettings, inserted: ModelConfig |
         optimizer.zero_grad()
         objective.backward()
         optimizer.step()
-    bias = bias_matrix(theta.detach(), L, settings.param)
-    iterations = pd.DataFrame(rows, columns=["iteration", "objective", "E_inf_fit", "E_inf"])
+    return theta.detach(), pd.DataFrame(rows, columns=["iteration", "objective", "E_inf_fit", "E_inf"]), converged
+
+
+def fit_bias(config: ModelConfig, settings: FitSettings, inserted: ModelConfig | None = None) -> FitResult:
+    """Fit B on the model ``config`` by Adam from B = 0 (``descend``); judge it on held-out initializations.
+    ``inserted``: the model B is inserted into (default ``config``), whose attention at init the
+    summary reports."""
+    if config.attention == "uniform":
+        raise ConfigError("config key model.attention: a logit bias has no effect on uniform attention")
+    L = config.seq_len
+    problems = Problems.draw(config, settings, FIT_INITS, settings.inits)
+    theta, iterations, converged = descend(problems, settings, torch.zeros(theta_shape(config, settings.param)))
+    bias = bias_matrix(theta, L, settings.param)
     profiles, summary, change = held_out_report(config, settings, bias, inserted)
     log.info(
         "bias fit L=%d: %d iterations, held-out imbalance %.4g -> %.4g, change %.4g [%.4g, %.4g]",
         L,
-        len(rows) - 1,
+        len(iterations) - 1,
         summary.imbalance_before.mean(),
         summary.imbalance_after.mean(),
         *change,
     )
     return FitResult(bias, iterations, profiles, summary.assign(accepted=change[2] < 0), change, converged)
+
+
+@dataclass
+class Restarts:
+    """The fit from several starts (``fit_restarts``): the best start's B and every start's trace."""
+
+    bias: torch.Tensor  # the B of the start with the lowest final objective
+    traces: pd.DataFrame  # restart, iteration, objective, E_inf_fit, E_inf (every start)
+    starts: pd.DataFrame  # one row per start: restart, iterations, converged, final objective, plateau
+    heldout: pd.DataFrame  # the best B on the held-out inits: held_out_tables' summary
+
+
+def fit_restarts(config: ModelConfig, settings: FitSettings, restarts: int, scale: float = 1.0) -> Restarts:
+    """Fit B ``restarts`` times on the same initializations: start 0 from B = 0, start r >= 1 from theta
+    ~ N(0, scale^2) entry by entry (its own generator, seed ``settings.seed + RESTARTS + r``); keep every
+    start's trace and judge the best start's B on the held-out initializations."""
+    if restarts < 1:
+        raise ConfigError(f"bias fit restarts: {restarts}; at least 1")
+    L, shape = config.seq_len, theta_shape(config, settings.param)
+    problems = Problems.draw(config, settings, FIT_INITS, settings.inits)
+    traces, starts, best = [], [], None
+    for r in range(restarts):
+        generator = torch.Generator().manual_seed(settings.seed + RESTARTS + r)
+        start = torch.zeros(shape) if r == 0 else scale * torch.randn(shape, generator=generator)
+        theta, trace, converged = descend(problems, settings, start)
+        final = float(trace.objective.iloc[-1])
+        traces.append(trace.assign(restart=r))
+        starts.append((r, len(trace) - 1, converged, final, plateau(trace.objective.to_numpy(), settings.patience)))
+        if best is None or final < best[0]:
+            best = (final, bias_matrix(theta, L, settings.param))
+    held_out = Problems.draw(config, settings, HELD_OUT, settings.heldout)
+    _, summary = held_out_tables(held_out, best[1], fitted_positions(L, settings.positions))
+    columns = ["restart", "iterations", "converged", "objective", "plateau"]
+    trace_table = pd.concat(traces, ignore_index=True)[["restart", "iteration", "objective", "E_inf_fit", "E_inf"]]
+    return Restarts(best[1], trace_table, pd.DataFrame(starts, columns=columns), summary)
+
+
+def plateau(objective: np.ndarray, window: int) -> float:
+    """How far a trace still fell over its last ``window`` iterations: (best before them - best at the
+    end) / |best at the end| (0: flat; nan when the trace is not longer than the window)."""
+    best = np.minimum.accumulate(objective)
+    if best.size <= window:
+        return float("nan")
+    return float((best[-1 - window] - best[-1]) / abs(best[-1]))
+
+
+def readout_floor(energies: torch.Tensor) -> torch.Tensor:
+    """The least E_inf (uniform target) of any profile whose last position has the density of ``energies``,
+    (inits, L) -> (inits,): with r that density, the others share L - r, and E_inf = (r - 1)^2 / L + the
+    others' spread, least when they are equal: (r - 1)^2 / (L - 1) (docs/remedies.md, "What B can reach")."""
+    L = energies.shape[-1]
+    return (density(energies)[..., -1] - 1).square() / (L - 1)
 
 
 def held_out_report(
@@ -221,7 +312,7 @@ def held_out_tables(problems: Problems, bias: torch.Tensor, part: slice) -> tupl
     """On the held-out initializations, B = 0 against the fitted B: the mean density profiles
     (stage, position, p, density, density_fit, E_inf_fit, E_inf) and, per initialization, the
     imbalance of the fitted positions, the context's share and the raw total."""
-    L = bias.shape[0]
+    L = bias.shape[-1]
     frames, per_init = [], {}
     for stage, b in (("before", torch.zeros(L, L)), ("after", bias)):
         energies = problems.profiles(b).detach().double()

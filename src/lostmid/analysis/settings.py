@@ -83,9 +83,10 @@ class ChannelSettings:
 
 # The bias fit's seeds, relative to bias_fit.seed (the one home of these offsets): initialization j
 # of the fit draws its weights from seed + FIT_INITS + j and its batch from seed + BATCHES + FIT_INITS
-# + j; held-out initialization j the same with HELD_OUT in place of FIT_INITS. The schema bounds
-# inits and heldout by 500, so that no two of these ranges overlap.
-FIT_INITS, HELD_OUT, BATCHES = 0, 500, 1000
+# + j; held-out initialization j the same with HELD_OUT in place of FIT_INITS; the start of restart r
+# of lostmid.analysis.bias_fit.fit_restarts (not a model: no weights) seed + RESTARTS + r. The schema
+# bounds inits and heldout by 500, so that no two of these ranges overlap.
+FIT_INITS, HELD_OUT, BATCHES, RESTARTS = 0, 500, 1000, 2000
 
 
 @dataclass(frozen=True)
