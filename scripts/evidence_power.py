@@ -34,9 +34,9 @@ import pandas as pd
 from lostmid.config import load, settings_from_section
 from lostmid.evidence import decisions as dec
 from lostmid.evidence import readings as claims
-from lostmid.evidence import statistics as st
 from lostmid.evidence.inputs import Setting, rows_of, runs_of
 from lostmid.evidence.settings import EvidenceSettings
+from lostmid.stats import statistics as st
 from lostmid.tables.summaries import accuracy_per_checkpoint
 
 

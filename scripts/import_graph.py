@@ -38,14 +38,15 @@ LAYERS = [
     {"lostmid.core"},
     {"lostmid.objectives"},
     {"lostmid.tables"},
+    # the statistics every stage reads: intervals over seeds, windows and bootstrap draws
+    {"lostmid.stats"},
     {"lostmid.training"},
     {"lostmid.analysis"},
-    # the study's plan, effects and reading are data the plots draw; its estimators and pages are above them
+    # the study's plan and reading are data the plots draw; its estimators and pages are above them
     {
         "lostmid.algebraic",
         "lostmid.architectures",
         "lostmid.evidence",
-        "lostmid.study.effects",
         "lostmid.study.reading",
         "lostmid.study.plan",
     },

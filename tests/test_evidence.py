@@ -903,7 +903,7 @@ class ConstantModel(torch.nn.Module):
 
 @pytest.mark.parametrize("answer", [0, 1])
 def test_a_constant_predictor_fails_equally_at_every_position_and_has_no_slope(answer):
-    from lostmid.evidence import statistics as st
+    from lostmid.stats import statistics as st
     from lostmid.training.evaluate import failure_by_position
 
     for run_seed in (0, 1):

@@ -20,7 +20,7 @@ from scipy import stats as scipy_stats
 
 from lostmid.core import task
 from lostmid.evidence import decisions as D
-from lostmid.evidence import statistics as S
+from lostmid.stats import statistics as S
 from lostmid.tables.summaries import seed_half_width, t_half_width
 
 from conftest import REPO
@@ -191,7 +191,7 @@ def test_each_training_seed_gets_its_own_evaluation_seed():
 
 
 def test_the_statistics_module_does_not_need_torch():
-    code = "import sys, lostmid.evidence.statistics; assert 'torch' not in sys.modules"
+    code = "import sys, lostmid.stats.statistics; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60, cwd=REPO)
 
 

@@ -11,7 +11,6 @@ import numpy as np
 import pandas as pd
 
 from lostmid.evidence import decisions as dec
-from lostmid.evidence import statistics as st
 from lostmid.evidence.fit_checks import fit_not_evaluable, fit_rows, gate
 from lostmid.evidence.inputs import (
     Effects,
@@ -33,6 +32,7 @@ from lostmid.evidence.readings import (
     training_speed_per_seed,
 )
 from lostmid.evidence.settings import EvidenceSettings
+from lostmid.stats import statistics as st
 
 
 def slope_at_mid_training(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects | Estimate:

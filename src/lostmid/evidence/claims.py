@@ -9,7 +9,7 @@ the ``Estimate``), and the decision rule fixed in advance (``Claim.rule``, its m
 setting: ``lostmid.evidence.settings.EvidenceSettings``). ``evidence_table`` evaluates them all and
 returns one row per (claim, setting), its verdict read off by ``lostmid.evidence.decisions.decide``.
 
-Trained claims follow the recipe of ``lostmid.evidence.statistics``: an effect per seed, then a
+Trained claims follow the recipe of ``lostmid.stats.statistics``: an effect per seed, then a
 Student t interval over seeds (paired by seed when two variants share seeds); deterministic
 claims (structural baseline, algebraic simulations) get a zero-width "interval" and a rule with
 a tolerance.

@@ -1,6 +1,6 @@
 """Verdicts of the evidence stage, and how many seeds a decision needs.
 
-A claim's verdict is read off its 95% interval over seeds (``lostmid.evidence.statistics``) with a
+A claim's verdict is read off its 95% interval over seeds (``lostmid.stats.statistics``) with a
 ``DecisionRule`` fixed in advance: the kind of claim and its margin or threshold, rendered in
 words in the evidence table. ``seeds_for_half_width`` and ``pilot_seed_plan`` plan the number
 of seeds from pilot data.
@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 from scipy import stats
 
-from lostmid.evidence.statistics import Interval, as_values
+from lostmid.stats.statistics import Interval, as_values
 from lostmid.tables.summaries import t_half_width
 
 SUPPORTED = "supported"

@@ -23,7 +23,6 @@ import numpy as np
 import pandas as pd
 
 from lostmid.evidence import decisions as dec
-from lostmid.evidence import statistics as st
 from lostmid.evidence.inputs import (
     CLAIM,
     Claim,
@@ -38,6 +37,7 @@ from lostmid.evidence.inputs import (
 )
 from lostmid.evidence.readings import late_minus_early_failure_per_seed, mid_training_step, not_reached
 from lostmid.evidence.settings import EvidenceSettings
+from lostmid.stats import statistics as st
 
 INFLUENCE_FAILURE = "influence predicts failure"  # the family of these rows (Claim.family)
 RHO = "Spearman's rho"

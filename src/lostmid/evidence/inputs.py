@@ -12,9 +12,9 @@ import pandas as pd
 
 from lostmid.errors import LostmidError
 from lostmid.evidence import decisions as dec
-from lostmid.evidence import statistics as st
 from lostmid.evidence.settings import EvidenceSettings
 from lostmid.evidence.tables import TABLES
+from lostmid.stats import statistics as st
 
 BLOG = "blog"  # the family of the blog's rows (Claim.family; docs/evidence.md, "Family-wise correction")
 # The family of the findings of the paper's validation protocol on trained runs (docs/validation.md);

@@ -8,7 +8,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from lostmid.evidence import statistics as st
 from lostmid.evidence.inputs import (
     NOT_EVALUABLE,
     Effects,
@@ -21,6 +20,7 @@ from lostmid.evidence.inputs import (
     rows_of,
 )
 from lostmid.evidence.settings import EvidenceSettings
+from lostmid.stats import statistics as st
 from lostmid.tables.summaries import accuracy_per_checkpoint
 
 

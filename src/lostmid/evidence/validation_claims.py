@@ -31,7 +31,6 @@ import pandas as pd
 
 from lostmid.core.density import imbalance
 from lostmid.evidence import decisions as dec
-from lostmid.evidence import statistics as st
 from lostmid.evidence.estimators import check_verdict
 from lostmid.evidence.inputs import (
     Claim,
@@ -48,6 +47,7 @@ from lostmid.evidence.paper_claims import log_metric
 from lostmid.evidence.readings import mean_accuracy_at, mid_training_step
 from lostmid.evidence.robustness import at_matched_accuracy
 from lostmid.evidence.settings import EvidenceSettings
+from lostmid.stats import statistics as st
 from lostmid.tables.summaries import accuracy_per_checkpoint
 
 MATCHED = "own mid-training (matched accuracy)"

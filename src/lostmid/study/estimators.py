@@ -1,5 +1,5 @@
 """The primaries' estimators (study/plan.yaml names them): one function each, one effect per replication
-unit where there are units, each returning an effect of ``lostmid.study.effects``.
+unit where there are units, each returning an effect of ``lostmid.stats.effects``.
 
 The flag task's tables are the workflow's per-run tables of the study's arms (``failure``, ``influence``);
 an arm is a list of variants (a fix arm: one variant per fit, each on its own block of seeds) whose seeds
@@ -17,9 +17,9 @@ from statsmodels.tools.sm_exceptions import ConvergenceWarning
 
 from lostmid.architectures import retrieval_estimators as retrieval
 from lostmid.errors import InputError
-from lostmid.evidence import statistics as st
-from lostmid.evidence.statistics import rank_correlation
-from lostmid.study.effects import BootstrapEffect, MeanEffect, WaldEffect, WelchEffect
+from lostmid.stats import statistics as st
+from lostmid.stats.effects import BootstrapEffect, MeanEffect, WaldEffect, WelchEffect
+from lostmid.stats.statistics import rank_correlation
 from lostmid.tables.summaries import accuracy_per_checkpoint
 
 

@@ -18,9 +18,9 @@ from pathlib import Path
 import pandas as pd
 
 from lostmid.errors import InputError
+from lostmid.stats.effects import MeanEffect
 from lostmid.study import estimators as est
 from lostmid.study import reading
-from lostmid.study.effects import MeanEffect
 from lostmid.study.plan import arm_variants
 
 NOT_YET_RUN = "not yet run"
@@ -42,7 +42,7 @@ class Row:
 
     id: str
     question: str
-    effect: object  # an effect of lostmid.study.effects, or Missing
+    effect: object  # an effect of lostmid.stats.effects, or Missing
     level: float  # Holm's error level (1 - confidence of the interval)
     low: float
     high: float

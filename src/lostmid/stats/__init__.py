@@ -1,0 +1,2 @@
+"""Statistics every stage reads, below the stages that read them: per-unit effects and their intervals over
+seeds, windows and bootstrap draws (``statistics``), and a primary's effect with its p-value (``effects``)."""
