@@ -64,7 +64,7 @@ DECLARED = [
     ("SETTINGS", "src/lostmid/jobs.py"),
     ("EVIDENCE_TABLES", "src/lostmid/jobs.py"),
     ("TABLES", "src/lostmid/evidence/tables.py"),
-    ("CLAIMS", "src/lostmid/evidence/registry.py"),
+    ("claims", "src/lostmid/evidence/claims.yaml"),
     ("FIGURES", "src/lostmid/catalogue.py"),
     ("PAGES", "src/lostmid/catalogue.py"),
     ("RUN_TABLE_COLUMNS", "src/lostmid/tables/keys.py"),
@@ -169,7 +169,7 @@ def declaration(name: str, path: Path) -> tuple[int, str]:
     """The line where ``path`` assigns ``name`` at top level, and the comment just above it."""
     lines = path.read_text().splitlines()
     for i, line in enumerate(lines):
-        if line.startswith((f"{name} = ", f"{name}: ")):
+        if line.startswith((f"{name} = ", f"{name}: ")) or line == f"{name}:":
             comment = []
             for above in reversed(lines[:i]):
                 if above.startswith(("_", "FIT", "BIAS_TENSOR")):  # the helper names the list is built from

@@ -1,7 +1,7 @@
 """The evaluation of the evidence stage's claims: one row of the evidence table per (claim, setting).
 
-Every claim of the blog post and of the paper that the workflow can test is a ``Claim`` in
-``lostmid.evidence.registry.CLAIMS``: its source, the statistic (what is estimated, in which
+Every claim of the blog post and of the paper that the workflow can test is a row of ``claims.yaml``, loaded as a
+``Claim`` in ``lostmid.evidence.registry.CLAIMS``: its source, the statistic (what is estimated, in which
 unit), the tables it reads, the settings it is evaluated in (``settings``: e.g. every baseline
 variant, L and depth of the run), its reading (the function named after it that returns, for one
 setting, the per-unit ``Effects``), its estimator by name (``lostmid.evidence.estimators``, which makes
