@@ -16,7 +16,7 @@ at its own mid-training) and (d) (paired area under the failure curve; the late-
 against the baseline at its mid-training, which (d)'s row reports), the seeds needed
 for the interval's half-width to fall below the distance from the pilot's estimate to the
 threshold that decides the claim the way the pilot leans (``planning_distance``;
-``lostmid.evidence.decisions.pilot_seed_plan``, with the pilot sd and with its upper 80%
+``lostmid.stats.planning.pilot_seed_plan``, with the pilot sd and with its upper 80%
 confidence bound). Plan with the larger, conservative number. The per-seed effects are the
 claims' own (``lostmid.evidence.blog_claims``; with ``--validation``, every claim of
 ``lostmid.evidence.validation_claims`` in every setting the pilot has, and its cost per run).
@@ -32,11 +32,11 @@ from pathlib import Path
 import pandas as pd
 
 from lostmid.config import load, settings_from_section
-from lostmid.evidence import decisions as dec
 from lostmid.evidence import readings as claims
-from lostmid.evidence import statistics as st
 from lostmid.evidence.inputs import Setting, rows_of, runs_of
 from lostmid.evidence.settings import EvidenceSettings
+from lostmid.stats import planning
+from lostmid.stats import statistics as st
 from lostmid.tables.summaries import accuracy_per_checkpoint
 
 
@@ -60,7 +60,7 @@ def planning_distance(estimate: float, kind: str, margin: float) -> float:
 def plan(values, kind: str, margin: float, ev: EvidenceSettings) -> str:
     ci = st.t_interval(values, ev.level)
     distance = planning_distance(ci.estimate, kind, margin)
-    p = dec.pilot_seed_plan(values, distance, ev.level)
+    p = planning.pilot_seed_plan(values, distance, ev.level)
     return (
         f"mean {ci.estimate:.3f} [{ci.low:.3f}, {ci.high:.3f}] over {ci.n} seeds, sd {p.sd:.3f} (80% upper bound "
         f"{p.sd_upper:.3f}); distance to the deciding threshold {distance:.3f} -> seeds {p.n_seeds} "

@@ -39,17 +39,18 @@ LAYERS = [
     {"lostmid.core"},
     {"lostmid.objectives"},
     {"lostmid.tables"},
+    # the statistics every stage reads: intervals over seeds, windows and bootstrap draws
+    {"lostmid.stats"},
     {"lostmid.training"},
     {"lostmid.analysis"},
-    # the study's plan, effects and reading are data the plots draw; its estimators and pages are above them
+    # the study's plan and reading are data the plots draw; its estimators and pages are above them
     {
         "lostmid.algebraic",
         "lostmid.architectures",
         "lostmid.evidence",
-        "lostmid.study.effects",
         "lostmid.study.reading",
         "lostmid.study.plan",
-        "lostmid.stats",  # torch-free statistics; study2, the second study's, returns the study's effects
+        "lostmid.stats.study2",  # the second study's estimators: they word their outcomes as study.reading does
     },
     {"lostmid.jobs", "lostmid.catalogue"},
     {"lostmid.plots"},
@@ -65,7 +66,7 @@ DECLARED = [
     ("SETTINGS", "src/lostmid/jobs.py"),
     ("EVIDENCE_TABLES", "src/lostmid/jobs.py"),
     ("TABLES", "src/lostmid/evidence/tables.py"),
-    ("CLAIMS", "src/lostmid/evidence/registry.py"),
+    ("claims", "src/lostmid/evidence/claims.yaml"),
     ("FIGURES", "src/lostmid/catalogue.py"),
     ("PAGES", "src/lostmid/catalogue.py"),
     ("RUN_TABLE_COLUMNS", "src/lostmid/tables/keys.py"),
@@ -170,7 +171,7 @@ def declaration(name: str, path: Path) -> tuple[int, str]:
     """The line where ``path`` assigns ``name`` at top level, and the comment just above it."""
     lines = path.read_text().splitlines()
     for i, line in enumerate(lines):
-        if line.startswith((f"{name} = ", f"{name}: ")):
+        if line.startswith((f"{name} = ", f"{name}: ")) or line == f"{name}:":
             comment = []
             for above in reversed(lines[:i]):
                 if above.startswith(("_", "FIT", "BIAS_TENSOR")):  # the helper names the list is built from

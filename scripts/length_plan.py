@@ -26,16 +26,16 @@ sys.path.insert(0, str(Path(__file__).parent))
 from evidence_power import planning_distance  # noqa: E402
 
 from lostmid.config import load, settings_from_section  # noqa: E402
-from lostmid.evidence import decisions as dec  # noqa: E402
 from lostmid.evidence.inputs import Inputs, runs_of  # noqa: E402
 from lostmid.evidence.readings import late_minus_early_failure_per_seed, mid_training_step, slopes_at  # noqa: E402
 from lostmid.evidence.settings import EvidenceSettings  # noqa: E402
+from lostmid.stats import planning  # noqa: E402
 
 
 def needed(values: pd.Series, kind: str, margin: float, ev: EvidenceSettings) -> tuple[str, int]:
     values = values.dropna().to_numpy()
     distance = planning_distance(values.mean(), kind, margin)
-    plan = dec.pilot_seed_plan(values, distance, ev.level)
+    plan = planning.pilot_seed_plan(values, distance, ev.level)
     words = (
         f"mean {values.mean():.3f}, sd {plan.sd:.3f} (upper {plan.sd_upper:.3f}) over {plan.pilot_seeds} seeds, "
         f"distance {distance:.3f} -> {plan.n_seeds} ({plan.n_seeds_conservative} conservative)"

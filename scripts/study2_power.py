@@ -35,7 +35,7 @@ from scipy import stats
 
 from lostmid.stats import study2
 from lostmid.study import estimators as est
-from lostmid.study.effects import BootstrapEffect
+from lostmid.stats.effects import BootstrapEffect
 from lostmid.study.reading import INCONCLUSIVE, outcome
 
 ALPHA, PRIMARIES = 0.05, 10

@@ -11,15 +11,17 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+import yaml
 
 from lostmid.cli.main import main
 from lostmid.config import settings_from_section
 from lostmid.core import task
 from lostmid.errors import ConfigError
-from lostmid.evidence import blog_claims, claims, decisions, readings, robustness, statistics
+from lostmid.evidence import blog_claims, claims, decisions, readings, robustness
 from lostmid.evidence.estimators import ESTIMATORS
 from lostmid.evidence.inputs import Effects
 from lostmid.evidence.settings import EvidenceSettings
+from lostmid.stats import statistics
 
 from conftest import REPO, model_config
 
@@ -903,7 +905,7 @@ class ConstantModel(torch.nn.Module):
 
 @pytest.mark.parametrize("answer", [0, 1])
 def test_a_constant_predictor_fails_equally_at_every_position_and_has_no_slope(answer):
-    from lostmid.evidence import statistics as st
+    from lostmid.stats import statistics as st
     from lostmid.training.evaluate import failure_by_position
 
     for run_seed in (0, 1):
@@ -1121,3 +1123,29 @@ def test_matched_accuracy_interpolates_each_seed_to_where_its_own_accuracy_cross
     )
     # w = (0.75 - 0.7) / (0.9 - 0.7) = 0.25 of the way from step 100 to 200.
     assert found[0] == pytest.approx(0.75 * 1.0 + 0.25 * 3.0) and "at step 125" in words
+
+
+def test_a_malformed_row_of_the_claims_table_is_one_line_naming_it(tmp_path):
+    """registry.table checks every row of claims.yaml and says, one line per row, what is wrong with it."""
+    from lostmid.evidence import registry
+
+    good = yaml.safe_load(registry.TABLE.read_text())
+    row = good["claims"][0]
+    rows = [
+        {**row, "name": "no_estimator", "estimator": "median"},
+        {**row, "name": "no_rule", "rule": "never_declared"},
+        {**row, "name": "no_reading", "reading": "lostmid.evidence.blog_claims.nothing_here"},
+        {k: v for k, v in row.items() if k != "unit"} | {"name": "no_unit"},
+    ]
+    path = tmp_path / "claims.yaml"
+    path.write_text(yaml.safe_dump({"rules": good["rules"], "claims": [row, *rows]}))
+    with pytest.raises(claims.EvidenceError) as found:
+        registry.table(path)
+    assert str(found.value).splitlines() == [
+        "claims.yaml: claim 2 (no_estimator): estimator 'median' is not one of " + str(list(ESTIMATORS)),
+        "claims.yaml: claim 3 (no_rule): rule 'never_declared' is not a key of rules",
+        "claims.yaml: claim 4 (no_reading): lostmid.evidence.blog_claims.nothing_here names no function",
+        "claims.yaml: claim 5 (no_unit): lacks ['unit']",
+    ]
+    path.write_text(yaml.safe_dump({"rules": good["rules"], "claims": [row]}))
+    assert [c.name for c in registry.table(path)[1]] == [row["name"]]

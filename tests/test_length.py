@@ -13,6 +13,7 @@ from lostmid.analysis.settings import FitSettings, LengthSettings
 from lostmid.config import settings_from_section
 from lostmid.errors import ConfigError
 from lostmid.evidence import length_claims as lc
+from lostmid.evidence.claims import CLAIMS_BY_NAME
 from lostmid.evidence.decisions import CONTRADICTED, SUPPORTED, verdict_by
 from lostmid.evidence.estimators import made_by
 from lostmid.evidence.inputs import Inputs
@@ -80,7 +81,7 @@ def test_a_fixed_shape_has_null_slope_zero_and_a_last_position_spike_does_not_fo
 )
 def test_the_init_growth_claims_are_decided_on_planted_profiles(profile, expected):
     inputs = inputs_with(length_init=init_table(profile))
-    by_name = {claim.name: claim for claim in lc.CLAIMS}
+    by_name = CLAIMS_BY_NAME
     assert decide(by_name["length_first_last_jacobian_grows"], inputs) == expected
     assert decide(by_name["length_first_last_density_grows"], inputs) == expected
 
@@ -124,7 +125,7 @@ def fit_tables(profile) -> tuple[pd.DataFrame, pd.DataFrame]:
 def test_the_fitted_bias_claim_is_decided_on_planted_profiles(profile, expected):
     profiles, fits = fit_tables(profile)
     inputs = inputs_with(length_fit=profiles, length_fits=fits)
-    claim = next(claim for claim in lc.CLAIMS if claim.name == "length_fitted_bias_bounds_first_last")
+    claim = CLAIMS_BY_NAME["length_fitted_bias_bounds_first_last"]
     assert decide(claim, inputs) == expected
 
 

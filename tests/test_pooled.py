@@ -13,6 +13,7 @@ from scipy import stats
 from lostmid.errors import InputError
 from lostmid.evidence import pooled
 from lostmid.manifest import sha256
+from lostmid.stats import meta
 
 CLAIM = "balance_lowers_e_inf_at_matched_accuracy"
 ARMS = "balance vs baseline, L 16, depth 4, residual true"
@@ -165,10 +166,8 @@ def test_the_random_effects_agree_with_statsmodels_where_its_tau2_is_not_negativ
 
     estimates, variances = np.array([-0.4, -0.965, -0.999]), np.array([0.1, 0.03, 0.07])
     reference = combine_effects(estimates, variances, method_re="dl")
-    tau2 = pooled.dersimonian_laird_tau2(estimates, variances)
-    assert tau2 == pytest.approx(reference.tau2) and pooled.cochran_q(estimates, variances) == pytest.approx(
-        reference.q
-    )
-    assert pooled.inverse_variance(estimates, variances + tau2)[0] == pytest.approx(
+    tau2 = meta.dersimonian_laird_tau2(estimates, variances)
+    assert tau2 == pytest.approx(reference.tau2) and meta.cochran_q(estimates, variances) == pytest.approx(reference.q)
+    assert meta.inverse_variance(estimates, variances + tau2)[0] == pytest.approx(
         reference.summary_frame().loc["random effect"].eff
     )

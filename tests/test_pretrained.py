@@ -24,6 +24,7 @@ from lostmid.architectures.retrieval import leading_ids
 from lostmid.architectures.settings import TextSettings
 from lostmid.config import settings_from_section
 from lostmid.errors import ConfigError
+from lostmid.stats.bootstrap import percentile_interval
 
 VOCAB = 40
 
@@ -225,7 +226,7 @@ def test_the_decay_exponent_recovers_a_power_law_and_intervals_hold_the_estimate
     weights = intervals.draws(30, 500, seed=1)
     draws = intervals.profiles(weights, per_sequence)
     np.testing.assert_allclose(draws[0], theory.mass(per_sequence.mean(0)))
-    estimate, lo, hi = intervals.interval(intervals.decay_exponent(draws))
+    estimate, lo, hi = percentile_interval(intervals.decay_exponent(draws))
     assert lo < estimate < hi and lo < 0.8 < hi
     a, b = rng.random((4, n)), rng.random((4, n))
     np.testing.assert_allclose(intervals.spearman_rows(a, b), [theory.spearman(x, y) for x, y in zip(a, b)])

@@ -22,7 +22,7 @@ from scipy import stats
 
 from lostmid.architectures import models, retrieval, retrieval_summary
 from lostmid.errors import ConfigError
-from lostmid.evidence import claims, retrieval_claims
+from lostmid.evidence import claims
 from lostmid.evidence.settings import EvidenceSettings
 from lostmid.plots import retrieval as plots_retrieval
 
@@ -30,6 +30,8 @@ FILLER = [f"x{a}{b}" for a in "abcde" for b in "abcdef"]  # no digits: the digit
 TEMPLATE_WORDS = "The code word for is . special magic number".split()
 DIGITS = [str(d) for d in range(10)]
 KEYWORDS = list(retrieval.WORDS[:24])
+# The retrieval stage's rows of the evidence table.
+RETRIEVAL_CLAIMS = [c for c in claims.CLAIMS if c.name.endswith("_predicts_retrieval")]
 VOCAB = ["[UNK]", "[BOS]", *TEMPLATE_WORDS, *DIGITS, *KEYWORDS, *FILLER]
 
 
@@ -271,9 +273,7 @@ def evidence_rows(examples: pd.DataFrame) -> pd.DataFrame:
     inputs = claims.Inputs(variants={"baseline": {}}, model={}, retrieval=examples)
     from lostmid.config import settings_from_section
 
-    table = claims.evidence_table(
-        inputs, settings_from_section(EvidenceSettings, None, "evidence"), retrieval_claims.CLAIMS
-    )
+    table = claims.evidence_table(inputs, settings_from_section(EvidenceSettings, None, "evidence"), RETRIEVAL_CLAIMS)
     return table
 
 
@@ -354,7 +354,7 @@ def test_the_commands_run_a_saved_model_and_its_twin_into_tables_and_evidence(tm
     evidence = ["evidence", "--variants", '{"baseline": {}}', "--family", "retrieval", "--retrieval", out["examples"]]
     assert main([*evidence, "--out", str(tmp_path / "evidence.parquet")]) == 0
     table = pd.read_parquet(tmp_path / "evidence.parquet")
-    assert len(table) == 2 * 2 * 2 and set(table.claim) == {c.name for c in retrieval_claims.CLAIMS}
+    assert len(table) == 2 * 2 * 2 and set(table.claim) == {c.name for c in RETRIEVAL_CLAIMS}
     (record / "overlay.yaml").write_text(json.dumps({"retrieval": block}))  # JSON is YAML
     assert main(["retrieval-page", "--record", str(record)]) == 0
     page = (record / "README.md").read_text()

@@ -20,7 +20,8 @@ from scipy import stats as scipy_stats
 
 from lostmid.core import task
 from lostmid.evidence import decisions as D
-from lostmid.evidence import statistics as S
+from lostmid.stats import planning
+from lostmid.stats import statistics as S
 from lostmid.tables.summaries import seed_half_width, t_half_width
 
 from conftest import REPO
@@ -191,7 +192,7 @@ def test_each_training_seed_gets_its_own_evaluation_seed():
 
 
 def test_the_statistics_module_does_not_need_torch():
-    code = "import sys, lostmid.evidence.statistics; assert 'torch' not in sys.modules"
+    code = "import sys, lostmid.stats.statistics; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60, cwd=REPO)
 
 
@@ -430,8 +431,8 @@ def test_seeds_for_half_width_agrees_with_a_brute_force_search(level):
     for sd in (0.05, 0.3, 1.0, 2.7):
         for target in (0.1, 0.25, 0.5, 1.0):
             brute = next(n for n in range(2, 10**5) if t_half_width(sd, n, level) <= target)
-            assert D.seeds_for_half_width(sd, target, level) == brute
-    assert D.seeds_for_half_width(0.0, 0.1) == 2
+            assert planning.seeds_for_half_width(sd, target, level) == brute
+    assert planning.seeds_for_half_width(0.0, 0.1) == 2
 
 
 def test_half_width_is_that_of_the_t_interval_and_of_the_summary_tables():
@@ -444,9 +445,9 @@ def test_half_width_is_that_of_the_t_interval_and_of_the_summary_tables():
 
 def test_a_pilot_plan_gives_a_plug_in_and_a_conservative_number_of_seeds():
     pilot = [0.8, 1.3, 0.4, 1.1, 0.9]
-    plan = D.pilot_seed_plan(pilot, target_half_width=0.2)
+    plan = planning.pilot_seed_plan(pilot, target_half_width=0.2)
     sd = np.std(pilot, ddof=1)
     assert plan.pilot_seeds == 5 and plan.sd == pytest.approx(sd) and plan.sd_upper > sd
-    assert plan.n_seeds == D.seeds_for_half_width(sd, 0.2)
+    assert plan.n_seeds == planning.seeds_for_half_width(sd, 0.2)
     assert plan.n_seeds_conservative >= plan.n_seeds
     assert t_half_width(plan.sd_upper, plan.n_seeds_conservative) <= 0.2

@@ -8,7 +8,7 @@ import statsmodels.api as sm
 
 from lostmid.errors import InputError
 from lostmid.stats import study2
-from lostmid.study.effects import MeanEffect
+from lostmid.stats.effects import MeanEffect
 from lostmid.study.reading import INCONCLUSIVE, NO_EFFECT
 
 
@@ -115,7 +115,7 @@ def test_the_influence_fits_recover_a_planted_effect_and_agree_on_none():
 
 
 def test_no_effect_stands_only_where_every_fit_reads_it():
-    from lostmid.study.effects import WaldEffect
+    from lostmid.stats.effects import WaldEffect
 
     fits = {
         "gee_exchangeable": WaldEffect(-0.045, 0.03, 48, "x"),

@@ -51,6 +51,19 @@ def test_the_plan_has_at_most_ten_primaries_each_with_its_reading():
             assert primary.get(key) not in (None, ""), (primary["id"], key)
 
 
+def test_every_primary_and_secondary_names_an_endpoint_the_findings_read():
+    from lostmid.study import estimators as est
+    from lostmid.study.findings import ENDPOINTS, SECONDARIES
+
+    plan = yaml.safe_load((REPO / "study" / "plan.yaml").read_text())
+    secondaries = yaml.safe_load(SECONDARIES.read_text())["secondaries"]
+    for row in [*plan["primaries"], *secondaries]:
+        name = row["estimator"].rsplit(".", 1)[-1]
+        assert name in ENDPOINTS, row["id"]
+        assert not str(row["estimator"]).startswith("lostmid.") or hasattr(est, name), row["id"]  # the plan's path
+    assert len({row["id"] for row in secondaries}) == len(secondaries)
+
+
 def committed_plan(repo, text: str, name: str = "plan.yaml"):
     """A git repository at ``repo`` whose first commit holds study/``name`` with ``text``; returns (git, plan)."""
 

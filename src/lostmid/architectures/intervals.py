@@ -41,13 +41,6 @@ def profiles(weights: np.ndarray, per_sequence: np.ndarray) -> np.ndarray:
     return mean / mean.sum(1, keepdims=True)
 
 
-def interval(values: np.ndarray, level: float = LEVEL) -> tuple:
-    """(estimate, lo, hi): draw 0 and the percentile interval of draws 1..B (along the first axis)."""
-    tail = (1 - level) / 2 * 100
-    lo, hi = np.nanpercentile(values[1:], [tail, 100 - tail], axis=0)
-    return values[0], lo, hi
-
-
 def spearman_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Row-wise Spearman's rho of (D, n) arrays (``theory.spearman`` per row)."""
     ra, rb = scipy_stats.rankdata(a, axis=1), scipy_stats.rankdata(b, axis=1)

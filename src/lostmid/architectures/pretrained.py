@@ -30,6 +30,7 @@ from lostmid.architectures import bounded, intervals, models, text
 from lostmid.architectures.settings import TextSettings
 from lostmid.architectures.sweep import concat, keyed, token_ids
 from lostmid.errors import ConfigError
+from lostmid.stats import bootstrap
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ def check_length(arch: models.Arch, n: int, key: str) -> None:
 
 
 def _with_interval(name: str, values: np.ndarray, level: float) -> dict:
-    estimate, lo, hi = intervals.interval(values, level)
+    estimate, lo, hi = bootstrap.percentile_interval(values, level)
     return {name: estimate, f"{name}_lo": lo, f"{name}_hi": hi}
 
 
@@ -83,7 +84,7 @@ def measurement_tables(
         measured = intervals.profiles(weights, grads)
         measured_shape, measured_p = intervals.shape_rows(measured), intervals.decay_exponent(measured)
         for name, draws in {"measured": measured, **theories}.items():
-            estimate, lo, hi = intervals.interval(draws, level)
+            estimate, lo, hi = bootstrap.percentile_interval(draws, level)
             profiles.append(
                 pd.DataFrame(
                     {

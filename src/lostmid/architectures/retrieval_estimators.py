@@ -26,7 +26,8 @@ import numpy as np
 import pandas as pd
 
 from lostmid.architectures import retrieval_summary as rs
-from lostmid.evidence import statistics as st
+from lostmid.stats import bootstrap
+from lostmid.stats import statistics as st
 
 TASKS = ("single", "number")  # the tasks the contrasts pool
 MIDDLE = (0.25, 0.375, 0.5, 0.625, 0.75)
@@ -201,7 +202,7 @@ def degenerate(draws: np.ndarray, low: float, high: float, level: float) -> str:
 
 def bootstrap_effect(draws: np.ndarray, level: float, words: str, windows: int) -> tuple[st.Interval, str]:
     """The estimate (draw 0) with its percentile interval over the draws, and ``degenerate``'s verdict."""
-    estimate, low, high = rs.interval(draws, level)
+    estimate, low, high = bootstrap.quiet_percentile_interval(draws, level)
     method = f"{words}; percentile cluster bootstrap over {windows} windows ({len(draws) - 1} draws)"
     return st.Interval(estimate, low, high, windows, method), degenerate(draws, low, high, level)
 

@@ -3,7 +3,7 @@ that the evidence stage reads them too (docs/retrieval.md).
 
 Windows are the unit of resampling: a bootstrap draw takes W of the W windows with replacement (every
 example of a drawn window comes with it) and recomputes the statistic; draw 0 is the estimate (every window
-once), the interval the percentile interval of draws 1..B (``intervals.interval``).
+once), the interval the percentile interval of draws 1..B (``lostmid.stats.bootstrap.percentile_interval``).
 
     accuracy_table    per (model, weights, n, task, q): accuracy, mean log p(answer) and the mean influence
                       shares, each with its interval
@@ -13,12 +13,11 @@ once), the interval the percentile interval of draws 1..B (``intervals.interval`
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pandas as pd
 
 from lostmid.architectures import intervals
+from lostmid.stats import bootstrap
 
 KEYS = ["model", "weights", "n", "positions", "share", "task"]
 # measure -> its column of the examples (retrieval.MEASURES)
@@ -79,13 +78,6 @@ def window_weights(windows: np.ndarray, resamples: int, seed: int) -> np.ndarray
     return counts[:, code]
 
 
-def interval(values: np.ndarray, level: float) -> tuple:
-    """``intervals.interval``, quietly NaN where every draw is NaN (a draw without both outcomes has no AUC)."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", "All-NaN slice", RuntimeWarning)
-        return intervals.interval(values, level)
-
-
 def auc_draws(rows: pd.DataFrame, column: str, resamples: int, seed: int) -> np.ndarray:
     """(1 + B,) AUC of success on ``column``: the estimate (draw 0), then one per bootstrap draw of the windows."""
     weights = window_weights(rows.window.to_numpy(), resamples, seed)
@@ -94,7 +86,7 @@ def auc_draws(rows: pd.DataFrame, column: str, resamples: int, seed: int) -> np.
 
 def auc_interval(rows: pd.DataFrame, column: str, resamples: int, seed: int, level: float) -> tuple:
     """(estimate, lo, hi) of the AUC of success on ``column`` over window draws."""
-    return interval(auc_draws(rows, column, resamples, seed), level)
+    return bootstrap.quiet_percentile_interval(auc_draws(rows, column, resamples, seed), level)
 
 
 def spearman_interval(rows: pd.DataFrame, column: str, resamples: int, seed: int, level: float) -> tuple:
@@ -107,7 +99,7 @@ def spearman_interval(rows: pd.DataFrame, column: str, resamples: int, seed: int
         per_q = weights @ onehot  # (D, Q)
         accuracy = (weights * rows.success.to_numpy(float)) @ onehot / per_q
         influence = (weights * rows[column].to_numpy(float)) @ onehot / per_q
-    return interval(intervals.spearman_rows(accuracy, influence), level)
+    return bootstrap.quiet_percentile_interval(intervals.spearman_rows(accuracy, influence), level)
 
 
 def accuracy_table(examples: pd.DataFrame, resamples: int = 1000, level: float = intervals.LEVEL, seed: int = 0):
@@ -124,7 +116,7 @@ def accuracy_table(examples: pd.DataFrame, resamples: int = 1000, level: float =
             estimate = lo = hi = np.nan
             if len(known):
                 weights = intervals.draws(len(known), resamples, seed)
-                estimate, lo, hi = intervals.interval(intervals.means(weights, known), level)
+                estimate, lo, hi = bootstrap.percentile_interval(intervals.means(weights, known), level)
             row.update({name: estimate, f"{name}_lo": lo, f"{name}_hi": hi})
         found.append(row)
     return pd.DataFrame(found)

@@ -10,8 +10,6 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from lostmid.evidence import decisions as dec
-from lostmid.evidence import statistics as st
 from lostmid.evidence.fit_checks import fit_not_evaluable, fit_rows, gate
 from lostmid.evidence.inputs import (
     Effects,
@@ -33,6 +31,7 @@ from lostmid.evidence.readings import (
     training_speed_per_seed,
 )
 from lostmid.evidence.settings import EvidenceSettings
+from lostmid.stats import statistics as st
 
 
 def slope_at_mid_training(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects | Estimate:
@@ -47,21 +46,6 @@ def slope_at_mid_training(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> E
         f"per-seed binomial logistic slope (Haldane +0.5) at step {step}",
         f"mid-training = first checkpoint with mean accuracy >= {ev.mid_accuracy:g} (best {best:.3f})",
     )
-
-
-# The rules of (a), (d) and (e), declared with their rows (registry.CLAIMS) and shared by the controls' rows
-# (mechanism_claims) and the model-free rows' notes (robustness).
-POSITION_EFFECT_RULE = dec.Rule("greater_than_zero", "slope_margin", "the slope of logit(failure) on p at mid-training")
-PREFERENCE_RULE = dec.Rule(
-    "less_than_zero",
-    "slope_margin",
-    "the difference (debiased - baseline) of the slope of logit(failure) on p, each at its own mid-training checkpoint",
-)
-SPEED_RULE = dec.Rule(
-    "less_than_zero",
-    "speed_margin",
-    "the difference (debiased - baseline) of the mean failure rate over training",
-)
 
 
 # =========================================================================== blog (a): failure rises with position

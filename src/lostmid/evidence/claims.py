@@ -1,7 +1,7 @@
 """The evaluation of the evidence stage's claims: one row of the evidence table per (claim, setting).
 
-Every claim of the blog post and of the paper that the workflow can test is a ``Claim`` in
-``lostmid.evidence.registry.CLAIMS``: its source, the statistic (what is estimated, in which
+Every claim of the blog post and of the paper that the workflow can test is a row of ``claims.yaml``, loaded as a
+``Claim`` in ``lostmid.evidence.registry.CLAIMS``: its source, the statistic (what is estimated, in which
 unit), the tables it reads, the settings it is evaluated in (``settings``: e.g. every baseline
 variant, L and depth of the run), its reading (the function named after it that returns, for one
 setting, the per-unit ``Effects``), its estimator by name (``lostmid.evidence.estimators``, which makes
@@ -9,7 +9,7 @@ the ``Estimate``), and the decision rule fixed in advance (``Claim.rule``, its m
 setting: ``lostmid.evidence.settings.EvidenceSettings``). ``evidence_table`` evaluates them all and
 returns one row per (claim, setting), its verdict read off by ``lostmid.evidence.decisions.decide``.
 
-Trained claims follow the recipe of ``lostmid.evidence.statistics``: an effect per seed, then a
+Trained claims follow the recipe of ``lostmid.stats.statistics``: an effect per seed, then a
 Student t interval over seeds (paired by seed when two variants share seeds); deterministic
 claims (structural baseline, algebraic simulations) get a zero-width "interval" and a rule with
 a tolerance.

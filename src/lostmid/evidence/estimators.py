@@ -15,9 +15,9 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from lostmid.evidence import decisions as dec
-from lostmid.evidence import statistics as st
 from lostmid.evidence.inputs import Claim, Effects, Estimate, Inputs, Setting
 from lostmid.evidence.settings import EvidenceSettings
+from lostmid.stats import statistics as st
 
 
 class Estimator(NamedTuple):

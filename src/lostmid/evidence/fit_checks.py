@@ -8,11 +8,9 @@ import numpy as np
 import pandas as pd
 
 from lostmid.evidence import decisions as dec
+from lostmid.evidence import registry
 from lostmid.evidence.estimators import check_verdict
 from lostmid.evidence.inputs import (
-    CHECK,
-    LOG_RATIO,
-    Claim,
     Effects,
     EvidenceError,
     Inputs,
@@ -28,6 +26,9 @@ from lostmid.evidence.settings import EvidenceSettings
 # fit must have done what it is for (flattened the profile on held-out initializations, kept the
 # context's share, passed its own guard); otherwise those rows are "not evaluable" (a verdict on a
 # broken intervention would be about our fit, not the blog's).
+
+# The fit's checks (rows of claims.yaml) that gate every claim about a reading, by name.
+CHECKS = ("bias_fit_flattens_profile", "bias_fit_keeps_context_share")
 
 
 def fit_rows(inputs: Inputs, s: Setting) -> pd.DataFrame:
@@ -140,7 +141,7 @@ def fit_not_evaluable(
     inputs: Inputs, ev: EvidenceSettings, variant: str | None, L: int, depth: int, checks: bool = True
 ) -> str | None:
     """Why the claims about a reading cannot be decided because of its fit (None: the fit did what it
-    is for): no report of the fit, a failed guard, or one of its checks (the rows of ``CLAIMS``) not supported at
+    is for): no report of the fit, a failed guard, or one of its checks (``CHECKS``) not supported at
     the row's level (``checks=False``: the guard alone)."""
     if variant is None:
         return "the bias matrix names no variant, so its fit cannot be checked"
@@ -150,7 +151,7 @@ def fit_not_evaluable(
     except NotRun as why:
         return f"the fit's effect is unchecked ({why})"
     problems = [] if part.accepted.astype(bool).all() else ["the fit failed its own guard (accepted false)"]
-    for check in CLAIMS if checks else ():
+    for check in (registry.CLAIMS_BY_NAME[name] for name in CHECKS) if checks else ():
         estimate, found = check_verdict(check, inputs, ev, s)
         i = estimate.interval
         if found != dec.SUPPORTED:
@@ -162,39 +163,3 @@ def gate(*reasons: str | None) -> str | None:
     """Why a row is not evaluable: the reasons given, joined (None when there are none)."""
     found = [r for r in reasons if r]
     return "; ".join(found) if found else None
-
-
-# The checks' rows of the evidence table (registry.CLAIMS joins them before blog (c)).
-CLAIMS = [
-    Claim(
-        "bias_fit_flattens_profile",
-        "blog (c): the fit (check of the intervention)",
-        "log(E_inf fitted B / E_inf B = 0) of the fitted profile per held-out initialization",
-        LOG_RATIO,
-        (),
-        reading_settings,
-        bias_fit_flattens_profile,
-        kind=CHECK,
-        rule=dec.Rule(
-            "at_most",
-            "log_ratio_margin",
-            "log(E_inf with the fitted B / E_inf at B = 0) of the fitted profile on held-out initializations",
-            factor=-1,
-        ),
-        estimator="t",
-        checkpoints=("initialization",),
-    ),
-    Claim(
-        "bias_fit_keeps_context_share",
-        "blog (c): the fit (check of the intervention)",
-        "log(context share fitted B / B = 0) per held-out initialization",
-        LOG_RATIO,
-        (),
-        reading_settings,
-        bias_fit_keeps_context_share,
-        kind=CHECK,
-        rule=dec.Rule("at_least", "share_margin", "{ratio} on held-out initializations", factor=-1),
-        estimator="t",
-        checkpoints=("initialization",),
-    ),
-]

@@ -10,7 +10,7 @@ at initialization (step 0) or at mid-training, failure at mid-training. Over see
 rho. Rule: rho < 0, margin ``evidence.influence_failure_margin``. The rows are their own family.
 
 Across arms (the controls of the fix): ``flatness_predicts_preference``, decided by the claim of the
-same name over the variants of one (L, depth) that reach mid-training (``ACROSS_ARMS``): outside any
+same name over the variants of one (L, depth) that reach mid-training (claims.yaml): outside any
 family (written after the mechanism run's other rows were seen; docs/remedies.md).
 """
 
@@ -23,10 +23,8 @@ import numpy as np
 import pandas as pd
 
 from lostmid.evidence import decisions as dec
-from lostmid.evidence import statistics as st
+from lostmid.evidence import registry
 from lostmid.evidence.inputs import (
-    CLAIM,
-    Claim,
     Effects,
     Estimate,
     EvidenceError,
@@ -38,9 +36,7 @@ from lostmid.evidence.inputs import (
 )
 from lostmid.evidence.readings import late_minus_early_failure_per_seed, mid_training_step, not_reached
 from lostmid.evidence.settings import EvidenceSettings
-
-INFLUENCE_FAILURE = "influence predicts failure"  # the family of these rows (Claim.family)
-RHO = "Spearman's rho"
+from lostmid.stats import statistics as st
 
 
 @dataclass(frozen=True)
@@ -140,15 +136,6 @@ def influence_failure_settings(reading: str):
 STRONGER = dec.Rule("at_most", "influence_failure_margin", factor=-1)
 
 
-def _rule(measure: str, reading: str) -> dec.Rule:
-    return dec.Rule(
-        "less_than_zero",
-        "influence_failure_margin",
-        f"Spearman's rho across flag positions f between the {measure} influence at f-1 (at {reading}) and the "
-        "failure rate at f (at mid-training)",
-    )
-
-
 def _claim_name(measure: str, reading: str) -> str:
     return f"{measure}_influence_" + ("at_init_" if reading == "initialization" else "") + "predicts_failure"
 
@@ -157,10 +144,10 @@ def influence_predicts_failure(measure: str, reading: str):
     """The compute function of one claim: ``measure`` of influence, read at ``reading``, against the
     failure at the variant's mid-training checkpoint."""
     m = MEASURES[measure]
-    rule = _rule(measure, reading)
+    name = _claim_name(measure, reading)
 
     def compute(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects | Estimate:
-        margin = ev.influence_failure_margin
+        margin, rule = ev.influence_failure_margin, registry.CLAIMS_BY_NAME[name].rule
         step, best = mid_training_step(inputs.failure, s.variant, s.L, s.depth, ev.mid_accuracy)
         if step is None:
             return not_reached(s.variant, best, ev)
@@ -184,33 +171,12 @@ def influence_predicts_failure(measure: str, reading: str):
         )
         return Effects((rho.to_numpy(),), f"per-seed Spearman rho over the {s.L - 1} flag positions", note)
 
-    compute.__name__ = _claim_name(measure, reading)
+    compute.__name__ = name
     compute.__doc__ = (
         f"Influence predicts failure: the {measure} influence at the answer's position f-1, read at "
         f"{reading}, ranks the flag positions against their failure rate at mid-training (rho < 0)."
     )
     return compute
-
-
-_PREDICTS_FAILURE: list[Claim] = [
-    Claim(
-        _claim_name(measure, reading),
-        f"blog: 'possibly the reason' (the chain's middle link), {measure} influence at {reading}",
-        f"per-seed Spearman rho across flag positions f between the {measure} influence at f-1 at {reading} "
-        "and the failure rate at f at mid-training",
-        RHO,
-        ("failure", MEASURES[measure].table),
-        influence_failure_settings(reading),
-        influence_predicts_failure(measure, reading),
-        family=INFLUENCE_FAILURE,
-        kind=CLAIM,
-        rule=_rule(measure, reading),
-        estimator="t",
-        checkpoints=tuple(dict.fromkeys((reading, "mid-training"))),
-    )
-    for measure in MEASURES
-    for reading in READINGS
-]
 
 
 # =========================================================================== across arms
@@ -278,27 +244,3 @@ def flatness_predicts_preference_across_arms(inputs: Inputs, ev: EvidenceSetting
         + (f"; left out (mid-training not reached): {', '.join(left_out)}" if left_out else "")
     )
     return Effects((flatness, preference), note=note)
-
-
-ACROSS_ARMS = Claim(
-    "flatness_predicts_preference",
-    "blog: a bias that flattens the profile removes the preference (the chain's last link), across arms",
-    "Spearman rho across arms of the mean log E_inf of the input density against the mean late minus early "
-    "failure, each arm at its own mid-training",
-    RHO,
-    ("failure", "metrics"),
-    across_arms_settings,
-    flatness_predicts_preference_across_arms,
-    kind=CLAIM,
-    rule=dec.Rule(
-        "greater_than_zero",
-        "influence_failure_margin",
-        "Spearman's rho across arms of the trained flatness (mean log E_inf at mid-training) against the "
-        "position preference (mean late minus early failure at mid-training)",
-    ),
-    estimator="spearman_across_arms",
-    checkpoints=("mid-training",),
-)
-# The rows of this module, in the order of the evidence table; ACROSS_ARMS is outside the family (written after
-# the mechanism run's rows were seen).
-CLAIMS = [*_PREDICTS_FAILURE, ACROSS_ARMS]

@@ -12,31 +12,16 @@ import pandas as pd
 
 from lostmid.errors import LostmidError
 from lostmid.evidence import decisions as dec
-from lostmid.evidence import statistics as st
 from lostmid.evidence.settings import EvidenceSettings
 from lostmid.evidence.tables import TABLES
+from lostmid.stats import statistics as st
 
-BLOG = "blog"  # the family of the blog's rows (Claim.family; docs/evidence.md, "Family-wise correction")
-# The family of the findings of the paper's validation protocol on trained runs (docs/validation.md);
-# the check that the position shift bites is a check of the intervention, not a finding, and is left out.
-PAPER_VALIDATION = "paper validation"
-PAPER = "paper"
 # What a row is (Claim.kind): a claim of a source (the blog's or the paper's), which the headline and
 # the tallies count, or a check of the instrument (a closed form, the flow error, the probes, an
 # intervention's own check such as the bias fit's), which is reported in a section of its own.
 CLAIM = "claim"
 CHECK = "check"
 KINDS = (CLAIM, CHECK)
-
-# The units of the statistics (Claim.unit; the forest plot puts the claims of one unit in one panel).
-SLOPE = "log odds per unit p"
-ORDERS = "orders of magnitude (log10)"
-LOG_RATIO = "natural log of a ratio"
-FAILURE_RATE = "failure rate"
-RHO = "Spearman's rho"
-ORDERS_PER_DOUBLING = "log10 per doubling of L"
-LOG2_PER_DOUBLING = "log2 per doubling of L"
-AUC = "AUC - 0.5"
 
 # Where a claim's rows read the run (Claim.checkpoints): the declared checkpoint rules, each in words. A row's own
 # setting names the step the rule found (``Setting.checkpoint``: "step 500 (mid-training)").

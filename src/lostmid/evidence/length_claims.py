@@ -21,39 +21,22 @@ The trained claims are in ``lostmid.evidence.length_trained``.
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 
-from lostmid.evidence import decisions as dec
 from lostmid.evidence.inputs import (
-    CLAIM,
-    FAILURE_RATE,
-    LOG2_PER_DOUBLING,
-    LOG_RATIO,
-    ORDERS_PER_DOUBLING,
-    SLOPE,
-    Claim,
     Effects,
     Inputs,
     NotEvaluable,
     NotRun,
     Setting,
 )
-from lostmid.evidence.length_trained import (
-    fix_effect_grows_with_length,
-    fix_lowers_model_free_preference,
-    model_free_settings,
-    position_effect_grows_with_length,
-    trained_growth_settings,
-)
 from lostmid.evidence.settings import EvidenceSettings
 from lostmid.tables.length import slopes_per_unit, statistics_table
 
-LENGTH = "length"  # the family of the study's findings (docs/evidence.md, "Family-wise correction")
 MEASURES = {"output_jacobian": "E||d logits_L/d x_j|| (the blog's measure)", "density": "the loss-gradient density"}
 
 
@@ -217,6 +200,11 @@ def _carried_against(inputs: Inputs, ev: EvidenceSettings, s: Setting, other: st
     return Effects((carried, reference), "per held-out initialization", note)
 
 
+def local_carried_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
+    """``carried_settings`` where a B fitted at the row's own L is there to compare with."""
+    return carried_settings(inputs, ev, local_only=True)
+
+
 def carried_bias_matches_local_fit(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     """ "Once and for all": at a longer L, the distance-form B fitted at the short L gives a held-out
     E_inf at most a factor exp(``log_ratio_margin``) above the distance-form B fitted at that L."""
@@ -226,180 +214,3 @@ def carried_bias_matches_local_fit(inputs: Inputs, ev: EvidenceSettings, s: Sett
 def carried_bias_lowers_imbalance(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     """The carried B still does what it is for at a longer L: log(E_inf carried / E_inf at B = 0) < 0."""
     return _carried_against(inputs, ev, s, "none")
-
-
-# =========================================================================== the study's rows of the evidence table
-
-_THERMO = "blog: thermodynamic limit"
-
-CLAIMS = [
-    Claim(
-        "length_first_last_jacobian_grows",
-        _THERMO + " (no fix)",
-        "per-seed slope of log10 E||d logits_L/d x_1|| / E||d logits_L/d x_L|| on log2 L at init (null for a "
-        "profile of fixed shape: 0)",
-        ORDERS_PER_DOUBLING,
-        ("length_init",),
-        init_length_settings,
-        first_last_jacobian_grows_with_length,
-        rule=dec.Rule(
-            "at_least", "length_growth_margin", "the growth of log10 first/last output-Jacobian norm per doubling of L"
-        ),
-        family=LENGTH,
-        kind=CLAIM,
-        estimator="t",
-        checkpoints=("initialization",),
-    ),
-    Claim(
-        "length_first_last_density_grows",
-        _THERMO + " (no fix)",
-        "per-seed slope of log10 m_1 / m_L (squared loss-gradient density) on log2 L at init (null for a fixed "
-        "shape: 0)",
-        ORDERS_PER_DOUBLING,
-        ("length_init",),
-        init_length_settings,
-        first_last_density_grows_with_length,
-        rule=dec.Rule(
-            "at_least", "length_growth_margin", "the growth of log10 first/last density per doubling of L", factor=2
-        ),
-        family=LENGTH,
-        kind=CLAIM,
-        estimator="t",
-        checkpoints=("initialization",),
-    ),
-    Claim(
-        "length_e_inf_grows",
-        _THERMO + " (no fix; beside the decision)",
-        "per-seed slope of log2 E_inf (output-Jacobian density) on log2 L at init (null: 0 for a fixed shape, "
-        "~1 for a spike on the last position)",
-        LOG2_PER_DOUBLING,
-        ("length_init",),
-        init_length_settings,
-        e_inf_grows_with_length,
-        rule=dec.Rule(
-            "at_least",
-            "length_concentration_margin",
-            "the growth of log2 E_inf (output-Jacobian density) per doubling of L",
-        ),
-        kind=CLAIM,
-        estimator="t",
-        checkpoints=("initialization",),
-    ),
-    Claim(
-        "length_last_share_grows",
-        _THERMO + " (no fix; beside the decision)",
-        "per-seed slope of log2 (L x last position's share of the output-Jacobian profile) on log2 L at init "
-        "(null: 0 for a fixed shape, 1 for a spike on the last position)",
-        LOG2_PER_DOUBLING,
-        ("length_init",),
-        init_length_settings,
-        last_share_grows_with_length,
-        rule=dec.Rule(
-            "at_least",
-            "length_concentration_margin",
-            "the growth of log2 (L x last position's share) per doubling of L",
-        ),
-        kind=CLAIM,
-        estimator="t",
-        checkpoints=("initialization",),
-    ),
-    Claim(
-        "length_fitted_bias_bounds_first_last",
-        _THERMO + ": the fix's sensible limit",
-        "per held-out init, slope of log10 first/last output-Jacobian norm on log2 L with the literal B fitted "
-        "at each L",
-        ORDERS_PER_DOUBLING,
-        ("length_fit", "length_fits"),
-        fit_settings,
-        fitted_bias_keeps_first_last_bounded,
-        rule=dec.Rule(
-            "at_most",
-            "length_growth_margin",
-            "the growth of log10 first/last output-Jacobian norm per doubling of L, B fitted at each L",
-        ),
-        family=LENGTH,
-        kind=CLAIM,
-        estimator="t",
-        checkpoints=("initialization",),
-    ),
-    Claim(
-        "length_carried_bias_matches_local_fit",
-        "blog (c): B computed once and for all",
-        "per held-out init, log(E_inf carried distance-form B / E_inf distance-form B fitted at this L)",
-        LOG_RATIO,
-        ("length_fit",),
-        functools.partial(carried_settings, local_only=True),
-        carried_bias_matches_local_fit,
-        rule=dec.Rule(
-            "at_most",
-            "log_ratio_margin",
-            "log(E_inf with the carried B / E_inf with the B fitted at this L), per held-out initialization",
-        ),
-        family=LENGTH,
-        kind=CLAIM,
-        estimator="paired_t",
-        checkpoints=("initialization",),
-    ),
-    Claim(
-        "length_carried_bias_lowers_imbalance",
-        "blog (c): B computed once and for all (check of the carried B)",
-        "per held-out init, log(E_inf carried distance-form B / E_inf at B = 0)",
-        LOG_RATIO,
-        ("length_fit",),
-        carried_settings,
-        carried_bias_lowers_imbalance,
-        rule=dec.Rule(
-            "less_than_zero",
-            "log_ratio_margin",
-            "log(E_inf with the carried B / E_inf at B = 0), per held-out initialization",
-        ),
-        kind=CLAIM,
-        estimator="paired_t",
-        checkpoints=("initialization",),
-    ),
-    Claim(
-        "length_position_effect_grows",
-        _THERMO + " (trained, no fix)",
-        "(a)'s per-seed logistic slope at mid-training, longest L minus shortest L",
-        SLOPE,
-        ("failure",),
-        trained_growth_settings,
-        position_effect_grows_with_length,
-        rule=dec.Rule("greater_than_zero", "slope_margin", "the growth of (a)'s slope with L"),
-        family=LENGTH,
-        kind=CLAIM,
-        estimator="welch",
-        checkpoints=("mid-training",),
-    ),
-    Claim(
-        "length_fix_effect_grows",
-        _THERMO + " (trained: does (e) grow with L?)",
-        "(e)'s paired slope difference (debiased - baseline, each at its own mid-training), longest L minus shortest L",
-        SLOPE,
-        ("failure",),
-        trained_growth_settings,
-        fix_effect_grows_with_length,
-        rule=dec.Rule("less_than_zero", "slope_margin", "the change of (e)'s effect with L"),
-        family=LENGTH,
-        kind=CLAIM,
-        estimator="welch",
-        checkpoints=("mid-training",),
-    ),
-    Claim(
-        "length_fix_lowers_late_minus_early",
-        "blog (e), model-free reading, at every L",
-        "paired difference (debiased - baseline) of late (p > 1/2) minus early (p < 1/2) failure, each at its "
-        "own mid-training",
-        FAILURE_RATE,
-        ("failure",),
-        model_free_settings,
-        fix_lowers_model_free_preference,
-        rule=dec.Rule(
-            "less_than_zero", "recall_margin", "the difference (debiased - baseline) of late minus early failure"
-        ),
-        family=LENGTH,
-        kind=CLAIM,
-        estimator="t",
-        checkpoints=("mid-training",),
-    ),
-]

@@ -2,7 +2,7 @@
 *arm* (a bias variant: a reading of the fix, or a control built from the literal reading's B,
 lostmid.analysis.bias_controls) against its baseline and against the literal reading, paired by seed.
 
-The rows form their own family (``MECHANISM``) for the family-wise correction. They are gated on what
+The rows form their own family (``mechanism``) for the family-wise correction. They are gated on what
 this comparison needs: the reference learns, and a fitted arm's fit did what it is for (its guard and its
 checks on the fit model's held-out initializations, ``fit_checks.fit_not_evaluable``; the rule as first
 written gated on the guard alone: ``evidence.mechanism_gate``, a deviation). Whether an arm's B flattens
@@ -16,21 +16,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from lostmid.evidence import decisions as dec
-from lostmid.evidence.blog_claims import (
-    PREFERENCE_RULE,
-    SPEED_RULE,
-    debiased_has_less_position_preference,
-    debiased_trains_faster,
-)
 from lostmid.evidence.fit_checks import fit_not_evaluable, fit_rows, gate
 from lostmid.evidence.inputs import (
-    CHECK,
-    CLAIM,
-    FAILURE_RATE,
-    LOG_RATIO,
-    SLOPE,
-    Claim,
     Effects,
     Estimate,
     Inputs,
@@ -40,7 +27,6 @@ from lostmid.evidence.inputs import (
     runs_of,
 )
 from lostmid.evidence.readings import (
-    accuracy_at_last_common_checkpoint,
     late_minus_early_failure_per_seed,
     mid_training_step,
     never_learns,
@@ -49,7 +35,6 @@ from lostmid.evidence.readings import (
 )
 from lostmid.evidence.settings import EvidenceSettings
 
-MECHANISM = "mechanism"  # the family of these rows (Claim.family)
 ARM_KINDS = ("bias", "control")  # lostmid.evidence.inputs: a control is a bias variant built by a rule
 
 
@@ -208,133 +193,3 @@ def flatness_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
 
 def last_checkpoint_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
     return arm_settings(inputs, ev, "last common checkpoint")
-
-
-def _as_literal(margin: str, quantity: str) -> dec.Rule:
-    return dec.Rule("equivalent_to_zero", margin, f"the difference (arm - literal reading) of {quantity}")
-
-
-CLAIMS = [
-    Claim(
-        "arm_trains_faster",
-        "controls for the fix: blog (d) per arm",
-        "paired difference (arm - baseline) of the mean failure rate over training",
-        FAILURE_RATE,
-        ("failure",),
-        speed_settings,
-        debiased_trains_faster,
-        rule=SPEED_RULE,
-        family=MECHANISM,
-        kind=CLAIM,
-        estimator="paired_t",
-        checkpoints=("over training",),
-    ),
-    Claim(
-        "arm_has_less_position_preference",
-        "controls for the fix: blog (e) per arm, model-based",
-        "paired difference (arm - baseline) of the per-seed logistic slope of failure on p, each at its own "
-        "mid-training",
-        SLOPE,
-        ("failure",),
-        arm_settings,
-        debiased_has_less_position_preference,
-        rule=PREFERENCE_RULE,
-        family=MECHANISM,
-        kind=CLAIM,
-        estimator="paired_t",
-        checkpoints=("mid-training",),
-    ),
-    Claim(
-        "arm_has_less_late_minus_early_failure",
-        "controls for the fix: blog (e) per arm, model-free",
-        "paired difference (arm - baseline) of late minus early failure, each at its own mid-training",
-        FAILURE_RATE,
-        ("failure",),
-        arm_settings,
-        paired_preference,
-        rule=dec.Rule(
-            "less_than_zero",
-            "recall_margin",
-            "the difference (arm - baseline) of late minus early failure, each at its own mid-training",
-        ),
-        family=MECHANISM,
-        kind=CLAIM,
-        estimator="paired_t",
-        checkpoints=("mid-training",),
-    ),
-    Claim(
-        "arm_speed_as_literal",
-        "controls for the fix: blog (d), arm against the literal reading",
-        "paired difference (arm - literal reading) of the mean failure rate over training",
-        FAILURE_RATE,
-        ("failure",),
-        literal_speed_settings,
-        arm_speed_as_literal,
-        rule=_as_literal("speed_margin", "the mean failure rate over training"),
-        family=MECHANISM,
-        kind=CLAIM,
-        estimator="paired_t",
-        checkpoints=("over training",),
-    ),
-    Claim(
-        "arm_slope_as_literal",
-        "controls for the fix: blog (e), model-based, arm against the literal reading",
-        "paired difference (arm - literal reading) of the logistic slope of failure on p, each at its own mid-training",
-        SLOPE,
-        ("failure",),
-        literal_settings,
-        debiased_has_less_position_preference,
-        rule=_as_literal("slope_margin", "the slope of logit(failure) on p, each at its own mid-training"),
-        family=MECHANISM,
-        kind=CLAIM,
-        estimator="paired_t",
-        checkpoints=("mid-training",),
-    ),
-    Claim(
-        "arm_preference_as_literal",
-        "controls for the fix: blog (e), model-free, arm against the literal reading",
-        "paired difference (arm - literal reading) of late minus early failure, each at its own mid-training",
-        FAILURE_RATE,
-        ("failure",),
-        literal_settings,
-        paired_preference,
-        rule=_as_literal("recall_margin", "late minus early failure, each at its own mid-training"),
-        family=MECHANISM,
-        kind=CLAIM,
-        estimator="paired_t",
-        checkpoints=("mid-training",),
-    ),
-    Claim(
-        "arm_flattens_trained_model_at_init",
-        "controls for the fix: the arm's B in the model it trains (a measured property)",
-        "log(E_inf with B / E_inf at B = 0) of the fit target's profile in the trained model, per held-out init",
-        LOG_RATIO,
-        (),
-        flatness_settings,
-        arm_flattens_trained_model_at_init,
-        rule=dec.Rule(
-            "at_most",
-            "log_ratio_margin",
-            "log(E_inf with B / E_inf at B = 0) in the model B trains in, on held-out initializations",
-            factor=-1,
-        ),
-        kind=CHECK,
-        estimator="t",
-        checkpoints=("initialization",),
-    ),
-    Claim(
-        "arm_keeps_accuracy",
-        "controls for the fix: the arm learns the task (a check)",
-        "paired accuracy difference (arm - baseline) at the last common checkpoint",
-        "accuracy",
-        ("failure",),
-        last_checkpoint_settings,
-        accuracy_at_last_common_checkpoint,
-        rule=dec.Rule(
-            "equivalent_to_zero", "accuracy_margin", "the accuracy difference (arm - baseline) at step {step}"
-        ),
-        kind=CHECK,
-        estimator="paired_t",
-        checkpoints=("last common checkpoint",),
-    ),
-]

@@ -8,7 +8,7 @@ import pandas as pd
 
 from lostmid.evidence.inputs import Inputs, NotRun, Setting, pair_settings, rows_of
 from lostmid.evidence.settings import EvidenceSettings
-from lostmid.evidence.validation_claims import PerSeed, _paired, union_settings
+from lostmid.evidence.validation_claims import PerSeed, _paired, t_result, union_settings
 
 
 def _per_run(inputs: Inputs, variant: str, s: Setting, column: str) -> pd.Series:
@@ -72,3 +72,7 @@ def overhead_pairs(kind: str):
 
 
 overhead_settings = union_settings(*(overhead_pairs(kind) for kind in ("balance", "reweight", "observability")))
+
+# The readings of the overhead rows (claims.yaml): the per-seed log ratios, for the log-mean estimator.
+time_overhead = t_result(time_effect, log_scale=True)
+memory_overhead = t_result(memory_effect, log_scale=True)

@@ -36,6 +36,7 @@ from lostmid import records
 from lostmid.errors import InputError
 from lostmid.evidence import decisions as dec
 from lostmid.seed_ledger import words as seed_words
+from lostmid.stats.meta import cochran_q, dersimonian_laird_tau2, inverse_variance
 
 # Where a run record keeps its evidence table: as the workflow's results folder has it (runs/default) or
 # beside the other tables of a record (the tables/ folder of runs/study's layout).
@@ -194,26 +195,6 @@ def per_seed_set(runs: pd.DataFrame) -> pd.DataFrame:
         .groupby([*KEYS, "seed_set"], sort=False, as_index=False)
         .agg(runs=("run", "size"), n_seeds=("n_seeds", "first"), estimate=("estimate", "mean"), se=("se", "mean"))
     )
-
-
-def inverse_variance(estimates: np.ndarray, variances: np.ndarray) -> tuple[float, float]:
-    """The inverse-variance weighted mean and its standard error."""
-    weights = 1 / variances
-    return float(np.sum(weights * estimates) / weights.sum()), float(np.sqrt(1 / weights.sum()))
-
-
-def cochran_q(estimates: np.ndarray, variances: np.ndarray) -> float:
-    """Cochran's Q: the weighted squared deviations from the fixed-effect estimate (chi^2 with k - 1 df
-    under homogeneity)."""
-    fixed, _ = inverse_variance(estimates, variances)
-    return float(np.sum((estimates - fixed) ** 2 / variances))
-
-
-def dersimonian_laird_tau2(estimates: np.ndarray, variances: np.ndarray) -> float:
-    """The between-set variance by DerSimonian and Laird's method of moments, truncated at 0."""
-    weights = 1 / variances
-    excess = cochran_q(estimates, variances) - (len(estimates) - 1)
-    return max(0.0, excess / (weights.sum() - np.sum(weights**2) / weights.sum()))
 
 
 def pooled_rows(runs: pd.DataFrame) -> pd.DataFrame:

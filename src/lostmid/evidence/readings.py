@@ -8,7 +8,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from lostmid.evidence import statistics as st
 from lostmid.evidence.inputs import (
     NOT_EVALUABLE,
     Effects,
@@ -21,6 +20,7 @@ from lostmid.evidence.inputs import (
     rows_of,
 )
 from lostmid.evidence.settings import EvidenceSettings
+from lostmid.stats import statistics as st
 from lostmid.tables.summaries import accuracy_per_checkpoint
 
 
@@ -71,17 +71,20 @@ def never_learns(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> str | None
     )
 
 
-def area_under_failure_per_seed(accuracy: pd.DataFrame, variant: str, L: int, depth: int, horizon: int) -> pd.Series:
-    """Per seed: the area under the failure curve of ``accuracy_per_checkpoint`` rows, steps 0 to ``horizon``,
-    over the span.
-    """
-    part = rows_of(accuracy, "failure", variant, L, depth)
-    part = part[part.step <= horizon]
+def mean_failure_over_training(accuracy: pd.DataFrame, horizon: int) -> pd.Series:
+    """Claim (d)'s per-seed statistic: the area under the failure curve of ``accuracy_per_checkpoint`` rows (one
+    run per seed), steps 0 to ``horizon``, over the span (``statistics.area_under_failure``)."""
+    part = accuracy[accuracy.step <= horizon]
     areas = {
         int(seed): st.area_under_failure(g.step.to_numpy(), g.failure.to_numpy(), horizon)
         for seed, g in part.sort_values("step").groupby("seed")
     }
     return pd.Series(areas, dtype=np.float64)
+
+
+def area_under_failure_per_seed(accuracy: pd.DataFrame, variant: str, L: int, depth: int, horizon: int) -> pd.Series:
+    """``mean_failure_over_training`` of ``variant`` at (L, depth)."""
+    return mean_failure_over_training(rows_of(accuracy, "failure", variant, L, depth), horizon)
 
 
 def training_speed_per_seed(failure: pd.DataFrame, s: Setting) -> tuple[pd.Series, pd.Series, int]:
@@ -108,16 +111,21 @@ def late_failure_per_seed(failure: pd.DataFrame, variant: str, L: int, depth: in
     return _pooled_failure_rate(part[part.p > 0.5])
 
 
-def late_minus_early_failure_per_seed(failure: pd.DataFrame, variant: str, L: int, depth: int, step: int) -> pd.Series:
-    """The model-free position preference, per seed: the failure rate at ``step`` pooled over the late
-    flags (p > 1/2) minus that pooled over the early flags (p < 1/2); a flag at p = 1/2 counts in neither.
+def late_minus_early(part: pd.DataFrame) -> pd.Series:
+    """The model-free position preference (claim (e)'s per-seed statistic): per seed, the failure rate of the
+    failure rows ``part`` (one checkpoint of one run per seed) pooled over the late flags (p > 1/2) minus that
+    pooled over the early flags (p < 1/2); a flag at p = 1/2 counts in neither.
 
     It needs no model of how failure depends on p, so it stays finite where a per-seed logistic slope
     separates (a seed that fails no early flag and some late ones). Positive: late flags fail more.
     """
-    part = rows_of(failure, "failure", variant, L, depth, step)
     late, early = _pooled_failure_rate(part[part.p > 0.5]), _pooled_failure_rate(part[part.p < 0.5])
     return (late - early).dropna()
+
+
+def late_minus_early_failure_per_seed(failure: pd.DataFrame, variant: str, L: int, depth: int, step: int) -> pd.Series:
+    """``late_minus_early`` of ``variant`` at (L, depth) at ``step``."""
+    return late_minus_early(rows_of(failure, "failure", variant, L, depth, step))
 
 
 def accuracy_at_last_common_checkpoint(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:

@@ -17,12 +17,8 @@ from __future__ import annotations
 from lostmid.architectures import retrieval_summary as rs
 from lostmid.architectures.settings import RetrievalSettings
 from lostmid.config import settings_from_section
-from lostmid.evidence import decisions as dec
 from lostmid.evidence.inputs import (
-    AUC,
-    CLAIM,
     NOT_EVALUABLE,
-    Claim,
     Effects,
     Estimate,
     Inputs,
@@ -32,7 +28,6 @@ from lostmid.evidence.inputs import (
 )
 from lostmid.evidence.settings import EvidenceSettings
 
-RETRIEVAL = "retrieval"  # the family of these rows (Claim.family)
 TWIN = "random-init twin: the control, accuracy only (no gradients)"
 
 
@@ -88,25 +83,3 @@ def influence_predicts_retrieval(measure: str):
         return Effects((draws, rows.window.nunique(), method))
 
     return compute
-
-
-CLAIMS = [
-    Claim(
-        f"{measure}_influence_predicts_retrieval",
-        "paper: open problem (do the diagnostics predict retrieval in real LMs?)",
-        f"AUC - 0.5 of retrieval success on the needle's {words} influence share, per example",
-        AUC,
-        ("retrieval",),
-        retrieval_settings(measure),
-        influence_predicts_retrieval(measure),
-        family=RETRIEVAL,
-        kind=CLAIM,
-        rule=dec.Rule(
-            "greater_than_zero", "retrieval_auc_margin", f"AUC - 0.5 of success on the {measure} influence share"
-        ),
-        replicates="windows",
-        estimator="window_bootstrap_auc",
-        checkpoints=("pretrained model",),
-    )
-    for measure, words in (("task", "task-conditioned"), ("free", "task-free"))
-]

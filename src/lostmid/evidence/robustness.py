@@ -11,7 +11,6 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from lostmid.evidence import decisions as dec
 from lostmid.evidence.blog_claims import (
     debiased_preference_settings,
 )
@@ -27,17 +26,6 @@ from lostmid.evidence.settings import EvidenceSettings
 from lostmid.tables.summaries import accuracy_per_checkpoint
 
 # ============================================= blog (a) and (e) with the model-free statistic (estimator robustness)
-
-
-# The model-free rows' rules, declared with their rows (registry.CLAIMS).
-MODEL_FREE_POSITION_RULE = dec.Rule(
-    "greater_than_zero", "preference_margin", "the late minus early failure rate at mid-training"
-)
-MODEL_FREE_PREFERENCE_RULE = dec.Rule(
-    "less_than_zero",
-    "preference_margin",
-    "the difference (debiased - baseline) of the late minus early failure rate, each at its own mid-training",
-)
 
 
 def failure_rises_with_position_model_free(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects | Estimate:

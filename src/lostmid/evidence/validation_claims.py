@@ -13,11 +13,10 @@ Algorithm 3: the observability trace density). The last common checkpoint is rep
 (``paper_claims``' rows, and this module's trace and loss-free rows). Every normalized figure
 carries the paired log ratio of its raw total (Z, the trace total) in the note.
 
-Each claim's per-seed effect is a function (``*_effect``, kept on the claim's compute function as
-``effect``) that the claim and the power plan (``scripts/evidence_power.py --validation``) share. Every row is a
-Student t interval over paired
-seeds (on the log scale for the overhead ratios); the findings form one family
-(``lostmid.evidence.inputs.PAPER_VALIDATION``), decided again on Bonferroni intervals like the blog's.
+Each claim's per-seed effect is a function (``*_effect``, kept on the claim's reading as ``effect``: the
+readings close the module) that the claim and the power plan (``scripts/evidence_power.py --validation``) share.
+Every row is a Student t interval over paired seeds (on the log scale for the overhead ratios); the findings form
+one family (``paper validation`` in claims.yaml), decided again on Bonferroni intervals like the blog's.
 """
 
 from __future__ import annotations
@@ -31,10 +30,9 @@ import pandas as pd
 
 from lostmid.core.density import imbalance
 from lostmid.evidence import decisions as dec
-from lostmid.evidence import statistics as st
+from lostmid.evidence import registry
 from lostmid.evidence.estimators import check_verdict
 from lostmid.evidence.inputs import (
-    Claim,
     Effects,
     Inputs,
     NotRun,
@@ -48,6 +46,7 @@ from lostmid.evidence.paper_claims import log_metric
 from lostmid.evidence.readings import mean_accuracy_at, mid_training_step
 from lostmid.evidence.robustness import at_matched_accuracy
 from lostmid.evidence.settings import EvidenceSettings
+from lostmid.stats import statistics as st
 from lostmid.tables.summaries import accuracy_per_checkpoint
 
 MATCHED = "own mid-training (matched accuracy)"
@@ -61,6 +60,7 @@ INTERPOLATED = "matched accuracy, interpolated between checkpoints"
 SHIFT_LAST = f"{LAST}, evaluated on the uniform balanced set"
 SHIFT_MID = "mid-training of the uniform-law reference (both arms there), evaluated on the uniform balanced set"
 SHIFTS = ("early", "late")
+READINGS = {"matched": MATCHED, "last": LAST, "interpolated": INTERPOLATED}  # by the names claims.yaml gives them
 
 
 class PerSeed(NamedTuple):
@@ -90,9 +90,10 @@ def aimed_at_uniform(inputs: Inputs, name: str) -> bool:
     )
 
 
-def uniform_arm_settings(kind: str, table: str, checkpoints: tuple[str, ...]):
+def uniform_arm_settings(kind: str, table: str, *readings: str):
     """The remedy arms of ``kind`` trained on the uniform law for the uniform target, paired with
-    their references (``pair_settings``), once per checkpoint reading in ``checkpoints``."""
+    their references (``pair_settings``), once per checkpoint reading named in ``readings`` (``READINGS``)."""
+    checkpoints = [READINGS[name] for name in readings]
 
     def settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
         found = [
@@ -253,8 +254,9 @@ def observability_trace_effect(inputs: Inputs, ev: EvidenceSettings, s: Setting)
 # --------------------------------------------------------------------------- the position shift
 
 
-def shift_settings(gated_by: Claim | None = None):
-    """The position-shift arms (train.flag_law early or late). ``gated_by`` (the check that the shift bites):
+def shift_settings(gated_by: str | None = None):
+    """The position-shift arms (train.flag_law early or late). ``gated_by`` (the name of the check that the shift
+    bites):
     each remedy arm against the baseline trained on the same law (``Inputs.reference``), not evaluable where
     that check is not supported (``shift_not_evaluable``); None: every arm, baseline or remedy, against its own
     counterpart trained on the uniform law (that check's own settings)."""
@@ -290,7 +292,7 @@ def shift_settings(gated_by: Claim | None = None):
     return settings
 
 
-def shift_not_evaluable(inputs: Inputs, ev: EvidenceSettings, s: Setting, check: Claim) -> str | None:
+def shift_not_evaluable(inputs: Inputs, ev: EvidenceSettings, s: Setting, check_name: str) -> str | None:
     """Why a remedy's position-shift row cannot be decided (None: it can): the shift must bite first,
     i.e. the baseline trained on the same shifted law must fail its under-trained flags more than its
     uniform-law counterpart (flag_shift_raises_untrained_failure supported at the row's level);
@@ -299,6 +301,7 @@ def shift_not_evaluable(inputs: Inputs, ev: EvidenceSettings, s: Setting, check:
     if uniform is None or (s.L, s.depth) not in runs_of(inputs.failure, uniform):
         return f"the shift is unchecked: {s.reference} has no uniform-law counterpart at L {s.L}, depth {s.depth}"
     # The check's own row (flag_shift_raises_untrained_failure) for the reference against its uniform counterpart.
+    check = registry.CLAIMS_BY_NAME[check_name]
     estimate, found = check_verdict(
         check, inputs, ev, replace(s, variant=s.reference, reference=uniform, not_evaluable=None)
     )
@@ -464,3 +467,12 @@ def t_result(effect: Callable[[Inputs, EvidenceSettings, Setting], PerSeed], log
     compute.__name__ = effect.__name__
     compute.effect, compute.log_scale = effect, log_scale  # what the power plan reads (scripts/evidence_power.py)
     return compute
+
+
+# The readings of the validation rows (claims.yaml), one per per-seed effect.
+balance_e_inf = t_result(balance_e_inf_effect)
+reweight_e_inf = t_result(reweight_e_inf_effect)
+balance_jacobian = t_result(balance_jacobian_effect)
+observability_trace = t_result(observability_trace_effect)
+shift = t_result(shift_effect)
+strength = t_result(strength_effect)

@@ -9,7 +9,7 @@
 - ``influence_fits`` and ``agreed_outcome``: influence beyond position under the fixed estimator and its
   declared sensitivity analyses; "no effect" only where every one of them reads it.
 
-Every effect is one of ``lostmid.study.effects`` (an interval at any level, a two-sided p against 0).
+Every effect is one of ``lostmid.stats.effects`` (an interval at any level, a two-sided p against 0).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from scipy import stats
 from statsmodels.tools.sm_exceptions import ConvergenceWarning
 
 from lostmid.errors import InputError
-from lostmid.study.effects import BootstrapEffect, MeanEffect, WaldEffect
+from lostmid.stats.effects import BootstrapEffect, MeanEffect, WaldEffect
 from lostmid.study.reading import INCONCLUSIVE, NO_EFFECT, outcome
 
 

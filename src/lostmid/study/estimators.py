@@ -1,5 +1,5 @@
 """The primaries' estimators (study/plan.yaml names them): one function each, one effect per replication
-unit where there are units, each returning an effect of ``lostmid.study.effects``.
+unit where there are units, each returning an effect of ``lostmid.stats.effects``.
 
 The flag task's tables are the workflow's per-run tables of the study's arms (``failure``, ``influence``);
 an arm is a list of variants (a fix arm: one variant per fit, each on its own block of seeds) whose seeds
@@ -17,9 +17,10 @@ from statsmodels.tools.sm_exceptions import ConvergenceWarning
 
 from lostmid.architectures import retrieval_estimators as retrieval
 from lostmid.errors import InputError
-from lostmid.evidence import statistics as st
-from lostmid.evidence.statistics import rank_correlation
-from lostmid.study.effects import BootstrapEffect, MeanEffect, WaldEffect, WelchEffect
+from lostmid.evidence import readings
+from lostmid.stats import statistics as st
+from lostmid.stats.effects import BootstrapEffect, MeanEffect, WaldEffect, WelchEffect
+from lostmid.stats.statistics import rank_correlation
 from lostmid.tables.summaries import accuracy_per_checkpoint
 
 
@@ -45,20 +46,13 @@ def position_slope(failure: pd.DataFrame, variants, step: int, seeds=None) -> Me
 
 
 def mean_failure_over_training(failure: pd.DataFrame, variants, horizon: int, seeds=None) -> pd.Series:
-    """Per seed: the area under the failure curve from step 0 to ``horizon`` over the span
-    (``statistics.area_under_failure``), all flag positions pooled."""
+    """Per seed of the arm: the evidence stage's claim (d) statistic (``readings.mean_failure_over_training``),
+    every seed trained to ``horizon`` at least."""
     accuracy = accuracy_per_checkpoint(arm_rows(failure, variants, seeds))
     short = accuracy.groupby("seed").step.max()
     if (short < horizon).any():
         raise InputError(f"{list(variants)}: seeds {list(short[short < horizon].index)} stop before step {horizon}")
-    accuracy = accuracy[accuracy.step <= horizon].sort_values("step")
-    return pd.Series(
-        {
-            int(seed): st.area_under_failure(part.step.to_numpy(), part.failure.to_numpy(), horizon)
-            for seed, part in accuracy.groupby("seed")
-        },
-        dtype=np.float64,
-    )
+    return readings.mean_failure_over_training(accuracy, horizon)
 
 
 def paired(fix: pd.Series, base: pd.Series) -> pd.Series:
@@ -85,13 +79,8 @@ def speed_difference(failure: pd.DataFrame, fix, base, horizon: int, seeds=None)
 
 
 def late_minus_early(failure: pd.DataFrame, variants, step: int, seeds=None) -> pd.Series:
-    """Per seed: the failure rate pooled over the late flags (p > 1/2) minus that over the early ones (p < 1/2)."""
-    part = arm_rows(failure, variants, seeds, step)
-    rates = {
-        side: part[mask].groupby("seed")[["failures", "n"]].sum()
-        for side, mask in (("late", part.p > 0.5), ("early", part.p < 0.5))
-    }
-    return (rates["late"].failures / rates["late"].n - rates["early"].failures / rates["early"].n).astype(np.float64)
+    """Per seed of the arm at ``step``: the evidence stage's claim (e) statistic (``readings.late_minus_early``)."""
+    return readings.late_minus_early(arm_rows(failure, variants, seeds, step))
 
 
 def preference_difference(failure: pd.DataFrame, fix, base, step: int, seeds=None) -> MeanEffect:
@@ -99,6 +88,14 @@ def preference_difference(failure: pd.DataFrame, fix, base, step: int, seeds=Non
     return MeanEffect(
         paired(late_minus_early(failure, fix, step, seeds), late_minus_early(failure, base, step)),
         f"paired by seed (fix - baseline) of late minus early failure at step {step}; Student t over seeds",
+    )
+
+
+def slope_difference(failure: pd.DataFrame, fix, base, step: int) -> MeanEffect:
+    """Claim (e) as slopes: per seed, ``position_slope``'s slope of the fix minus the baseline's at ``step``."""
+    return MeanEffect(
+        paired(position_slope(failure, fix, step).units, position_slope(failure, base, step).units),
+        f"paired by seed (fix - baseline) of the per-seed slope at step {step}; Student t",
     )
 
 

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
 from lostmid.errors import InputError
 from lostmid.study import estimators as est
 from lostmid.study import reading
-from lostmid.study.effects import MeanEffect
 from lostmid.study.plan import arm_variants
 
 NOT_YET_RUN = "not yet run"
@@ -46,7 +46,7 @@ class Row:
 
     id: str
     question: str
-    effect: object  # an effect of lostmid.study.effects, or Missing
+    effect: object  # an effect of lostmid.stats.effects, or Missing
     level: float  # Holm's error level (1 - confidence of the interval)
     low: float
     high: float
@@ -101,68 +101,140 @@ def _needs(table, what: str) -> pd.DataFrame:
     return table
 
 
-def _seeds_of(record, variants) -> list[int]:
-    return sorted(set(record.failure[record.failure.variant.isin(variants)].seed))
-
-
 def _fix_pair(record, plan: dict, fix_arm: str, base_arm: str) -> tuple[list[str], list[str], str]:
     passed, note = gate(record, plan, fix_arm)
     return passed, arm_variants(plan, base_arm), note
 
 
-def enough_windows(primary: dict, effect):
-    """The effect, or Missing (not yet run) when it rests on fewer windows than the plan's ``n_min``."""
-    needed = int(str(primary["n_min"]).split()[0])
+def enough_windows(row: dict, effect):
+    """The effect, or Missing (not yet run) when it rests on fewer windows than the row's ``n_min`` (if it has one)."""
+    needed = int(str(row.get("n_min", 0)).split()[0])
     if effect.n < needed:
         raise _Unavailable(Missing(NOT_YET_RUN, f"{effect.n} windows so far, the plan asks for at least {needed}"))
     return effect
 
 
-def effect_of(primary: dict, record, plan: dict) -> tuple[object, str]:
-    """(the primary's effect, a note) by the estimator the plan names, on the arms and step it names."""
-    name = primary["estimator"].rsplit(".", 1)[-1]
-    arms, step = primary["arms"], primary["checkpoint"]
-    horizon = plan["checkpoints"]["horizon"]
+# Each endpoint's reading of the record, by the name of the estimator a row of the plan (or of secondaries.yaml)
+# names: fn(record, plan, row, step) -> (effect, note), on the arms the row names, at its step.
+
+
+def _failure(record) -> pd.DataFrame:
+    return _needs(record.failure, "failure")
+
+
+def _retrieval(record) -> pd.DataFrame:
+    return _needs(record.retrieval, "retrieval examples")
+
+
+def _windows(estimator):
+    """The reading of a retrieval estimator ``estimator(examples[, n])`` at the row's length ``n`` (if it names one),
+    over enough windows (``enough_windows``)."""
+
+    def read(record, plan, row, step):
+        effect = estimator(_retrieval(record), **({"n": row["n"]} if "n" in row else {}))
+        return enough_windows(row, effect), ""
+
+    return read
+
+
+def _fix_effect(estimator):
+    """The reading of a paired fix-minus-baseline estimator ``estimator(failure, fix, base, step)``; the gate's note."""
+
+    def read(record, plan, row, step):
+        failure = _failure(record)
+        fix, base, note = _fix_pair(record, plan, *row["arms"][:2])
+        return estimator(failure, fix, base, step), note
+
+    return read
+
+
+def _interaction(per_seed, at):
+    """The Welch interaction of ``per_seed(failure, fix, base, step)`` (fix - baseline per seed) without the residual
+    path minus with it (the row's arms: the no-residual pair, then the residual pair), at ``at(plan, step)``."""
+
+    def read(record, plan, row, step):
+        failure = _failure(record)
+        pairs = [_fix_pair(record, plan, *row["arms"][i : i + 2]) for i in (0, 2)]
+        effect = est.speed_interaction(*(per_seed(failure, fix, base, at(plan, step)) for fix, base, _ in pairs))
+        return effect, "; ".join(note for _, _, note in pairs)
+
+    return read
+
+
+def _influence(record, plan, row, step):
+    failure, influence = _failure(record), _needs(record.influence, "influence")
+    variants = arm_variants(plan, row["arms"][0])
+    note = ""
+    if "reported_beside" in row:  # the primary: its split-half reliability beside it
+        reliability = est.split_half_reliability(failure, influence, variants, step)
+        note = (
+            f"per-seed Spearman rho of influence with failure: mean {reliability['mean_rho']:.3g}; split-half "
+            f"r {reliability['split_half_r']:.3g}, Spearman-Brown reliability {reliability['reliability']:.3g} "
+            f"(its ceiling), {reliability['seeds']} seeds"
+        )
+    return est.influence_beyond_position(failure, influence, variants, step, row.get("position", "linear")), note
+
+
+def _growth(record, plan, row, step):
+    if row["profiles"] == "fit":
+        part = _needs(record.length_fit, "length fit profiles")
+        return est.imbalance_growth(
+            part[(part.residual == row["residual"]) & (part.bias == "distance")], "heldout_init"
+        ), ""
+    part = _needs(record.length_init, "length init profiles")
+    return est.imbalance_growth(part[part.residual == row["residual"]], "seed"), ""
+
+
+def _horizon(plan, step):
+    return plan["checkpoints"]["horizon"]
+
+
+def _step(plan, step):
+    return step
+
+
+def _preference_change(failure, fix, base, step):
+    return est.preference_difference(failure, fix, base, step).units
+
+
+ENDPOINTS = {
+    "position_slope": lambda record, plan, row, step: (
+        est.position_slope(_failure(record), arm_variants(plan, row["arms"][0]), step),
+        "",
+    ),
+    "speed_difference": lambda record, plan, row, step: _fix_effect(est.speed_difference)(
+        record, plan, row, _horizon(plan, step)
+    ),
+    "preference_difference": _fix_effect(est.preference_difference),
+    "slope_difference": _fix_effect(est.slope_difference),
+    "speed_interaction": _interaction(est.speed_differences, _horizon),
+    "preference_interaction": _interaction(_preference_change, _step),
+    "influence_beyond_position": _influence,
+    "share_beyond_position": _windows(est.share_beyond_position),
+    "middle_minus_ends": _windows(est.middle_minus_ends),
+    "last_minus_first": _windows(est.last_minus_first),
+    "imbalance_growth": _growth,
+}
+
+
+def step_of(row: dict, plan: dict):
+    """The row's checkpoint: a step, or the name of one of the plan's checkpoints."""
+    checkpoint = row.get("checkpoint")
+    return plan["checkpoints"].get(checkpoint, checkpoint) if isinstance(checkpoint, str) else checkpoint
+
+
+def effect_of(row: dict, record, plan: dict) -> tuple[object, str]:
+    """(the endpoint's effect, a note) by the estimator the row names (``ENDPOINTS``), on the arms and step it
+    names; Missing where the record cannot give it."""
+    name = row["estimator"].rsplit(".", 1)[-1]
+    if name not in ENDPOINTS:
+        raise InputError(f"plan primary {row['id']}: no estimator {row['estimator']}")
     try:
-        if name == "position_slope":
-            failure = _needs(record.failure, "failure")
-            return est.position_slope(failure, arm_variants(plan, arms[0]), step), ""
-        if name in ("speed_difference", "preference_difference"):
-            failure = _needs(record.failure, "failure")
-            fix, base, note = _fix_pair(record, plan, arms[0], arms[1])
-            if name == "speed_difference":
-                return est.speed_difference(failure, fix, base, horizon), note
-            return est.preference_difference(failure, fix, base, step), note
-        if name == "speed_interaction":
-            failure = _needs(record.failure, "failure")
-            without_fix, without_base, note_without = _fix_pair(record, plan, arms[0], arms[1])
-            with_fix, with_base, note_with = _fix_pair(record, plan, arms[2], arms[3])
-            effect = est.speed_interaction(
-                est.speed_differences(failure, without_fix, without_base, horizon),
-                est.speed_differences(failure, with_fix, with_base, horizon),
-            )
-            return effect, f"{note_without}; {note_with}"
-        if name == "influence_beyond_position":
-            failure, influence = _needs(record.failure, "failure"), _needs(record.influence, "influence")
-            variants = arm_variants(plan, arms[0])
-            reliability = est.split_half_reliability(failure, influence, variants, step)
-            note = (
-                f"per-seed Spearman rho of influence with failure: mean {reliability['mean_rho']:.3g}; split-half "
-                f"r {reliability['split_half_r']:.3g}, Spearman-Brown reliability {reliability['reliability']:.3g} "
-                f"(its ceiling), {reliability['seeds']} seeds"
-            )
-            return est.influence_beyond_position(failure, influence, variants, step), note
-        if name == "share_beyond_position":
-            return enough_windows(
-                primary, est.share_beyond_position(_needs(record.retrieval, "retrieval examples"))
-            ), ""
-        if name == "middle_minus_ends":
-            return enough_windows(primary, est.middle_minus_ends(_needs(record.retrieval, "retrieval examples"))), ""
+        return ENDPOINTS[name](record, plan, row, step_of(row, plan))
     except _Unavailable as missing:
         return missing.missing, ""
     except InputError as err:
         return Missing(NOT_YET_RUN, str(err)), ""
-    raise InputError(f"plan primary {primary['id']}: no estimator {primary['estimator']}")
 
 
 # --------------------------------------------------------------------------- the reading
@@ -223,127 +295,26 @@ def rows(plan: dict, record, primary_status: bool) -> list[Row]:
     return found
 
 
-def secondary_rows(plan: dict, record) -> list[dict]:
-    """The exploratory secondaries, each at the plan's level (95%, no multiplicity correction, no outcome); a row
-    whose data are not in the record reads "not yet run"."""
-    step, horizon = plan["checkpoints"]["fixed_mid_step"], plan["checkpoints"]["horizon"]
+SECONDARIES = Path(__file__).with_name("secondaries.yaml")
 
-    def failure():
-        return _needs(record.failure, "failure")
 
-    def influence():
-        return _needs(record.influence, "influence")
-
-    def retrieval():
-        return _needs(record.retrieval, "retrieval examples")
-
-    def fixed(fix, base):
-        return _fix_pair(record, plan, fix, base)[0]
-
-    def preference_change(fix, base):
-        return est.paired(
-            est.late_minus_early(failure(), fixed(fix, base), step),
-            est.late_minus_early(failure(), arm_variants(plan, base), step),
-        )
-
-    def slope_change(fix, base):
-        return MeanEffect(
-            est.paired(
-                est.position_slope(failure(), fixed(fix, base), step).units,
-                est.position_slope(failure(), arm_variants(plan, base), step).units,
-            ),
-            f"paired by seed (fix - baseline) of the per-seed slope at step {step}; Student t",
-        )
-
-    def length_profiles(residual: bool, fixed_b: bool):
-        if fixed_b:
-            part = _needs(record.length_fit, "length fit profiles")
-            return part[(part.residual == residual) & (part.bias == "distance")], "heldout_init"
-        part = _needs(record.length_init, "length init profiles")
-        return part[part.residual == residual], "seed"
-
-    rows = {
-        "e_residual_by_fix_interaction": (
-            f"(e) at step {step}: (fix - baseline) without minus with the residual path; Welch t",
-            lambda: est.speed_interaction(
-                preference_change("fix_nores", "base_nores"), preference_change("fix_res", "base_res")
-            ),
-        ),
-        "influence_beyond_position_noresidual": (
-            f"influence beyond a linear position trend at step {step}, the no-residual baseline",
-            lambda: est.influence_beyond_position(failure(), influence(), arm_variants(plan, "base_nores"), step),
-        ),
-        "influence_beyond_position_factor": (
-            f"influence beyond position as a factor at step {step}, the residual baseline",
-            lambda: est.influence_beyond_position(
-                failure(), influence(), arm_variants(plan, "base_res"), step, "factor"
-            ),
-        ),
-        **{
-            f"a_position_slope_at_{horizon}_{arm}": (
-                f"(a) at step {horizon}, {arm}",
-                lambda arm=arm: est.position_slope(failure(), arm_variants(plan, arm), horizon),
-            )
-            for arm in ("base_res", "base_nores")
-        },
-        **{
-            f"e_slope_difference_{fix}": (
-                f"(e) as the paired difference of slopes at step {step}, {fix}",
-                lambda fix=fix, base=base: slope_change(fix, base),
-            )
-            for fix, base in (("fix_res", "base_res"), ("fix_nores", "base_nores"))
-        },
-        "smollm2_last_minus_first_4096": (
-            "success at q = 1 minus q = 0, n = 4096",
-            lambda: est.last_minus_first(retrieval(), 4096),
-        ),
-        "smollm2_middle_minus_ends_1024": (
-            "middle minus ends, n = 1024",
-            lambda: est.middle_minus_ends(retrieval(), 1024),
-        ),
-        "smollm2_last_minus_first_1024": (
-            "success at q = 1 minus q = 0, n = 1024",
-            lambda: est.last_minus_first(retrieval(), 1024),
-        ),
-        **{
-            f"thermodynamic_limit_{'residual' if residual else 'noresidual'}_{'fix' if fixed_b else 'nofix'}": (
-                f"growth of log10 first/last (output Jacobian) per doubling of L at init, "
-                f"{'with' if residual else 'without'} the residual path, "
-                f"{'with the literal B fitted at each L' if fixed_b else 'B = 0'}",
-                lambda residual=residual, fixed_b=fixed_b: est.imbalance_growth(*length_profiles(residual, fixed_b)),
-            )
-            for residual in (True, False)
-            for fixed_b in (False, True)
-        },
-    }
+def secondary_rows(plan: dict, record, path: Path = SECONDARIES) -> list[dict]:
+    """The exploratory secondaries (``secondaries.yaml``), each at the plan's level (95%, no multiplicity correction,
+    no outcome); a row whose data are not in the record reads "not yet run"."""
     found = []
-    for id_, (what, compute) in rows.items():
-        try:
-            effect = compute()
-        except (_Unavailable, InputError) as why:
+    for row in yaml.safe_load(path.read_text())["secondaries"]:
+        effect, _ = effect_of(row, record, plan)
+        what = text(row["what"]).format(step=step_of(row, plan))
+        if isinstance(effect, Missing):
             found.append(
-                {
-                    "id": id_,
-                    "what": what,
-                    "estimate": math.nan,
-                    "low": math.nan,
-                    "high": math.nan,
-                    "n": 0,
-                    "note": f"{NOT_YET_RUN}: {why}",
-                }
+                {"id": row["id"], "what": what, "estimate": math.nan, "low": math.nan, "high": math.nan, "n": 0}
+                | {"note": f"{NOT_YET_RUN}: {effect.why}"}
             )
             continue
         low, high = effect.interval(plan["level"])
         found.append(
-            {
-                "id": id_,
-                "what": what,
-                "estimate": effect.estimate,
-                "low": low,
-                "high": high,
-                "n": effect.n,
-                "note": effect.method,
-            }
+            {"id": row["id"], "what": what, "estimate": effect.estimate, "low": low, "high": high, "n": effect.n}
+            | {"note": effect.method}
         )
     return found
 

@@ -19,7 +19,7 @@ def t_half_width(sd: float, n: int, level: float = 0.95) -> float:
     """Half-width of the Student t interval of a mean over n seeds: t_{1-a/2, n-1} * sd / sqrt(n).
 
     The one t half-width of the package: these summaries and the remedies table use it, and so do
-    the evidence stage's ``t_interval`` and its seed planning (``lostmid.evidence.statistics``).
+    the evidence stage's ``t_interval`` and its seed planning (``lostmid.stats.statistics``).
     """
     from scipy import stats
 

@@ -1,4 +1,4 @@
-"""Statistics of the evidence stage: per-seed effects, intervals over seeds, verdicts.
+"""Statistics of every stage: per-seed effects, intervals over seeds and over bootstrap draws.
 
 Seeds are the unit of replication. Each training seed is evaluated on its own draw of the
 balanced evaluation set (``lostmid.core.task.balanced_eval_set`` with
@@ -33,7 +33,7 @@ import statsmodels.api as sm
 from scipy import integrate, stats
 from statsmodels.tools.sm_exceptions import PerfectSeparationWarning
 
-from lostmid.architectures import retrieval_summary as rs
+from lostmid.stats import bootstrap
 from lostmid.tables.summaries import t_half_width
 
 # Haldane-Anscombe correction: added to the failure and to the success count of every row
@@ -420,8 +420,8 @@ def welch_difference(a, b, level: float) -> Interval:
 
 
 def auc_minus_half(draws, windows: int, method: str, level: float) -> Interval:
-    """The percentile interval over window draws (``retrieval_summary.interval``) of the AUC, minus 0.5."""
-    estimate, lo, hi = rs.interval(draws, level)
+    """The percentile interval over window draws (``bootstrap.quiet_percentile_interval``) of the AUC, minus 0.5."""
+    estimate, lo, hi = bootstrap.quiet_percentile_interval(draws, level)
     return Interval(estimate - 0.5, lo - 0.5, hi - 0.5, windows, method)
 
 
