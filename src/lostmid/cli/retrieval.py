@@ -46,7 +46,7 @@ def settings_of(args):
 def retrieval(args):
     import json
 
-    from lostmid.architectures.retrieval import retrieval_block
+    from lostmid.architectures.retrieval_jobs import retrieval_block
     from lostmid.core import devices
 
     settings = settings_of(args)
@@ -78,7 +78,7 @@ def _corpus_args(parser):
 def retrieval_corpus(args):
     import json
 
-    from lostmid.architectures.retrieval import corpus_windows
+    from lostmid.architectures.retrieval_jobs import corpus_windows
 
     io.write_text(json.dumps(corpus_windows(settings_of(args)), indent=1) + "\n", args.out)
 
