@@ -316,7 +316,7 @@ def test_the_findings_page_names_both_commits_tolerates_missing_data_and_demotes
     assert f"commit `{started['records'][0]['commit']}`" in page and f"`{started['commit'][:12]}`" in page
     assert "Endpoints: primary" in page
     assert found[0].outcome == "at least the source's size" and (tmp_path / "docs" / "figures").is_dir()
-    assert "](figures/findings_a_position_effect_residual.png)" in page
+    assert "](figures/findings_primaries.png)" in page  # one forest of every primary
     assert sum(row.outcome == NOT_YET_RUN for row in found) == 9  # the fix arms have no fits in this record
     plan.write_text(plan.read_text() + "# changed after the run began\n")
     write_findings(plan, run, out, tmp_path / "docs" / "figures", tmp_path)

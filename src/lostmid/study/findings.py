@@ -172,6 +172,23 @@ ANSWERS = {
 }
 
 
+OTHER_SIDE = " (on the other side of 0)"
+IN_DIRECTION = "An effect in the source's direction, its size against the source's not decided by this run"
+
+
+def answer(outcome: str, low: float, high: float, direction: str) -> str:
+    """The words of an answer, as its sentence opens and its figure colours it (lostmid.plots.findings): the
+    outcome's ANSWERS, on the other side of 0 where the interval is, an effect of undecided size where an
+    inconclusive interval excludes 0 in the source's direction."""
+    oriented_low, oriented_high = reading.oriented(low, high, direction)
+    words = ANSWERS[outcome]
+    if oriented_high < 0:
+        return words + OTHER_SIDE
+    if outcome == reading.INCONCLUSIVE and oriented_low > 0:
+        return IN_DIRECTION
+    return words
+
+
 def text(value) -> str:
     """A plan's folded string on one line."""
     return " ".join(str(value).split())
@@ -185,12 +202,7 @@ def sentence(primary: dict, effect, low: float, high: float, outcome: str, level
     """The answer in one sentence: the outcome's words, the estimate, its interval and what it rests on."""
     if isinstance(effect, Missing):
         return f"No answer: {effect.kind}."
-    oriented_low, oriented_high = reading.oriented(low, high, primary["direction"])
-    words = ANSWERS[outcome]
-    if oriented_high < 0:
-        words += " (on the other side of 0)"
-    elif outcome == reading.INCONCLUSIVE and oriented_low > 0:
-        words = "An effect in the source's direction, its size against the source's not decided by this run"
+    words = answer(outcome, low, high, primary["direction"])
     return (
         f"{words}: {number(effect.estimate)} [{number(low)}, {number(high)}] "
         f"{primary['scale']} ({1 - level:.4g} interval over {effect.n} units: {primary['unit']}; "
@@ -414,6 +426,8 @@ def markdown(plan: dict, record, found: list[Row], secondaries: list[dict], stat
                 f"| `{row.id}` | {number(effect.estimate)} | [{number(row.low)}, {number(row.high)}] | "
                 f"{row.level:.3g} | {effect.p_value:.3g} | {effect.n} | {row.outcome} |"
             )
+    if "primaries" in figures:
+        out += ["", f"![every primary against the source's size]({figures['primaries']})"]
     for row in found:
         primary = by_id[row.id]
         out += ["", f"## {row.question}", "", f"{row.sentence} (`{row.id}`, {text(primary['source'])})", ""]
@@ -424,8 +438,6 @@ def markdown(plan: dict, record, found: list[Row], secondaries: list[dict], stat
             out += ["", f"Estimator: {row.effect.method}."]
         if row.note:
             out += ["", row.note + "."]
-        if row.id in figures:
-            out += ["", f"![{row.id}]({figures[row.id]})"]
     out += [
         "",
         "---",
@@ -449,16 +461,19 @@ def markdown(plan: dict, record, found: list[Row], secondaries: list[dict], stat
 
 def figure_row(row: Row, primary: dict) -> dict:
     """A row of ``lostmid.plots.findings.finding_figure``: the endpoint, its estimate and Holm-level interval, the
-    source's size signed on the estimate's axis, its unit and outcome."""
+    source's size signed on the estimate's axis, its unit and its answer's words (``answer``; a missing one: its
+    outcome)."""
     sign = 1 if primary["direction"] == "increase" else -1
     return {
         "name": f"{row.id} ({1 - row.level:.4g} interval)",
-        "estimate": row.effect.estimate,
+        "estimate": math.nan if isinstance(row.effect, Missing) else row.effect.estimate,
         "low": row.low,
         "high": row.high,
         "source_size": sign * primary["size"],
         "unit": primary["scale"],
-        "outcome": row.outcome,
+        "outcome": answer(row.outcome.removeprefix("exploratory: "), row.low, row.high, primary["direction"])
+        if not isinstance(row.effect, Missing)
+        else row.outcome,
     }
 
 
@@ -474,13 +489,10 @@ def write_findings(plan_path, run, out, figures_dir, repo, readme=None) -> list[
     record = read_record(run)
     status = plan_status(repo, plan_path, record.manifest)
     found = rows(plan, record, status[0])
-    figures = {}
     by_id = {p["id"]: p for p in plan["primaries"]}
-    for row in found:
-        if not isinstance(row.effect, Missing):
-            path = Path(figures_dir) / f"findings_{row.id}.png"
-            finding_figure([figure_row(row, by_id[row.id])], path, title=row.question)
-            figures[row.id] = Path(os.path.relpath(path, Path(out).parent)).as_posix()
+    path = Path(figures_dir) / "findings_primaries.png"  # one forest of every primary
+    finding_figure([figure_row(row, by_id[row.id]) for row in found], path)
+    figures = {"primaries": Path(os.path.relpath(path, Path(out).parent)).as_posix()}
     page = markdown(plan, record, found, secondary_rows(plan, record), status, figures)
     io.write_text(io.wrap_prose(page), out)
     if readme is not None:
