@@ -21,9 +21,12 @@ def table_figure(table: pd.DataFrame, profiles: pd.DataFrame, path) -> None:
     styles = arm_styles(methods)
     fig, axes = figure(2, 2.7, ncols=2)
     for ax, (column, label) in zip(axes, DENSITIES.items()):
-        for method in methods:
+        for k, method in enumerate(methods):
             line = profiles[profiles.method == method].sort_values("p")
-            ax.plot(line.p, line[column], label=method, markevery=max(1, len(line) // 10), **styles[method].line())
+            every = max(1, len(line) // 10)
+            # markers staggered between methods: where two curves coincide (alg2 on the baseline) both show
+            markevery = (k * every // len(methods), every)
+            ax.plot(line.p, line[column], label=method, markevery=markevery, **styles[method].line())
         ax.set_yscale("log")
         ax.axhline(1.0, color=REFERENCE, lw=0.8, ls="--")
         ax.set(xlabel="relative position p = (i - 1/2) / L", ylabel=label)

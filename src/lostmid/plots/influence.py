@@ -36,7 +36,7 @@ def _arm_panels(data: pd.DataFrame, hue: str, hue_title: str, path, ylabel: str,
     arms = arm_order(data)
     values = sorted(data[hue].unique())
     styles = dict(zip(values, ordered_styles(len(values))))
-    fig, axes = panels(len(arms), ncols=3, panel_height=1.75)
+    fig, axes = panels(len(arms), ncols=3, panel_height=1.75, sharex=True)
     for ax, (variant, L, depth) in zip(axes, arms):
         part = data[(data.variant == variant) & (data.L == L) & (data.depth == depth)]
         for value, line in part.groupby(hue):
@@ -45,9 +45,11 @@ def _arm_panels(data: pd.DataFrame, hue: str, hue_title: str, path, ylabel: str,
         ax.axhline(1.0, color=REFERENCE, lw=0.8, ls="--")
         step = f", step {part.step.max()}" if at_last else ""
         ax.set_title(f"{variant} ({seeds_text(part.seed.nunique())})\n{setting_label(L, depth)}{step}")
-        ax.set(xlabel=P_LABEL, ylabel=ylabel)
-        ax.label_outer(remove_inner_ticks=False)
-        ax.yaxis.set_tick_params(labelleft=True)  # each panel its own axis: its own ticks
+        if ax.get_subplotspec().is_last_row() or ax is axes[-1]:
+            ax.set_xlabel(P_LABEL)
+        else:
+            ax.tick_params(labelbottom=False)
+    fig.supylabel(ylabel)  # one label for the panels' own axes
     handles = [Line2D([], [], label=f"{v}", **styles[v].line()) for v in values]
     fig.legend(handles=handles, title=hue_title, loc="outside lower center", ncol=min(len(values), 8), frameon=False)
     save(fig, path)
@@ -85,7 +87,8 @@ def metrics_over_training(metrics: pd.DataFrame, path, delta: float) -> None:
     shown = nearest_delta(metrics, delta)
     data = metrics[np.isclose(metrics.delta, shown)]
     data = data.assign(arm=_arm_names(data))
-    styles = arm_styles([name for name in _arm_names(data.drop_duplicates(["variant", "L"]).sort_values(["L"]))])
+    order = pd.DataFrame(arm_order(data), columns=["variant", "L", "depth"])
+    styles = arm_styles(list(dict.fromkeys(_arm_names(order))))
     fig, axes = figure(2, 4.4, nrows=2, ncols=2, sharex=True)
     for ax, (name, label) in zip(axes.flat, METRICS.items()):
         band = "log" if name == "Z" else "signed"
@@ -99,10 +102,11 @@ def metrics_over_training(metrics: pd.DataFrame, path, delta: float) -> None:
         else:
             ax.axhline(0.0, color=REFERENCE, lw=0.8, ls="--")
             scaled_to_lines(ax, lines + [pd.DataFrame({"mean": [0.0]})])
-        ax.set(ylabel=label, title=f"delta = {shown:g}" if name in ("Delta", "LIM") else "")
+        ax.set_ylabel(label)
         ax.set_xlabel("training step" if name in ("E_inf", "Z") else "")
+    fig.suptitle(f"region scale delta = {shown:g}; mean over seeds, 95% band")
     handles = [Line2D([], [], label=arm, **style.line()) for arm, style in styles.items()]
-    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 4), frameon=False)
+    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 5), frameon=False)
     save(fig, path)
 
 

@@ -212,7 +212,7 @@ def bias_heatmap(matrices: pd.DataFrame, summaries: pd.DataFrame, path) -> None:
             + (reading_line(fit.iloc[0]) if len(fit) else "(no summary)")
         )
     text = "\n".join(lines)
-    ncols = min(len(fits), 3)
+    ncols = 3  # a heat map a third of the width, however many fits
     nrows = -(-len(fits) // ncols)
     text_height = 0.13 * text.count("\n") + 0.3
     fig = plt.figure(figsize=(6.8, 2.3 * nrows + text_height), layout="constrained")
@@ -243,7 +243,7 @@ def bias_profiles(profiles: pd.DataFrame, iterations: pd.DataFrame, path) -> Non
     more than a decade)."""
     fits = sorted(profiles.groupby(FIT_KEYS).groups)
     ncols = min(len(fits), 3)
-    fig, axes = figure(2, 3.8, nrows=2, ncols=ncols, squeeze=False)
+    fig, axes = figure(1 if ncols == 1 else 2, 3.8, nrows=2, ncols=ncols, squeeze=False)
     if len(fits) > ncols:
         fits = fits[:ncols]
         fig.suptitle(f"the first {ncols} fits of {len(profiles.groupby(FIT_KEYS))}")
@@ -258,7 +258,7 @@ def bias_profiles(profiles: pd.DataFrame, iterations: pd.DataFrame, path) -> Non
         top.axhline(1.0, color=REFERENCE, lw=0.8, ls="--")
         log_if_wide(top, part[y])
         top.set(title="{variant}\n".format(**selected) + setting_label(selected["L"], selected["depth"]),
-                xlabel="position p", ylabel="density m at init" if col == 0 else "")  # fmt: skip
+                xlabel="relative position p", ylabel="density m at init" if col == 0 else "")  # fmt: skip
         its = iterations.loc[(iterations[FIT_KEYS] == pd.Series(selected)).all(axis=1)]
         bottom.plot(its["iteration"], its["E_inf_fit"], marker=".", color="C0")
         log_if_wide(bottom, its["E_inf_fit"])

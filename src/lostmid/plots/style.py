@@ -29,6 +29,7 @@ plt.rcParams.update(
         "axes.titlesize": FONT,
         "axes.labelsize": FONT,
         "figure.titlesize": FONT,
+        "figure.labelsize": FONT,
         "xtick.labelsize": MIN_FONT,
         "ytick.labelsize": MIN_FONT,
         "legend.fontsize": MIN_FONT,
@@ -156,6 +157,13 @@ def ordered_styles(n: int) -> list[ArmStyle]:
         ArmStyle(tuple(c), SPARE_DASHES[i % len(SPARE_DASHES)], SPARE_MARKERS[i % len(SPARE_MARKERS)])
         for i, c in enumerate(colors)
     ]
+
+
+def legend_columns(labels, wanted: int, width: float = TWO_COLUMNS) -> int:
+    """At most ``wanted`` legend columns, as many as fit ``width`` inches with the longest label at MIN_FONT."""
+    longest = max((len(str(label)) for label in labels), default=1)
+    per_column = (longest + 5) * MIN_FONT * 0.55 / 72  # inches: the label, its handle and the gap
+    return max(1, min(wanted, int(width / per_column)))
 
 
 def figure(columns: int = 2, height: float = 2.6, **kwargs):

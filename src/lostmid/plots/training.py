@@ -10,7 +10,7 @@ import pandas as pd
 from matplotlib.lines import Line2D
 
 from lostmid.plots.common import RATE_LIMITS, arm_order, curve, draw_curve, panels, seeds_text, setting_label
-from lostmid.plots.style import REFERENCE, arm_styles, figure, ordered_styles, save
+from lostmid.plots.style import REFERENCE, arm_styles, figure, legend_columns, ordered_styles, save
 
 P_FLAG = "flag position p = f / L"
 CHANCE = 0.5  # the answer is one bit
@@ -91,6 +91,7 @@ def loss_and_accuracy(smooth: pd.DataFrame, settings: list[tuple[int, int, list[
 def arm_legend(fig, styles: dict, labels: dict, ncol: int = 2) -> None:
     """A legend under the panels: each arm in its colour, line and marker, with its ``labels``."""
     handles = [Line2D([], [], label=labels[arm], **styles[arm].line()) for arm in styles]
+    ncol = legend_columns([labels[arm] for arm in styles], ncol, fig.get_figwidth())
     fig.legend(handles=handles, loc="outside lower center", ncol=ncol, frameon=False)
 
 
