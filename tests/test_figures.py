@@ -459,3 +459,159 @@ def test_the_retrieval_figure_leaves_out_the_influence_panel_of_a_length_without
     assert any("4096" in ax.get_title() and "no gradients" in ax.get_title() for ax in panels(fig))
     assert_no_empty_panel(fig)
     assert_in_range(fig)
+
+
+def metrics_table() -> pd.DataFrame:
+    """Regional metrics of each synthetic run; reweight's three seeds at LIM -3.2, -0.2, 2.8: its line at -0.2,
+    its band +-3.4."""
+    rows = [
+        (v, L, d, seed, step, 0.2, RNG.normal(0.1, 0.05), -0.2 + (3.0 * (seed - 1) if v == "reweight" else 0.0),
+         RNG.uniform(0, 2), RNG.lognormal(0, 1))
+        for v, L, d, seed, _, steps in runs() for step in steps
+    ]  # fmt: skip
+    return pd.DataFrame(rows, columns=["variant", "L", "depth", "seed", "step", "delta", "Delta", "LIM", "E_inf", "Z"])
+
+
+def flow_table() -> pd.DataFrame:
+    """Predicted against finite-difference derivatives, with a few far outliers (which must not set the axes)."""
+    rows = []
+    for seed in range(2):
+        for step in (0, 300, 600):
+            for eta in (1e-4, 1e-3):
+                for i in range(16):
+                    predicted = RNG.normal(0, 0.1)
+                    outlier = 8e4 if (i == 0 and step == 300) else 0.0
+                    rows.append(
+                        ("baseline", 16, 4, seed, step, eta, predicted, predicted + outlier, RNG.uniform(1e-4, 1e-2))
+                    )
+    columns = ["variant", "L", "depth", "seed", "step", "eta", "predicted", "finite_difference", "rel_error"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def remedies_table() -> pd.DataFrame:
+    """A remedies summary: a strength and a probe count varied, the grid's L and depth confounded with them."""
+    rows = []
+    for variant, remedy, strength, probes, L, depth in [
+        ("balance", "balance", 0.1, 1, 24, 2), ("balance_b03", "balance", 0.3, 1, 24, 2),
+        ("observability", "observability", 0.1, 1, 24, 2), ("observability_r4", "observability", 0.1, 4, 16, 4),
+    ]:  # fmt: skip
+        for seed in range(3):
+            metrics = (RNG.uniform(0.8, 1), RNG.uniform(100, 500), RNG.normal(), RNG.uniform())
+            ratios = (1 + RNG.uniform(), 1.0, 1.1)
+            rows.append((variant, L, depth, seed, 600, remedy, strength, None, probes, None, *metrics, *ratios))
+    columns = ["variant", "L", "depth", "seed", "step", "remedy", "strength", "target", "probes", "monitored"]
+    columns += ["final_accuracy", "steps_to_99", "LIM", "E_inf", "time_ratio", "peak_mem_ratio", "max_rss_ratio"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def test_the_metrics_are_scaled_to_their_lines_not_to_a_band_of_three_seeds(drawn, tmp_path):
+    fig = drawn(influence, "metrics_over_training", metrics_table(), tmp_path / "m.png", 0.2)
+    axes = panels(fig)
+    assert all(ax.get_ylabel() for ax in axes)  # every axis says what it shows
+    lim = axes[1]  # LIM: reweight's seeds spread +-3, its mean near -0.2
+    low, high = lim.get_ylim()
+    assert line_limits(lim)[0] >= low and line_limits(lim)[1] <= high and high - low < 4
+    assert_arms_distinct(fig)
+    assert_no_empty_panel(fig)
+
+
+def test_the_density_flow_axes_hold_the_points_not_an_outlier(drawn, tmp_path):
+    fig = drawn(influence, "density_flow", flow_table(), tmp_path / "d.png")
+    low, high = fig.axes[0].get_xlim()
+    assert high < 1 and "outside the axes" in fig.axes[0].get_title()
+    assert_no_empty_panel(fig)
+    assert_in_range(fig)
+
+
+def test_the_init_sweep_is_a_line_per_depth_on_log_axes(drawn, tables, tmp_path):
+    fig = drawn(influence, "init_sweep", tables["sweep"], tmp_path / "s.png")
+    assert [ax.get_yscale() for ax in panels(fig)] == ["log", "log"]
+    assert_arms_distinct(fig)
+    assert_no_empty_panel(fig)
+    assert_in_range(fig)
+
+
+def test_the_remedy_influence_has_a_panel_per_checkpoint_with_rows(drawn, tables, tmp_path):
+    short = tables["influence"][tables["influence"].L == 24]
+    remedy_steps = short[short.variant != "baseline_short"][["variant", "step"]].drop_duplicates()
+    fig = drawn(remedies, "influence_by_remedy", remedy_steps, short, tmp_path / "i.png", "baseline_short")
+    assert len(panels(fig)) == 2
+    assert_arms_distinct(fig)
+    assert_no_empty_panel(fig)
+    assert_in_range(fig)
+
+
+def test_the_ablations_leave_out_the_grids_confounded_l_and_depth(drawn, tmp_path):
+    fig = drawn(remedies, "ablations", remedies_table(), tmp_path / "a.png")
+    names = {ax.get_xlabel() for ax in panels(fig)}
+    assert names == {"balance: strength", "observability: probes"}  # not L, not depth
+    assert_no_empty_panel(fig)
+
+
+def test_the_overhead_is_a_bar_per_variant_against_one(drawn, tmp_path):
+    fig = drawn(remedies, "overhead", remedies_table(), tmp_path / "o.png", "balance")
+    assert all("ratio" in ax.get_ylabel() for ax in panels(fig))
+    assert_no_empty_panel(fig)
+
+
+def test_a_bias_profile_of_a_tiny_range_is_on_a_linear_axis(drawn, tmp_path):
+    p = np.linspace(0.05, 0.95, 8)
+    profiles = pd.concat(
+        [pd.DataFrame({"variant": "debiased", "L": 8, "depth": 1, "p": p, "stage": stage, "density": d,
+                       "density_fit": d}) for stage, d in (("before", np.exp(-4 * (1 - p)) * 8), ("after", np.ones(8)))]
+    )  # fmt: skip
+    iterations = pd.DataFrame({"variant": "debiased", "L": 8, "depth": 1, "iteration": range(6),
+                               "E_inf_fit": 6.988 - 0.0013 * np.arange(6)})  # fmt: skip
+    fig = drawn(remedies, "bias_profiles", profiles, iterations, tmp_path / "b.png")
+    top, bottom = panels(fig)
+    assert top.get_yscale() == "log" and bottom.get_yscale() == "linear"  # 1.3 decades; 0.1%
+    assert_no_empty_panel(fig)
+
+
+def test_the_algebraic_methods_are_told_apart_where_their_curves_coincide(drawn, tmp_path):
+    from lostmid.plots import algebraic
+
+    p = np.linspace(0.01, 0.99, 40)
+    same = np.exp(-5 * p)
+    profiles = pd.concat(
+        [pd.DataFrame({"method": m, "p": p, "influence_density": d, "trace_density": same})
+         for m, d in (("baseline", same), ("alg1", np.ones(40)), ("alg2", same), ("alg3", 1 + 0 * p))]
+    )  # fmt: skip
+    fig = drawn(algebraic, "table_figure", None, profiles, tmp_path / "t.png")
+    assert len(panels(fig)) == 2  # the table is the summary page, not part of the figure
+    assert_arms_distinct(fig)
+    markers = {
+        line.get_label(): line.get_markevery()
+        for line in panels(fig)[0].lines
+        if line.get_label() in ("baseline", "alg2")
+    }
+    assert markers["baseline"] != markers["alg2"]  # staggered: alg2's markers do not hide the baseline's
+
+
+def test_the_headline_is_accuracy_by_position_a_line_per_n_with_the_twin_as_reference(drawn):
+    accuracy = pd.read_parquet(REPO / "runs" / "smollm2_retrieval" / "tables" / "accuracy.parquet")
+    fig = drawn(retrieval, "accuracy_by_position", accuracy, "unused.png")
+    axes = panels(fig)
+    assert [ax.get_title() for ax in axes] == ["task number", "task single"]
+    assert all(ax.get_xlabel().startswith("needle position q") for ax in axes)
+    assert_arms_distinct(fig, names=["n = "])  # the lengths
+    assert any(label.startswith("random-init twin") for label in legend_lines(fig))
+    assert_no_empty_panel(fig)
+    assert_in_range(fig)
+
+
+def test_a_figure_is_shown_in_the_report_as_a_page_that_scrolls_from_its_top(tmp_path):
+    fig, ax = style.figure(1, 8.5)
+    ax.plot([0, 1], [0, 1])
+    style.save(fig, tmp_path / "tall.png")
+    style.write_viewer(tmp_path / "tall.png", tmp_path / "tall.html")
+    page = (tmp_path / "tall.html").read_text()
+    assert "data:image/png;base64," in page and "width:100%" in page and "center" not in page
+
+
+def test_a_figure_larger_than_a_page_is_refused_by_name(tmp_path):
+    fig = plt.figure(figsize=(8, 3), layout="constrained")  # its axes fill it: saved at 8 in
+    fig.add_subplot().plot([0, 1])
+    with pytest.raises(ValueError, match=r"wide.png: 8.0 x 3.0 in, larger than a page \(7 x 9\)"):
+        style.save(fig, tmp_path / "wide.png")
+    assert not (tmp_path / "wide.png").exists()

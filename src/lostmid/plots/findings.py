@@ -8,7 +8,7 @@ DataFrame row) with the keys
     low, high    its interval (NaN: none)
     source_size  the size the source's words imply, signed, on the estimate's axis (a decrease the source
                  predicts is negative)
-    unit         the estimate's unit
+    unit         the estimate's unit (the page's table prints it; the figure's axis is the source's size)
     outcome      the answer's words, as its sentence opens (lostmid.study.findings.answer); for a primary
                  without an estimate, why (``not yet run``)
 
@@ -44,7 +44,7 @@ ANSWER_STYLES = {
 }
 NOT_RUN = "0.6"
 KEYS = ("name", "estimate", "low", "high", "source_size", "unit", "outcome")
-ROW_HEIGHT = 0.42  # inches per primary
+ROW_HEIGHT = 0.36  # inches per primary: two lines of 7 pt and a gap
 
 
 def answer_style(words: str) -> tuple:
@@ -89,11 +89,13 @@ def relative(row: dict) -> tuple[float, float, float]:
 
 
 def _label(row: dict) -> str:
-    name = "\n".join(textwrap.wrap(row["name"], 34))
+    """The endpoint's name (its level, in brackets, moved to the second line) over its estimate and interval in
+    its own units, or over why it has none."""
+    name, _, level = row["name"].partition(" (")
     if not math.isfinite(row["estimate"]):
-        return f"{name}\n{row['outcome']}"
-    numbers = f"{row['estimate']:.3g} [{row['low']:.3g}, {row['high']:.3g}] {row['unit']}"
-    return name + "\n" + "\n".join(textwrap.wrap(numbers, 44))
+        return name + "\n" + "\n".join(textwrap.wrap(row["outcome"], 44))
+    numbers = f"{row['estimate']:.3g} [{row['low']:.3g}, {row['high']:.3g}]" + (f" ({level}" if level else "")
+    return f"{name}\n{numbers}"
 
 
 def finding_figure(rows, path) -> None:

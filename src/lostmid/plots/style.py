@@ -182,6 +182,25 @@ def message(path, text: str) -> None:
     save(fig, path)
 
 
+def viewer_html(png) -> str:
+    """A page that shows a PNG at the viewer's width, from its top (Snakemake's report centres a bare image in a
+    screen-high box, so the top of one taller than the screen cannot be scrolled to; a page in its frame
+    scrolls). The image travels inside the page (base64)."""
+    import base64
+
+    data = base64.b64encode(Path(png).read_bytes()).decode()
+    return (
+        "<!DOCTYPE html><html><head><meta charset='utf-8'></head><body style='margin:0'>"
+        f"<img src='data:image/png;base64,{data}' alt='{Path(png).stem}' style='width:100%;max-width:1400px'>"
+        "</body></html>\n"
+    )
+
+
+def write_viewer(png, path) -> None:
+    """``viewer_html`` of ``png``, written atomically at ``path``."""
+    io.write_text(viewer_html(png), path)
+
+
 def vector_path(path) -> Path:
     """The vector file written beside a figure's PNG."""
     return Path(path).with_suffix(VECTOR)
