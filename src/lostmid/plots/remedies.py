@@ -6,6 +6,8 @@ failure rates clipped to [0, 1]); densities on a log axis are geometric means wi
 
 from __future__ import annotations
 
+import textwrap
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -211,7 +213,8 @@ def bias_heatmap(matrices: pd.DataFrame, summaries: pd.DataFrame, path) -> None:
             f"({number}) {variant}, {setting_label(L, depth)}: "
             + (reading_line(fit.iloc[0]) if len(fit) else "(no summary)")
         )
-    text = "\n".join(lines)
+    # wrapped to the figure's width at 7 pt (about 100 characters), never cut
+    text = "\n".join(wrapped for line in "\n".join(lines).splitlines() for wrapped in textwrap.wrap(line, 100))
     ncols = 3  # a heat map a third of the width, however many fits
     nrows = -(-len(fits) // ncols)
     text_height = 0.13 * text.count("\n") + 0.3
