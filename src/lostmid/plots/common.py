@@ -103,6 +103,15 @@ def panels(n: int, ncols: int = 3, panel_height: float = 1.7, columns: int = 2, 
     return fig, flat[:n]
 
 
+def label_bottoms(axes: list, ncols: int, xlabel: str) -> None:
+    """The x label and tick labels on every panel with no panel under it (the last row, and the row above it
+    where the last row is short); none on the others (their panels share the x axis)."""
+    for k, ax in enumerate(axes):
+        bottom = k + ncols >= len(axes)
+        ax.tick_params(labelbottom=bottom)
+        ax.set_xlabel(xlabel if bottom else "")
+
+
 def _signed_interval(values) -> tuple[float, float]:
     values = pd.Series(values, dtype=float).dropna()
     half = Z95 * values.sem()

@@ -11,7 +11,16 @@ import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from lostmid.plots.common import arm_order, curve, draw_curve, nearest_delta, panels, seeds_text, setting_label
+from lostmid.plots.common import (
+    arm_order,
+    curve,
+    draw_curve,
+    label_bottoms,
+    nearest_delta,
+    panels,
+    seeds_text,
+    setting_label,
+)
 from lostmid.plots.style import REFERENCE, arm_styles, figure, ordered_styles, save
 
 P_LABEL = "relative position p = (i - 1/2) / L"
@@ -45,10 +54,7 @@ def _arm_panels(data: pd.DataFrame, hue: str, hue_title: str, path, ylabel: str,
         ax.axhline(1.0, color=REFERENCE, lw=0.8, ls="--")
         step = f", step {part.step.max()}" if at_last else ""
         ax.set_title(f"{variant} ({seeds_text(part.seed.nunique())})\n{setting_label(L, depth)}{step}")
-        if ax.get_subplotspec().is_last_row() or ax is axes[-1]:
-            ax.set_xlabel(P_LABEL)
-        else:
-            ax.tick_params(labelbottom=False)
+    label_bottoms(axes, 3, P_LABEL)
     fig.supylabel(ylabel)  # one label for the panels' own axes
     handles = [Line2D([], [], label=f"{v}", **styles[v].line()) for v in values]
     fig.legend(handles=handles, title=hue_title, loc="outside lower center", ncol=min(len(values), 8), frameon=False)

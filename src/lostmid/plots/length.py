@@ -49,7 +49,7 @@ def imbalance_by_length(length_init: pd.DataFrame, length_fit: pd.DataFrame, pat
             ax.set_title(title)
             ax.set(ylabel=label, xlabel="sequence length L (log2 axis)")
             if column == 0:
-                sns.move_legend(ax, "upper left", bbox_to_anchor=(0, -0.28), frameon=False, title="")
+                sns.move_legend(ax, "upper left", bbox_to_anchor=(0, -0.28), frameon=False, title="", ncol=2)
             else:
                 ax.get_legend().remove()
     save(fig, path)
@@ -81,9 +81,11 @@ def position_effect_by_length(failure: pd.DataFrame, length_init: pd.DataFrame, 
         styles = arm_styles(arms)
         sns.pointplot(data=part, x="L", y="value", hue="arm", hue_order=arms, dodge=0.2, errorbar=SEED_INTERVAL,
                       palette={a: s.color for a, s in styles.items()}, markers=[styles[a].marker for a in arms],
-                      linestyles=[styles[a].dashes and "--" or "-" for a in arms], ax=ax)  # fmt: skip
+                      linestyles=[styles[a].dashes and "--" or "-" for a in arms], markersize=4, ax=ax)  # fmt: skip
         ax.axhline(0.0, color=REFERENCE, lw=0.8, ls="--")
         ax.set_title("at each arm's mid-training")
         ax.set(ylabel=name, xlabel="sequence length L")
-        sns.move_legend(ax, "best", frameon=False, title="")
+        handles, labels = ax.get_legend_handles_labels()
+        ax.get_legend().remove()
+    fig.legend(handles, labels, loc="outside lower center", ncol=4, frameon=False)  # one legend, off the data
     save(fig, path)

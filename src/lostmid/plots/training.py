@@ -9,7 +9,16 @@ from __future__ import annotations
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from lostmid.plots.common import RATE_LIMITS, arm_order, curve, draw_curve, panels, seeds_text, setting_label
+from lostmid.plots.common import (
+    RATE_LIMITS,
+    arm_order,
+    curve,
+    draw_curve,
+    label_bottoms,
+    panels,
+    seeds_text,
+    setting_label,
+)
 from lostmid.plots.style import REFERENCE, arm_styles, figure, legend_columns, ordered_styles, save
 
 P_FLAG = "flag position p = f / L"
@@ -32,9 +41,10 @@ def failure_by_position(failure: pd.DataFrame, path) -> None:
         part = failure[(failure.variant == variant) & (failure.L == L) & (failure.depth == depth)]
         for step, at_step in part.groupby("step"):
             draw_curve(ax, curve(at_step, "p", "failure_rate", "rate"), "p", styles[step], band_alpha=0.08)
-        ax.set(ylim=RATE_LIMITS, xlabel=P_FLAG, ylabel="failure rate")
+        ax.set(ylim=RATE_LIMITS, ylabel="failure rate" if ax.get_subplotspec().is_first_col() else "")
         ax.set_title(f"{variant} ({seeds_text(part.seed.nunique())})\n{setting_label(L, depth)}")
-        ax.label_outer()
+        ax.tick_params(labelleft=ax.get_subplotspec().is_first_col())
+    label_bottoms(axes, 3, P_FLAG)
     handles = [Line2D([], [], label=f"{step}", **styles[step].line()) for step in steps]
     fig.legend(
         handles=handles, title="training step", loc="outside lower center", ncol=min(len(steps), 8), frameon=False
