@@ -615,3 +615,22 @@ def test_a_figure_larger_than_a_page_is_refused_by_name(tmp_path):
     with pytest.raises(ValueError, match=r"wide.png: 8.0 x 3.0 in, larger than a page \(7 x 9\)"):
         style.save(fig, tmp_path / "wide.png")
     assert not (tmp_path / "wide.png").exists()
+
+
+def test_the_findings_failure_curves_pool_each_arm_of_the_plan_at_its_step(drawn, tables):
+    """The blog's figure for the study: each arm of the plan (its variants pooled) at the fixed mid step, a panel
+    per residual setting, each arm its own colour, line and marker."""
+    arms = {
+        "base": {"variants": ["baseline_short"], "residual": True},
+        "fix": {"variants": ["debiased_short", "reweight"], "residual": True},
+        "literal": {"variants": ["debiased_literal"], "residual": False},
+    }
+    fig = drawn(findings, "arm_failure", tables["failure"], arms, 0, "unused.png")  # every arm has step 0
+    assert [ax.get_title() for ax in panels(fig)] == [
+        "with the residual path, step 0",
+        "without the residual path, step 0",
+    ]
+    assert "fix (6 seeds)" in legend_lines(fig)  # pooled over its two variants' seeds
+    assert_arms_distinct(fig)
+    assert_no_empty_panel(fig)
+    assert_in_range(fig)

@@ -130,3 +130,34 @@ def finding_figure(rows, path) -> None:
     handles.append(Line2D([], [], color="black", lw=1.0, label="the source's size"))
     fig.legend(handles=handles, loc="outside lower center", ncol=2, frameon=False)
     save(fig, path)
+
+
+def arm_failure(failure: pd.DataFrame, arms: dict, step: int, path) -> None:
+    """The blog's figure for the study's flag-task arms: failure rate by flag position at ``step`` (the plan's
+    fixed mid-training step), each arm (``arms``: the plan's ``run.arms``, each with its ``variants`` and
+    ``residual``) pooled over its variants' seeds, mean with a 95% band clipped to [0, 1], each in its own colour,
+    line and marker; a panel per residual setting. An arm without rows at ``step`` is left out of the legend."""
+    from lostmid.plots.common import RATE_LIMITS, curve, draw_curve, panels, seeds_text
+    from lostmid.plots.style import arm_styles
+    from lostmid.plots.training import P_FLAG
+
+    at = failure[failure.step == step]
+    drawn = {name: at[at.variant.isin(arm["variants"])] for name, arm in arms.items()}
+    drawn = {name: rows for name, rows in drawn.items() if not rows.empty}
+    settings = list(dict.fromkeys(bool(arms[name].get("residual", True)) for name in drawn))
+    if not drawn:
+        from lostmid.plots.style import message
+
+        message(path, f"no failure rows at step {step}")
+        return
+    styles = arm_styles(drawn)
+    fig, axes = panels(len(settings), ncols=2, panel_height=2.3, sharey=True)
+    for ax, residual in zip(axes, settings):
+        for name, rows in drawn.items():
+            if bool(arms[name].get("residual", True)) == residual:
+                label = f"{name} ({seeds_text(rows.groupby(['variant', 'seed']).ngroups)})"  # runs pooled
+                draw_curve(ax, curve(rows, "p", "failure_rate", "rate"), "p", styles[name], label=label)
+        ax.set(ylim=RATE_LIMITS, xlabel=P_FLAG, ylabel="failure rate", title=f"{'with' if residual else 'without'}"
+               f" the residual path, step {step}")  # fmt: skip
+        ax.legend(frameon=False, loc="upper left")
+    save(fig, path)

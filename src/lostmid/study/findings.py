@@ -428,6 +428,8 @@ def markdown(plan: dict, record, found: list[Row], secondaries: list[dict], stat
             )
     if "primaries" in figures:
         out += ["", f"![every primary against the source's size]({figures['primaries']})"]
+    if "failure" in figures:
+        out += ["", f"![failure by flag position of each flag-task arm at the fixed mid step]({figures['failure']})"]
     for row in found:
         primary = by_id[row.id]
         out += ["", f"## {row.question}", "", f"{row.sentence} (`{row.id}`, {text(primary['source'])})", ""]
@@ -481,7 +483,7 @@ def write_findings(plan_path, run, out, figures_dir, repo, readme=None) -> list[
     """docs/findings.md (``out``) and its figures from the record ``run`` and the plan, and the answers into
     ``readme`` between its findings markers (where given); returns the rows."""
     from lostmid import io
-    from lostmid.plots.findings import finding_figure
+    from lostmid.plots.findings import arm_failure, finding_figure
     from lostmid.study.plan import read_plan
     from lostmid.study.record import plan_status, read_record
 
@@ -493,6 +495,10 @@ def write_findings(plan_path, run, out, figures_dir, repo, readme=None) -> list[
     path = Path(figures_dir) / "findings_primaries.png"  # one forest of every primary
     finding_figure([figure_row(row, by_id[row.id]) for row in found], path)
     figures = {"primaries": Path(os.path.relpath(path, Path(out).parent)).as_posix()}
+    if record.failure is not None:  # the blog's figure for the plan's flag-task arms, at its fixed mid step
+        curves = Path(figures_dir) / "findings_failure.png"
+        arm_failure(record.failure, plan["run"]["arms"], plan["checkpoints"]["fixed_mid_step"], curves)
+        figures["failure"] = Path(os.path.relpath(curves, Path(out).parent)).as_posix()
     page = markdown(plan, record, found, secondary_rows(plan, record), status, figures)
     io.write_text(io.wrap_prose(page), out)
     if readme is not None:
