@@ -199,10 +199,10 @@ def assert_saved(path):
 
 
 def test_the_findings_forest_colours_each_primary_by_the_words_its_sentence_opens_with(monkeypatch, tmp_path):
-    """Every answer the sentences can give (lostmid.study.findings.answer), each primary on the source's-size axis:
+    """Every answer the sentences can give (lostmid.study.reading.answer), each primary on the source's-size axis:
     the row's colour is the one its words have, the words are the legend, 1 is the source's size."""
     from lostmid.study import reading
-    from lostmid.study.findings import answer
+    from lostmid.study.reading import answer
 
     cases = [  # (outcome, low, high, direction, size): every branch of the reading's words
         (reading.AT_LEAST, 0.5, 0.9, "increase", 0.4),
@@ -241,7 +241,7 @@ def test_the_findings_forest_colours_each_primary_by_the_words_its_sentence_open
 def test_an_inconclusive_interval_that_excludes_zero_is_not_drawn_as_undecided():
     """d_speed_noresidual's case: the sentence says "an effect", so its colour is not the undecided grey."""
     from lostmid.study import reading
-    from lostmid.study.findings import answer
+    from lostmid.study.reading import answer
 
     effect = answer(reading.INCONCLUSIVE, 0.1, 0.6, "increase")
     undecided = answer(reading.INCONCLUSIVE, -0.1, 0.6, "increase")

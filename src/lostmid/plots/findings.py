@@ -9,7 +9,7 @@ DataFrame row) with the keys
     source_size  the size the source's words imply, signed, on the estimate's axis (a decrease the source
                  predicts is negative)
     unit         the estimate's unit (the page's table prints it; the figure's axis is the source's size)
-    outcome      the answer's words, as its sentence opens (lostmid.study.findings.answer); for a primary
+    outcome      the answer's words, as its sentence opens (lostmid.study.reading.answer); for a primary
                  without an estimate, why (``not yet run``)
 
 Endpoints of different units share one axis by being read as the study reads them: each interval divided by
@@ -29,8 +29,7 @@ import pandas as pd
 from matplotlib.lines import Line2D
 
 from lostmid.plots.style import PALETTE, REFERENCE, figure, save
-from lostmid.study.findings import ANSWERS, IN_DIRECTION, OTHER_SIDE
-from lostmid.study.reading import AT_LEAST, INCONCLUSIVE, NO_EFFECT, SMALLER
+from lostmid.study.reading import ANSWERS, AT_LEAST, IN_DIRECTION, INCONCLUSIVE, NO_EFFECT, OTHER_SIDE, SMALLER
 
 # The answers' words (the sentences' openings) and how their rows are drawn: colour-blind safe, and a marker
 # each, so that the rows read in greyscale too. A word "... (on the other side of 0)" is drawn as OTHER_SIDE.
@@ -52,7 +51,7 @@ def answer_style(words: str) -> tuple:
     if words.endswith(OTHER_SIDE):
         words = OTHER_SIDE.strip(" ()")
     if words not in ANSWER_STYLES:
-        raise ValueError(f"finding_figure: {words!r} is not an answer's words (lostmid.study.findings.answer)")
+        raise ValueError(f"finding_figure: {words!r} is not an answer's words (lostmid.study.reading.answer)")
     return (*ANSWER_STYLES[words], words)
 
 
@@ -142,6 +141,8 @@ def arm_failure(failure: pd.DataFrame, arms: dict, step: int, path) -> None:
     from lostmid.plots.training import P_FLAG
 
     at = failure[failure.step == step]
+    if "failure_rate" not in at:  # a record's table may carry the counts only
+        at = at.assign(failure_rate=at.failures / at.n)
     drawn = {name: at[at.variant.isin(arm["variants"])] for name, arm in arms.items()}
     drawn = {name: rows for name, rows in drawn.items() if not rows.empty}
     settings = list(dict.fromkeys(bool(arms[name].get("residual", True)) for name in drawn))

@@ -164,31 +164,6 @@ def effect_of(primary: dict, record, plan: dict) -> tuple[object, str]:
 # --------------------------------------------------------------------------- the reading
 
 
-ANSWERS = {
-    reading.AT_LEAST: "Yes, at least as large as the source says",
-    reading.SMALLER: "Yes, but smaller than the source says",
-    reading.NO_EFFECT: "No effect of the source's size",
-    reading.INCONCLUSIVE: "Not decided by this run",
-}
-
-
-OTHER_SIDE = " (on the other side of 0)"
-IN_DIRECTION = "An effect in the source's direction, its size against the source's not decided by this run"
-
-
-def answer(outcome: str, low: float, high: float, direction: str) -> str:
-    """The words of an answer, as its sentence opens and its figure colours it (lostmid.plots.findings): the
-    outcome's ANSWERS, on the other side of 0 where the interval is, an effect of undecided size where an
-    inconclusive interval excludes 0 in the source's direction."""
-    oriented_low, oriented_high = reading.oriented(low, high, direction)
-    words = ANSWERS[outcome]
-    if oriented_high < 0:
-        return words + OTHER_SIDE
-    if outcome == reading.INCONCLUSIVE and oriented_low > 0:
-        return IN_DIRECTION
-    return words
-
-
 def text(value) -> str:
     """A plan's folded string on one line."""
     return " ".join(str(value).split())
@@ -202,7 +177,7 @@ def sentence(primary: dict, effect, low: float, high: float, outcome: str, level
     """The answer in one sentence: the outcome's words, the estimate, its interval and what it rests on."""
     if isinstance(effect, Missing):
         return f"No answer: {effect.kind}."
-    words = answer(outcome, low, high, primary["direction"])
+    words = reading.answer(outcome, low, high, primary["direction"])
     return (
         f"{words}: {number(effect.estimate)} [{number(low)}, {number(high)}] "
         f"{primary['scale']} ({1 - level:.4g} interval over {effect.n} units: {primary['unit']}; "
@@ -473,7 +448,7 @@ def figure_row(row: Row, primary: dict) -> dict:
         "high": row.high,
         "source_size": sign * primary["size"],
         "unit": primary["scale"],
-        "outcome": answer(row.outcome.removeprefix("exploratory: "), row.low, row.high, primary["direction"])
+        "outcome": reading.answer(row.outcome.removeprefix("exploratory: "), row.low, row.high, primary["direction"])
         if not isinstance(row.effect, Missing)
         else row.outcome,
     }
