@@ -14,6 +14,7 @@ import pandas as pd
 import seaborn as sns
 
 from lostmid.plots.common import RATE_LIMITS, SEED_INTERVAL, arm_order, curve, draw_curve, panels, setting_label
+from lostmid.plots.influence import P_LABEL
 from lostmid.plots.style import REFERENCE, arm_styles, figure, message, save
 from lostmid.plots.training import P_FLAG, arm_legend
 
@@ -74,7 +75,7 @@ def _by_remedy(data: pd.DataFrame, y: str, band: str, baseline: str, ylabel: str
         for variant in styles:
             if (part.variant == variant).any():
                 draw_curve(ax, curve(part[part.variant == variant], "p", y, band), "p", styles[variant])
-        ax.set(title=f"{setting_label(L, depth)}, step {step}", xlabel=P_FLAG if y == "failure_rate" else "position p")
+        ax.set(title=f"{setting_label(L, depth)}, step {step}", xlabel=P_FLAG if y == "failure_rate" else P_LABEL)
         ax.set_ylabel(ylabel)
         if log:
             ax.set_yscale("log")
