@@ -634,3 +634,12 @@ def test_the_findings_failure_curves_pool_each_arm_of_the_plan_at_its_step(drawn
     assert_arms_distinct(fig)
     assert_no_empty_panel(fig)
     assert_in_range(fig)
+
+
+def test_an_evidence_table_written_before_the_family_columns_is_still_a_page():
+    from lostmid.plots import evidence
+
+    table = pd.read_parquet(REPO / "runs" / "default" / "evidence" / "evidence.parquet")
+    old = table.drop(columns=["kind", "family", "adjusted_verdict", "family_size"])
+    rows = evidence.table_rows(old)
+    assert len(rows) == len(table) and set(rows.family) == {"(none)"} and set(rows.adjusted_verdict) == {"–"}

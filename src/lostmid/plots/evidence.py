@@ -31,23 +31,22 @@ def table_rows(table: pd.DataFrame) -> pd.DataFrame:
     from lostmid.evidence.report import estimate_words, verdict_words, with_status
 
     table = with_status(table)
-    family = table["family"] if "family" in table else pd.Series("", index=table.index)
+
+    def column(name, default) -> pd.Series:  # a table written before the column existed: its default
+        return table[name] if name in table else pd.Series(default, index=table.index)
+
     return pd.DataFrame(
         {
-            "family": family.fillna("").replace("", "(none)"),
-            "claim": [
-                c + (" (check)" if k == "check" else "") for c, k in zip(table.claim, table.get("kind", "claim"))
-            ],
+            "family": column("family", "").fillna("").replace("", "(none)"),
+            "claim": [c + (" (check)" if k == "check" else "") for c, k in zip(table.claim, column("kind", "claim"))],
             "setting": table.setting,
             "statistic": [f"{s} ({u})" for s, u in zip(table.statistic, table.unit)],
             "estimate": [estimate_words(row) for row in table.itertuples(index=False)],
             "n_seeds": [str(int(n)) if n else "–" for n in table.n_seeds.fillna(0)],
             "verdict": [verdict_words(row) for row in table.itertuples(index=False)],
             "adjusted_verdict": [
-                v if (s or 0) else "–"
-                for v, s in zip(
-                    table.get("adjusted_verdict", ""), table.get("family_size", pd.Series(0, index=table.index))
-                )
+                verdict if size else "–"
+                for verdict, size in zip(column("adjusted_verdict", ""), column("family_size", 0).fillna(0))
             ],
         }
     )
