@@ -308,7 +308,7 @@ def test_the_blogs_failure_figure_puts_the_fix_beside_its_baseline_at_the_last_s
         "debiased_short (3 seeds)",
     ]
     colors = [tuple(line.get_color()) for line in axes[0].lines]
-    assert tuple(style.arm_color("baseline")) in colors  # each arm in its colour
+    assert tuple(style.arm_styles(["baseline"])["baseline"].color) in colors  # each arm in its colour
     assert_arms_distinct(fig)  # baseline and baseline_short too
     assert_no_empty_panel(fig)
     assert_in_range(fig)

@@ -47,9 +47,6 @@ def log_interval(values) -> tuple[float, float]:
     return float(np.exp(logs.mean() - half)), float(np.exp(logs.mean() + half))
 
 
-# seaborn's estimator and errorbar of a positive quantity on a log axis
-LOG_BAND = {"estimator": geometric_mean, "errorbar": log_interval}
-RATE_BAND = {"errorbar": rate_interval}
 RATE_LIMITS = (-0.02, 1.02)  # a rate's axis: [0, 1] with room for a line at 0 or 1
 
 
@@ -57,22 +54,8 @@ RATE_LIMITS = (-0.02, 1.02)  # a rate's axis: [0, 1] with room for a line at 0 o
 ARM_KEYS = ["variant", "L", "depth"]
 
 
-def arm_label(variant: str, L: int, depth: int) -> str:
-    return f"{variant}, L = {L}, depth {depth}"
-
-
 def seeds_text(n: int) -> str:
     return f"{n} seed" + ("" if n == 1 else "s")
-
-
-def with_arm(table: pd.DataFrame) -> pd.DataFrame:
-    """The table with an ``arm`` column naming its variant, L and depth."""
-    return table.assign(arm=[arm_label(*key) for key in table[ARM_KEYS].itertuples(index=False)])
-
-
-def seeds_of(table: pd.DataFrame) -> dict:
-    """``{arm: number of seeds}`` of a table with an ``arm`` column."""
-    return table.groupby("arm").seed.nunique().to_dict()
 
 
 def setting_label(L: int, depth: int) -> str:

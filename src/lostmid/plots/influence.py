@@ -2,7 +2,7 @@
 
 Densities have mean 1 and span orders of magnitude, so every profile is drawn on a log scale
 with the flat profile m = 1 as a dashed line: lines are geometric means over seeds and bands their 95%
-intervals on the log scale (lostmid.plots.common.LOG_BAND); signed quantities get mean ± 1.96 standard errors.
+intervals on the log scale (lostmid.plots.common.curve); signed quantities get mean ± 1.96 standard errors.
 """
 
 from __future__ import annotations

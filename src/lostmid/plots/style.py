@@ -130,25 +130,6 @@ def arm_styles(variants) -> dict[str, ArmStyle]:
     return styles
 
 
-def arm_color(variant: str):
-    """The colour of an arm (a variant name) in every figure."""
-    return arm_styles([variant])[variant].color
-
-
-def seaborn_arms(variants, hue: str = "variant") -> dict:
-    """Keyword arguments of seaborn's lineplot that draw each arm in its colour, line and marker."""
-    styles = arm_styles(variants)
-    return {
-        "hue": hue,
-        "style": hue,
-        "hue_order": list(styles),
-        "style_order": list(styles),
-        "palette": {v: s.color for v, s in styles.items()},
-        "dashes": {v: s.dashes or "" for v, s in styles.items()},
-        "markers": {v: s.marker for v, s in styles.items()},
-    }
-
-
 def ordered_styles(n: int) -> list[ArmStyle]:
     """``n`` styles for an ordered quantity (depth, step, n): a sequential palette, each with its own line and
     marker, so that neighbours differ in greyscale too."""
