@@ -72,11 +72,11 @@ def scaled_to_lines(ax, lines: list[pd.DataFrame], pad: float = 0.25) -> None:
     ax.set_ylim(low - margin, high + margin)
 
 
-METRICS = {
-    "Delta": "Delta = right - left (density)",
-    "LIM": "LIM (middle vs ends)",
-    "E_inf": "E_inf (imbalance)",
-    "Z": "Z (normalizer, log)",
+METRICS = {  # docs/theory.md §4
+    "Delta": "Delta = min(m_L, m_R) - m_M",
+    "LIM": "LIM = 1 - m_M / min(m_L, m_R)",
+    "E_inf": "E_inf = mean (m_i - 1)^2",
+    "Z": "Z = sum_i E||P_0(i)||^2",
 }
 
 
