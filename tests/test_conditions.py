@@ -312,18 +312,21 @@ def test_the_figures_are_drawn_from_the_tables(written, tmp_path):
                 str(written / "conditions.parquet"),
                 "--figures",
                 "channel_energies",
-                "conditions",
                 "--delta",
                 "0.2",
                 "--out-dir",
+                str(tmp_path),
+                "--pages",
+                "conditions",
+                "--pages-dir",
                 str(tmp_path),
             ]
         )
         == 0
     )
-    assert (tmp_path / "channel_energies.png").stat().st_size > 10_000 and (
-        tmp_path / "conditions.png"
-    ).stat().st_size > 10_000
+    # the condition tests are a table (the summary page), the channel energies a figure
+    assert (tmp_path / "channel_energies.png").stat().st_size > 10_000
+    assert "<table" in (tmp_path / "conditions.html").read_text()
 
 
 def test_the_command_refuses_a_run_without_residual_path(trained_run, tmp_path, capsys):

@@ -339,7 +339,7 @@ def test_the_command_reports_bad_input_in_one_line(tmp_path, capsys):
     assert aside.is_file() and not path.exists()
 
 
-def test_the_command_writes_the_table_the_forest_plot_and_markdown(tmp_path, capsys):
+def test_the_command_writes_the_table_its_page_and_markdown(tmp_path, capsys):
     path = tmp_path / "failure.parquet"
     pd.concat(
         [
@@ -347,7 +347,7 @@ def test_the_command_writes_the_table_the_forest_plot_and_markdown(tmp_path, cap
             failure_table("debiased", {0: CHANCE, 100: (-1.5, 0.0)}, range(4), rng=np.random.default_rng(9)),
         ]
     ).to_parquet(path)
-    out, forest = tmp_path / "evidence.parquet", tmp_path / "forest.png"
+    out, page = tmp_path / "evidence.parquet", tmp_path / "evidence.html"
     code = main(
         [
             "evidence",
@@ -359,8 +359,8 @@ def test_the_command_writes_the_table_the_forest_plot_and_markdown(tmp_path, cap
             '{"slope_margin": 0.5}',
             "--out",
             str(out),
-            "--forest",
-            str(forest),
+            "--page",
+            str(page),
             "--markdown",
         ]
     )
@@ -381,7 +381,7 @@ def test_the_command_writes_the_table_the_forest_plot_and_markdown(tmp_path, cap
     } <= set(table)
     assert set(table.verdict) <= {"supported", "contradicted", "inconclusive"}
     assert table.set_index("claim").loc["failure_rises_with_position", "verdict"] == "supported"
-    assert forest.stat().st_size > 20_000
+    assert "<td class='supported'>" in page.read_text() or "<td class='inconclusive'>" in page.read_text()
     printed = capsys.readouterr().out
     assert "| 1 | failure_rises_with_position |" in printed and "Decision rules (the table's `rule` column)" in printed
     # Each rule is printed once, in the legend, and every row cites one of its ids.

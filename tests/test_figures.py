@@ -1,12 +1,17 @@
-"""Every figure, checked as a person checks it: no empty panel, every band inside its quantity's range,
-read back from the artists drawn; each saved as PNG and as PDF. Small synthetic tables, seconds each."""
+"""Every figure, checked as a figure editor checks it, from the matplotlib objects (never pixels): its size at
+the printed width (3.3 or 6.8 in, at most 7 x 9), its text at least 7 pt there, no empty panel, every band
+inside its quantity's range, each arm its own colour and its own line or marker; each saved as PNG and PDF.
+Small synthetic tables, seconds each."""
 
 from __future__ import annotations
 
 import math
 
 import matplotlib.collections as mcoll
+import matplotlib.colors as mcolors
+import matplotlib.lines as mlines
 import matplotlib.pyplot as plt
+import matplotlib.text as mtext
 import numpy as np
 import pandas as pd
 import pytest
@@ -100,6 +105,7 @@ def drawn(monkeypatch):
 
         def keep(grid, path):
             figures.append(grid.figure if hasattr(grid, "figure") else grid)
+            assert_printable(figures[-1])  # every figure drawn here is checked at its printed size
             plt.close(figures[-1])
 
         monkeypatch.setattr(module, "save", keep)
@@ -108,6 +114,38 @@ def drawn(monkeypatch):
         return figures[0]
 
     return draw
+
+
+def assert_printable(fig):
+    """Drawn at a printed width (one column or two), within a page, every text at least 7 pt at that size."""
+    width, height = style.printed_size(fig)
+    assert width <= style.MAX_WIDTH and height <= style.MAX_HEIGHT, f"{width:.2f} x {height:.2f} in"
+    assert min(abs(width - style.ONE_COLUMN), abs(width - style.TWO_COLUMNS)) < 0.4, f"{width:.2f} in wide"
+    texts = [t for t in fig.findobj(mtext.Text) if t.get_visible() and t.get_text().strip()]
+    small = [(t.get_text(), t.get_fontsize()) for t in texts if t.get_fontsize() < style.MIN_FONT]
+    assert not small, f"text under {style.MIN_FONT} pt: {small[:3]}"
+
+
+def legend_lines(fig) -> dict:
+    """``{label: Line2D}`` of every legend of the figure (the figure's and its axes')."""
+    legends = list(fig.legends) + [ax.get_legend() for ax in fig.axes if ax.get_legend()]
+    return {
+        text.get_text(): handle
+        for legend in legends
+        for handle, text in zip(legend.legend_handles, legend.get_texts())
+        if isinstance(handle, mlines.Line2D)
+    }
+
+
+def assert_arms_distinct(fig, names=None):
+    """Each arm of the legend (those named in ``names``, else all) its own colour and its own line or marker: the
+    arms are told apart in colour and in greyscale."""
+    lines = {k: v for k, v in legend_lines(fig).items() if names is None or any(k.startswith(n) for n in names)}
+    assert len(lines) >= 2, f"fewer than two arms in the legend: {list(lines)}"
+    colors = [tuple(np.round(mcolors.to_rgb(h.get_color()), 3)) for h in lines.values()]
+    shapes = [(h.get_linestyle(), str(h._unscaled_dash_pattern), h.get_marker()) for h in lines.values()]
+    assert len(set(colors)) == len(lines), f"arms share a colour: {list(lines)}"
+    assert len(set(shapes)) == len(lines), f"arms share a line and marker: {list(zip(lines, shapes))}"
 
 
 def panels(fig):
@@ -160,74 +198,70 @@ def assert_saved(path):
     assert path.stat().st_size > 0 and style.vector_path(path).stat().st_size > 0
 
 
-ENDPOINTS = [
-    {
-        "name": "(a) position effect",
-        "estimate": 0.21,
-        "low": 0.12,
-        "high": 0.30,
-        "source_size": 0.4,
-        "unit": "failure rate difference",
-        "outcome": "an effect smaller than the source's",
-    },
-    {
-        "name": "(d) training speed",
-        "estimate": -35.0,
-        "low": -60.0,
-        "high": -10.0,
-        "source_size": -50.0,
-        "unit": "failure x steps",
-        "outcome": "at least the source's size",
-    },
-    {
-        "name": "imbalance growth",
-        "estimate": None,
-        "low": None,
-        "high": None,
-        "source_size": 1.0,
-        "unit": "log2 ratio",
-        "outcome": "not yet run",
-    },
-]
+def test_the_findings_forest_colours_each_primary_by_the_words_its_sentence_opens_with(monkeypatch, tmp_path):
+    """Every answer the sentences can give (lostmid.study.reading.answer), each primary on the source's-size axis:
+    the row's colour is the one its words have, the words are the legend, 1 is the source's size."""
+    from lostmid.study import reading
+    from lostmid.study.reading import answer
 
-
-def test_a_finding_is_one_panel_per_endpoint_with_its_interval_zero_and_the_source_size(monkeypatch, tmp_path):
+    cases = [  # (outcome, low, high, direction, size): every branch of the reading's words
+        (reading.AT_LEAST, 0.5, 0.9, "increase", 0.4),
+        (reading.SMALLER, 0.1, 0.3, "increase", 0.4),
+        (reading.NO_EFFECT, -0.05, 0.2, "increase", 0.4),
+        (reading.INCONCLUSIVE, 0.1, 0.6, "increase", 0.4),  # excludes 0: "an effect", not grey
+        (reading.INCONCLUSIVE, -60.0, 10.0, "decrease", 50.0),
+        (reading.NO_EFFECT, 5.0, 20.0, "decrease", 50.0),  # on the other side of 0
+    ]
+    rows = [
+        {"name": f"primary {i}", "estimate": (low + high) / 2, "low": low, "high": high,
+         "source_size": size if direction == "increase" else -size, "unit": "units",
+         "outcome": answer(outcome, low, high, direction)}
+        for i, (outcome, low, high, direction, size) in enumerate(cases)
+    ] + [{"name": "not run", "estimate": None, "low": None, "high": None, "source_size": 1.0, "unit": "u",
+          "outcome": "not yet run"}]  # fmt: skip
     saved = []
     monkeypatch.setattr(findings, "save", lambda fig, path: saved.append(fig) or style.save(fig, path))
-    question = "Does the blog's fix, fitted on the residual network itself, make that network train much faster?"
-    findings.finding_figure(ENDPOINTS, tmp_path / "q.png", title=question)
+    findings.finding_figure(rows, tmp_path / "f.png")
     fig = saved[0]
-    assert " ".join(fig.get_suptitle().split()) == question  # wrapped, whole
-    assert_saved(tmp_path / "q.png")  # PNG and PDF
-    axes = panels(fig)
-    assert [ax.get_title(loc="left") for ax in axes] == [e["name"] for e in ENDPOINTS]
-    assert all(e["outcome"] in [t.get_text() for t in ax.texts] for ax, e in zip(axes, ENDPOINTS))
-    assert_no_empty_panel(fig)
-    for ax, endpoint in zip(axes, ENDPOINTS):
-        assert ax.get_xlabel() == endpoint["unit"]
-        xs = {line.get_label(): list(line.get_xdata()) for line in ax.lines}
-        assert xs["source's size"] == [endpoint["source_size"]]
-        low, high = ax.get_xlim()
-        assert low < 0 < high and low < endpoint["source_size"] < high  # zero and the source's size in view
-        if endpoint["estimate"] is None:
-            assert "estimate" not in xs and any(t.get_text() == "not yet run" for t in ax.texts)
-        else:
-            assert xs["interval"] == [endpoint["low"], endpoint["high"]] and xs["estimate"] == [endpoint["estimate"]]
-            assert low < endpoint["low"] and endpoint["high"] < high
+    assert_saved(tmp_path / "f.png")
+    assert_printable(fig)
+    ax = fig.axes[0]
+    markers = [line for line in ax.lines if line.get_marker() not in ("None", "", None)]
+    assert len(markers) == len(cases)  # the primary without an estimate is named, not drawn
+    for line, row in zip(markers, rows):
+        color, marker, _ = findings.answer_style(row["outcome"])
+        assert mcolors.to_rgb(line.get_color()) == mcolors.to_rgb(color) and line.get_marker() == marker
+        assert line.get_xdata()[0] == pytest.approx(row["estimate"] / row["source_size"])
+    words = set(legend_lines(fig))
+    assert {r["outcome"].removesuffix(" (on the other side of 0)") for r in rows[:3]} <= words
+    assert "the source's size" in words and any(list(line.get_xdata()) == [1.0, 1.0] for line in ax.lines)
+    assert "not yet run" in ax.get_yticklabels()[-1].get_text()
 
 
-def test_a_finding_names_a_missing_key():
-    bad = [{k: v for k, v in ENDPOINTS[0].items() if k != "source_size"}]
-    with pytest.raises(ValueError, match=r"'\(a\) position effect' lacks \['source_size'\]"):
-        findings.finding_figure(bad, "unused.png")
+def test_an_inconclusive_interval_that_excludes_zero_is_not_drawn_as_undecided():
+    """d_speed_noresidual's case: the sentence says "an effect", so its colour is not the undecided grey."""
+    from lostmid.study import reading
+    from lostmid.study.reading import answer
+
+    effect = answer(reading.INCONCLUSIVE, 0.1, 0.6, "increase")
+    undecided = answer(reading.INCONCLUSIVE, -0.1, 0.6, "increase")
+    assert findings.answer_style(effect)[0] != findings.answer_style(undecided)[0]
 
 
-def test_every_arm_has_one_colour_and_ablations_a_shade_of_their_family():
-    assert style.arm_color("baseline") == style.arm_color("baseline_short")
-    assert style.arm_color("debiased") != style.arm_color("baseline")
-    assert style.arm_color("baseline_nores") != style.arm_color("baseline")
-    assert style.arm_color("balance_b03") != style.arm_color("balance")
-    assert style.arm_color("unknown") == style.OTHER
+def test_the_findings_forest_refuses_words_that_are_no_answer():
+    row = {"name": "x", "estimate": 1.0, "low": 0.5, "high": 1.5, "source_size": 1.0, "unit": "u", "outcome": "maybe"}
+    with pytest.raises(ValueError, match="'maybe' is not an answer's words"):
+        findings.finding_figure([row], "unused.png")
+    with pytest.raises(ValueError, match=r"'x' lacks \['source_size'\]"):
+        findings.finding_figure([{k: v for k, v in row.items() if k != "source_size"}], "unused.png")
+
+
+def test_every_arm_has_its_own_colour_line_and_marker_in_every_figure():
+    arms = list(style.ARM_STYLES)
+    styles = style.arm_styles(arms + ["balance_b03", "study_base_res", "study_fix_res_1"])
+    assert len({s.color for s in styles.values()}) == len(styles)
+    assert len({(s.dashes, s.marker) for s in styles.values()}) == len(styles)
+    assert style.arm_styles(["baseline"])["baseline"] == style.arm_styles(["debiased", "baseline"])["baseline"]
 
 
 @pytest.fixture(scope="module")
@@ -238,7 +272,10 @@ def tables():
 def test_failure_by_position_has_one_panel_per_arm_the_run_has_and_rates_in_range(drawn, tables, tmp_path):
     fig = drawn(training, "failure_by_position", tables["failure"], tmp_path / "f.png")
     assert len(panels(fig)) == len(ARMS)  # not variants x L: six arms, six panels
-    assert {ax.get_title() for ax in panels(fig)} >= {"baseline, L = 16, depth 4 (4 seeds)"}
+    titles = [ax.get_title().replace("\n", ", ") for ax in panels(fig)]
+    assert titles[:2] == ["baseline (4 seeds), L = 16, depth 4", "debiased (2 seeds), L = 16, depth 4"]  # by setting
+    assert titles[3] == "baseline_short (3 seeds), L = 24, depth 2"
+    assert_arms_distinct(fig)  # the checkpoints, told apart in greyscale too
     assert_no_empty_panel(fig)
     assert_in_range(fig)
 
@@ -255,6 +292,7 @@ def test_training_curves_give_each_setting_its_own_steps_and_name_a_variant_that
     assert [label for label in labels if "never learns" in label] == [
         next(label for label in labels if label.startswith("reweight"))
     ]
+    assert_arms_distinct(fig)
 
 
 def test_the_blogs_failure_figure_puts_the_fix_beside_its_baseline_at_the_last_step(drawn, tables, tmp_path):
@@ -270,7 +308,8 @@ def test_the_blogs_failure_figure_puts_the_fix_beside_its_baseline_at_the_last_s
         "debiased_short (3 seeds)",
     ]
     colors = [tuple(line.get_color()) for line in axes[0].lines]
-    assert tuple(style.arm_color("baseline")) in colors  # each arm in its colour
+    assert tuple(style.arm_styles(["baseline"])["baseline"].color) in colors  # each arm in its colour
+    assert_arms_distinct(fig)  # baseline and baseline_short too
     assert_no_empty_panel(fig)
     assert_in_range(fig)
 
@@ -280,6 +319,7 @@ def test_the_blogs_training_curves_are_on_each_settings_steps_with_losses_on_a_l
     axes = panels(fig)
     assert len(axes) == 4 and [ax.get_yscale() for ax in axes[:2]] == ["log", "log"]
     assert [t.get_text() for t in fig.legends[0].get_texts()][:2] == ["baseline (4 seeds)", "debiased (2 seeds)"]
+    assert_arms_distinct(fig)
     assert_no_empty_panel(fig)
     assert_in_range(fig)
 
@@ -289,6 +329,7 @@ def test_the_blogs_jacobian_figure_is_on_a_log_axis_with_bands_above_zero(drawn,
     axes = panels(fig)
     assert [ax.get_yscale() for ax in axes] == ["log", "log"]
     assert axes[0].get_title().startswith("without residual")
+    assert_arms_distinct(fig)  # the depths
     assert_no_empty_panel(fig)
     assert_in_range(fig)
     # The line is the geometric mean over seeds.
@@ -300,15 +341,20 @@ def test_the_blogs_jacobian_figure_is_on_a_log_axis_with_bands_above_zero(drawn,
 @pytest.mark.parametrize("function", ["profiles_over_training", "depth_profiles"])
 def test_influence_profiles_keep_their_bands_above_zero_on_the_log_axis(drawn, tables, tmp_path, function):
     fig = drawn(influence, function, tables["influence"], tmp_path / "i.png")
-    assert len(panels(fig)) == len(ARMS) - 0 and all(ax.get_yscale() == "log" for ax in panels(fig))
+    assert len(panels(fig)) == len(ARMS) and all(ax.get_yscale() == "log" for ax in panels(fig))
+    # each panel on its own axis: one arm's tail does not stretch the others'
+    assert len({ax.get_ylim() for ax in panels(fig)}) == len(ARMS)
+    assert_arms_distinct(fig)
     assert_no_empty_panel(fig)
     assert_in_range(fig)
 
 
 def test_the_remedy_failure_figure_keeps_rates_in_range(drawn, tables, tmp_path):
     short = tables["failure"][tables["failure"].L == 24]
-    remedy_steps = pd.DataFrame({"step": short.step.unique()})
+    remedy_steps = short[short.variant != "baseline_short"][["variant", "step"]].drop_duplicates()
     fig = drawn(remedies, "failure_by_remedy", remedy_steps, short, tmp_path / "r.png", "baseline_short")
+    assert len(panels(fig)) == 2  # the middle and last checkpoints of L = 24: no facet of a setting without rows
+    assert_arms_distinct(fig)
     assert_no_empty_panel(fig)
     assert_in_range(fig)
 
@@ -333,30 +379,21 @@ def test_the_fitted_b_is_a_heat_map_centred_on_zero_with_its_unit(drawn, tmp_pat
     heat = fig.axes[0]
     low, high = heat.collections[0].get_clim()
     assert low == -high == -matrix.bias.abs().max()  # centred on 0
-    assert fig.axes[-1].get_ylabel() == "bias B_ij (attention logit)"  # the colour bar says what it shows
+    bars = [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
+    assert bars[0].get_ylabel() == "bias B_ij (attention logit)"  # the colour bar says what it shows
+    assert any("held-out imbalance 7 -> 1" in t.get_text() for ax in fig.axes for t in ax.texts)  # the reading
     assert [t.get_text() for t in heat.get_xticklabels()] == ["1", "4", "8", "12", "16"]
     assert_no_empty_panel(fig)
 
 
-def test_the_forest_never_cuts_a_label(drawn, tmp_path):
+def test_the_evidence_is_a_table_page_with_every_row_and_its_verdict():
     from lostmid.plots import evidence
 
-    setting = "debiased vs baseline, L 16, depth 4, residual true, checkpoint matched accuracy 0.75, interpolated"
-    table = pd.DataFrame(
-        [
-            dict(claim="c1", setting=setting, unit="failure rate", estimate=0.1, ci_low=0.0, ci_high=0.2,
-                 verdict="supported", rule_kind="greater_than_zero", margin=0.05, n_seeds=8, log_axis=False,
-                 variant="debiased", method="paired t"),
-            dict(claim="c2", setting="-", unit="failure rate", estimate=float("nan"), ci_low=float("nan"),
-                 ci_high=float("nan"), verdict="inconclusive", rule_kind="greater_than_zero", margin=0.05,
-                 n_seeds=0, log_axis=False, variant=None, method="not run: " + "a long reason " * 20),
-        ]
-    )  # fmt: skip
-    fig = drawn(evidence, "forest", table, tmp_path / "f.png")
-    label = fig.axes[0].get_yticklabels()[0].get_text()
-    assert " ".join(label.split()) == "c1 " + setting
-    listed = " ".join(fig.axes[-1].texts[0].get_text().split())
-    assert ("a long reason " * 20).strip() in listed and "..." not in listed
+    table = pd.read_parquet(REPO / "runs" / "default" / "evidence" / "evidence.parquet")
+    page = evidence.page_html(table)
+    assert page.count("<tr>") - page.count("<tr><th>") == len(table)  # every row, none drawn as a plot
+    assert page.count("<td class='supported'>") == int((table.verdict == "supported").sum())
+    assert page.count("<h4>") == table.family.replace("", "(none)").nunique()
 
 
 @pytest.mark.parametrize("level", [0.75, 0.999])
@@ -393,7 +430,7 @@ def test_the_channel_figure_has_a_row_per_arm_and_names_its_seeds(drawn):
     )
     fig = drawn(channels, "channel_energies", J, xi, "unused.png", 0.2)
     assert len(panels(fig)) == 2 * 3
-    assert panels(fig)[0].get_title() == "baseline L=16 M=4: left (4 seeds)"
+    assert panels(fig)[0].get_title() == "left" and panels(fig)[0].get_ylabel() == "baseline\nL=16, M=4\n(4 seeds)"
     assert_no_empty_panel(fig)
 
 
@@ -422,3 +459,187 @@ def test_the_retrieval_figure_leaves_out_the_influence_panel_of_a_length_without
     assert any("4096" in ax.get_title() and "no gradients" in ax.get_title() for ax in panels(fig))
     assert_no_empty_panel(fig)
     assert_in_range(fig)
+
+
+def metrics_table() -> pd.DataFrame:
+    """Regional metrics of each synthetic run; reweight's three seeds at LIM -3.2, -0.2, 2.8: its line at -0.2,
+    its band +-3.4."""
+    rows = [
+        (v, L, d, seed, step, 0.2, RNG.normal(0.1, 0.05), -0.2 + (3.0 * (seed - 1) if v == "reweight" else 0.0),
+         RNG.uniform(0, 2), RNG.lognormal(0, 1))
+        for v, L, d, seed, _, steps in runs() for step in steps
+    ]  # fmt: skip
+    return pd.DataFrame(rows, columns=["variant", "L", "depth", "seed", "step", "delta", "Delta", "LIM", "E_inf", "Z"])
+
+
+def flow_table() -> pd.DataFrame:
+    """Predicted against finite-difference derivatives, with a few far outliers (which must not set the axes)."""
+    rows = []
+    for seed in range(2):
+        for step in (0, 300, 600):
+            for eta in (1e-4, 1e-3):
+                for i in range(16):
+                    predicted = RNG.normal(0, 0.1)
+                    outlier = 8e4 if (i == 0 and step == 300) else 0.0
+                    rows.append(
+                        ("baseline", 16, 4, seed, step, eta, predicted, predicted + outlier, RNG.uniform(1e-4, 1e-2))
+                    )
+    columns = ["variant", "L", "depth", "seed", "step", "eta", "predicted", "finite_difference", "rel_error"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def remedies_table() -> pd.DataFrame:
+    """A remedies summary: a strength and a probe count varied, the grid's L and depth confounded with them."""
+    rows = []
+    for variant, remedy, strength, probes, L, depth in [
+        ("balance", "balance", 0.1, 1, 24, 2), ("balance_b03", "balance", 0.3, 1, 24, 2),
+        ("observability", "observability", 0.1, 1, 24, 2), ("observability_r4", "observability", 0.1, 4, 16, 4),
+    ]:  # fmt: skip
+        for seed in range(3):
+            metrics = (RNG.uniform(0.8, 1), RNG.uniform(100, 500), RNG.normal(), RNG.uniform())
+            ratios = (1 + RNG.uniform(), 1.0, 1.1)
+            rows.append((variant, L, depth, seed, 600, remedy, strength, None, probes, None, *metrics, *ratios))
+    columns = ["variant", "L", "depth", "seed", "step", "remedy", "strength", "target", "probes", "monitored"]
+    columns += ["final_accuracy", "steps_to_99", "LIM", "E_inf", "time_ratio", "peak_mem_ratio", "max_rss_ratio"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def test_the_metrics_are_scaled_to_their_lines_not_to_a_band_of_three_seeds(drawn, tmp_path):
+    fig = drawn(influence, "metrics_over_training", metrics_table(), tmp_path / "m.png", 0.2)
+    axes = panels(fig)
+    assert all(ax.get_ylabel() for ax in axes)  # every axis says what it shows
+    lim = axes[1]  # LIM: reweight's seeds spread +-3, its mean near -0.2
+    low, high = lim.get_ylim()
+    assert line_limits(lim)[0] >= low and line_limits(lim)[1] <= high and high - low < 4
+    assert_arms_distinct(fig)
+    assert_no_empty_panel(fig)
+
+
+def test_the_density_flow_axes_hold_the_points_not_an_outlier(drawn, tmp_path):
+    fig = drawn(influence, "density_flow", flow_table(), tmp_path / "d.png")
+    low, high = fig.axes[0].get_xlim()
+    assert high < 1 and "outside the axes" in fig.axes[0].get_title()
+    assert_no_empty_panel(fig)
+    assert_in_range(fig)
+
+
+def test_the_init_sweep_is_a_line_per_depth_on_log_axes(drawn, tables, tmp_path):
+    fig = drawn(influence, "init_sweep", tables["sweep"], tmp_path / "s.png")
+    assert [ax.get_yscale() for ax in panels(fig)] == ["log", "log"]
+    assert_arms_distinct(fig)
+    assert_no_empty_panel(fig)
+    assert_in_range(fig)
+
+
+def test_the_remedy_influence_has_a_panel_per_checkpoint_with_rows(drawn, tables, tmp_path):
+    short = tables["influence"][tables["influence"].L == 24]
+    remedy_steps = short[short.variant != "baseline_short"][["variant", "step"]].drop_duplicates()
+    fig = drawn(remedies, "influence_by_remedy", remedy_steps, short, tmp_path / "i.png", "baseline_short")
+    assert len(panels(fig)) == 2
+    assert_arms_distinct(fig)
+    assert_no_empty_panel(fig)
+    assert_in_range(fig)
+
+
+def test_the_ablations_leave_out_the_grids_confounded_l_and_depth(drawn, tmp_path):
+    fig = drawn(remedies, "ablations", remedies_table(), tmp_path / "a.png")
+    names = {ax.get_xlabel() for ax in panels(fig)}
+    assert names == {"balance: strength", "observability: probes"}  # not L, not depth
+    assert_no_empty_panel(fig)
+
+
+def test_the_overhead_is_a_bar_per_variant_against_one(drawn, tmp_path):
+    fig = drawn(remedies, "overhead", remedies_table(), tmp_path / "o.png", "balance")
+    assert all("ratio" in ax.get_ylabel() for ax in panels(fig))
+    assert_no_empty_panel(fig)
+
+
+def test_a_bias_profile_of_a_tiny_range_is_on_a_linear_axis(drawn, tmp_path):
+    p = np.linspace(0.05, 0.95, 8)
+    profiles = pd.concat(
+        [pd.DataFrame({"variant": "debiased", "L": 8, "depth": 1, "p": p, "stage": stage, "density": d,
+                       "density_fit": d}) for stage, d in (("before", np.exp(-4 * (1 - p)) * 8), ("after", np.ones(8)))]
+    )  # fmt: skip
+    iterations = pd.DataFrame({"variant": "debiased", "L": 8, "depth": 1, "iteration": range(6),
+                               "E_inf_fit": 6.988 - 0.0013 * np.arange(6)})  # fmt: skip
+    fig = drawn(remedies, "bias_profiles", profiles, iterations, tmp_path / "b.png")
+    top, bottom = panels(fig)
+    assert top.get_yscale() == "log" and bottom.get_yscale() == "linear"  # 1.3 decades; 0.1%
+    assert_no_empty_panel(fig)
+
+
+def test_the_algebraic_methods_are_told_apart_where_their_curves_coincide(drawn, tmp_path):
+    from lostmid.plots import algebraic
+
+    p = np.linspace(0.01, 0.99, 40)
+    same = np.exp(-5 * p)
+    profiles = pd.concat(
+        [pd.DataFrame({"method": m, "p": p, "influence_density": d, "trace_density": same})
+         for m, d in (("baseline", same), ("alg1", np.ones(40)), ("alg2", same), ("alg3", 1 + 0 * p))]
+    )  # fmt: skip
+    fig = drawn(algebraic, "table_figure", None, profiles, tmp_path / "t.png")
+    assert len(panels(fig)) == 2  # the table is the summary page, not part of the figure
+    assert_arms_distinct(fig)
+    markers = {
+        line.get_label(): line.get_markevery()
+        for line in panels(fig)[0].lines
+        if line.get_label() in ("baseline", "alg2")
+    }
+    assert markers["baseline"] != markers["alg2"]  # staggered: alg2's markers do not hide the baseline's
+
+
+def test_the_headline_is_accuracy_by_position_a_line_per_n_with_the_twin_as_reference(drawn):
+    accuracy = pd.read_parquet(REPO / "runs" / "smollm2_retrieval" / "tables" / "accuracy.parquet")
+    fig = drawn(retrieval, "accuracy_by_position", accuracy, "unused.png")
+    axes = panels(fig)
+    assert [ax.get_title() for ax in axes] == ["task number", "task single"]
+    assert all(ax.get_xlabel().startswith("needle position q") for ax in axes)
+    assert_arms_distinct(fig, names=["n = "])  # the lengths
+    assert any(label.startswith("random-init twin") for label in legend_lines(fig))
+    assert_no_empty_panel(fig)
+    assert_in_range(fig)
+
+
+def test_a_figure_is_shown_in_the_report_as_a_page_that_scrolls_from_its_top(tmp_path):
+    fig, ax = style.figure(1, 8.5)
+    ax.plot([0, 1], [0, 1])
+    style.save(fig, tmp_path / "tall.png")
+    style.write_viewer(tmp_path / "tall.png", tmp_path / "tall.html")
+    page = (tmp_path / "tall.html").read_text()
+    assert "data:image/png;base64," in page and "width:100%" in page and "center" not in page
+
+
+def test_a_figure_larger_than_a_page_is_refused_by_name(tmp_path):
+    fig = plt.figure(figsize=(8, 3), layout="constrained")  # its axes fill it: saved at 8 in
+    fig.add_subplot().plot([0, 1])
+    with pytest.raises(ValueError, match=r"wide.png: 8.0 x 3.0 in, larger than a page \(7 x 9\)"):
+        style.save(fig, tmp_path / "wide.png")
+    assert not (tmp_path / "wide.png").exists()
+
+
+def test_the_findings_failure_curves_pool_each_arm_of_the_plan_at_its_step(drawn, tables):
+    """The blog's figure for the study: each arm of the plan (its variants pooled) at the fixed mid step, a panel
+    per residual setting, each arm its own colour, line and marker."""
+    arms = {
+        "base": {"variants": ["baseline_short"], "residual": True},
+        "fix": {"variants": ["debiased_short", "reweight"], "residual": True},
+        "literal": {"variants": ["debiased_literal"], "residual": False},
+    }
+    fig = drawn(findings, "arm_failure", tables["failure"], arms, 0, "unused.png")  # every arm has step 0
+    assert [ax.get_title() for ax in panels(fig)] == [
+        "with the residual path, step 0",
+        "without the residual path, step 0",
+    ]
+    assert "fix (6 seeds)" in legend_lines(fig)  # pooled over its two variants' seeds
+    assert_arms_distinct(fig)
+    assert_no_empty_panel(fig)
+    assert_in_range(fig)
+
+
+def test_an_evidence_table_written_before_the_family_columns_is_still_a_page():
+    from lostmid.plots import evidence
+
+    table = pd.read_parquet(REPO / "runs" / "default" / "evidence" / "evidence.parquet")
+    old = table.drop(columns=["kind", "family", "adjusted_verdict", "family_size"])
+    rows = evidence.table_rows(old)
+    assert len(rows) == len(table) and set(rows.family) == {"(none)"} and set(rows.adjusted_verdict) == {"–"}

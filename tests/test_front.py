@@ -87,7 +87,19 @@ def test_the_command_writes_the_fragment(tmp_path):
     evidence().to_parquet(table)
     out = tmp_path / "front" / "findings.html"
     cli.main(["report-front", "--evidence", str(table), "--out", str(out)])
-    assert out.read_text().startswith('<section id="findings"><h2>What this run found</h2>')
+    assert '<section id="findings"><h2>What this run found</h2>' in out.read_text()
+
+
+def test_the_first_screen_puts_the_headline_figure_and_the_endpoint_table_beside_the_answers(tmp_path):
+    """1280 x 800: the answers on the left; accuracy by position over the endpoints' table on the right."""
+    png = tmp_path / "accuracy_by_position.png"
+    png.write_bytes(b"\x89PNG headline")
+    page = front_html(evidence(), FINDINGS, headline=png)
+    answers, side = page.index('<div class="answers">'), page.index('<div class="headline">')
+    assert answers < page.index("Does the fix remove") < side  # the answers first, then the side column
+    assert side < page.index('alt="accuracy_by_position"') < page.index('<table class="endpoints">')
+    assert "<th>endpoint</th><th>estimate</th>" in page
+    assert "flex-wrap:wrap" in page  # a narrow viewer stacks the columns rather than cutting them
 
 
 @pytest.mark.parametrize("text", ["", "## Only a heading\n"])

@@ -394,8 +394,8 @@ def test_each_row_of_the_figure_names_the_windows_behind_it():
     accuracy = pd.DataFrame(rows)
     titles = [plots_retrieval.accuracy_title(accuracy.query("n == @n")) for n in (256, 4096)]
     assert titles == [
-        "n = 256 (0.0312 of the model's window; 12 windows, twin 8): accuracy",
-        "n = 4096 (0.5 of the model's window; 3 windows): accuracy",
+        "n = 256 (0.0312 of the window; 12 windows, twin 8)",
+        "n = 4096 (0.5 of the window; 3 windows)",
     ]
 
 

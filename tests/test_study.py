@@ -341,7 +341,7 @@ def test_the_findings_page_names_both_commits_and_puts_its_answers_into_the_read
     assert "old" not in readme.read_text() and unwrapped.count(" ".join(found[0].sentence.split())) == 1
     assert f"commit `{started['records'][0]['commit']}`" in page and f"`{started['commit'][:12]}`" in page
     assert "Endpoints: primary" in page and found[0].outcome == "at least the source's size"
-    assert "](figures/findings_a_position_effect_residual.png)" in page
+    assert "](figures/findings_primaries.png)" in page  # one forest of every primary
 
 
 def planted_retrieval(windows: int = 12, n: int = 1024, share_effect: float = 1.0, dip: float = 0.5, seed: int = 3):

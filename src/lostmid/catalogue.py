@@ -35,7 +35,6 @@ FIGURES = {
     "influence_init_sweep": Figure("Influence", ("init_sweep",), "influence.init_sweep"),
     "structural_baseline": Figure("Influence", ("structural",), "influence.structural_baseline"),
     "channel_energies": Figure("Channels", ("channels", "cross_terms"), "channels.channel_energies", ("delta",)),
-    "conditions": Figure("Channels", ("conditions",), "channels.conditions_table"),
     "remedy_failure": Figure("Remedies", ("remedies", "failure"), "remedies.failure_by_remedy", ("baseline", "steps")),
     "remedy_influence": Figure(
         "Remedies", ("remedies", "influence"), "remedies.influence_by_remedy", ("baseline", "steps")

@@ -53,29 +53,71 @@ def image(path: Path, width: str) -> str:
     return f'<img src="data:image/png;base64,{data}" alt="{html.escape(Path(path).stem)}" style="width:{width}">'
 
 
+def endpoint_table(markdown: str) -> str:
+    """The findings page's first Markdown table (its endpoints: estimate, interval, level, p, units, outcome) as an
+    HTML table; "" where the page has none."""
+    lines = []
+    for line in markdown.splitlines():
+        if line.startswith("|"):
+            lines.append(line)
+        elif lines:
+            break
+    if len(lines) < 2:  # a header and its rule at least
+        return ""
+
+    def cells(line: str) -> list[str]:
+        return [cell.strip() for cell in line.strip().strip("|").split("|")]
+
+    head = "".join(f"<th>{inline(c)}</th>" for c in cells(lines[0]))
+    body = "".join("<tr>" + "".join(f"<td>{inline(c)}</td>" for c in cells(line)) + "</tr>" for line in lines[2:])
+    return f'<table class="endpoints"><tr>{head}</tr>{body}</table>'
+
+
+# The first screen (1280 x 800, the report's viewer a frame of about 950 px beside its menu): the answers on the
+# left, the headline figure and the endpoint table on the right; the other figures below.
+SCREEN_STYLE = (
+    "<style>#findings .screen{display:flex;flex-wrap:wrap;gap:1em;align-items:flex-start}"
+    "#findings .answers{flex:1 1 380px;font-size:13px}#findings .answers dd{margin:0 0 .4em 1em}"
+    "#findings .headline{flex:1 1 440px}#findings .headline img{width:100%}"
+    "#findings table.endpoints{border-collapse:collapse;font-size:11px}"
+    "#findings table.endpoints td,#findings table.endpoints th{border:1px solid #ccc;padding:1px 4px}</style>"
+)
+
+
 def front_html(
-    evidence: pd.DataFrame | None, findings: str | None, stamp: str | None = None, figures: list[Path] = ()
+    evidence: pd.DataFrame | None,
+    findings: str | None,
+    stamp: str | None = None,
+    figures: list[Path] = (),
+    headline: Path | None = None,
 ) -> str:
-    """The first screen's fragment: the findings' sentences if ``findings`` (the page's text) has any,
-    else the headline of ``evidence`` (the run's evidence table); then ``figures`` (PNG files: the findings'
-    at nearly the text's width, else two abreast); ``stamp``: where the run came from."""
+    """The first screen's fragment: the findings' sentences if ``findings`` (the page's text) has any, else the
+    headline of ``evidence`` (the run's evidence table); beside them ``headline`` (a PNG: accuracy by position)
+    over the findings' endpoint table; then ``figures`` (PNG files: the findings' at nearly the text's width, else
+    two abreast); ``stamp``: where the run came from."""
     sentences = findings_sentences(findings) if findings else []
     if sentences:
         source = f"The study's answers, from {FINDINGS} (its run record's, not necessarily this run's)."
         body = "<dl>" + "".join(f"<dt><b>{inline(q)}</b></dt><dd>{inline(a)}</dd>" for q, a in sentences) + "</dl>"
     elif evidence is not None:
-        from lostmid.evidence.report import headline
+        from lostmid.evidence.report import headline as evidence_headline
 
         source = (
             f"{FINDINGS} is not in this run: the run's headline, one line per claim family "
             "(its rows counted by verdict; <code>lostmid results-page --headline</code>)."
         )
-        items = [line.removeprefix("- ") for line in headline(evidence).splitlines() if line.strip()]
+        items = [line.removeprefix("- ") for line in evidence_headline(evidence).splitlines() if line.strip()]
         body = "<ul>" + "".join(f"<li>{inline(item)}</li>" for item in items) + "</ul>"
     else:
         source, body = "This run has neither findings nor an evidence table.", ""
     made = "<p><small>" + "<br>".join(inline(line) for line in stamp.splitlines()) + "</small></p>" if stamp else ""
+    side = (image(headline, "100%") if headline else "") + (endpoint_table(findings) if sentences else "")
+    screen = f'<div class="screen"><div class="answers">{body}</div>'
+    screen += f'<div class="headline">{side}</div></div>' if side else "</div>"
     width = "90%" if sentences else "48%"  # a finding's figure is drawn at a page's width; the blog's two abreast
     shown = "<p>" + "".join(image(path, width) for path in figures) + "</p>" if figures else ""
     heading = "What the study found" if sentences else "What this run found"  # the page is the study's record
-    return f'<section id="findings"><h2>{heading}</h2><p><i>{source}</i></p>{body}{shown}{made}</section>\n'
+    return (
+        f'{SCREEN_STYLE}<section id="findings"><h2>{heading}</h2><p><i>{source}</i></p>{screen}{shown}{made}'
+        "</section>\n"
+    )

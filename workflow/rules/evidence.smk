@@ -1,6 +1,6 @@
 # The evidence stage (docs/evidence.md): one job reads the per-run tables and the deterministic
 # tables, and writes one row per claim of the blog and the paper (estimate, interval over seeds,
-# verdict, decision rule in words) and the forest plot that opens the report. Its logic lives in
+# verdict, decision rule in words) and its page in the report (a table, lostmid.plots.evidence). Its logic lives in
 # lostmid.evidence; the decision rules are the config's `evidence` block.
 
 EVIDENCE_TABLES = evidence_tables()
@@ -12,8 +12,8 @@ rule evidence:
     output:
         table="results/evidence/evidence.parquet",
         # "1." sorts the category after the findings ("0. Findings") and before every stage.
-        forest=report(
-            "results/figures/evidence_forest.png", caption="../report/evidence_forest.rst", category="1. Evidence"
+        page=report(
+            "results/report_tables/evidence.html", caption="../report/table_evidence.rst", category="1. Evidence"
         ),
     log:
         "results/logs/evidence/evidence.log",
@@ -39,5 +39,5 @@ rule evidence:
             "lostmid evidence --threads {threads} --settings {params.settings:q} --variants {params.variants:q} --model {params.model:q} "
             + jobs.input_options(EVIDENCE_TABLES)
             + (" --without-family retrieval" if RETRIEVAL else "")  # decided by rule retrieval
-            + " --out {output.table} --forest {output.forest}"
+            + " --out {output.table} --page {output.page}"
         )

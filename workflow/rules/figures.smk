@@ -12,9 +12,11 @@ rule figures:
     input:
         **FIGURE_INPUTS,
     output:
-        figures=[
+        figures=[f"results/figures/{name}.png" for name in FIGURE_NAMES],
+        # each figure in the report as a page that scrolls from its top (the viewer centres a bare image)
+        viewers=[
             report(
-                f"results/figures/{name}.png",
+                f"results/report_figures/{name}.html",
                 caption=f"../report/{name}.rst",
                 category=catalogue.FIGURES[name].category,
             )
@@ -54,7 +56,8 @@ rule figures:
         logged(
             "lostmid figures --threads {threads} "
             + jobs.input_options(FIGURE_INPUTS)
-            + " --figures {params.figures} --out-dir results/figures --pages {params.pages} --pages-dir results/report_tables"
+            + " --figures {params.figures} --out-dir results/figures --viewers-dir results/report_figures"
+            " --pages {params.pages} --pages-dir results/report_tables"
             " --baseline {params.baseline} --delta {params.delta} --steps {params.steps}"
             " --mid-accuracy {params.mid_accuracy} --variants {params.variants:q}"
         )
@@ -65,6 +68,9 @@ rule figures:
 # figures. (Not the manifest's stamp: the run is not finished while the job runs; the report shows
 # the config and Snakemake's metadata, a run record's page its stamp.)
 FINDINGS_PAGE = Path(workflow.basedir) / "docs" / "findings.md"
+# The headline figure beside the answers: SmolLM2's accuracy by needle position (Liu et al.'s Figure 1 form),
+# drawn from its committed record by `lostmid retrieval-page --record runs/smollm2_retrieval`.
+HEADLINE = Path(workflow.basedir) / "runs" / "smollm2_retrieval" / "accuracy_by_position.png"
 FRONT_FIGURES = (
     front.findings_figures(FINDINGS_PAGE.read_text(), FINDINGS_PAGE.parent) if FINDINGS_PAGE.exists() else []
 ) or [
@@ -79,6 +85,7 @@ rule report_front:
         evidence=rules.evidence.output.table,
         findings=[FINDINGS_PAGE] if FINDINGS_PAGE.exists() else [],
         figures=FRONT_FIGURES,
+        headline=[HEADLINE] if HEADLINE.exists() else [],
     output:
         report(
             "results/report_front/findings.html",
@@ -101,8 +108,10 @@ rule report_front:
         gpu=0,
     params:
         findings=lambda wildcards, input: f"--findings {input.findings}" if input.findings else "",
+        headline=lambda wildcards, input: f"--headline {input.headline}" if input.headline else "",
         arguments=ARGUMENTS_FILE,
     shell:
         logged(
-            "lostmid report-front --evidence {input.evidence} {params.findings} --figures {input.figures} --out {output}"
+            "lostmid report-front --evidence {input.evidence} {params.findings} {params.headline} --figures {input.figures}"
+            " --out {output}"
         )

@@ -53,7 +53,7 @@ def _args(parser):
     family.add_argument("--family", default=None, help="evaluate only the claims of this family (e.g. retrieval)")
     family.add_argument("--without-family", default=None, help="evaluate every claim but those of this family")
     parser.add_argument("--out", help="Parquet: one row per claim and setting")
-    parser.add_argument("--forest", help="PNG: the forest plot")
+    parser.add_argument("--page", help="HTML: the table as the report shows it (lostmid.plots.evidence)")
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown (for the README)")
     parser.add_argument(
         "--table",
@@ -131,10 +131,10 @@ def evidence(args):
     table = claims.evidence_table(inputs, settings, chosen)
     if args.out:
         io.write_parquet(table, args.out)
-    if args.forest:
+    if args.page:
         from lostmid.plots import evidence as plots_evidence
 
-        plots_evidence.forest(table, args.forest)
+        plots_evidence.write_page(table, args.page)
     if args.markdown:
         show(claims.markdown(table), args.into)
     counts = table.verdict.value_counts().to_dict()

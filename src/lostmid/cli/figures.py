@@ -29,6 +29,9 @@ def _args(parser):
         "--figures", nargs="*", default=[], help="names of the figures to draw (lostmid.catalogue.FIGURES)"
     )
     parser.add_argument("--out-dir", required=True, help="folder of the figures (<name>.png)")
+    parser.add_argument(
+        "--viewers-dir", default=None, help="folder of each figure's page for the report's viewer (<name>.html)"
+    )
     parser.add_argument("--pages", nargs="*", default=[], help="HTML summary pages to write: " + ", ".join(PAGES))
     parser.add_argument("--pages-dir", default=None, help="folder of the summary pages (<name>.html)")
     parser.add_argument(
@@ -83,6 +86,10 @@ def figures(args):
     out = Path(args.out_dir)
     for name in args.figures:
         draw(FIGURES[name], tables, out / f"{name}.png", args)
+        if args.viewers_dir:
+            from lostmid.plots.style import write_viewer
+
+            write_viewer(out / f"{name}.png", Path(args.viewers_dir) / f"{name}.html")
         log.info("drew %s", out / f"{name}.png")
     for name in args.pages:
         write_page(PAGES[name], tables, Path(args.pages_dir) / f"{name}.html", args)

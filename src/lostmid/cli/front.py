@@ -16,6 +16,7 @@ def _args(parser):
     parser.add_argument("--findings", type=Path, default=None, help="docs/findings.md, where the run has it")
     parser.add_argument("--manifest", type=Path, default=None, help="the run's manifest (where it came from)")
     parser.add_argument("--figures", nargs="*", type=Path, default=[], help="PNG figures shown under the findings")
+    parser.add_argument("--headline", type=Path, default=None, help="PNG: accuracy by position, beside the answers")
     parser.add_argument("--out", type=Path, required=True, help="the HTML fragment to write")
 
 
@@ -34,4 +35,4 @@ def report_front(args):
         from lostmid import manifest
 
         stamp = manifest.stamp(manifest.read(args.manifest))
-    io.write_text(front_html(evidence, findings, stamp, args.figures), args.out)
+    io.write_text(front_html(evidence, findings, stamp, args.figures, args.headline), args.out)

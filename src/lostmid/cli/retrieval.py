@@ -156,13 +156,17 @@ def retrieval_page(args):
     log.info("wrote %s/%s", args.record, PAGE)
 
 
+HEADLINE = "accuracy_by_position.png"  # Liu et al.'s Figure 1 form, in the record beside its tables
+
+
 def write_page(record: Path, into: Path | None = None) -> None:
     """The record's tables, figure and page, written into ``into`` (the record itself unless given; the page
     names the record as given, so a copy written elsewhere is the same page)."""
     from lostmid.architectures.retrieval_record import page, write_tables
-    from lostmid.plots.retrieval import accuracy_and_influence
+    from lostmid.plots.retrieval import accuracy_and_influence, accuracy_by_position
 
     into = into or record
     tables = write_tables(record, into)
     accuracy_and_influence(tables["accuracy"], into / "retrieval.png")
+    accuracy_by_position(tables["accuracy"], into / HEADLINE)  # the report's first screen shows it
     io.write_text(page(record, tables), into / PAGE)

@@ -1,62 +1,43 @@
-"""Figures of the algebraic simulations."""
+"""Figures of the algebraic simulations. (Their table, the paper's Table 1, is the report's summary page
+``algebraic``, lostmid.catalogue.PAGES: a table, not a figure.)"""
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import seaborn as sns
 
-from lostmid.plots.style import save
+from lostmid.plots.style import REFERENCE, arm_styles, figure, save
 
-SHOWN = [
-    "left",
-    "middle",
-    "right",
-    "Delta",
-    "SC",
-    "LIM",
-    "E_inf",
-    "Z",
-    "trace_left",
-    "trace_middle",
-    "trace_right",
-    "obs_imbalance",
-]
+DENSITIES = {
+    "influence_density": "influence density m_i (mean 1)",
+    "trace_density": "observability trace tr G_i / mean",
+}
 
 
 def table_figure(table: pd.DataFrame, profiles: pd.DataFrame, path) -> None:
-    """Influence and trace densities by position for each method, above the rendered table."""
-    fig = plt.figure(figsize=(11, 7.2))
-    grid = fig.add_gridspec(2, 2, height_ratios=[1.5, 1])
-    long = profiles.melt(id_vars=["method", "p"], value_vars=["influence_density", "trace_density"], var_name="density")
-    for k, name in enumerate(["influence_density", "trace_density"]):
-        ax = fig.add_subplot(grid[0, k])
-        sns.lineplot(data=long[long.density == name], x="p", y="value", hue="method", marker="o", markersize=3, ax=ax)
+    """Influence and trace densities by position for each method (the baseline and Algorithms 1 to 3 of the
+    paper's Table 1), each method in its own colour, line and marker, on log axes (1: flat, dashed)."""
+    methods = list(dict.fromkeys(profiles.method))
+    styles = arm_styles(methods)
+    fig, axes = figure(2, 2.7, ncols=2)
+    for ax, (column, label) in zip(axes, DENSITIES.items()):
+        for k, method in enumerate(methods):
+            line = profiles[profiles.method == method].sort_values("p")
+            every = max(len(methods), len(line) // 10)  # room for each method's own shift
+            # markers staggered between methods: where two curves coincide (alg2 on the baseline) both show
+            markevery = (k * every // len(methods), every)
+            ax.plot(line.p, line[column], label=method, markevery=markevery, **styles[method].line())
         ax.set_yscale("log")
-        ax.axhline(1.0, color="0.4", lw=0.8, ls="--")
-        ax.set_xlabel("relative position p = (i - 1/2) / L")
-        ax.set_ylabel("normalized density (mean 1)")
-        ax.set_title("influence density m_i" if k == 0 else "observability trace density tr G_i / mean")
-    ax = fig.add_subplot(grid[1, :])
-    ax.axis("off")
-    cols = [c for c in SHOWN if c in table.columns]
-    cells = [[f"{v:.4f}" for v in table.loc[i, cols]] for i in table.index]
-    labels = [c.replace("_", "\n", 1) if c.startswith(("trace_", "obs_")) else c for c in cols]
-    tab = ax.table(cellText=cells, rowLabels=list(table["method"]), colLabels=labels, loc="center")
-    tab.auto_set_font_size(False)
-    tab.set_fontsize(8)
-    tab.scale(1, 1.6)
-    for (r, _c), cell in tab.get_celld().items():
-        if r == 0:
-            cell.set_height(cell.get_height() * 1.6)
-    fig.suptitle("Algebraic controlled model: remedies (paper Table 1); delta = 0.2")
+        ax.axhline(1.0, color=REFERENCE, lw=0.8, ls="--")
+        ax.set(xlabel="relative position p = (i - 1/2) / L", ylabel=label)
+    axes[0].legend(frameon=False)
+    fig.suptitle("Algebraic controlled model (paper Table 1; the table: summary page 'algebraic')")
     save(fig, path)
 
 
 def probe_figure(probes: pd.DataFrame, path) -> None:
     """Relative bias and relative std of the probe-estimated penalty against N_probe, log-log."""
-    fig, ax = plt.subplots(figsize=(6, 4.2))
+    fig, ax = figure(1, 3.6)
     n = probes["n_probe"].to_numpy(float)
     bias, half = probes["rel_bias"].to_numpy(float), 2 * probes["rel_se_bias"].to_numpy(float)
     # The bias is signed: an interval reaching 0 or below cannot sit on the log axis. Its lower whisker
@@ -76,10 +57,8 @@ def probe_figure(probes: pd.DataFrame, path) -> None:
     ax.set_yscale("log")
     ax.set_ylim(bottom=floor * 0.8)
     ax.set_xlabel("N_probe (common Gaussian probes)")
-    ax.set_ylabel("relative to the exact penalty")
+    ax.set_ylabel("relative bias, std (fraction of the exact penalty)")
     reps = int(probes["repetitions"].iloc[0]) if "repetitions" in probes else None
-    ax.set_title(
-        f"Probe study: exact penalty {probes['exact'].iloc[0]:.4g}" + (f", {reps} repetitions" if reps else "")
-    )
-    ax.legend(fontsize=7)
+    ax.set_title(f"exact penalty {probes['exact'].iloc[0]:.4g}" + (f", {reps} repetitions" if reps else ""))
+    fig.legend(loc="outside lower center", ncol=2, frameon=False)
     save(fig, path)

@@ -8,13 +8,28 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import seaborn as sns
+from matplotlib.lines import Line2D
 
 from lostmid.core.density import relative_position
-from lostmid.plots.style import save
+from lostmid.plots.style import MAX_HEIGHT, PALETTE, REFERENCE, ArmStyle, figure, save
 
 ORDER = ["measured", "cesaro", "rollout_uniform", "rollout_attention"]
-STYLE = {"measured": "", "cesaro": (4, 2), "rollout_uniform": (1, 1), "rollout_attention": (3, 1, 1, 1)}
+# Where two theories coincide their lines lie on each other: each its own marker and dashes still show both.
+STYLE = {
+    "measured": ArmStyle((0.13, 0.13, 0.13), (), "o"),
+    "cesaro": ArmStyle(PALETTE[0], (4, 2), "s"),
+    "rollout_uniform": ArmStyle(PALETTE[1], (1, 1.5), "^"),
+    "rollout_attention": ArmStyle(PALETTE[2], (4, 1.5, 1, 1.5), "x"),
+}
+X_LABEL = "relative position (j - 1/2) / n"
+Y_LABEL = "density n * mass"
+
+
+def staggered(name: str, points: int) -> tuple[int, int]:
+    """Where a profile's markers go: about 8 per line, each profile's shifted along it, so that the theories
+    whose curves coincide (at random init they often do) each still show their marker."""
+    every = max(len(ORDER), points // 8)  # room for each profile's own shift
+    return ORDER.index(name) * every // len(ORDER), every
 
 
 def _first_target(profiles: pd.DataFrame) -> tuple[pd.DataFrame, str]:
@@ -27,34 +42,41 @@ def _density(profiles: pd.DataFrame) -> pd.DataFrame:
     return out.assign(density=out.density.where(out.density > 0))
 
 
-def _finish(grid, title: str) -> None:
-    for ax in np.ravel(grid.axes):
-        ax.set_yscale("log")
-        ax.axhline(1.0, color="0.5", lw=0.7, ls="--")
-    grid.set_axis_labels("relative position (j - 1/2) / n", "density n * mass")
-    grid.figure.suptitle(title, y=1.01)
+def _panels(rows: list, cols: list):
+    """A small multiple at two columns' width: a panel per (row, column) value, on one page."""
+    height = min(1.7, (MAX_HEIGHT - 1.2) / len(rows))
+    return figure(2, height * len(rows) + 1.0, nrows=len(rows), ncols=len(cols), squeeze=False, sharex=True)
 
 
-def _draw(data: pd.DataFrame, row: str, col: str, title: str, path, **style) -> None:
-    """Every profile against its rollout theories (hue and dashes by profile), a panel per row and col."""
-    grid = sns.relplot(
-        data=data,
-        x="p",
-        y="density",
-        hue="profile",
-        style="profile",
-        hue_order=ORDER,
-        style_order=ORDER,
-        dashes=STYLE,
-        row=row,
-        col=col,
-        kind="line",
-        aspect=1.3,
-        facet_kws={"margin_titles": True},
-        **style,
-    )
-    _finish(grid, title)
-    save(grid, path)
+def _finish(fig, axes, rows: list, cols: list, row_name: str, col_name: str, title: str) -> None:
+    for i, row in enumerate(rows):
+        for j, col in enumerate(cols):
+            ax = axes[i, j]
+            ax.set_yscale("log")
+            ax.axhline(1.0, color=REFERENCE, lw=0.7, ls="--")
+            if i == 0:
+                ax.set_title(f"{col_name}{col}")
+            ax.set_ylabel(f"{row_name}{row}\n{Y_LABEL}" if j == 0 else "")
+            ax.set_xlabel(X_LABEL if i == len(rows) - 1 else "")
+    handles = [Line2D([], [], label=name, **STYLE[name].line()) for name in ORDER]
+    fig.legend(handles=handles, loc="outside lower center", ncol=4, frameon=False)
+    fig.suptitle(title)
+
+
+def _draw(data: pd.DataFrame, row: str, col: str, title: str, path, row_name: str = "", col_name: str = "") -> None:
+    """Every profile against its rollout theories (each its colour, dashes and marker), a panel per row and col."""
+    rows, cols = sorted(data[row].unique()), sorted(data[col].unique())
+    fig, axes = _panels(rows, cols)
+    for i, r in enumerate(rows):
+        for j, c in enumerate(cols):
+            panel = data[(data[row] == r) & (data[col] == c)]
+            for name in ORDER:
+                line = panel[panel.profile == name].sort_values("p")
+                if not line.empty:
+                    marks = staggered(name, len(line))
+                    axes[i, j].plot(line.p, line.density, ms=3, markevery=marks, **STYLE[name].line())
+    _finish(fig, axes, rows, cols, row_name, col_name, title)
+    save(fig, path)
 
 
 def sweep_profiles(profiles: pd.DataFrame, path) -> None:
@@ -63,7 +85,7 @@ def sweep_profiles(profiles: pd.DataFrame, path) -> None:
     n = profiles.n.max()
     data = _density(profiles.query("n == @n")).assign(model=lambda d: d.family + " / " + d.encoding)
     data = data.groupby(["model", "depth", "profile", "p"], as_index=False).density.mean()
-    _draw(data, "model", "depth", f"random init, n = {n}, {what}", path, height=1.9)
+    _draw(data, "model", "depth", f"random init, n = {n}, {what}", path, col_name="depth ")
 
 
 def flag_profiles(profiles: pd.DataFrame, path) -> None:
@@ -71,14 +93,12 @@ def flag_profiles(profiles: pd.DataFrame, path) -> None:
     profiles, what = _first_target(profiles)
     data = _density(profiles).assign(run=lambda d: d.variant + " L=" + d.n.astype(str) + " M=" + d.depth.astype(str))
     data = data.groupby(["run", "step", "profile", "p"], as_index=False).density.mean()
-    _draw(data, "step", "run", f"flag-recall checkpoints, {what}", path, marker="o", height=2.0)
+    _draw(data, "step", "run", f"flag-recall checkpoints, {what}", path, row_name="step ")
 
 
 def pretrained_profiles(profiles: pd.DataFrame, path) -> None:
     """Pretrained models and their random-init twins on real text: rows n, columns model and weights
     (pretrained | random-init twin); every profile with its bootstrap interval over sequences (band)."""
-    import matplotlib.pyplot as plt
-
     profiles, what = _first_target(profiles)
     data = _density(profiles).assign(
         lo=lambda d: d.lo * d.n,
@@ -86,26 +106,19 @@ def pretrained_profiles(profiles: pd.DataFrame, path) -> None:
         weights=lambda d: d.variant + np.where(d.step < 0, " pretrained", " twin (seed " + d.seed.astype(str) + ")"),
     )
     lengths, columns = sorted(data.n.unique()), sorted(data.weights.unique())
-    size = (3.4 * len(columns), 2.4 * len(lengths))
-    fig, axes = plt.subplots(len(lengths), len(columns), figsize=size, squeeze=False, sharey=True)
-    palette = dict(zip(ORDER, sns.color_palette(n_colors=len(ORDER))))
-    for (n, column), ax in zip([(n, c) for n in lengths for c in columns], axes.ravel()):
-        panel = data.query("n == @n and weights == @column")
+    fig, axes = _panels(lengths, columns)
+    for (i, n), (j, column) in [((i, n), (j, c)) for i, n in enumerate(lengths) for j, c in enumerate(columns)]:
+        ax = axes[i, j]
+        panel = data[(data.n == n) & (data.weights == column)]
         for name in ORDER:
-            line = panel.query("profile == @name").sort_values("position")
+            line = panel[panel.profile == name].sort_values("position")
             if line.empty:
                 continue
-            ax.plot(line.p, line.density, color=palette[name], dashes=STYLE[name] or (None, None), lw=1, label=name)
-            ax.fill_between(line.p, line.lo.where(line.lo > 0), line.hi, color=palette[name], alpha=0.2, lw=0)
-        sequences = int(panel.sequences.iloc[0]) if not panel.empty else 0
-        ax.set_title(f"{column}, n = {n} ({sequences} sequences)", fontsize=8)
+            ax.plot(line.p, line.density, ms=3, markevery=staggered(name, len(line)), **STYLE[name].line())
+            ax.fill_between(line.p, line.lo.where(line.lo > 0), line.hi, color=STYLE[name].color, alpha=0.2, lw=0)
         ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.axhline(1.0, color="0.5", lw=0.7, ls="--")
-        ax.set_xlabel("relative position (j - 1/2) / n")
-        ax.set_ylabel("density n * mass")
-    axes.ravel()[0].legend(fontsize=7)
-    fig.tight_layout()
-    title = f"pretrained models on real text against their random-init twins, {what}"
-    fig.suptitle(f"{title}; bands: bootstrap intervals over sequences", y=1.01)
+        sequences = int(panel.sequences.iloc[0]) if not panel.empty else 0
+        ax.text(0.02, 0.04, f"{sequences} sequences", transform=ax.transAxes, fontsize=7)
+    title = f"pretrained models on real text and their random-init twins, {what}; bands: bootstrap over sequences"
+    _finish(fig, axes, lengths, columns, "n = ", "", title)
     save(fig, path)

@@ -1,42 +1,58 @@
-"""One figure per finding: each primary endpoint of a question as a compact panel of its own.
+"""The findings' figure: one forest plot of the study's primaries, each against the source's size.
 
-``finding_figure(rows, path)`` is what docs/findings.md embeds, one figure per question. A row is an
-endpoint, a mapping (or a DataFrame row) with the keys
+``finding_figure(rows, path)`` is what docs/findings.md embeds. A row is a primary endpoint, a mapping (or a
+DataFrame row) with the keys
 
     name         the endpoint, as the page names it
     estimate     the primary estimate (NaN or None: not yet run)
     low, high    its interval (NaN: none)
     source_size  the size the source's words imply, signed, on the estimate's axis (a decrease the source
-                 predicts is negative; NaN: the source gives none)
-    unit         the estimate's unit, the panel's x label
-    outcome      the reading, one of OUTCOMES (any other text is drawn in grey)
+                 predicts is negative)
+    unit         the estimate's unit (the page's table prints it; the figure's axis is the source's size)
+    outcome      the answer's words, as its sentence opens (lostmid.study.reading.answer); for a primary
+                 without an estimate, why (``not yet run``)
 
-Each panel shows the interval (a bar), the estimate (a dot), zero (dashed) and the source's size (a
-black triangle, labelled), and names its outcome (top right, in its colour); panels are stacked, one
-per endpoint, at a page's width.
+Endpoints of different units share one axis by being read as the study reads them: each interval divided by
+the source's size, so that 0 is no effect and 1 the source's size for every row, in the source's direction.
+The colour and marker of a row are those of its answer's words (``ANSWER_STYLES``, keyed by the very words the
+sentence prints: a word the table lacks is an error, never a grey default); the raw estimate, interval and
+unit are printed under the row's name.
 """
 
 from __future__ import annotations
 
 import math
 import textwrap
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
-import matplotlib.pyplot as plt
 import pandas as pd
+from matplotlib.lines import Line2D
 
-from lostmid.plots.style import PAGE_WIDTH, PALETTE, save
+from lostmid.plots.style import PALETTE, REFERENCE, figure, save
+from lostmid.study.reading import ANSWERS, AT_LEAST, IN_DIRECTION, INCONCLUSIVE, NO_EFFECT, OTHER_SIDE, SMALLER
 
-# The four outcomes of the plan's reading (lostmid.study.reading, issue 45), and an endpoint not yet run.
-OUTCOMES = {
-    "at least the source's size": PALETTE[2],
-    "an effect smaller than the source's": PALETTE[0],
-    "no effect of that size": PALETTE[3],
-    "inconclusive": PALETTE[7],
-    "not yet run": "0.6",
+# The answers' words (the sentences' openings) and how their rows are drawn: colour-blind safe, and a marker
+# each, so that the rows read in greyscale too. A word "... (on the other side of 0)" is drawn as OTHER_SIDE.
+ANSWER_STYLES = {
+    ANSWERS[AT_LEAST]: (PALETTE[2], "o"),
+    ANSWERS[SMALLER]: (PALETTE[0], "s"),
+    IN_DIRECTION: (PALETTE[9], "D"),
+    ANSWERS[NO_EFFECT]: (PALETTE[3], "v"),
+    OTHER_SIDE.strip(" ()"): (PALETTE[4], "X"),
+    ANSWERS[INCONCLUSIVE]: ((0.45, 0.45, 0.45), "^"),
 }
+NOT_RUN = "0.6"
 KEYS = ("name", "estimate", "low", "high", "source_size", "unit", "outcome")
-PANEL_HEIGHT = 1.15  # inches per endpoint
+ROW_HEIGHT = 0.36  # inches per primary: two lines of 7 pt and a gap
+
+
+def answer_style(words: str) -> tuple:
+    """(colour, marker, legend words) of an answer's words; words that are no answer are a ValueError."""
+    if words.endswith(OTHER_SIDE):
+        words = OTHER_SIDE.strip(" ()")
+    if words not in ANSWER_STYLES:
+        raise ValueError(f"finding_figure: {words!r} is not an answer's words (lostmid.study.reading.answer)")
+    return (*ANSWER_STYLES[words], words)
 
 
 def _number(value) -> float:
@@ -58,70 +74,91 @@ def _rows(rows) -> list[dict]:
         row = dict(record)
         for key in ("estimate", "low", "high", "source_size"):
             row[key] = _number(row[key])
+        if not row["source_size"] or not math.isfinite(row["source_size"]):
+            raise ValueError(f"finding_figure: endpoint {row['name']!r} has no source's size to be read against")
         out.append(row)
     return out
 
 
-def _limits(values: Iterable[float]) -> tuple[float, float]:
-    """An x range holding zero and every finite value, padded by a tenth of its width."""
-    finite = [v for v in values if math.isfinite(v)] + [0.0]
-    low, high = min(finite), max(finite)
-    pad = 0.1 * (high - low) if high > low else 1.0
-    return low - pad, high + pad
+def relative(row: dict) -> tuple[float, float, float]:
+    """(estimate, low, high) of a row as fractions of the source's size, in the source's direction."""
+    size = row["source_size"]
+    values = sorted((row["low"] / size, row["high"] / size))
+    return row["estimate"] / size, *values
 
 
-def _panel(ax, row: dict) -> None:
-    color = OUTCOMES.get(row["outcome"], OUTCOMES["inconclusive"])
-    low, high, estimate, size = row["low"], row["high"], row["estimate"], row["source_size"]
-    ax.axvline(0.0, color="0.4", lw=0.8, ls="--", zorder=1)
-    if math.isfinite(low) and math.isfinite(high):
-        ax.plot([low, high], [0, 0], color=color, lw=4, solid_capstyle="butt", zorder=2, label="interval")
-    if math.isfinite(estimate):
-        ax.plot([estimate], [0], "o", color=color, mec="black", mew=0.6, ms=7, zorder=3, label="estimate")
-    else:
-        ax.text(0.5, 0.5, "not yet run", transform=ax.transAxes, ha="center", va="center", color="0.4")
-    x_min, x_max = _limits((low, high, estimate, size))
-    if math.isfinite(size):
-        ax.plot([size], [-0.55], "^", color="black", ms=7, zorder=3, label="source's size")
-        right = size < (x_min + x_max) / 2  # the label on the side with room
-        ax.annotate(
-            "source",
-            (size, -0.55),
-            xytext=(5 if right else -5, -1),
-            textcoords="offset points",
-            ha="left" if right else "right",
-            va="center",
-            fontsize=7,
-        )
-    ax.set_xlim(x_min, x_max)
-    ax.set_ylim(-0.8, 0.6)
-    ax.set_yticks([])
-    ax.grid(False, axis="y")
-    ax.set_xlabel(row["unit"])
-    ax.set_title("\n".join(textwrap.wrap(row["name"], 100)), loc="left")
-    ax.text(
-        0.995,
-        0.96,
-        row["outcome"],
-        transform=ax.transAxes,
-        ha="right",
-        va="top",
-        color=color if row["outcome"] in OUTCOMES else "0.3",
-        fontweight="bold",
-        fontsize=8,
-    )
+def _label(row: dict) -> str:
+    """The endpoint's name (its level, in brackets, moved to the second line) over its estimate and interval in
+    its own units, or over why it has none."""
+    name, _, level = row["name"].partition(" (")
+    if not math.isfinite(row["estimate"]):
+        return name + "\n" + "\n".join(textwrap.wrap(row["outcome"], 44))
+    numbers = f"{row['estimate']:.3g} [{row['low']:.3g}, {row['high']:.3g}]" + (f" ({level}" if level else "")
+    return f"{name}\n{numbers}"
 
 
-def finding_figure(rows, path, title: str | None = None) -> None:
-    """Draw one question's primary endpoints (``rows``: mappings or a DataFrame with the module's KEYS),
-    one panel per endpoint, and save it as PNG at ``path`` and as PDF beside it. ``title``: the
-    question, above the panels."""
+def finding_figure(rows, path) -> None:
+    """Draw every primary (``rows``: mappings or a DataFrame with the module's KEYS) as one forest plot at two
+    columns' width, each interval as a fraction of the source's size (0: none; 1: the source's size, a black
+    line), coloured by its answer's words, and save it as PNG at ``path`` and PDF beside it."""
     endpoints = _rows(rows)
-    title_lines = textwrap.wrap(title, 90) if title else []  # wrapped, never cut
-    height = PANEL_HEIGHT * len(endpoints) + 0.2 * len(title_lines) + (0.15 if title_lines else 0.0)
-    fig, axes = plt.subplots(len(endpoints), 1, figsize=(PAGE_WIDTH, height), squeeze=False, layout="constrained")
-    for ax, row in zip(axes[:, 0], endpoints):
-        _panel(ax, row)
-    if title_lines:
-        fig.suptitle("\n".join(title_lines), x=0.01, ha="left", fontsize=10)
+    fig, ax = figure(2, ROW_HEIGHT * len(endpoints) + 1.0)
+    ys = range(len(endpoints) - 1, -1, -1)
+    shown = {}
+    values = [0.0, 1.0]
+    for y, row in zip(ys, endpoints):
+        if not math.isfinite(row["estimate"]):
+            continue  # nothing to draw: its label says why
+        color, marker, words = answer_style(row["outcome"])
+        estimate, low, high = relative(row)
+        if math.isfinite(low) and math.isfinite(high):
+            ax.plot([low, high], [y, y], color=color, lw=2.5, solid_capstyle="butt")
+            values += [low, high]
+        ax.plot([estimate], [y], marker=marker, color=color, mec="black", mew=0.5, ms=6, ls="", label=words)
+        values.append(estimate)
+        shown[words] = (color, marker)
+    ax.axvline(0.0, color=REFERENCE, lw=0.8, ls="--")
+    ax.axvline(1.0, color="black", lw=1.0)
+    span = max(values) - min(values)
+    ax.set_xlim(min(values) - 0.06 * span, max(values) + 0.06 * span)
+    ax.set_yticks(list(ys), [_label(row) for row in endpoints])
+    ax.set_ylim(-0.6, len(endpoints) - 0.4)
+    ax.grid(False, axis="y")
+    ax.set_xlabel("estimate / the source's size (0: no effect; 1: the source's size, in its direction)")
+    handles = [Line2D([], [], color=c, marker=m, mec="black", mew=0.5, ls="", label=w) for w, (c, m) in shown.items()]
+    handles.append(Line2D([], [], color="black", lw=1.0, label="the source's size"))
+    fig.legend(handles=handles, loc="outside lower center", ncol=2, frameon=False)
+    save(fig, path)
+
+
+def arm_failure(failure: pd.DataFrame, arms: dict, step: int, path) -> None:
+    """The blog's figure for the study's flag-task arms: failure rate by flag position at ``step`` (the plan's
+    fixed mid-training step), each arm (``arms``: the plan's ``run.arms``, each with its ``variants`` and
+    ``residual``) pooled over its variants' seeds, mean with a 95% band clipped to [0, 1], each in its own colour,
+    line and marker; a panel per residual setting. An arm without rows at ``step`` is left out of the legend."""
+    from lostmid.plots.common import RATE_LIMITS, curve, draw_curve, panels, seeds_text
+    from lostmid.plots.style import arm_styles
+    from lostmid.plots.training import P_FLAG
+
+    at = failure[failure.step == step]
+    if "failure_rate" not in at:  # a record's table may carry the counts only
+        at = at.assign(failure_rate=at.failures / at.n)
+    drawn = {name: at[at.variant.isin(arm["variants"])] for name, arm in arms.items()}
+    drawn = {name: rows for name, rows in drawn.items() if not rows.empty}
+    settings = list(dict.fromkeys(bool(arms[name].get("residual", True)) for name in drawn))
+    if not drawn:
+        from lostmid.plots.style import message
+
+        message(path, f"no failure rows at step {step}")
+        return
+    styles = arm_styles(drawn)
+    fig, axes = panels(len(settings), ncols=2, panel_height=2.3, sharey=True)
+    for ax, residual in zip(axes, settings):
+        for name, rows in drawn.items():
+            if bool(arms[name].get("residual", True)) == residual:
+                label = f"{name} ({seeds_text(rows.groupby(['variant', 'seed']).ngroups)})"  # runs pooled
+                draw_curve(ax, curve(rows, "p", "failure_rate", "rate"), "p", styles[name], label=label)
+        ax.set(ylim=RATE_LIMITS, xlabel=P_FLAG, ylabel="failure rate", title=f"{'with' if residual else 'without'}"
+               f" the residual path, step {step}")  # fmt: skip
+        ax.legend(frameon=False, loc="upper left")
     save(fig, path)

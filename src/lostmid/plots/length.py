@@ -4,7 +4,6 @@ Bands and bars are 95% intervals over seeds (init seeds, held-out initialization
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
@@ -13,16 +12,21 @@ from lostmid.evidence.length_trained import arm
 from lostmid.evidence.readings import late_minus_early_failure_per_seed, mid_training_step, slopes_at
 from lostmid.evidence.settings import EvidenceSettings
 from lostmid.plots.common import SEED_INTERVAL
-from lostmid.plots.style import save
+from lostmid.plots.style import REFERENCE, arm_styles, figure, message, save
 from lostmid.tables.length import statistics_table
 
 PANELS = {"log10_first_last": "log10 first / last", "log2_E_inf": "log2 E_inf"}
 
 
 def _lines(ax, data: pd.DataFrame, statistic: str) -> None:
-    sns.lineplot(data=data, x="L", y=statistic, hue="profile", marker="o", errorbar=SEED_INTERVAL, ax=ax)
+    """A line per profile (each its colour, line and marker) against L, mean with its 95% interval."""
+    profiles = list(dict.fromkeys(data.profile))
+    styles = arm_styles(profiles)
+    sns.lineplot(data=data, x="L", y=statistic, hue="profile", style="profile", hue_order=profiles,
+                 palette={k: s.color for k, s in styles.items()}, dashes={k: s.dashes or "" for k, s in styles.items()},
+                 markers={k: s.marker for k, s in styles.items()}, errorbar=SEED_INTERVAL, ax=ax)  # fmt: skip
     ax.set_xscale("log", base=2)
-    ax.axhline(0.0, color="0.4", lw=0.8, ls="--")
+    ax.axhline(0.0, color=REFERENCE, lw=0.8, ls="--")
 
 
 def imbalance_by_length(length_init: pd.DataFrame, length_fit: pd.DataFrame, path) -> None:
@@ -37,14 +41,17 @@ def imbalance_by_length(length_init: pd.DataFrame, length_fit: pd.DataFrame, pat
     init = pd.concat(init, ignore_index=True)
     fit = statistics_table(length_fit, ["residual", "bias", "heldout_init", "L"], "output_jacobian")
     fit["profile"] = [f"B {b}, {'inserted (residual)' if r else 'fit network'}" for b, r in zip(fit.bias, fit.residual)]
-    fig, axes = plt.subplots(2, len(PANELS), figsize=(11, 7.5), squeeze=False)
+    fig, axes = figure(2, 6.4, nrows=2, ncols=len(PANELS), squeeze=False)
     for column, (statistic, label) in enumerate(PANELS.items()):
         for row, (data, title) in enumerate(((init, "at init, no fix"), (fit, "held-out inits, fitted B"))):
             ax = axes[row, column]
             _lines(ax, data, statistic)
-            ax.set_title(f"{label}: {title}")
-            ax.set_ylabel(label)
-            ax.legend(fontsize=6)
+            ax.set_title(title)
+            ax.set(ylabel=label, xlabel="sequence length L (log2 axis)")
+            if column == 0:
+                sns.move_legend(ax, "upper left", bbox_to_anchor=(0, -0.28), frameon=False, title="", ncol=2)
+            else:
+                ax.get_legend().remove()
     save(fig, path)
 
 
@@ -65,12 +72,20 @@ def position_effect_by_length(failure: pd.DataFrame, length_init: pd.DataFrame, 
             )
             rows += [{"arm": arm(variant), "L": L, "statistic": name, "value": v} for v in values.to_numpy()]
     data = pd.DataFrame(rows, columns=["arm", "L", "statistic", "value"])
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), squeeze=False)
-    for ax, (name, part) in zip(axes[0], data.groupby("statistic", sort=False)):
-        sns.pointplot(data=part, x="L", y="value", hue="arm", dodge=0.2, errorbar=SEED_INTERVAL, ax=ax)
-        ax.axhline(0.0, color="0.4", lw=0.8, ls="--")
-        ax.set_title(f"{name}, at each arm's mid-training")
-        ax.set_ylabel(name)
     if data.empty:
-        axes[0, 0].text(0.5, 0.5, "no arm reached mid-training", ha="center", transform=axes[0, 0].transAxes)
+        message(path, "no arm reached mid-training: no position effect to draw")
+        return
+    fig, axes = figure(2, 2.8, ncols=2, squeeze=False)
+    for ax, (name, part) in zip(axes[0], data.groupby("statistic", sort=False)):
+        arms = list(dict.fromkeys(part.arm))
+        styles = arm_styles(arms)
+        sns.pointplot(data=part, x="L", y="value", hue="arm", hue_order=arms, dodge=0.2, errorbar=SEED_INTERVAL,
+                      palette={a: s.color for a, s in styles.items()}, markers=[styles[a].marker for a in arms],
+                      linestyles=[styles[a].dashes and "--" or "-" for a in arms], markersize=4, ax=ax)  # fmt: skip
+        ax.axhline(0.0, color=REFERENCE, lw=0.8, ls="--")
+        ax.set_title("at each arm's mid-training")
+        ax.set(ylabel=name, xlabel="sequence length L")
+        handles, labels = ax.get_legend_handles_labels()
+        ax.get_legend().remove()
+    fig.legend(handles, labels, loc="outside lower center", ncol=4, frameon=False)  # one legend, off the data
     save(fig, path)

@@ -6,13 +6,17 @@ failure rates clipped to [0, 1]); densities on a log axis are geometric means wi
 
 from __future__ import annotations
 
+import textwrap
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from lostmid.plots.common import LOG_BAND, RATE_BAND, RATE_LIMITS, SEED_INTERVAL
-from lostmid.plots.style import arm_color, arm_palette, save
+from lostmid.plots.common import RATE_LIMITS, SEED_INTERVAL, arm_order, curve, draw_curve, panels, setting_label
+from lostmid.plots.influence import P_LABEL
+from lostmid.plots.style import REFERENCE, arm_styles, figure, message, save
+from lostmid.plots.training import P_FLAG, arm_legend
 
 
 def draw_bias(ax, matrix: pd.DataFrame, L: int, title: str) -> None:
@@ -54,133 +58,114 @@ def matched_steps(steps, requested=None) -> list[int]:
     return sorted({steps[len(steps) // 2], steps[-1]})
 
 
-def _empty(path, message: str) -> None:
-    fig, ax = plt.subplots(figsize=(5, 2))
-    ax.text(0.5, 0.5, message, ha="center", va="center")
-    ax.set_axis_off()
-    save(fig, path)
-
-
 def _order(variants, baseline):
     rest = sorted(v for v in variants if v != baseline)
     return ([baseline] if baseline in variants else []) + rest
 
 
-def _by_remedy(data: pd.DataFrame, y: str, baseline: str, band: dict, **facets):
-    """``y`` against p, a line per variant (the baseline first) with its seed interval, a panel per
-    checkpoint (rows) and L (columns)."""
-    return sns.relplot(
-        data=data,
-        x="p",
-        y=y,
-        hue="variant",
-        hue_order=_order(data.variant.unique(), baseline),
-        row="step",
-        col="L",
-        kind="line",
-        palette=arm_palette(data.variant.unique()),
-        height=2.4,
-        aspect=1.5,
-        facet_kws={"margin_titles": True, **facets},
-        **band,
-    )
+def _by_remedy(data: pd.DataFrame, y: str, band: str, baseline: str, ylabel: str, path, log: bool = False) -> None:
+    """``y`` against p, a line per variant (the baseline first, each in its style) with its 95% band over seeds,
+    a panel per setting (L, depth) and checkpoint that has rows: no empty panel."""
+    keys = sorted(set(data[["L", "depth", "step"]].itertuples(index=False, name=None)))
+    variants = [v for v, _, _ in arm_order(data)]
+    styles = arm_styles(_order(list(dict.fromkeys(variants)), baseline))
+    fig, axes = panels(len(keys), ncols=min(len(keys), 3), panel_height=1.9, sharey=not log)
+    for ax, (L, depth, step) in zip(axes, keys):
+        part = data[(data.L == L) & (data.depth == depth) & (data.step == step)]
+        for variant in styles:
+            if (part.variant == variant).any():
+                draw_curve(ax, curve(part[part.variant == variant], "p", y, band), "p", styles[variant])
+        ax.set(title=f"{setting_label(L, depth)}, step {step}", xlabel=P_FLAG if y == "failure_rate" else P_LABEL)
+        ax.set_ylabel(ylabel)
+        if log:
+            ax.set_yscale("log")
+            ax.axhline(1.0, color=REFERENCE, lw=0.8, ls="--")
+        else:
+            ax.set_ylim(RATE_LIMITS)
+            ax.label_outer()
+    arm_legend(fig, styles, {v: v for v in styles}, ncol=min(len(styles), 4))
+    save(fig, path)
+
+
+def _remedy_arms(remedies: pd.DataFrame, table: pd.DataFrame, baseline: str, steps) -> pd.DataFrame:
+    """The rows of ``table`` of the remedies' arms and the baseline, at the checkpoints compared."""
+    shown = table[table.step.isin(matched_steps(remedies.step.unique(), steps))]
+    return shown[shown.variant.isin({*remedies.variant, baseline})]
 
 
 def failure_by_remedy(remedies: pd.DataFrame, failure: pd.DataFrame, path, baseline: str, steps=None) -> None:
     """Failure rate by flag position, baseline against each remedy at the same checkpoints
     (``steps``, else the middle and last of the remedies table's)."""
-    data = failure[failure.step.isin(matched_steps(remedies.step.unique(), steps))]
-    grid = _by_remedy(data, "failure_rate", baseline, RATE_BAND)
-    grid.set(ylim=RATE_LIMITS)
-    grid.set_axis_labels("flag position p = f / L", "failure rate")
-    save(grid, path)
+    _by_remedy(_remedy_arms(remedies, failure, baseline, steps), "failure_rate", "rate", baseline, "failure rate", path)
 
 
 def influence_by_remedy(remedies: pd.DataFrame, influence, path, baseline: str, steps=None) -> None:
-    """Input-adjoint density m(p) (layer 0) per remedy at the same checkpoints (as failure_by_remedy); log scale."""
+    """Input-adjoint density m(p) (layer 0) per remedy at the same checkpoints (as failure_by_remedy); log scale,
+    geometric means over seeds."""
     if influence is None or influence.empty:
-        _empty(path, "no influence profiles (results/influence) were given")
+        message(path, "no influence profiles (results/influence) were given")
         return
-    data = influence[influence.step.isin(matched_steps(remedies.step.unique(), steps))]
+    data = _remedy_arms(remedies, influence, baseline, steps)
     if "layer" in data:
         data = data[data.layer == data.layer.min()]
-    grid = _by_remedy(data, "density", baseline, LOG_BAND)
-    grid.set(yscale="log")
-    grid.set_axis_labels("position p", "density m (input adjoint)")
-    save(grid, path)
+    data = data.assign(density=data.density.where(data.density > 0))
+    _by_remedy(data, "density", "log", baseline, "density m (input adjoint)", path, log=True)
 
 
-ABLATION_METRICS = ("final_accuracy", "steps_to_99", "LIM", "E_inf")
+ABLATION_METRICS = {
+    "final_accuracy": "final accuracy",
+    "steps_to_99": "steps to 99%",
+    "LIM": "LIM",
+    "E_inf": "E_inf",
+}
+# The remedies' own parameters; the grid's L and depth are not among them (they move together across the
+# grid's settings, so a panel of each would show one confounded contrast twice).
+ABLATION_PARAMETERS = ("strength", "target", "probes", "monitored")
 
 
 def ablations(table: pd.DataFrame, path) -> None:
-    """Final-checkpoint metrics against each remedy's parameters, one panel per (metric, parameter).
-
-    Parameters: strength (beta, eta, lam), target density, probe count R, monitored set,
-    and the grid's L and depth. Points are means over seeds with 95% intervals.
-    """
+    """Final-checkpoint metrics against each remedy's parameters: a row per (remedy, parameter) that varies, a
+    column per metric; means over seeds with 95% intervals."""
     final = table[table.step == table.groupby(["variant", "L", "depth", "seed"]).step.transform("max")]
-    frames = []
-    for parameter in ("strength", "target", "probes", "monitored", "L", "depth"):
+    rows = []
+    for parameter in ABLATION_PARAMETERS:
         for kind, group in final.groupby("remedy"):
             values = group[parameter].dropna()
-            if values.nunique() < 2:
-                continue
-            part = group.loc[values.index].melt(
-                id_vars=["seed", parameter], value_vars=list(ABLATION_METRICS), var_name="metric"
-            )
-            frames.append(
-                part.assign(parameter=f"{kind}: {parameter}", level=part[parameter].astype(str)).drop(columns=parameter)
-            )
-    if not frames:
-        _empty(path, "no remedy parameter varies across the variants")
+            if values.nunique() >= 2:
+                rows.append((f"{kind}: {parameter}", group.loc[values.index].assign(level=values.astype(str))))
+    if not rows:
+        message(path, "no remedy parameter varies across the variants")
         return
-    long = pd.concat(frames, ignore_index=True).dropna(subset=["value"])
-    grid = sns.catplot(
-        data=long,
-        x="level",
-        y="value",
-        row="metric",
-        col="parameter",
-        kind="point",
-        errorbar=SEED_INTERVAL,
-        height=2.0,
-        aspect=1.2,
-        sharex=False,
-        sharey="row",
-        margin_titles=True,
-    )
-    grid.set_axis_labels("", "")
-    save(grid, path)
+    fig, axes = figure(2, min(1.35 * len(rows) + 0.5, 8.8), nrows=len(rows), ncols=len(ABLATION_METRICS), squeeze=False)
+    for (name, part), row in zip(rows, axes):
+        for ax, (metric, label) in zip(row, ABLATION_METRICS.items()):
+            sns.pointplot(data=part, x="level", y=metric, errorbar=SEED_INTERVAL, ax=ax, color="C0", markersize=4)
+            ax.set(xlabel=name, ylabel=label)
+            ax.tick_params(axis="x", rotation=30)
+    save(fig, path)
 
 
 def overhead(table: pd.DataFrame, path, baseline: str) -> None:
-    """Wall-clock per step and peak memory relative to the baseline (same L, depth, seed)."""
+    """Wall-clock per step and peak memory relative to the baseline (same L, depth, seed): a bar per variant,
+    mean over seeds with its 95% interval, 1 dashed."""
     per_run = table.drop_duplicates(["variant", "L", "depth", "seed"])
     columns = [c for c in ("time_ratio", "peak_mem_ratio", "max_rss_ratio") if per_run[c].notna().any()]
     long = per_run.melt(id_vars=["variant", "L", "seed"], value_vars=columns, var_name="ratio").dropna(subset=["value"])
-    long = long.assign(L=long.L.map("L = {}".format))  # a category: one colour-blind-safe colour per L
     if long.empty:
-        _empty(path, f"no overhead ratios: is the baseline variant {baseline!r} in the grid?")
+        message(path, f"no overhead ratios: is the baseline variant {baseline!r} in the grid?")
         return
-    grid = sns.catplot(
-        data=long,
-        x="variant",
-        y="value",
-        hue="L",
-        col="ratio",
-        kind="bar",
-        errorbar=SEED_INTERVAL,
-        order=_order(long.variant.unique(), baseline),
-        height=2.8,
-        aspect=1.4,
-        sharey=False,
-    )
-    for ax in grid.axes.flat:
-        ax.axhline(1.0, color="0.3", lw=0.8, ls="--")
+    labels = {"time_ratio": "time per step", "peak_mem_ratio": "peak GPU memory", "max_rss_ratio": "peak host memory"}
+    order = _order(long.variant.unique(), baseline)
+    colors = arm_styles(order)
+    fig, axes = figure(2, 2.6, ncols=len(columns), squeeze=False)
+    for ax, column in zip(axes[0], columns):
+        part = long[long.ratio == column]
+        sns.barplot(data=part, x="variant", y="value", order=order, errorbar=SEED_INTERVAL, ax=ax,
+                    hue="variant", palette={v: s.color for v, s in colors.items()}, legend=False)  # fmt: skip
+        ax.axhline(1.0, color=REFERENCE, lw=0.8, ls="--")
         ax.tick_params(axis="x", rotation=45)
-    grid.set_axis_labels("", f"ratio to {baseline}")
-    save(grid, path)
+        ax.set(xlabel="", ylabel=f"{labels[column]} / {baseline}'s (ratio)")
+    save(fig, path)
 
 
 FIT_KEYS = ["variant", "L", "depth"]  # one fitted bias per bias variant, L and depth
@@ -216,45 +201,73 @@ def reading_line(fit: pd.Series) -> str:
 
 
 def bias_heatmap(matrices: pd.DataFrame, summaries: pd.DataFrame, path) -> None:
-    """Each reading's fitted B (query i down, key j across) beside a line that describes the reading:
-    one row per fit (variant, L, depth)."""
-    fits = matrices.groupby(FIT_KEYS)
+    """Each reading's fitted B (query i down, key j across; its own colour bar, centred on 0), three abreast,
+    numbered; under them, each number's reading in words (``reading_line``)."""
+    fits = list(matrices.groupby(FIT_KEYS))
     means = summaries.groupby(FIT_KEYS + ["target", "positions", "fit_model", "param"], as_index=False).mean(
         numeric_only=True
     )
-    fig, axes = plt.subplots(
-        len(fits), 2, figsize=(10.5, 3.4 * len(fits)), squeeze=False, gridspec_kw={"width_ratios": [1, 1.6]}
-    )
-    for (ax, text), ((variant, L, depth), part) in zip(axes, fits):
-        draw_bias(ax, part, L, f"B of {variant}, L={L}, depth {depth}")
+    lines = []
+    for number, ((variant, L, depth), _) in enumerate(fits, 1):
         fit = means[(means.variant == variant) & (means.L == L) & (means.depth == depth)]
-        text.axis("off")
-        text.text(
-            0.0, 0.5, reading_line(fit.iloc[0]) if len(fit) else "(no summary)", va="center", fontsize=8.5, wrap=True
+        lines.append(
+            f"({number}) {variant}, {setting_label(L, depth)}: "
+            + (reading_line(fit.iloc[0]) if len(fit) else "(no summary)")
         )
-    fig.tight_layout()
+    # wrapped to the figure's width at 7 pt (about 100 characters), never cut
+    text = "\n".join(wrapped for line in "\n".join(lines).splitlines() for wrapped in textwrap.wrap(line, 100))
+    ncols = 3  # a heat map a third of the width, however many fits
+    nrows = -(-len(fits) // ncols)
+    text_height = 0.13 * text.count("\n") + 0.3
+    fig = plt.figure(figsize=(6.8, 2.3 * nrows + text_height), layout="constrained")
+    grid = fig.add_gridspec(nrows + 1, ncols, height_ratios=[2.3] * nrows + [text_height])
+    for k, ((variant, L, _), part) in enumerate(fits):
+        draw_bias(fig.add_subplot(grid[k // ncols, k % ncols]), part, L, f"({k + 1}) B of {variant}")
+    words = fig.add_subplot(grid[nrows, :])
+    words.axis("off")
+    words.text(0.0, 1.0, text, va="top", ha="left", fontsize=7, transform=words.transAxes)
     save(fig, path)
 
 
+def log_if_wide(ax, values, decades: float = 1.0) -> None:
+    """A log y axis where the positive ``values`` span more than ``decades`` orders of magnitude; else linear
+    (a log axis on a range of a few percent only hides its ticks)."""
+    values = np.asarray(pd.Series(values, dtype=float).dropna())
+    values = values[values > 0]
+    if values.size and np.log10(values.max() / values.min()) > decades:
+        ax.set_yscale("log")
+
+
+STAGES = {"before": ((0.45, 0.45, 0.45), (4, 2), "o"), "after": ("C0", (), "s")}
+
+
 def bias_profiles(profiles: pd.DataFrame, iterations: pd.DataFrame, path) -> None:
-    """Density at init before and after the fitted bias (held-out inits), and E_inf per iteration."""
+    """Density at init before (grey, dashed) and after (blue, solid) the fitted bias (held-out inits), and E_inf
+    per iteration of the fit, a column per fit (at most three abreast; a log axis only where the values span
+    more than a decade)."""
     fits = sorted(profiles.groupby(FIT_KEYS).groups)
-    fig, axes = plt.subplots(2, len(fits), figsize=(3.8 * len(fits), 5.2), squeeze=False)
+    ncols = min(len(fits), 3)
+    fig, axes = figure(1 if ncols == 1 else 2, 3.8, nrows=2, ncols=ncols, squeeze=False)
+    if len(fits) > ncols:
+        fits = fits[:ncols]
+        fig.suptitle(f"the first {ncols} fits of {len(profiles.groupby(FIT_KEYS))}")
     for col, fit in enumerate(fits):
         selected = dict(zip(FIT_KEYS, fit))
         part = profiles.loc[(profiles[FIT_KEYS] == pd.Series(selected)).all(axis=1)]
         y = "density_fit" if part["density_fit"].notna().sum() < len(part) else "density"
-        sns.lineplot(
-            data=part, x="p", y=y, hue="stage", hue_order=["before", "after"], ax=axes[0, col], marker="o", ms=3
-        )
-        axes[0, col].axhline(1.0, color="0.3", lw=0.8, ls="--")
-        axes[0, col].set(
-            title="{variant}, L={L}, depth {depth}".format(**selected), xlabel="position p", ylabel="density m at init"
-        )
+        top, bottom = axes[0, col], axes[1, col]
+        for stage, (color, dashes, marker) in STAGES.items():
+            line = part[part.stage == stage].sort_values("p")
+            top.plot(line.p, line[y], color=color, dashes=dashes or (None, None), marker=marker, ms=3, label=stage)
+        top.axhline(1.0, color=REFERENCE, lw=0.8, ls="--")
+        log_if_wide(top, part[y])
+        top.set(title="{variant}\n".format(**selected) + setting_label(selected["L"], selected["depth"]),
+                xlabel="relative position p", ylabel="density m at init" if col == 0 else "")  # fmt: skip
         its = iterations.loc[(iterations[FIT_KEYS] == pd.Series(selected)).all(axis=1)]
-        axes[1, col].plot(its["iteration"], its["E_inf_fit"], marker=".")
-        axes[1, col].set(yscale="log", xlabel="iteration", ylabel="E_inf (fitted positions)")
-    fig.tight_layout()
+        bottom.plot(its["iteration"], its["E_inf_fit"], marker=".", color="C0")
+        log_if_wide(bottom, its["E_inf_fit"])
+        bottom.set(xlabel="iteration of the fit", ylabel="E_inf (fitted positions)" if col == 0 else "")
+    axes[0, 0].legend(frameon=False)
     save(fig, path)
 
 
@@ -263,9 +276,9 @@ def mechanism_controls(
 ) -> None:
     """Each arm's B (query i down, key j across) beside its failure rate by flag position at its own
     mid-training checkpoint (the evidence stage's rule: the first checkpoint where its mean accuracy over
-    seeds reaches ``mid_accuracy``), mean over seeds with a 95% band, its reference's curve (the evidence
+    seeds reaches ``mid_accuracy``), mean over seeds with a 95% band, beside its reference's (the evidence
     stage's pairing of ``variants``: the variant without a remedy and with the same model and training) at
-    its own mid-training drawn in grey beside it; one row per arm (variant, L, depth)."""
+    its own mid-training, each in its style; one row per arm (variant, L, depth)."""
     from lostmid.evidence.inputs import Inputs
     from lostmid.evidence.readings import mid_training_step
 
@@ -273,11 +286,10 @@ def mechanism_controls(
 
     arms = [key for key, _ in matrices.groupby(FIT_KEYS) if key[0] in set(failure.variant)]
     if not arms:
-        _empty(path, "no bias variant with failure rows")
+        message(path, "no bias variant with failure rows")
         return
-    fig, axes = plt.subplots(
-        len(arms), 2, figsize=(9.5, 3.0 * len(arms)), squeeze=False, gridspec_kw={"width_ratios": [1, 1.5]}
-    )
+    fig, axes = figure(2, min(2.3 * len(arms) + 0.2, 8.8), nrows=len(arms), ncols=2, squeeze=False,
+                       gridspec_kw={"width_ratios": [1, 1.3]})  # fmt: skip
 
     def at_mid(variant, L, depth):
         part = failure[(failure.variant == variant) & (failure.L == L) & (failure.depth == depth)]
@@ -286,28 +298,24 @@ def mechanism_controls(
         step, _ = mid_training_step(failure, variant, L, depth, mid_accuracy)
         return step, part[part.step == step] if step is not None else part.iloc[0:0]
 
-    for (heat, curve), (variant, L, depth) in zip(axes, arms):
+    for (heat, panel), (variant, L, depth) in zip(axes, arms):
         part = matrices[(matrices.variant == variant) & (matrices.L == L) & (matrices.depth == depth)]
         draw_bias(heat, part, L, f"B of {variant}")
-        for name in (pairing.reference(variant), variant):
-            color = arm_color(name)
+        names = [pairing.reference(variant), variant]
+        styles = arm_styles(names)
+        for name in names:
             step, data = at_mid(name, L, depth)
             label = f"{name}: " + (f"step {step}" if step is not None else f"never reaches {mid_accuracy:g}")
             if not data.empty:
-                sns.lineplot(data=data, x="p", y="failure_rate", color=color, ax=curve, label=label, **RATE_BAND)
+                draw_curve(panel, curve(data, "p", "failure_rate", "rate"), "p", styles[name], label=label)
             else:
-                curve.plot([], [], color=color, label=label)
-        curve.set(
-            title=f"failure at mid-training, L={L}, depth {depth}",
-            xlabel="flag position p = f/L",
-            ylabel="failure rate",
-            ylim=RATE_LIMITS,
-        )
-        curve.legend(fontsize=7, loc="upper left")
-        if not curve.collections and not any(len(line.get_xdata()) for line in curve.lines):
+                panel.plot([], [], label=label, **styles[name].line())
+        panel.set(title=f"failure at mid-training, {setting_label(L, depth)}", xlabel=P_FLAG, ylabel="failure rate",
+                  ylim=RATE_LIMITS)  # fmt: skip
+        panel.legend(loc="upper left", frameon=False)
+        if not panel.collections and not any(len(line.get_xdata()) for line in panel.lines):
             # Neither arm reaches mid-training: say so instead of an empty panel.
-            curve.text(0.5, 0.5, f"no mid-training checkpoint:\nneither arm reaches accuracy {mid_accuracy:g}",
-                       transform=curve.transAxes, ha="center", va="center", color="0.3")  # fmt: skip
-            curve.set(xticks=[], yticks=[])
-    fig.tight_layout()
+            panel.text(0.5, 0.5, f"no mid-training checkpoint:\nneither arm reaches accuracy {mid_accuracy:g}",
+                       transform=panel.transAxes, ha="center", va="center", color="0.3")  # fmt: skip
+            panel.set(xticks=[], yticks=[])
     save(fig, path)

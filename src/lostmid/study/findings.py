@@ -240,14 +240,6 @@ def effect_of(row: dict, record, plan: dict) -> tuple[object, str]:
 # --------------------------------------------------------------------------- the reading
 
 
-ANSWERS = {
-    reading.AT_LEAST: "Yes, at least as large as the source says",
-    reading.SMALLER: "Yes, but smaller than the source says",
-    reading.NO_EFFECT: "No effect of the source's size",
-    reading.INCONCLUSIVE: "Not decided by this run",
-}
-
-
 def text(value) -> str:
     """A plan's folded string on one line."""
     return " ".join(str(value).split())
@@ -261,12 +253,7 @@ def sentence(primary: dict, effect, low: float, high: float, outcome: str, level
     """The answer in one sentence: the outcome's words, the estimate, its interval and what it rests on."""
     if isinstance(effect, Missing):
         return f"No answer: {effect.kind}."
-    oriented_low, oriented_high = reading.oriented(low, high, primary["direction"])
-    words = ANSWERS[outcome]
-    if oriented_high < 0:
-        words += " (on the other side of 0)"
-    elif outcome == reading.INCONCLUSIVE and oriented_low > 0:
-        words = "An effect in the source's direction, its size against the source's not decided by this run"
+    words = reading.answer(outcome, low, high, primary["direction"])
     return (
         f"{words}: {number(effect.estimate)} [{number(low)}, {number(high)}] "
         f"{primary['scale']} ({1 - level:.4g} interval over {effect.n} units: {primary['unit']}; "
@@ -387,6 +374,10 @@ def markdown(plan: dict, record, found: list[Row], secondaries: list[dict], stat
                 f"| `{row.id}` | {number(effect.estimate)} | [{number(row.low)}, {number(row.high)}] | "
                 f"{row.level:.3g} | {effect.p_value:.3g} | {effect.n} | {row.outcome} |"
             )
+    if "primaries" in figures:
+        out += ["", f"![every primary against the source's size]({figures['primaries']})"]
+    if "failure" in figures:
+        out += ["", f"![failure by flag position of each flag-task arm at the fixed mid step]({figures['failure']})"]
     for row in found:
         primary = by_id[row.id]
         out += ["", f"## {row.question}", "", f"{row.sentence} (`{row.id}`, {text(primary['source'])})", ""]
@@ -397,8 +388,6 @@ def markdown(plan: dict, record, found: list[Row], secondaries: list[dict], stat
             out += ["", f"Estimator: {row.effect.method}."]
         if row.note:
             out += ["", row.note + "."]
-        if row.id in figures:
-            out += ["", f"![{row.id}]({figures[row.id]})"]
     out += [
         "",
         "---",
@@ -422,16 +411,19 @@ def markdown(plan: dict, record, found: list[Row], secondaries: list[dict], stat
 
 def figure_row(row: Row, primary: dict) -> dict:
     """A row of ``lostmid.plots.findings.finding_figure``: the endpoint, its estimate and Holm-level interval, the
-    source's size signed on the estimate's axis, its unit and outcome."""
+    source's size signed on the estimate's axis, its unit and its answer's words (``answer``; a missing one: its
+    outcome)."""
     sign = 1 if primary["direction"] == "increase" else -1
     return {
         "name": f"{row.id} ({1 - row.level:.4g} interval)",
-        "estimate": row.effect.estimate,
+        "estimate": math.nan if isinstance(row.effect, Missing) else row.effect.estimate,
         "low": row.low,
         "high": row.high,
         "source_size": sign * primary["size"],
         "unit": primary["scale"],
-        "outcome": row.outcome,
+        "outcome": reading.answer(row.outcome.removeprefix("exploratory: "), row.low, row.high, primary["direction"])
+        if not isinstance(row.effect, Missing)
+        else row.outcome,
     }
 
 
@@ -442,7 +434,7 @@ def write_findings(plan_path, run, out, figures_dir, repo, readme=None, force: b
     record is refused unless ``force``."""
     from lostmid import io, records
     from lostmid.manifest import identity
-    from lostmid.plots.findings import finding_figure
+    from lostmid.plots.findings import arm_failure, finding_figure
     from lostmid.study.plan import read_plan
     from lostmid.study.record import plan_status, read_record
 
@@ -459,18 +451,18 @@ def write_findings(plan_path, run, out, figures_dir, repo, readme=None, force: b
             )
     found = rows(plan, record, status[0])
     by_id = {p["id"]: p for p in plan["primaries"]}
-    figures = {
-        row.id: Path(figures_dir) / f"findings_{row.id}.png" for row in found if not isinstance(row.effect, Missing)
-    }
-    shown = {name: Path(os.path.relpath(path, Path(out).parent)).as_posix() for name, path in figures.items()}
-    page = io.wrap_prose(markdown(plan, record, found, secondary_rows(plan, record), status, shown))
+    forest = Path(figures_dir) / "findings_primaries.png"  # one forest of every primary
+    curves = Path(figures_dir) / "findings_failure.png"  # the blog's figure for the plan's flag-task arms
+    drawn = {"primaries": forest, **({"failure": curves} if record.failure is not None else {})}
+    figures = {name: Path(os.path.relpath(path, Path(out).parent)).as_posix() for name, path in drawn.items()}
+    page = io.wrap_prose(markdown(plan, record, found, secondary_rows(plan, record), status, figures))
     if readme is not None:
         block = f"From [{Path(out).name}]({Path(os.path.relpath(out, Path(readme).parent)).as_posix()}):\n\n"
         block += io.wrap_prose("\n".join(answers(found))) + "\n"
         readme_text = io.between_markers(Path(readme).read_text(), README_START, README_END, block, str(readme))
-    for row in found:
-        if row.id in figures:
-            finding_figure([figure_row(row, by_id[row.id])], figures[row.id], title=row.question)
+    finding_figure([figure_row(row, by_id[row.id]) for row in found], forest)
+    if record.failure is not None:  # at the plan's fixed mid step
+        arm_failure(record.failure, plan["run"]["arms"], plan["checkpoints"]["fixed_mid_step"], curves)
     io.write_text(page, out)
     if readme is not None:
         io.write_text(readme_text, readme)

@@ -35,6 +35,31 @@ def outcome(low: float, high: float, direction: str, size: float) -> str:
     return INCONCLUSIVE
 
 
+# The answer's words: how a sentence of docs/findings.md opens for each outcome, and how its row of the findings'
+# forest plot is coloured (lostmid.plots.findings keys its colours by these very words).
+ANSWERS = {
+    AT_LEAST: "Yes, at least as large as the source says",
+    SMALLER: "Yes, but smaller than the source says",
+    NO_EFFECT: "No effect of the source's size",
+    INCONCLUSIVE: "Not decided by this run",
+}
+OTHER_SIDE = " (on the other side of 0)"
+IN_DIRECTION = "An effect in the source's direction, its size against the source's not decided by this run"
+
+
+def answer(outcome: str, low: float, high: float, direction: str) -> str:
+    """The words of an answer, as its sentence opens and its figure colours it: the outcome's ANSWERS, on the
+    other side of 0 where the interval is, an effect of undecided size where an inconclusive interval excludes 0
+    in the source's direction."""
+    oriented_low, oriented_high = oriented(low, high, direction)
+    words = ANSWERS[outcome]
+    if oriented_high < 0:
+        return words + OTHER_SIDE
+    if outcome == INCONCLUSIVE and oriented_low > 0:
+        return IN_DIRECTION
+    return words
+
+
 def holm_levels(p_values, alpha: float = 0.05) -> list[float]:
     """Each primary's error level by Holm's step-down: sorted ascending, rank r (1-based) of k is compared with
     alpha / (k - r + 1); every primary up to and including the first not rejected gets the level of its own rank,
