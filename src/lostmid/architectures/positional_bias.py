@@ -94,9 +94,10 @@ class PositionalBias(nn.Module):
         """B_layer (len(queries), len(keys)) at the absolute query and key positions (0 where j > i: the
         causal mask removes those)."""
         row = layer if self.per_layer else 0
-        bias = torch.zeros((), dtype=self.grid.dtype, device=queries.device)
-        if self.distance is not None:
-            bias = bias + interpolate(self.distance[row], self.grid, (queries[:, None] - keys[None]).clamp(min=0))
+        bias = torch.zeros((), dtype=next(self.parameters()).dtype, device=queries.device)
+        if self.distance is not None:  # f at every distance once, then looked up: one gather over the (q, kv) grid
+            table = interpolate(self.distance[row], self.grid, torch.arange(int(queries.max()) + 1, device=keys.device))
+            bias = bias + table[(queries[:, None] - keys[None]).clamp(min=0)]
         if self.key is not None:
             bias = bias + interpolate(self.key[row], self.grid, keys)[None]
         return bias.expand(len(queries), len(keys))
@@ -128,12 +129,13 @@ def biased_mask(bias: PositionalBias, layer: int, hidden: torch.Tensor, mask, pa
     causal; boolean: True where attended; float: added) plus B at the query positions past .. past + q - 1."""
     q = hidden.shape[1]
     queries = torch.arange(past, past + q, device=hidden.device)
-    keys = torch.arange(past + q, device=hidden.device)
+    keys = torch.arange(past + q if mask is None else mask.shape[-1], device=hidden.device)
+    added = bias(layer, queries, keys).to(hidden.dtype)
     if mask is None:
-        mask = (keys[None] <= queries[:, None])[None, None]
+        return added.masked_fill(keys[None] > queries[:, None], float("-inf"))[None, None]
     if mask.dtype == torch.bool:
-        mask = torch.zeros(mask.shape, dtype=hidden.dtype, device=hidden.device).masked_fill(~mask, float("-inf"))
-    return mask + bias(layer, queries, keys[: mask.shape[-1]]).to(hidden.dtype)
+        return added.masked_fill(~mask, float("-inf"))
+    return mask + added
 
 
 @dataclass
