@@ -1,10 +1,10 @@
 """A positional bias on a tiny random Llama (seconds each; never the real model).
 
 What is checked: a zero bias and a removed bias leave the logits bit for bit; a bias changes layer 0's
-attention by exactly B (up to a constant per query), with or without a key-value cache; the gradient reaches
-its parameters; the blog's fitted bias flattens the influence profile on held-out windows; Found-in-the-Middle's
-calibration makes the content-free attention flatter and is undone; bad input is one line; the docstring
-example runs.
+attention by exactly B (up to a constant per query), with or without a key-value cache (the retrieval
+stage's prefix reuse included); the gradient reaches its parameters; the blog's fitted bias flattens the
+influence profile on held-out windows; Found-in-the-Middle's calibration makes the content-free attention
+flatter and is undone; bad input is one line; the docstring example runs.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 import torch
 from test_retrieval import stream, tiny_model, tokenizer
 
-from lostmid.architectures import models
+from lostmid.architectures import models, retrieval
 from lostmid.architectures import positional_bias as pb
 from lostmid.errors import ConfigError
 
@@ -87,6 +87,22 @@ def test_with_a_key_value_cache_the_biased_model_gives_the_same_logits():
         past = a.model(ids[:, :30], use_cache=True).past_key_values
         rest = a.model(ids[:, 30:], past_key_values=past, use_cache=True).logits
     torch.testing.assert_close(rest, whole[:, 30:])
+
+
+def test_the_retrieval_stage_runs_under_a_bias_and_its_prefix_reuse_still_changes_nothing():
+    a = arch()
+
+    def rows(reuse):
+        return retrieval.retrieval_examples(
+            a, tokenizer(), stream=stream(), n=64, windows=2, keys=3, digits=3, prefix_reuse=reuse, gradient_windows=0
+        )
+
+    plain = rows(True)
+    with pb.applied(a.model, random_bias(a)):
+        reused, whole = rows(True), rows(False)
+    assert (reused.prefix > 0).any()
+    torch.testing.assert_close(torch.tensor(reused.logprob.values), torch.tensor(whole.logprob.values))
+    assert not torch.allclose(torch.tensor(reused.logprob.values), torch.tensor(plain.logprob.values))
 
 
 def test_the_gradient_reaches_every_parameter_of_the_bias():
