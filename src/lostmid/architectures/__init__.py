@@ -12,6 +12,8 @@
     intervals bootstrap intervals over sequences and the power-law decay exponent
     sweep     the configured random-init sweep and the flag-recall checkpoints
     pretrained the pretrained entries and their twins on real text; the notebook entry point
+    positional_bias an attention-logit bias put on a loaded Llama-family model and taken off: the blog's
+              fitted table and Found-in-the-Middle's calibration (docs/positional_bias.md)
 
 The stage's figures are drawn by ``lostmid.plots.architectures``.
 """
