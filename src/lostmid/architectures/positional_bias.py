@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from lostmid.architectures import measure, models
 from lostmid.errors import ConfigError
@@ -254,7 +255,8 @@ def fit_flat(
 
     The loss is the variance of log ||g_j||, g_j an input gradient, so its gradient with respect to B is a
     gradient of a gradient: double backward through the model (exact, about three times a backward pass;
-    ``gradient_norms`` with ``create_graph``), not a surrogate: the influence that is flattened is the one the
+    ``gradient_norms`` with ``create_graph``; sdpa's math kernel, since the fused ones on a GPU have no double
+    backward), not a surrogate: the influence that is flattened is the one the
     retrieval record reports. Restart 0 starts from B = 0, the others from N(0, ``scale``^2) parameters drawn
     with (``seed``, restart); each runs ``steps`` full-batch steps and the restart with the lowest final loss
     is kept (its parameters at their best step). Nothing is fitted where the loss does not fall below none's:
@@ -271,7 +273,7 @@ def fit_flat(
                 for p in bias.parameters():
                     p.copy_(torch.randn(p.shape, generator=generator, dtype=p.dtype) * scale)
         optimizer = torch.optim.Adam(bias.parameters(), lr=lr)
-        with applied(model, bias):
+        with applied(model, bias), sdpa_kernel(SDPBackend.MATH):  # the fused kernels have no double backward
             for step in range(steps):
                 optimizer.zero_grad()
                 losses = [flatness(gradient_norms(arch, c, create_graph=True), first) for c in contexts]
