@@ -248,5 +248,6 @@ def log_usage() -> None:
     )
 
 
-if __name__ == "__main__":
-    run()
+if __name__ == "__main__":  # python -m lostmid.cli.main: the command alone, without the job's log and usage line
+    numerics.pin()
+    sys.exit(main())
