@@ -53,3 +53,12 @@ def test_the_docstring_example_runs_as_written(name, request, monkeypatch):
     for test in tests:
         runner.run(test)
     assert runner.summarize(verbose=False).failed == 0, f"lostmid.{name}: its example printed otherwise (above)"
+
+
+def test_a_run_without_an_evidence_table_and_a_text_without_its_tokenizer_are_one_line_each(tmp_path):
+    from lostmid.errors import ConfigError, InputError
+
+    with pytest.raises(InputError, match=f"^{tmp_path} holds no evidence table"):
+        lostmid.findings(str(tmp_path))
+    with pytest.raises(ConfigError, match="^influence_profile: a text needs its tokenizer"):
+        lostmid.influence_profile(None, "Some text.")
