@@ -24,6 +24,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
+from lostmid import pin_numerics  # noqa: E402
 from lostmid.architectures import measure, models, sweep  # noqa: E402
 
 from timing import median_seconds  # noqa: E402
@@ -99,4 +100,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    pin_numerics()  # the jobs' numerics (lostmid.numerics), before anything computes
     main()

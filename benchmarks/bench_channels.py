@@ -19,6 +19,7 @@ import argparse
 
 import torch
 
+from lostmid import pin_numerics
 from lostmid.analysis import channels
 from lostmid.core import task
 from lostmid.core.model import FlagTransformer, ModelConfig
@@ -122,4 +123,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    pin_numerics()  # the jobs' numerics (lostmid.numerics), before anything computes
     main()

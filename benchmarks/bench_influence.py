@@ -23,6 +23,7 @@ import argparse
 
 import torch
 
+from lostmid import pin_numerics
 from lostmid.analysis import density_flow, influence
 from lostmid.analysis.settings import FlowSettings, InfluenceSettings
 from lostmid.config import settings_from_section
@@ -156,4 +157,5 @@ def main():
 
 
 if __name__ == "__main__":
+    pin_numerics()  # the jobs' numerics (lostmid.numerics), before anything computes
     main()

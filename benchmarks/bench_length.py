@@ -28,7 +28,10 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from lostmid import io  # noqa: E402
+from lostmid import (
+    io,  # noqa: E402
+    pin_numerics,  # noqa: E402
+)
 from lostmid.analysis import influence  # noqa: E402
 from lostmid.analysis.bias_fit import Problems, bias_matrix  # noqa: E402
 from lostmid.analysis.length import fit_memory_mb, model_config  # noqa: E402
@@ -154,4 +157,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    pin_numerics()  # the jobs' numerics (lostmid.numerics), before anything computes
     main()

@@ -35,7 +35,10 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import torch  # noqa: E402
 
-from lostmid import io  # noqa: E402
+from lostmid import (
+    io,  # noqa: E402
+    pin_numerics,  # noqa: E402
+)
 from lostmid.architectures import bounded, models, pretrained, text  # noqa: E402
 
 from timing import peak_call  # noqa: E402
@@ -131,4 +134,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    pin_numerics()  # the jobs' numerics (lostmid.numerics), before anything computes
     main()

@@ -36,7 +36,10 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import torch  # noqa: E402
 
-from lostmid import io  # noqa: E402
+from lostmid import (
+    io,  # noqa: E402
+    pin_numerics,  # noqa: E402
+)
 from lostmid.architectures import models, retrieval, text  # noqa: E402
 
 from timing import cpu, status_kb  # noqa: E402
@@ -182,4 +185,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    pin_numerics()  # the jobs' numerics (lostmid.numerics), before anything computes
     main()

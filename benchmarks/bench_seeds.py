@@ -22,6 +22,7 @@ import argparse
 
 import torch
 
+from lostmid import pin_numerics
 from lostmid.core import adjoint, task
 from lostmid.core.model import ModelConfig, model_at_init
 from lostmid.training.checkpoint import TrainingState
@@ -164,4 +165,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    pin_numerics()  # the jobs' numerics (lostmid.numerics), before anything computes
     main()

@@ -14,6 +14,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from lostmid import pin_numerics
 from lostmid.core import task
 from lostmid.core.model import FlagTransformer, ModelConfig
 from lostmid.training.checkpoint import build_optimizer
@@ -146,6 +147,7 @@ def loglog_slope(xs, ys) -> float:
 
 
 if __name__ == "__main__":
+    pin_numerics()  # the jobs' numerics (lostmid.numerics), before anything computes
     torch.set_num_threads(1)
     for row in measure(lengths=(64, 256)):
         print(row)

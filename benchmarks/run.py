@@ -24,7 +24,10 @@ import bench_influence  # noqa: E402
 import bench_pipeline  # noqa: E402
 import bench_seeds  # noqa: E402
 
-from lostmid import io  # noqa: E402
+from lostmid import (
+    io,  # noqa: E402
+    pin_numerics,  # noqa: E402
+)
 
 import bench_remedies  # noqa: E402
 import bench_training  # noqa: E402
@@ -211,4 +214,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    pin_numerics()  # the jobs' numerics (lostmid.numerics), before anything computes
     main()

@@ -23,6 +23,7 @@ import pandas as pd
 import torch
 
 from lostmid import config as cfg
+from lostmid import pin_numerics
 from lostmid.analysis.bias_controls import lag_means
 from lostmid.analysis.bias_fit import bias_long, fit_bias, gauge_fix
 from lostmid.analysis.settings import FitSettings, fit_section
@@ -98,4 +99,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    pin_numerics()  # the jobs' numerics (lostmid.numerics), before anything computes
     main()

@@ -18,6 +18,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from lostmid import pin_numerics
 from lostmid.tables.compare import result_tables, table_differences
 
 
@@ -40,4 +41,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    pin_numerics()  # the jobs' numerics (lostmid.numerics), before anything computes
     sys.exit(main())

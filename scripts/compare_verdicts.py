@@ -4,7 +4,7 @@
     python scripts/compare_verdicts.py REFERENCE NEW
 
 Each side is an evidence table: a Parquet file or folder (``results/evidence``), or a Markdown page
-holding one (a docs or runs page as committed, or ``git show COMMIT:docs/results.md > page.md``):
+holding one (a docs or runs page as committed, or ``git show COMMIT:runs/default/results.md > page.md``):
 every table on the page whose header has the evidence table's columns is read, markers or not. Rows
 are matched by their keys: claim and setting (arms, L, depth, residual), with the checkpoint reduced
 to its kind (lostmid.tables.compare.checkpoint_kind: a mid-training checkpoint's step, or "not

@@ -1,4 +1,4 @@
-"""Merge the two pilot runs (docs/notebook.md) into one set of tables for ``lostmid evidence``.
+"""Merge the two pilot runs (runs/notebook.md) into one set of tables for ``lostmid evidence``.
 
     python scripts/evidence_pilot_tables.py /tmp/pilot_res /tmp/pilot_nores /tmp/pilot_evidence
 

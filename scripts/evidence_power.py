@@ -1,8 +1,8 @@
-"""Power (precision) plan of the evidence stage from a pilot's failure tables (docs/notebook.md).
+"""Power (precision) plan of the evidence stage from a pilot's failure tables (runs/notebook.md).
 
     python scripts/evidence_power.py --failure /tmp/pilot/results/failure --baseline baseline --debiased debiased \
         [--settings '{"slope_margin": 0.5}']
-    # the validation protocol's claims (docs/notebook.md): the pilot's results folder and its config files
+    # the validation protocol's claims (runs/notebook.md): the pilot's results folder and its config files
     python scripts/evidence_power.py --validation /tmp/validation_pilot/results --config config/config.yaml \
         config/validation.yaml runs/pilots/validation_pilot.yaml
     # the tables that plan reads, as Snakemake targets of the pilot
@@ -31,6 +31,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from lostmid import pin_numerics
 from lostmid.config import load, settings_from_section
 from lostmid.evidence import readings as claims
 from lostmid.evidence.inputs import Setting, rows_of, runs_of
@@ -206,4 +207,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    pin_numerics()  # the jobs' numerics (lostmid.numerics), before anything computes
     main()

@@ -17,6 +17,7 @@ import json
 import sys
 from pathlib import Path
 
+from lostmid import pin_numerics
 from lostmid.errors import LostmidError
 from lostmid.tables.compare import fingerprint, fingerprint_mismatches, read_fingerprint
 
@@ -50,4 +51,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    pin_numerics()  # the jobs' numerics (lostmid.numerics), before anything computes
     sys.exit(main())

@@ -26,7 +26,6 @@ REPO = Path(__file__).resolve().parents[1]
 # above (tests/test_layers.py checks it).
 LAYERS = [
     {
-        "lostmid",
         "lostmid.errors",
         "lostmid.io",
         "lostmid.schema",
@@ -56,6 +55,8 @@ LAYERS = [
     {"lostmid.plots"},
     {"lostmid.study", "lostmid.front"},
     {"lostmid.cli"},
+    # the public API: the package's own functions (lostmid.api), which import everything they need when called
+    {"lostmid", "lostmid.api"},
 ]
 
 # The lists that are declared once and read everywhere else: (name, the file that declares it).

@@ -1,4 +1,4 @@
-"""How much of a claim's seed-to-seed spread is the influence batch's own sampling (docs/notebook.md).
+"""How much of a claim's seed-to-seed spread is the influence batch's own sampling (runs/notebook.md).
 
     python scripts/influence_batch_noise.py /tmp/validation/results --remedy balance_blog --baseline baseline \
         --L 16 --depth 4 --step 500 --seeds 0-15 --per-position 4 32 --draws 6
@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from lostmid import pin_numerics
 from lostmid.analysis import influence, metrics
 from lostmid.config import load
 from lostmid.core import task
@@ -129,5 +130,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    pin_numerics()  # the jobs' numerics (lostmid.numerics), before anything computes
     np.seterr(all="raise")
     main()

@@ -25,6 +25,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).parent))
 from evidence_power import planning_distance  # noqa: E402
 
+from lostmid import pin_numerics  # noqa: E402
 from lostmid.config import load, settings_from_section  # noqa: E402
 from lostmid.evidence.inputs import Inputs, runs_of  # noqa: E402
 from lostmid.evidence.readings import late_minus_early_failure_per_seed, mid_training_step, slopes_at  # noqa: E402
@@ -96,4 +97,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    pin_numerics()  # the jobs' numerics (lostmid.numerics), before anything computes
     main()

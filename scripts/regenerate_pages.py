@@ -44,7 +44,8 @@ def _results(out: Path) -> None:
     from lostmid import io
     from lostmid.cli.results import page
 
-    io.write_text(page(Path("runs/default"), out=Path("docs/results.md")), out / "docs" / "results.md")
+    target = Path("runs/default/results.md")  # beside the record it is written from
+    io.write_text(page(Path("runs/default"), out=target), out / target)
 
 
 def _findings(out: Path) -> None:
@@ -91,8 +92,8 @@ def _config_readme(out: Path) -> None:
 PAGES = [
     Page(
         "results",
-        "lostmid results-page --results runs/default --out docs/results.md",
-        ("docs/results.md",),
+        "lostmid results-page --results runs/default --out runs/default/results.md",
+        ("runs/default/results.md",),
         _results,
     ),
     Page(
@@ -188,4 +189,7 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    from lostmid import pin_numerics
+
+    pin_numerics()  # the jobs' numerics (lostmid.numerics), before anything computes
     sys.exit(main())

@@ -93,4 +93,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from lostmid import pin_numerics
+
+    pin_numerics()  # the jobs' numerics (lostmid.numerics), before anything computes
     main()

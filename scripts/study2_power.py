@@ -25,7 +25,6 @@ estimators, and the referee's checks of the first study) are written beside.
 # ruff: noqa: I001
 from __future__ import annotations
 
-import lostmid  # noqa: F401  (first: pins the numerics, one BLAS thread, before numpy loads)
 import argparse
 from pathlib import Path
 
@@ -274,4 +273,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from lostmid import pin_numerics
+
+    pin_numerics()  # the jobs' numerics (lostmid.numerics), before anything computes
     main()

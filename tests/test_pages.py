@@ -68,6 +68,17 @@ def test_no_prose_line_of_a_page_is_over_200_characters():
     assert not found, "prose lines over 200 characters (wrap them at ~110):\n" + "\n".join(found)
 
 
+def test_every_relative_link_of_a_page_names_a_file_of_the_checkout():
+    # a page that moves (docs/ is reference, runs/ is record) takes its links with it, and every link to it follows
+    broken = [
+        f"{path.relative_to(REPO)}: {target}"
+        for path in PAGES_READ
+        for target in re.findall(r"\]\(<?([^)\s#>]+)", path.read_text())
+        if "://" not in target and re.search(r"[./]", target) and not (path.parent / target).exists()
+    ]
+    assert not broken, "links to nothing:\n" + "\n".join(broken)
+
+
 def test_the_line_scan_skips_tables_and_code(tmp_path):
     page = tmp_path / "page.md"
     long = "word " * 50
@@ -78,7 +89,7 @@ def test_the_line_scan_skips_tables_and_code(tmp_path):
 def test_the_readme_is_short_and_links_the_results_pages():
     text = (REPO / "README.md").read_text()
     assert len(text.splitlines()) <= README_LINES
-    for target in ("docs/findings.md", "docs/results.md"):
+    for target in ("docs/findings.md", "runs/default/results.md"):
         assert f"({target})" in text, f"the README links {target}"
 
 

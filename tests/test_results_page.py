@@ -1,5 +1,6 @@
-"""docs/results.md is written by one command from a run's tables (`lostmid results-page`), and the
-README's headline verdicts are that command's `--headline` block; job names stay short."""
+"""A run's page (the default run's: runs/default/results.md) is written by one command from the run's tables
+(`lostmid results-page`), and the README's headline verdicts are that command's `--headline` block; job names
+stay short."""
 
 from __future__ import annotations
 

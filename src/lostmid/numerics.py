@@ -35,10 +35,16 @@ out). Mode ``fast`` leaves every
 library to its own choice.
 
 The variables are read lazily by the libraries (ATen on its first kernel, MKL on its first call)
-except numpy's, which is read when numpy is imported: :func:`pin` runs when ``lostmid`` is
-imported (``lostmid/__init__.py``), which the command line does before anything else, and the
-Snakefile exports the config's mode (``LOSTMID_NUMERICS``) to every job. :func:`check` reports a
-process in which a library loaded before the pin and kept its own choice.
+except numpy's, which is read when numpy is imported. Importing ``lostmid`` changes nothing: the
+command line (every job) calls :func:`pin` before it imports numpy, the Snakefile pins the config's
+mode and exports it (``LOSTMID_NUMERICS``) to every job, and a notebook or script asks for it with
+``lostmid.pin_numerics()`` before it imports numpy or torch. :func:`check` reports a process in
+which a library loaded before the pin and kept its own choice.
+
+numpy refuses NPY_DISABLE_CPU_FEATURES beside NPY_ENABLE_CPU_FEATURES. Where the caller set the
+latter, the pin keeps the caller's list less numpy's AVX-512 groups (the same kernels held off,
+the caller's other choices kept) and says so in one line on stderr; a list of AVX-512 groups alone
+gives way to the pin's NPY_DISABLE_CPU_FEATURES.
 
 Platforms: the pin makes x86-64 processors with AVX2 (Intel since 2013, AMD since 2015) compute
 alike, whether or not they have AVX-512. An arm64 machine (Apple silicon, Graviton) has none of
@@ -73,8 +79,10 @@ PINNED = {
     "CUBLAS_WORKSPACE_CONFIG": ":4096:8",
 }
 X86_ONLY = {"OPENBLAS_CORETYPE": "Haswell"}  # an unknown core type is an error on arm64's OpenBLAS
-# The caller's own values, restored by mode fast (the Snakefile pins at import, then reads the config).
-CALLER = {name: os.environ.get(name) for name in (*PINNED, *X86_ONLY)}
+# numpy's other variable, which it refuses beside NPY_DISABLE_CPU_FEATURES: only the features it lists.
+NUMPY_ENABLE = "NPY_ENABLE_CPU_FEATURES"
+# The caller's own values, as this process found them: mode fast restores them.
+CALLER = {name: os.environ.get(name) for name in (*PINNED, *X86_ONLY, NUMPY_ENABLE)}
 
 
 def mode_of(value: str | None) -> str:
@@ -92,15 +100,49 @@ def pinned_environment(machine: str | None = None) -> dict[str, str]:
     return {**PINNED, **(X86_ONLY if x86 else {})}
 
 
+def composed_environment(enabled: str | None, machine: str | None = None) -> tuple[dict[str, str | None], str]:
+    """The variables the deterministic mode sets (None: unsets) beside the caller's NPY_ENABLE_CPU_FEATURES
+    ``enabled``, and the line saying what it did with that list ("" when the caller set none).
+
+    numpy refuses both of its variables at once: a caller's list is kept less numpy's AVX-512 groups, in place
+    of the pin's NPY_DISABLE_CPU_FEATURES; a list of AVX-512 groups alone is unset and the pin's variable set."""
+    found = pinned_environment(machine)
+    names = (enabled or "").replace(",", " ").split()
+    if not names:
+        return found, ""
+    held = set(NUMPY_AVX512.split())
+    kept = [name for name in names if name.upper() not in held]
+    dropped = [name for name in names if name.upper() in held]
+    if not kept:
+        note = f"{NUMPY_ENABLE}={enabled!r} names only AVX-512 groups, which the pin holds off: unset"
+        return {**found, NUMPY_ENABLE: None}, note
+    note = f"{NUMPY_ENABLE} kept as {' '.join(kept)!r}" + (f" (less {' '.join(dropped)})" if dropped else "")
+    note += " in place of NPY_DISABLE_CPU_FEATURES, which numpy refuses beside it"
+    return {**found, "NPY_DISABLE_CPU_FEATURES": None, NUMPY_ENABLE: " ".join(kept)}, note
+
+
 def pin(mode: str | None = None) -> str:
     """Hold the math libraries to ``mode`` (default: ``$LOSTMID_NUMERICS``, else deterministic).
 
     Sets the process environment (children inherit it) and, where torch is already loaded, its
-    threads and deterministic switch. Returns the mode."""
+    threads and deterministic switch; call it before numpy is imported (numpy reads its variable
+    then). Returns the mode.
+
+    >>> import lostmid
+    >>> lostmid.pin_numerics()
+    'deterministic'
+    """
     mode = mode_of(os.environ.get(MODE_VARIABLE) if mode is None else mode)
     os.environ[MODE_VARIABLE] = mode
     if mode == "deterministic":
-        os.environ.update(pinned_environment())
+        variables, note = composed_environment(os.environ.get(NUMPY_ENABLE))
+        for name, value in variables.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        if note:
+            print(f"lostmid: numerics deterministic: {note}", file=sys.stderr)
     else:
         for name, value in CALLER.items():
             if value is None:
@@ -136,7 +178,8 @@ def active(mode: str | None = None) -> dict[str, str]:
         torch = sys.modules["torch"]
         state["torch_cpu_capability"] = torch.backends.cpu.get_cpu_capability()
         state["torch_threads"] = str(torch.get_num_threads())
-    return {**state, **{name: os.environ.get(name, "") for name in pinned_environment()}}
+    caller = {NUMPY_ENABLE: os.environ[NUMPY_ENABLE]} if os.environ.get(NUMPY_ENABLE) else {}
+    return {**state, **{name: os.environ.get(name, "") for name in pinned_environment()}, **caller}
 
 
 def check() -> None:
@@ -149,6 +192,6 @@ def check() -> None:
     x86 = platform.machine().lower() in ("x86_64", "amd64")
     if x86 and capability not in ("AVX2", "DEFAULT"):
         raise ConfigError(
-            f"numerics: torch computes with {capability} kernels, not the pinned AVX2: torch ran before lostmid "
-            "was imported; import lostmid first (or run through the `lostmid` command)"
+            f"numerics: torch computes with {capability} kernels, not the pinned AVX2: torch ran before the numerics "
+            "were pinned; call lostmid.pin_numerics() first (or run through the `lostmid` command)"
         )

@@ -1,10 +1,14 @@
-"""The ``lostmid`` command line: the small interface the Snakemake rules call.
+"""The lostmid command line: the small interface the Snakemake rules call.
 
 Each subcommand parses paths and a JSON run spec, sets threads and logging, and calls one
 library function. Errors the user can fix (config, checkpoint, a folder that cannot be written,
 a full disk) exit with status 2 and one clear line instead of a traceback. A damaged input (a
 truncated checkpoint, another run's checkpoint, a table without its columns: lostmid.errors.InputError)
 is moved aside, so that the workflow's next run rebuilds it rather than failing on it again.
+
+The console entry (``run``) pins the numerics (lostmid.numerics) before any command imports numpy or
+torch; importing lostmid does not. ``lostmid --help`` lists the commands by what a user does with
+them (``GROUPS``): run a workflow and its jobs, inspect, write pages.
 """
 
 from __future__ import annotations
@@ -40,6 +44,72 @@ from lostmid.errors import InputError, LostmidError
 log = logging.getLogger("lostmid")
 
 
+# The commands by what a user does with them, as `lostmid --help` lists them (every command in one place:
+# tests/test_cli.py): run a workflow (its jobs, one stage each, are what the rules call), inspect, write pages.
+RUN = ("snakemake",)
+JOBS = (
+    "init",
+    "train",
+    "evaluate",
+    "density-flow",
+    "observability",
+    "channels",
+    "influence-baselines",
+    "bias-fit",
+    "bias-control",
+    "remedies-table",
+    "algebraic",
+    "architectures",
+    "architectures-flag",
+    "architectures-pretrained",
+    "retrieval-corpus",
+    "retrieval",
+    "retrieval-summary",
+    "length-init",
+    "length-fit",
+    "evidence",
+    "figures",
+    "report-front",
+)
+INSPECT = ("check-config", "pooled")
+PAGES = (
+    "results-page",
+    "findings",
+    "study-record",
+    "retrieval-page",
+    "retrieval-tables",
+    "architectures-summary",
+    "length-report",
+)
+GROUPS = (
+    ("run a workflow", RUN),
+    ("its jobs, one stage each: the rules call them with --log LOG --attempt N (`lostmid @FILE` reruns one)", JOBS),
+    ("inspect configs and runs", INSPECT),
+    ("pages and records from a run", PAGES),
+)
+
+
+def grouped_commands(width: int) -> str:
+    """The commands of ``GROUPS`` as `lostmid --help` shows them, wrapped at ``width``: each with its help, the
+    jobs by name only."""
+    import textwrap
+
+    lines = []
+    for title, names in GROUPS:
+        lines += textwrap.wrap(f"{title}:", width, subsequent_indent="  ")
+        if names is JOBS:
+            lines += textwrap.wrap(
+                ", ".join(names), width, initial_indent="  ", subsequent_indent="  ", break_on_hyphens=False
+            )
+            continue
+        column = max(len(name) for name in names) + 4
+        for name in names:
+            lines += textwrap.wrap(
+                COMMANDS[name][0], width, initial_indent=f"  {name:<{column - 2}}", subsequent_indent=" " * column
+            )
+    return "\n".join(lines)
+
+
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=None, help="CPU threads for torch (Snakemake passes {threads})")
     parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
@@ -47,15 +117,32 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     # `lostmid @FILE` reads arguments from FILE, one a line: how the rules pass theirs (lostmid.cli.argfile)
-    parser = argparse.ArgumentParser(prog="lostmid", description=__doc__.splitlines()[0], fromfile_prefix_chars="@")
-    parser.add_argument("--log", default=None, help="write the output to this log, per attempt (lostmid.cli.joblog)")
-    parser.add_argument("--attempt", type=int, default=1, help="Snakemake's attempt number ({resources.attempt})")
-    sub = parser.add_subparsers(dest="command", required=True)
+    import shutil
+    import textwrap
+
+    width = min(max(shutil.get_terminal_size().columns, 80), 120) - 2
+    parser = argparse.ArgumentParser(
+        prog="lostmid",
+        usage="%(prog)s [-h] COMMAND ...",
+        description="\n".join(
+            textwrap.wrap(f"{__doc__.splitlines()[0]} `lostmid COMMAND --help`: a command's options.", width)
+        ),
+        epilog=grouped_commands(width),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        fromfile_prefix_chars="@",
+    )
+    # a job's options (the rules pass them; the jobs' heading names them): its log per attempt (lostmid.cli.joblog)
+    parser.add_argument("--log", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--attempt", type=int, default=1, help=argparse.SUPPRESS)  # {resources.attempt}
+    # the commands are listed by group in the epilog (GROUPS), not one by one in argparse's own list
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", help=argparse.SUPPRESS, prog="lostmid"
+    )
     for name, (help_text, arguments, func) in sorted(COMMANDS.items()):
         if name in PASSES_ON:  # no options of its own to mistake another program's for (no abbreviations)
-            p = sub.add_parser(name, help=help_text, description=help_text, allow_abbrev=False, add_help=False)
+            p = sub.add_parser(name, description=help_text, allow_abbrev=False, add_help=False)
         else:
-            p = sub.add_parser(name, help=help_text, description=help_text)
+            p = sub.add_parser(name, description=help_text)
             _common(p)
         arguments(p)
         p.set_defaults(func=func)
@@ -130,8 +217,10 @@ def limit_threads(n: int) -> None:
 
 
 def run() -> None:
-    """The console entry point: the command (with ``--log``, into its attempt log), its CPU time in
-    the log, then an exit without the final garbage collection."""
+    """The console entry point: the numerics pinned (lostmid.numerics: ``$LOSTMID_NUMERICS``, which the Snakefile
+    exports to every job, else deterministic) before anything imports numpy or torch, the command (with ``--log``,
+    into its attempt log), its CPU time in the log, then an exit without the final garbage collection."""
+    numerics.pin()
     args = parse(sys.argv[1:])
     with joblog.attempt_log(args.log, args.attempt) as outcome:
         outcome.status = command(args)
@@ -159,5 +248,6 @@ def log_usage() -> None:
     )
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # python -m lostmid.cli.main: the command alone, without the job's log and usage line
+    numerics.pin()
     sys.exit(main())

@@ -309,7 +309,7 @@ def secondary_rows(plan: dict, record, path: Path = SECONDARIES) -> list[dict]:
 # --------------------------------------------------------------------------- the page
 
 
-EXPLORATORY_PAGES = ("results.md", "validation.md", "length.md", "retrieval.md")
+EXPLORATORY_PAGES = ("../runs/default/results.md", "validation.md", "length.md", "retrieval.md")
 
 
 def provenance(record, status: tuple[bool, str]) -> str:
