@@ -1,6 +1,7 @@
-"""Command of the results page: docs/results.md, written in one go from a finished run's tables.
+"""Command of the results page: a run's results.md (the default run's: runs/default/results.md), written in one
+go from a finished run's tables.
 
-    lostmid results-page --results results --out docs/results.md     # the whole page
+    lostmid results-page --results results --out results/results.md     # the whole page, in the run's folder
     lostmid results-page --results results --headline                 # one line per claim family
 
 The page is stamped from the run's own manifest (``results/manifest.json``, lostmid.manifest): the
@@ -235,7 +236,7 @@ def page(
     return io.wrap_prose("\n".join(sections))
 
 
-@command("results-page", "docs/results.md from a finished run's tables (or only its headline verdicts)", _args)
+@command("results-page", "a run's results.md from its tables (or only its headline verdicts)", _args)
 def results_page(args):
     from lostmid import records
     from lostmid.evidence.report import headline
@@ -245,7 +246,7 @@ def results_page(args):
         records.check_overlay(args.results / records.OVERLAY, run)
     names = ", ".join(f"`{manifest.shown(item['path'], run.get('workdir'))}`" for item in run["configs"])
     commits = ", ".join(manifest.commits(run))
-    block = f"From the run of {names} at commit `{commits}` (every table: docs/results.md):\n\n"
+    block = f"From the run of {names} at commit `{commits}` (every table: runs/default/results.md):\n\n"
     block += headline(_evidence(args.results))
     if args.headline:
         print(block, end="")
