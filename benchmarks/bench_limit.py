@@ -1,5 +1,5 @@
 """The retrieval stage's cost against the machine's limit: the CPU seconds of one forward and one backward
-pass of SmolLM2-135M (the packaged GGUF, fp32, one thread; needs the ``pretrained`` extra) on a window of n
+pass of SmolLM2-135M-Instruct (the packaged GGUF, fp32, one thread; needs the ``pretrained`` extra) on a window of n
 tokens, beside the floating-point work they do and the fraction of this CPU's measured single-thread
 matrix-multiply throughput that it runs at (run on demand, not a test).
 

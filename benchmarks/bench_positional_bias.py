@@ -1,4 +1,4 @@
-"""Benchmark of the positional bias (docs/positional_bias.md): what each arm adds per token to SmolLM2-135M's
+"""Benchmark of the positional bias (docs/positional_bias.md): what each arm adds per token to SmolLM2-135M-Instruct's
 forward pass (the packaged GGUF, needs the ``pretrained`` extra) at n = 1024 (run on demand, not a test).
 
     python benchmarks/bench_positional_bias.py                                  # the table

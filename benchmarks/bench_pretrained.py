@@ -1,4 +1,4 @@
-"""Benchmark of the pretrained measurement: SmolLM2-135M (the packaged GGUF, needs the ``pretrained`` extra)
+"""Benchmark of the pretrained measurement: SmolLM2-135M-Instruct (the packaged GGUF, needs the ``pretrained`` extra)
 on one window of real text per length, the whole measurement against a plain forward and backward pass
 (run on demand, not a test).
 

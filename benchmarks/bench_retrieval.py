@@ -1,4 +1,4 @@
-"""Benchmark of the retrieval stage: SmolLM2-135M (the packaged GGUF, needs the ``pretrained`` extra) on one
+"""Benchmark of the retrieval stage: SmolLM2-135M-Instruct (the packaged GGUF, needs the ``pretrained`` extra) on one
 window per length, the forward passes with and without prefix reuse, and one example's gradients (run on
 demand, not a test).
 

@@ -33,7 +33,7 @@ FILES = {
     "ablations.yaml": "the remedy ablations: strength, target density, probe count, monitored set (docs/workflow.md)",
     "length.yaml": "the sequence-length study, at initialization and trained (docs/length.md)",
     "mechanism.yaml": 'the controls for the blog\'s fix (docs/remedies.md, "Controls for the fix")',
-    "pretrained.yaml": "SmolLM2-135M and its random-init twin on real text, CPU-sized (docs/architectures.md)",
+    "pretrained.yaml": "SmolLM2-135M-Instruct and its random-init twin on real text, CPU-sized (docs/architectures.md)",
     "retrieval.yaml": "the retrieval stage on the CPU (docs/retrieval.md)",
     "study.yaml": "the pre-registered study (docs/study.md; its plan: study/plan.yaml)",
     "validation.yaml": "the validation protocol of Algorithms 1-3, sized for 2 cores (docs/validation.md)",

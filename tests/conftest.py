@@ -236,7 +236,7 @@ def packaged_installed() -> bool:
 
 @pytest.fixture(scope="session")
 def smollm2():
-    """(model, tokenizer) of the packaged SmolLM2-135M through the public loader, loaded once per session (its
+    """(model, tokenizer) of the packaged SmolLM2-135M-Instruct through the public loader, loaded once per session (its
     GGUF file takes seconds to dequantize); skipped where it is not installed."""
     from lostmid import load_pretrained
     from lostmid.architectures.models import INSTALL

@@ -5,7 +5,7 @@ From a notebook:
     import lostmid
 
     lostmid.pin_numerics()                                 # optional: the jobs' kernels (AVX2, one thread)
-    model, tokenizer = lostmid.load_pretrained("smollm2")  # the packaged SmolLM2-135M, or a folder, a GGUF
+    model, tokenizer = lostmid.load_pretrained("smollm2")  # the packaged SmolLM2-135M-Instruct, or a folder, a GGUF
     lostmid.influence_profile(model, "Some text.", tokenizer=tokenizer)  # influence by position, and theories'
     lostmid.retrieval_examples(model, tokenizer, n=256, windows=2)       # retrieval by needle position
     lostmid.findings("runs/default")                       # a run's findings: its evidence table

