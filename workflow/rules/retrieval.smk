@@ -57,7 +57,7 @@ rule retrieval_block:
     params:
         device=config["device"],
         settings=config_json("retrieval"),
-        record=RETRIEVAL_RECORD,
+        record=lambda wildcards, input: os.path.dirname(input[0]),  # the record holds corpus.json
         twin=lambda wildcards: "--twin" if wildcards.weights == "twin" else "",
         arguments=ARGUMENTS_FILE,
     shell:
