@@ -334,3 +334,12 @@ def test_the_fit_command_writes_a_b_per_step_and_head_that_a_run_starts_from(tmp
     assert torch.equal(states[0].model.attn_bias, bias)
     logs = train_seed_batch(states, 2, "cpu", progress=False)  # the vmapped step of a seed batch reads it
     assert [len(log) for log in logs] == [2, 2] and all(state.step == 2 for state in states)
+
+
+def test_a_b_per_step_of_another_models_steps_is_one_line_naming_the_run():
+    from lostmid.errors import InputError
+
+    spec = {**tiny_spec(seq_len=6, depth=2), "remedy": {"kind": "bias"}}
+    message = r"^run baseline seed 0: attention bias must be 6x6 or 2x2x6x6 .*\(3, 2, 6, 6\)"
+    with pytest.raises(InputError, match=message):
+        TrainingState.initial(spec, "cpu", attention_bias=torch.zeros(3, 2, 6, 6))
