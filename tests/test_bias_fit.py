@@ -4,6 +4,7 @@ import json
 import re
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -260,3 +261,85 @@ def test_a_b_per_attention_step_and_head_equal_to_one_b_gives_that_bs_profile():
     other = per_step.clone()
     other[1, 0] = 0.0  # the second layer's first head unbiased
     assert not torch.allclose(problems.profiles(other), problems.profiles(B), rtol=1e-3)
+
+
+# The residual arm's fit (issue 52): one B per attention step and head, from several starts, each start's trace kept.
+PER_STEP = settings_from_section(
+    FitSettings,
+    {
+        "inits": 1,
+        "heldout": 3,
+        "batch": 4,
+        "max_iter": 8,
+        "tol": 0.0,
+        "target": "output_jacobian",
+        "param": "layer_head",
+        "restarts": 2,
+    },
+    "bias_fit",
+)
+
+
+def test_the_fit_with_restarts_keeps_the_best_starts_b_and_every_starts_trace():
+    torch.set_num_threads(1)
+    fit = bias_fit.fit_bias(RESIDUAL, PER_STEP)
+    alone = bias_fit.fit_restarts(RESIDUAL, PER_STEP, restarts=2)  # the same starts, no guard
+    assert fit.bias.shape == (2, 2, 6, 6) and torch.equal(fit.bias, alone.bias)
+    table = fit.trace_table()
+    assert list(table.columns) == ["restart", "iteration", "objective", "E_inf_fit", "E_inf", "converged"]
+    assert table.groupby("restart").size().eq(9).all()  # iterations 0..8 of both starts
+    assert table.drop(columns="converged").equals(alone.traces)
+    best = int(fit.starts.objective.idxmin())
+    assert fit.starts.objective[best] == pytest.approx(table[table.restart == best].objective.iloc[-1])
+
+
+def test_one_start_is_the_fit_from_b_0_with_the_iterations_table_as_before():
+    settings = settings_from_section(FitSettings, {"inits": 1, "batch": 4, "max_iter": 3}, "bias_fit")
+    assert settings.restarts == 1
+    table = bias_fit.fit_bias(TINY, settings).trace_table()
+    assert list(table.columns) == ["iteration", "objective", "E_inf_fit", "E_inf", "converged"]
+    with pytest.raises(ConfigError, match=r"bias_fit\.restarts: 0 is less than the minimum of 1"):
+        settings_from_section(FitSettings, {"restarts": 0}, "bias_fit")
+
+
+def test_a_b_per_step_and_head_is_summarized_by_its_mean_table_and_listed_per_step_and_head():
+    tables = bias_fit.gauge_fix(torch.randn(2, 2, 5, 5, generator=torch.Generator().manual_seed(1)))
+    assert bias_fit.bias_summary(tables) == pytest.approx(bias_fit.bias_summary(tables.mean((0, 1))))
+    long = bias_fit.bias_long(tables)
+    assert list(long.columns) == ["attention_step", "head", "query", "key", "bias"] and len(long) == 4 * 15
+    row = long[(long.attention_step == 2) & (long["head"] == 1) & (long["query"] == 5) & (long["key"] == 2)]
+    assert row.bias.item() == pytest.approx(tables[1, 0, 4, 1].item())
+
+
+def test_the_fit_command_writes_a_b_per_step_and_head_that_a_run_starts_from(tmp_path):
+    from lostmid.cli.main import main
+    from lostmid.training.checkpoint import read_attention_bias
+    from lostmid.training.seed_batch import train_seed_batch
+
+    torch.set_num_threads(1)
+    names = ("matrix", "iterations", "profiles", "summary")
+    outputs = {f"--out-{name}": tmp_path / f"{name}.parquet" for name in names}
+    block = {field: getattr(PER_STEP, field) for field in ("inits", "heldout", "batch", "max_iter", "tol", "target")}
+    args = ["bias-fit", "--variant", "fix", "--model", json.dumps(RESIDUAL.to_dict())]
+    args += ["--settings", json.dumps({**block, "param": "layer_head", "restarts": 2})]
+    args += ["--out-tensor", str(tmp_path / "B.pt"), *[str(x) for item in outputs.items() for x in item]]
+    assert main(args) == 0
+    iterations = pd.read_parquet(outputs["--out-iterations"])
+    assert sorted(set(iterations.restart)) == [0, 1] and len(iterations) == 2 * 9  # every start's trace
+    assert pd.read_parquet(outputs["--out-summary"]).param.eq("layer_head").all()
+    bias = read_attention_bias(tmp_path / "B.pt", 6)
+    assert bias.shape == (2, 2, 6, 6)
+    spec = {**tiny_spec(seq_len=6, depth=2), "remedy": {"kind": "bias"}}
+    states = [TrainingState.initial({**spec, "seed": seed}, "cpu", attention_bias=bias) for seed in (0, 1)]
+    assert torch.equal(states[0].model.attn_bias, bias)
+    logs = train_seed_batch(states, 2, "cpu", progress=False)  # the vmapped step of a seed batch reads it
+    assert [len(log) for log in logs] == [2, 2] and all(state.step == 2 for state in states)
+
+
+def test_a_b_per_step_of_another_models_steps_is_one_line_naming_the_run():
+    from lostmid.errors import InputError
+
+    spec = {**tiny_spec(seq_len=6, depth=2), "remedy": {"kind": "bias"}}
+    message = r"^run baseline seed 0: attention bias must be 6x6 or 2x2x6x6 .*\(3, 2, 6, 6\)"
+    with pytest.raises(InputError, match=message):
+        TrainingState.initial(spec, "cpu", attention_bias=torch.zeros(3, 2, 6, 6))

@@ -111,3 +111,57 @@ def test_layernorm_eps_reaches_every_layernorm():
 def test_an_unknown_init_names_the_option():
     with pytest.raises(ValueError, match="model.init"):
         model_config(seq_len=8, d_model=8, init="xavier")
+
+
+# A B per attention step and head (attention steps, heads, L, L): the residual arm's fix of issue 52.
+@pytest.mark.parametrize("block", ["sequential", "parallel"])
+def test_a_b_per_step_and_head_of_zeros_is_no_b(block):
+    model, plain = make(block=block), make(block=block)
+    model.set_attention_bias(torch.zeros(2, 2, 8, 8, dtype=torch.float64))
+    assert model.attn_bias.shape == (2, 2, 8, 8) and not model.has_bias
+    tokens = torch.randint(0, 3, (5, 8))
+    for explicit in (False, True):
+        assert torch.equal(model(tokens, explicit=explicit), plain(tokens, explicit=explicit))
+
+
+@pytest.mark.parametrize("block", ["sequential", "parallel"])
+def test_a_b_per_step_and_head_all_equal_to_one_b_gives_that_bs_logits(block):
+    B = torch.randn(8, 8, dtype=torch.float64)
+    one, per_step = make(block=block), make(block=block)
+    one.set_attention_bias(B)
+    per_step.set_attention_bias(B.expand(2, 2, 8, 8))
+    tokens = torch.randint(0, 3, (5, 8))
+    assert torch.equal(per_step(tokens, explicit=True), one(tokens, explicit=True))
+    torch.testing.assert_close(per_step(tokens), one(tokens))  # the fused kernel, broadcasting another mask
+    for a, b in zip(per_step.attention_maps(tokens), one.attention_maps(tokens)):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("block", ["sequential", "parallel"])
+def test_each_attention_step_and_head_reads_its_own_b(block):
+    model = make(block=block)
+    bias = torch.zeros(2, 2, 8, 8, dtype=torch.float64)
+    bias[1, 0] = torch.randn(8, 8, dtype=torch.float64)  # the second attention step's first head only
+    model.set_attention_bias(bias)
+    tokens = torch.randint(0, 3, (5, 8))
+    first, second = model.attention_maps(tokens)
+    plain_first, plain_second = make(block=block).attention_maps(tokens)
+    assert torch.equal(first, plain_first)  # the first step's B is 0, so the second's input is the plain one's
+    assert torch.equal(second[:, 1], plain_second[:, 1])  # its second head: B = 0
+    assert not torch.allclose(second[:, 0], plain_second[:, 0])  # its first head: its own B
+    torch.testing.assert_close(model(tokens), model(tokens, explicit=True))
+
+
+def test_a_state_with_a_b_per_step_and_head_loads_into_a_fresh_model():
+    model = make()
+    model.set_attention_bias(torch.randn(2, 2, 8, 8, dtype=torch.float64))
+    fresh = make()
+    fresh.load_state_dict(model.state_dict())
+    assert fresh.has_bias and torch.equal(fresh.attn_bias, model.attn_bias)
+    tokens = torch.randint(0, 3, (5, 8))
+    assert torch.equal(fresh(tokens), model(tokens))
+
+
+def test_a_b_per_step_of_another_models_steps_or_heads_is_an_error():
+    with pytest.raises(ValueError, match=r"8x8 or 2x2x8x8 .* got \(3, 2, 8, 8\)"):
+        make().set_attention_bias(torch.zeros(3, 2, 8, 8))

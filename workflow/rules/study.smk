@@ -10,6 +10,7 @@ if config.get("plan"):
             *(run_tables(name) for name in ("train", "failure", "influence", "metrics", "answer_influence")),
             jobs.bias_tables(BLOCKS, "summary"),
             jobs.bias_tables(BLOCKS, "matrix"),
+            jobs.bias_tables(BLOCKS, "iterations"),  # every start's convergence trace
             rules.length_init.output if LENGTH else [],
             rules.length_fit.output if LENGTH else [],
         localrule: True

@@ -2,7 +2,8 @@
 influence profile at initialization (docs/theory.md §6, docs/remedies.md).
 
 B is one L x L matrix (entries on and below the diagonal; the causal mask hides the rest),
-shared by every head and layer, data-independent and fitted once per bias variant, L and depth,
+shared by every head and layer (or, ``param: layer_head``, one per attention step and head),
+data-independent and fitted once per bias variant, L and depth,
 on the model ``fit_model`` names (the variant's own by default; the blog's literal reading fits
 on the no-residual network) with its weights at initialization frozen: Adam on B (gradients
 through the adjoint), averaged over several random initializations and batches whose seeds are
@@ -20,7 +21,9 @@ Settings (lostmid.analysis.settings.FitSettings), each a reading the blog leaves
   a self-attention spike reaches that; the penalty keeps the context's share at least at its
   B = 0 value (in a residual model the readout position's identity path is out of B's reach).
 - ``param``: ``full``: every causal entry free (the blog's table B(i, j)); ``distance``: B_ij =
-  c(i - j), L numbers.
+  c(i - j), L numbers; ``layer_head``: a full table per attention step and head (``theta_shape``).
+- ``restarts``: the descent runs from B = 0 and from restarts - 1 random starts; the best start's B
+  is kept and every start's trace is in the iterations table (``FitResult.trace_table``).
 
 A fit cannot pass unless it did what it is for: on ``heldout`` further initializations (never
 seen by the fit) the imbalance of the fitted profile must fall, the t interval of the per-init
@@ -40,7 +43,7 @@ from lostmid.analysis.settings import BATCHES, FIT_INITS, HELD_OUT, RESTARTS, Fi
 from lostmid.core import task
 from lostmid.core.adjoint import functional_logits, output_jacobian_norms, seed_input_energies, zero_state
 from lostmid.core.density import density, imbalance, positions
-from lostmid.core.model import AttentionStep, FlagTransformer, ModelConfig, model_at_init
+from lostmid.core.model import FlagTransformer, ModelConfig, model_at_init
 from lostmid.errors import ConfigError
 from lostmid.tables.summaries import t_half_width
 
@@ -49,12 +52,13 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class FitResult:
-    bias: torch.Tensor  # (L, L), gauge-fixed, zero above the diagonal
-    iterations: pd.DataFrame  # iteration, objective, E_inf_fit, E_inf
+    bias: torch.Tensor  # (L, L) or (attention steps, heads, L, L), gauge-fixed, zero above the diagonal
+    iterations: pd.DataFrame  # iteration, objective, E_inf_fit, E_inf (and restart with more than one start)
     profiles: pd.DataFrame  # stage (before/after), position, p, density (held-out inits)
     summary: pd.DataFrame  # one row per held-out initialization (see ``summary_table``)
     change: tuple[float, float, float]  # held-out imbalance change after - before: mean, interval low, high
-    converged: bool
+    converged: bool  # the kept start's
+    starts: pd.DataFrame  # one row per start (descend_from_starts)
 
     @property
     def before(self) -> float:
@@ -65,6 +69,14 @@ class FitResult:
     def after(self) -> float:
         """... at the fitted B."""
         return float(self.summary.imbalance_after.mean())
+
+    def trace_table(self) -> pd.DataFrame:
+        """What the fit's iterations table holds: every start's trace with its start's ``converged``, keyed by
+        ``restart`` when the fit had more than one start (a one-start fit's: iteration, objective, E_inf_fit,
+        E_inf, converged)."""
+        if "restart" not in self.iterations:
+            return self.iterations.assign(converged=self.converged)
+        return self.iterations.merge(self.starts[["restart", "converged"]], on="restart", how="left")
 
     @property
     def accepted(self) -> bool:
@@ -111,21 +123,6 @@ def bias_matrix(theta: torch.Tensor, L: int, param: str) -> torch.Tensor:
     return gauge_fix(theta)
 
 
-def stepwise_logits(
-    model: FlagTransformer, tokens: torch.Tensor, bias: torch.Tensor, tap: torch.Tensor
-) -> torch.Tensor:
-    """The explicit pass of ``model`` with attention step a's logits biased by ``bias[a]`` ((heads, L, L) or
-    (1, L, L)), ``tap`` added to X_0: a B per attention step and head, which the model's buffer cannot hold."""
-    x = model.embed(tokens) + tap
-    a = 0
-    for k, step in enumerate(model.steps):
-        mask = None
-        if isinstance(step, AttentionStep):
-            mask, a = bias[a] + model.causal_mask, a + 1
-        x = model.advance(k, x, mask, explicit=True)
-    return model.read_out(x)
-
-
 @dataclass
 class Problems:
     """Random initializations of one model, each with its own fixed batch; ``profiles`` gives the
@@ -151,27 +148,20 @@ class Problems:
         """The target's profile of every initialization under ``bias``, (inits, L): differentiable
         with respect to ``bias``."""
         if self.target == "loss":
-            if bias.dim() > 2:
-                raise ConfigError(
-                    "config key bias_fit.target: a B per attention step is fitted to output_jacobian only"
-                )
             return seed_input_energies(self.models, self.tokens, self.targets, bias)
         rows = []
         for model, tokens in zip(self.models, self.tokens):
             buffers = {**dict(model.named_buffers()), "attn_bias": bias}
             tap = zero_state(model, tokens).requires_grad_()
-            if bias.dim() > 2:
-                logits = stepwise_logits(model, tokens, bias, tap)
-            else:
-                logits = functional_logits(model, dict(model.named_parameters()), buffers, tokens, taps=[tap])
+            logits = functional_logits(model, dict(model.named_parameters()), buffers, tokens, taps=[tap])
             rows.append(output_jacobian_norms(logits, tap, create_graph=bias.requires_grad).mean(0))
         return torch.stack(rows)
 
 
 def theta_shape(config: ModelConfig, param: str) -> tuple[int, ...]:
     """The free parameters of B: ``distance`` (L,), ``full`` (L, L), ``layer_head`` (depth, heads, L, L),
-    one table per attention step and head (a richer form than the blog's, which the model's single (L, L)
-    buffer cannot hold: fitted and judged at initialization here, through ``stepwise_logits``)."""
+    one table per attention step and head (a richer form than the blog's; the model holds either:
+    lostmid.core.model.attention_bias_shapes)."""
     L = config.seq_len
     shapes = {"distance": (L,), "full": (L, L), "layer_head": (config.depth, config.heads, L, L)}
     if param not in shapes:
@@ -212,25 +202,54 @@ def descend(problems: Problems, settings: FitSettings, theta: torch.Tensor) -> t
 
 
 def fit_bias(config: ModelConfig, settings: FitSettings, inserted: ModelConfig | None = None) -> FitResult:
-    """Fit B on the model ``config`` by Adam from B = 0 (``descend``); judge it on held-out initializations.
-    ``inserted``: the model B is inserted into (default ``config``), whose attention at init the
-    summary reports."""
+    """Fit B on the model ``config`` by Adam from ``settings.restarts`` starts (``descend_from_starts``; one: from
+    B = 0 alone); judge the best start's B on held-out initializations. ``inserted``: the model B is inserted
+    into (default ``config``), whose attention at init the summary reports."""
     if config.attention == "uniform":
         raise ConfigError("config key model.attention: a logit bias has no effect on uniform attention")
     L = config.seq_len
     problems = Problems.draw(config, settings, FIT_INITS, settings.inits)
-    theta, iterations, converged = descend(problems, settings, torch.zeros(theta_shape(config, settings.param)))
+    shape = theta_shape(config, settings.param)
+    theta, traces, starts = descend_from_starts(problems, settings, shape, settings.restarts)
+    iterations = traces if settings.restarts > 1 else traces.drop(columns="restart")
+    converged = bool(starts.converged[starts.objective.idxmin()])
     bias = bias_matrix(theta, L, settings.param)
     profiles, summary, change = held_out_report(config, settings, bias, inserted)
     log.info(
-        "bias fit L=%d: %d iterations, held-out imbalance %.4g -> %.4g, change %.4g [%.4g, %.4g]",
+        "bias fit L=%d: %d starts, %d iterations, held-out imbalance %.4g -> %.4g, change %.4g [%.4g, %.4g]",
         L,
-        len(iterations) - 1,
+        len(starts),
+        len(iterations) - len(starts),
         summary.imbalance_before.mean(),
         summary.imbalance_after.mean(),
         *change,
     )
-    return FitResult(bias, iterations, profiles, summary.assign(accepted=change[2] < 0), change, converged)
+    return FitResult(bias, iterations, profiles, summary.assign(accepted=change[2] < 0), change, converged, starts)
+
+
+def descend_from_starts(
+    problems: Problems, settings: FitSettings, shape: tuple[int, ...], restarts: int, scale: float = 1.0
+) -> tuple[torch.Tensor, pd.DataFrame, pd.DataFrame]:
+    """``descend`` from ``restarts`` starts on the same problems: start 0 from theta = 0, start r >= 1 from
+    theta ~ N(0, scale^2) entry by entry (its own generator, seed ``settings.seed + RESTARTS + r``). Returns
+    the theta of the start with the lowest final objective (the first of equals), every start's trace
+    (restart, iteration, objective, E_inf_fit, E_inf) and one row per start (restart, iterations, converged,
+    objective: the final one, plateau)."""
+    if restarts < 1:
+        raise ConfigError(f"bias fit restarts: {restarts}; at least 1")
+    traces, starts, best = [], [], None
+    for r in range(restarts):
+        generator = torch.Generator().manual_seed(settings.seed + RESTARTS + r)
+        start = torch.zeros(shape) if r == 0 else scale * torch.randn(shape, generator=generator)
+        theta, trace, converged = descend(problems, settings, start)
+        final = float(trace.objective.iloc[-1])
+        traces.append(trace.assign(restart=r))
+        starts.append((r, len(trace) - 1, converged, final, plateau(trace.objective.to_numpy(), settings.patience)))
+        if best is None or final < best[0]:
+            best = (final, theta)
+    columns = ["restart", "iterations", "converged", "objective", "plateau"]
+    trace_table = pd.concat(traces, ignore_index=True)[["restart", "iteration", "objective", "E_inf_fit", "E_inf"]]
+    return best[1], trace_table, pd.DataFrame(starts, columns=columns)
 
 
 @dataclass
@@ -244,28 +263,16 @@ class Restarts:
 
 
 def fit_restarts(config: ModelConfig, settings: FitSettings, restarts: int, scale: float = 1.0) -> Restarts:
-    """Fit B ``restarts`` times on the same initializations: start 0 from B = 0, start r >= 1 from theta
-    ~ N(0, scale^2) entry by entry (its own generator, seed ``settings.seed + RESTARTS + r``); keep every
-    start's trace and judge the best start's B on the held-out initializations."""
-    if restarts < 1:
-        raise ConfigError(f"bias fit restarts: {restarts}; at least 1")
-    L, shape = config.seq_len, theta_shape(config, settings.param)
+    """Fit B ``restarts`` times on the same initializations (``descend_from_starts``), keep every start's
+    trace and judge the best start's B on the held-out initializations (the pilot's reading: no guard)."""
+    L = config.seq_len
     problems = Problems.draw(config, settings, FIT_INITS, settings.inits)
-    traces, starts, best = [], [], None
-    for r in range(restarts):
-        generator = torch.Generator().manual_seed(settings.seed + RESTARTS + r)
-        start = torch.zeros(shape) if r == 0 else scale * torch.randn(shape, generator=generator)
-        theta, trace, converged = descend(problems, settings, start)
-        final = float(trace.objective.iloc[-1])
-        traces.append(trace.assign(restart=r))
-        starts.append((r, len(trace) - 1, converged, final, plateau(trace.objective.to_numpy(), settings.patience)))
-        if best is None or final < best[0]:
-            best = (final, bias_matrix(theta, L, settings.param))
+    shape = theta_shape(config, settings.param)
+    theta, traces, starts = descend_from_starts(problems, settings, shape, restarts, scale)
+    bias = bias_matrix(theta, L, settings.param)
     held_out = Problems.draw(config, settings, HELD_OUT, settings.heldout)
-    _, summary = held_out_tables(held_out, best[1], fitted_positions(L, settings.positions))
-    columns = ["restart", "iterations", "converged", "objective", "plateau"]
-    trace_table = pd.concat(traces, ignore_index=True)[["restart", "iteration", "objective", "E_inf_fit", "E_inf"]]
-    return Restarts(best[1], trace_table, pd.DataFrame(starts, columns=columns), summary)
+    _, summary = held_out_tables(held_out, bias, fitted_positions(L, settings.positions))
+    return Restarts(bias, traces, starts, summary)
 
 
 def plateau(objective: np.ndarray, window: int) -> float:
@@ -347,9 +354,12 @@ def bias_summary(bias: torch.Tensor) -> dict[str, float]:
                (query fixed effects: every query's values and lags centred on its own means), pooled
                over the queries 3..L; negative: recent keys weighted more. For a Toeplitz B it is
                the slope of c(k) over k >= 1.
+
+    Both are linear in B: of a B per attention step and head, they are the mean of its tables' (that of
+    the mean table).
     """
-    B = bias.double().numpy()
-    L = B.shape[0]
+    L = bias.shape[-1]
+    B = bias.double().reshape(-1, L, L).mean(0).numpy()
     c0 = np.mean([B[i, i] - B[i, :i].mean() for i in range(1, L)]) if L > 1 else float("nan")
     num = den = 0.0
     for i in range(2, L):
@@ -378,7 +388,15 @@ def self_attention_at_init(
 
 
 def bias_long(bias: torch.Tensor) -> pd.DataFrame:
-    """B in long format: one row per (query i, key j) on and below the diagonal (1-based)."""
-    L = bias.shape[0]
+    """B in long format: one row per (query i, key j) on and below the diagonal (1-based); a B per attention
+    step and head (attention steps, heads, L, L) has one such block per ``attention_step`` and ``head`` (1-based)."""
+    L = bias.shape[-1]
     i, j = torch.tril_indices(L, L)
-    return pd.DataFrame({"query": (i + 1).numpy(), "key": (j + 1).numpy(), "bias": bias[i, j].numpy()})
+    if bias.dim() == 2:
+        return pd.DataFrame({"query": (i + 1).numpy(), "key": (j + 1).numpy(), "bias": bias[i, j].numpy()})
+    blocks = [
+        bias_long(table).assign(attention_step=a + 1, head=h + 1)
+        for a, per_head in enumerate(bias)
+        for h, table in enumerate(per_head)
+    ]
+    return pd.concat(blocks, ignore_index=True)[["attention_step", "head", "query", "key", "bias"]]

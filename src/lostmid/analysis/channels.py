@@ -106,10 +106,10 @@ def channel_split(
     states = [x.detach()]
     for k, step in enumerate(model.steps):
         if other[k] is None:
-            update = step(x + own[k], mask, explicit=True)
+            update = step(x + own[k], model.step_mask(mask, k), explicit=True)
         else:
             x_earlier = x + other[k]  # built first: the graph's order fixes the order of the gradient sums at x
-            update = two_copy_step(step, x + own[k], x_earlier, mask)
+            update = two_copy_step(step, x + own[k], x_earlier, model.step_mask(mask, k))
         x = x + model.step_size(k) * update
         states.append(x.detach())
     logits = model.read_out(x + last)
@@ -140,7 +140,7 @@ def step_operator_norms(model: FlagTransformer, states, iterations: int, generat
     with torch.enable_grad():
         for k, x in enumerate(states[:-1]):
             x = x.detach().requires_grad_(True)
-            y = model.steps[k](x, mask, explicit=True)
+            y = model.steps[k](x, model.step_mask(mask, k), explicit=True)
             u = torch.zeros_like(y, requires_grad=True)
             (pullback,) = torch.autograd.grad(y, x, u, create_graph=True)  # DF^T u, linear in u
 

@@ -96,7 +96,7 @@ class FitSettings:
 
     target: str  # loss: the squared loss-gradient energy; output_jacobian: E ||d output_L / d x_j||
     positions: str  # context: positions 1..L-1 (context share held >= its B = 0 value); all: the whole profile
-    param: str  # distance: B_ij = c(i - j) (L numbers); full: every entry free
+    param: str  # distance: B_ij = c(i - j) (L numbers); full: every entry free; layer_head: full, per step and head
     inits: int  # random initializations averaged in the objective
     heldout: int  # held-out initializations that judge the fit (the unit of its interval)
     batch: int  # sequences per initialization (one fixed batch each)
@@ -105,7 +105,8 @@ class FitSettings:
     tol: float  # stop when the best objective improved by less than tol (relative) ...
     patience: int  # ... over the last `patience` iterations
     level: float  # level of the held-out interval of the guard
-    seed: int  # base of the fit's seeds (FIT_INITS, HELD_OUT, BATCHES above)
+    seed: int  # base of the fit's seeds (FIT_INITS, HELD_OUT, BATCHES, RESTARTS above)
+    restarts: int  # starts of the descent: B = 0 and restarts - 1 random ones (lostmid.analysis.bias_fit.fit_bias)
 
     def seeds(self) -> list[int]:
         """Every seed the fit uses: check these are not training seeds."""

@@ -54,7 +54,9 @@ def spec_arg(parser: argparse.ArgumentParser) -> None:
 def attention_bias_arg(parser: argparse.ArgumentParser, help: str) -> None:
     """``--attention-bias``: the fitted bias file a bias variant's runs start from (``help`` says its role)."""
     parser.add_argument(
-        "--attention-bias", default=None, help=f"tensor file (.pt) of a fitted L x L attention-logit bias: {help}"
+        "--attention-bias",
+        default=None,
+        help=f"tensor file (.pt) of a fitted attention-logit bias (L x L, or one per attention step and head): {help}",
     )
 
 

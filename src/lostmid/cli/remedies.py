@@ -35,7 +35,7 @@ def _bias_fit_args(parser):
         "--out-tensor", required=True, help="tensor file (.pt) of B that `lostmid init --attention-bias` loads"
     )
     parser.add_argument("--out-matrix", required=True, help="Parquet: B in long format")
-    parser.add_argument("--out-iterations", required=True, help="Parquet: the objective per iteration")
+    parser.add_argument("--out-iterations", required=True, help="Parquet: the objective per iteration of every start")
     parser.add_argument("--out-profiles", required=True, help="Parquet: density profile before and after")
     parser.add_argument("--out-summary", required=True, help="Parquet: one row per held-out initialization")
 
@@ -90,7 +90,7 @@ def bias_fit(args):
     }
     io.save_torch(fit.bias.contiguous(), args.out_tensor)
     io.write_parquet(tables.with_keys(bias_long(fit.bias), **keys), args.out_matrix)
-    io.write_parquet(tables.with_keys(fit.iterations.assign(converged=fit.converged), **keys), args.out_iterations)
+    io.write_parquet(tables.with_keys(fit.trace_table(), **keys), args.out_iterations)
     io.write_parquet(tables.with_keys(fit.profiles, **keys), args.out_profiles)
     io.write_parquet(tables.with_keys(fit.summary, **keys, **reading), args.out_summary)
     log.info(
@@ -122,7 +122,7 @@ def bias_control(args):
 
     settings, config, fit_config = _fit_inputs(args, "the source's fit model")
     L = config.seq_len
-    source = read_attention_bias(args.source, L)
+    source = read_attention_bias(args.source, L, per_step=False)  # a control is built from one (L, L) table
     bias = control_bias(source, args.rule, args.seed, L, f"the source bias {args.source} of control {args.variant}")
     iterations, profiles, summary = control_report(fit_config, settings, bias, config)
     keys = {"variant": args.variant, "L": L, "depth": config.depth, "block": config.block}

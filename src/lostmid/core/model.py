@@ -8,13 +8,16 @@ The model is a flat list of residual *steps* F_k, not of blocks, because the adj
 works step by step: in the ``sequential`` (pre-LN GPT) layout a block contributes two steps,
 Attn(LN X) and MLP(LN X); in the ``parallel`` layout one step, Attn(LN X) + MLP(LN X).
 
-Attention is causal softmax attention with an optional fixed additive logit bias B (L x L,
-read on and below the diagonal). The model holds no mode: every pass is a function of its
-inputs and of two arguments that choose how attention is computed,
+Attention is causal softmax attention with an optional fixed additive logit bias B (read on and
+below the diagonal): one (L, L) table shared by every attention step and head (the blog's form), or
+one per attention step and head, (attention steps, heads, L, L) (``attention_bias_shapes``). The
+model holds no mode: every pass is a function of its inputs and of two arguments that choose how
+attention is computed,
 
-    mask      the additive attention logits (L, L): B plus -inf above the diagonal, as
-              ``FlagTransformer.logit_bias()`` returns them; None is plain causal attention
-              (B = 0). It means this in every method that takes it.
+    mask      the additive attention logits: B plus -inf above the diagonal, as
+              ``FlagTransformer.logit_bias()`` returns them, (L, L) or (attention steps, heads,
+              L, L); None is plain causal attention (B = 0). It means this in every method that
+              takes it; a step reads its own part (``FlagTransformer.step_mask``).
     explicit  False: PyTorch's fused ``scaled_dot_product_attention`` (training, evaluation).
               True: explicit softmax matrices (the analysis), because the fused CPU kernel has
               neither forward-mode AD, nor a double backward, nor a vmap batching rule.
@@ -100,6 +103,13 @@ class ModelConfig:
 def causal_mask(L: int, dtype=None, device=None) -> torch.Tensor:
     """The mask of plain causal attention, (L, L): 0 on and below the diagonal, -inf above."""
     return torch.full((L, L), float("-inf"), dtype=dtype, device=device).triu(1)
+
+
+def attention_bias_shapes(config: ModelConfig) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The shapes an attention bias B may have: (L, L), one table for every attention step and head, or
+    (attention steps, heads, L, L), one per attention step and head (each layout has ``depth`` attention steps)."""
+    L = config.seq_len
+    return (L, L), (config.depth, config.heads, L, L)
 
 
 def _norm(config: ModelConfig) -> nn.Module:
@@ -227,13 +237,18 @@ class FlagTransformer(nn.Module):
         self.steps = nn.ModuleList(build_steps(config))
         self.final_norm = _norm(config)
         self.head = nn.Linear(d, N_ANSWERS)
-        # The data-independent logit bias B; zeros unless a fitted correction is loaded. Change it
-        # through set_attention_bias or load_state_dict, which keep `has_bias` current: the fused
-        # path reads the flag instead of the tensor, so a forward pass never waits on the GPU.
+        # The data-independent logit bias B; zeros (L, L) unless a fitted correction is loaded. Change it
+        # through set_attention_bias or load_state_dict, which keep `has_bias` current (the fused
+        # path reads the flag instead of the tensor, so a forward pass never waits on the GPU) and
+        # take either shape of attention_bias_shapes.
         self.register_buffer("attn_bias", torch.zeros(L, L))
         self.has_bias = False
+        self.register_load_state_dict_pre_hook(self._shape_bias_for_state)
         self.register_load_state_dict_post_hook(lambda module, _: module._refresh_bias_flag())
         self.register_buffer("causal_mask", causal_mask(L), persistent=False)
+        # The attention step (0, 1, ...) of every step that has attention: the index of its part of B.
+        attention_steps = [k for k, step in enumerate(self.steps) if isinstance(step, AttentionStep)]
+        self.attention_step = {k: a for a, k in enumerate(attention_steps)}
         if config.init != "pytorch":  # pytorch: the modules' own reset_parameters, as constructed
             self.apply(functools.partial(init_weights, fan_in=config.init == "fan_in"))
 
@@ -242,18 +257,43 @@ class FlagTransformer(nn.Module):
         return self.config.epsilon
 
     def set_attention_bias(self, bias: torch.Tensor) -> None:
-        L = self.config.seq_len
-        if tuple(bias.shape) != (L, L):
-            raise ValueError(f"attention bias must be {L}x{L} for seq_len={L}, got {tuple(bias.shape)}")
+        """Hold ``bias``, of either shape of ``attention_bias_shapes``, as B."""
+        self._shape_bias(tuple(bias.shape))
         self.attn_bias.copy_(bias)
         self._refresh_bias_flag()
+
+    def _shape_bias(self, shape: tuple[int, ...]) -> None:
+        """Give the buffer ``shape`` (zeros where it changes), or say which shapes B may have."""
+        shapes = attention_bias_shapes(self.config)
+        if shape not in shapes:
+            named = " or ".join("x".join(map(str, allowed)) for allowed in shapes)
+            raise ValueError(
+                f"attention bias must be {named} (one table, or one per attention step and head) for "
+                f"seq_len={self.config.seq_len}, depth={self.config.depth}, heads={self.config.heads}, got {shape}"
+            )
+        if tuple(self.attn_bias.shape) != shape:
+            self.attn_bias = self.attn_bias.new_zeros(shape)
+
+    def _shape_bias_for_state(self, module, state_dict, prefix, *args) -> None:
+        """load_state_dict's pre-hook: a state's B of the other shape reshapes the buffer first."""
+        bias = state_dict.get(prefix + "attn_bias")
+        if bias is not None and tuple(bias.shape) in attention_bias_shapes(self.config):
+            self._shape_bias(tuple(bias.shape))
 
     def _refresh_bias_flag(self) -> None:
         self.has_bias = bool(self.attn_bias.any())
 
     def logit_bias(self) -> torch.Tensor:
-        """The additive attention logits, (L, L): the fixed bias B plus -inf above the diagonal."""
+        """The additive attention logits, B's shape: the fixed bias B plus -inf above the diagonal."""
         return self.attn_bias + self.causal_mask
+
+    def step_mask(self, mask, k: int):
+        """The part of the pass's ``mask`` that step k reads: the mask itself when it is None or (L, L), else
+        its attention step's (heads, L, L), which broadcasts over the batch as (L, L) does over the heads
+        (None for a step without attention, which reads no mask)."""
+        if mask is None or mask.dim() == 2:
+            return mask
+        return mask[self.attention_step[k]] if k in self.attention_step else None
 
     def attention_mask(self, explicit: bool) -> torch.Tensor | None:
         """The mask of a forward pass: None (the fused causal fast path) when B = 0 and attention
@@ -270,7 +310,7 @@ class FlagTransformer(nn.Module):
 
     def advance(self, k: int, x: torch.Tensor, mask, explicit: bool = False) -> torch.Tensor:
         """X_{k+1} from X_k, (batch, L, d); ``mask`` and ``explicit`` as in the module docstring."""
-        update = self.steps[k](x, mask, explicit)
+        update = self.steps[k](x, self.step_mask(mask, k), explicit)
         return x + self.step_size(k) * update if self.config.residual else update
 
     def read_out(self, x: torch.Tensor) -> torch.Tensor:
@@ -302,7 +342,7 @@ class FlagTransformer(nn.Module):
         maps = []
         for k, step in enumerate(self.steps):
             if isinstance(step, AttentionStep):
-                maps.append(step.attn.attention_weights(step.norm(x), mask))
+                maps.append(step.attn.attention_weights(step.norm(x), self.step_mask(mask, k)))
             x = self.advance(k, x, mask, explicit=True)
         return maps
 

@@ -103,7 +103,10 @@ class TrainingState:
         model = FlagTransformer(ModelConfig(**spec["model"]))
         inputs = {}
         if attention_bias is not None:
-            model.set_attention_bias(attention_bias)
+            try:
+                model.set_attention_bias(attention_bias)
+            except ValueError as err:  # a per-step B of another model's steps or heads
+                raise InputError(f"run {spec['variant']} seed {spec['seed']}: {err}") from err
             inputs[ATTENTION_BIAS] = tensor_sha256(attention_bias)
         model.to(device)
         generator = torch.Generator().manual_seed(data_seed(spec["seed"]))
@@ -266,21 +269,30 @@ def read(path, spec: dict | None = None, inputs: list[RunInput] | None = None) -
     return raw
 
 
-def read_attention_bias(path, L: int) -> torch.Tensor:
-    """A fitted attention-logit bias file: an L x L float tensor, loaded safely (weights_only)."""
+def read_attention_bias(path, L: int, per_step: bool = True) -> torch.Tensor:
+    """A fitted attention-logit bias file, loaded safely (weights_only): an L x L float tensor, or with
+    ``per_step`` one L x L table per attention step and head, (steps, heads, L, L) (the model that holds it
+    checks its steps and heads: lostmid.core.model.attention_bias_shapes)."""
     bias = _safe_load(
         path,
         InputError,
         f"attention bias file {path}",
         lambda err: f"attention bias file {path} is not a tensor file ({load_error_cause(err)})",
     )
-    if not isinstance(bias, torch.Tensor) or tuple(bias.shape) != (L, L) or not bias.is_floating_point():
+    dims = (2, 4) if per_step else (2,)
+    if (
+        not isinstance(bias, torch.Tensor)
+        or bias.dim() not in dims
+        or tuple(bias.shape[-2:]) != (L, L)
+        or not bias.is_floating_point()
+    ):
         found = (
             f"a {tuple(bias.shape)} {bias.dtype} tensor"
             if isinstance(bias, torch.Tensor)
             else f"a {type(bias).__name__}"
         )
-        raise InputError(f"attention bias file {path} holds {found}, expected a {L}x{L} floating-point tensor", path)
+        expected = f"{L}x{L}" + (f" or steps x heads x {L}x{L}" if per_step else "")
+        raise InputError(f"attention bias file {path} holds {found}, expected a {expected} floating-point tensor", path)
     return bias
 
 
