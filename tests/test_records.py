@@ -257,19 +257,20 @@ def test_every_page_refuses_a_record_whose_overlay_was_edited(tmp_path, capsys, 
 # --------------------------------------------------------------------------- 4. no committed page of another record
 
 
-def committed_page(tmp_path, name):
-    """A git checkout holding the committed docs/<name>, committed: its page as a reader's clone has it."""
+def committed_page(tmp_path, path):
+    """A git checkout holding the committed page at ``path`` (relative to the repository), committed: the page
+    as a reader's clone has it."""
     repo = tmp_path / "clone"
-    (repo / "docs").mkdir(parents=True)
-    shutil.copy(REPO / "docs" / name, repo / "docs" / name)
+    (repo / path).parent.mkdir(parents=True)
+    shutil.copy(REPO / path, repo / path)
     git(repo, "init", "-q")
     git(repo, "add", ".")
     git(repo, "commit", "-qm", "pages")
-    return repo / "docs" / name
+    return repo / path
 
 
 def test_a_committed_results_page_is_replaced_only_from_its_own_record_or_by_name(tmp_path, capsys):
-    page = committed_page(tmp_path, "results.md")
+    page = committed_page(tmp_path, "runs/default/results.md")
     committed = page.read_text()
     other = copy_record("default", tmp_path / "new")
     tamper_manifest(other, lambda found: [item.update(commit="1" * 40) for item in [found, *found["invocations"]]])
@@ -282,7 +283,7 @@ def test_a_committed_results_page_is_replaced_only_from_its_own_record_or_by_nam
 
 
 def test_the_readme_answers_are_written_only_beside_the_committed_page_of_the_same_record(tmp_path, capsys):
-    readme = committed_page(tmp_path, "findings.md").parents[1] / "README.md"
+    readme = committed_page(tmp_path, "docs/findings.md").parents[1] / "README.md"
     readme.write_text((REPO / "README.md").read_text())
     git(readme.parent, "add", "README.md")
     git(readme.parent, "commit", "-qm", "readme")
