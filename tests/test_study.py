@@ -408,7 +408,7 @@ def test_the_second_plan_names_its_estimators_sizes_and_power_and_its_seeds_are_
         assert callable(getattr(importlib.import_module(module), name)), primary["id"]
         assert primary["size_label"] in ("source", "our margin") and primary["size_why"], primary["id"]
         assert {"units", "half_width", "p_decided"} <= set(primary["power"]), primary["id"]
-    overlay = yaml.safe_load((REPO / "runs" / "study2_plan" / "study2.yaml").read_text())
+    overlay = yaml.safe_load((REPO / "config" / "study2.yaml").read_text())  # the plan's overlay, moved to config/
     assert overlay["plan"] == "study/plan2.yaml"
     assert grid_seeds(overlay) == read_ledger(LEDGER)["study2"] == set(range(1000, 1384))
     fits = [v["remedy"]["fit"] for v in overlay["variants"].values() if "remedy" in v]
