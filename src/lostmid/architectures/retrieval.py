@@ -378,11 +378,11 @@ def window_rows(arch: models.Arch, tokenizer, plan: Plan, window: torch.Tensor, 
     if plan.prefix_reuse or bare:
         cache, shares = window_pass(arch, window.to(device), plan.lead, bare, plan.checkpoint)
     cache = cache if plan.prefix_reuse else None
+    per_example = tuple(m for m in plan.measures if m in EXAMPLE_MEASURES)
     rows = []
     for example, measure_it in zip(examples, measured):
         example.tokens = example.tokens.to(device)
         success, logprob = score(arch, example, cache)
-        per_example = tuple(m for m in plan.measures if m in EXAMPLE_MEASURES)
         task, free = (
             influence_shares(arch, example, plan.checkpoint, per_example)
             if measure_it and per_example
