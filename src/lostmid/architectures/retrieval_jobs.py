@@ -16,6 +16,7 @@ from lostmid import io
 from lostmid.architectures import models, text
 from lostmid.architectures.pretrained import entry_name
 from lostmid.architectures.retrieval import check_windows, retrieval_examples
+from lostmid.architectures.retrieval_summary import check_record_hash
 from lostmid.errors import ConfigError
 
 
@@ -45,12 +46,8 @@ def recorded(path: Path, record_hash: str) -> bool:
     another configuration (a record is never overwritten by another run's rows)."""
     if not path.exists():
         return False
-    made = set(pd.read_parquet(path, columns=["config_hash"]).config_hash)
-    if made != {record_hash}:
-        raise ConfigError(
-            f"retrieval: the window record {path} was made under another configuration (config hash "
-            f"{', '.join(sorted(made))}, this run's {record_hash}); give the run its own retrieval.record"
-        )
+    rows = pd.read_parquet(path, columns=["config_hash"])
+    check_record_hash(path, rows, record_hash, "give the run its own retrieval.record")
     return True
 
 

@@ -29,20 +29,26 @@ def measured(examples: pd.DataFrame) -> dict:
     return {measure: column for measure, column in MEASURES.items() if column in examples}
 
 
-def read_windows(paths, record_hash: str) -> pd.DataFrame:
-    """Every window record in ``paths`` (one Parquet per model, n and window) as one table; one line naming a
-    record made under another configuration (its ``config_hash`` is not ``record_hash``)."""
+def check_record_hash(path, rows: pd.DataFrame, record_hash: str, advice: str) -> None:
+    """One line naming the window record ``path`` where its rows were made under another configuration (their
+    ``config_hash`` is not ``record_hash``), ending with ``advice``."""
     from lostmid.errors import ConfigError
 
+    made = set(rows.config_hash) if "config_hash" in rows else {"none"}
+    if made != {record_hash}:
+        raise ConfigError(
+            f"retrieval: the window record {path} was made under another configuration (config hash "
+            f"{', '.join(sorted(made))}, this run's {record_hash}); {advice}"
+        )
+
+
+def read_windows(paths, record_hash: str) -> pd.DataFrame:
+    """Every window record in ``paths`` (one Parquet per model, n and window) as one table; one line naming a
+    record made under another configuration (``check_record_hash``)."""
     found = []
     for path in paths:
         rows = pd.read_parquet(path)
-        made = set(rows.config_hash) if "config_hash" in rows else {"none"}
-        if made != {record_hash}:
-            raise ConfigError(
-                f"retrieval: the window record {path} was made under another configuration (config hash "
-                f"{', '.join(sorted(made))}, this run's {record_hash}); move it away or run with its config"
-            )
+        check_record_hash(path, rows, record_hash, "move it away or run with its config")
         found.append(rows)
     return pd.concat(found, ignore_index=True)
 
