@@ -596,6 +596,7 @@ def test_the_headline_is_accuracy_by_position_a_line_per_n_with_the_twin_as_refe
     assert all(ax.get_xlabel().startswith("needle position q") for ax in axes)
     assert_arms_distinct(fig, names=["n = "])  # the lengths
     assert any(label.startswith("random-init twin") for label in legend_lines(fig))
+    assert fig.legends[0].get_title().get_text() == "SmolLM2-135M-Instruct (Q4_1), pretrained"  # its exact name
     assert_no_empty_panel(fig)
     assert_in_range(fig)
 
@@ -607,6 +608,20 @@ def test_a_figure_is_shown_in_the_report_as_a_page_that_scrolls_from_its_top(tmp
     style.write_viewer(tmp_path / "tall.png", tmp_path / "tall.html")
     page = (tmp_path / "tall.html").read_text()
     assert "data:image/png;base64," in page and "width:100%" in page and "center" not in page
+
+
+def test_the_report_shows_every_figure_as_such_a_page_never_as_a_bare_image():
+    """Every file a rule hands to Snakemake's report (``report(path, ...)``) is an HTML page: a bare PNG would be
+    centred in a screen-high box, its top out of reach."""
+    import re
+
+    registered = [
+        (rules.name, path)
+        for rules in (REPO / "workflow" / "rules").glob("*.smk")
+        for path in re.findall(r"report\(\s*f?\"([^\"]+)\"", rules.read_text())
+    ]
+    assert len(registered) >= 8  # the figures' viewers and pages, the architectures', retrieval's, the findings
+    assert [(name, path) for name, path in registered if not path.endswith(".html")] == []
 
 
 def test_a_figure_larger_than_a_page_is_refused_by_name(tmp_path):

@@ -64,6 +64,8 @@ def test_the_findings_come_first_and_the_headline_only_without_them():
     assert "<h2>What the study found</h2>" in page
     assert "<dt><b>Does the fix remove the position effect?</b></dt>" in page and "<b>most</b>" in page
     assert "results.md" not in page and "failure_rises" not in page  # link text kept, target dropped
+    # this run's own verdicts follow the study's answers, marked as the run's
+    assert page.index("</dl>") < page.index("This run's own verdicts") < page.index("<li>blog: 1 row, 1 supported")
     fallback = front_html(evidence(), None)
     assert "docs/findings.md is not in this run" in fallback and "<li>blog: 1 row, 1 supported</li>" in fallback
     assert front_html(evidence(), "# Findings\n\nno questions yet\n") == fallback

@@ -73,11 +73,20 @@ def endpoint_table(markdown: str) -> str:
     return f'<table class="endpoints"><tr>{head}</tr>{body}</table>'
 
 
+def run_headline(evidence: pd.DataFrame) -> str:
+    """The run's evidence headline (lostmid.evidence.report.headline) as an HTML list."""
+    from lostmid.evidence.report import headline
+
+    items = [line.removeprefix("- ") for line in headline(evidence).splitlines() if line.strip()]
+    return "<ul>" + "".join(f"<li>{inline(item)}</li>" for item in items) + "</ul>"
+
+
 # The first screen (1280 x 800, the report's viewer a frame of about 950 px beside its menu): the answers on the
 # left, the headline figure and the endpoint table on the right; the other figures below.
 SCREEN_STYLE = (
     "<style>#findings .screen{display:flex;flex-wrap:wrap;gap:1em;align-items:flex-start}"
     "#findings .answers{flex:1 1 380px;font-size:13px}#findings .answers dd{margin:0 0 .4em 1em}"
+    "#findings .run{font-size:11px;margin-top:.6em}"
     "#findings .headline{flex:1 1 440px}#findings .headline img{width:100%}"
     "#findings table.endpoints{border-collapse:collapse;font-size:11px}"
     "#findings table.endpoints td,#findings table.endpoints th{border:1px solid #ccc;padding:1px 4px}</style>"
@@ -99,15 +108,19 @@ def front_html(
     if sentences:
         source = f"The study's answers, from {FINDINGS} (its run record's, not necessarily this run's)."
         body = "<dl>" + "".join(f"<dt><b>{inline(q)}</b></dt><dd>{inline(a)}</dd>" for q, a in sentences) + "</dl>"
+        if evidence is not None:  # this run's own outcome beside the study's: its arms and seeds are not the study's
+            body += (
+                '<div class="run"><b>This run\'s own verdicts</b> (its evidence table, one line per claim family; '
+                "where they differ from the answers above, the study's planned run is the answer)"
+                + run_headline(evidence)
+                + "</div>"
+            )
     elif evidence is not None:
-        from lostmid.evidence.report import headline as evidence_headline
-
         source = (
             f"{FINDINGS} is not in this run: the run's headline, one line per claim family "
             "(its rows counted by verdict; <code>lostmid results-page --headline</code>)."
         )
-        items = [line.removeprefix("- ") for line in evidence_headline(evidence).splitlines() if line.strip()]
-        body = "<ul>" + "".join(f"<li>{inline(item)}</li>" for item in items) + "</ul>"
+        body = run_headline(evidence)
     else:
         source, body = "This run has neither findings nor an evidence table.", ""
     made = "<p><small>" + "<br>".join(inline(line) for line in stamp.splitlines()) + "</small></p>" if stamp else ""

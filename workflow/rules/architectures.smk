@@ -11,8 +11,10 @@ rule architectures_sweep:
         profiles="results/architectures_profiles/sweep.parquet",
         layers="results/architectures_layers/sweep.parquet",
         comparison="results/architectures_comparison/sweep.parquet",
-        figure=report(
-            "results/figures/architectures_sweep.png",
+        figure="results/figures/architectures_sweep.png",
+        # the figure as a page that scrolls from its top (the viewer centres a bare image)
+        viewer=report(
+            "results/report_figures/architectures_sweep.html",
             caption="../report/architectures_sweep.rst",
             category="Architectures",
         ),
@@ -38,7 +40,7 @@ rule architectures_sweep:
         logged(
             "lostmid architectures --device {params.device} --threads {threads} --settings {params.settings:q}"
             " --profiles {output.profiles} --layers {output.layers} --comparison {output.comparison}"
-            " --figure {output.figure}"
+            " --figure {output.figure} --viewer {output.viewer}"
         )
 
 
@@ -49,8 +51,10 @@ rule architectures_pretrained:
         profiles="results/architectures_pretrained/profiles.parquet",
         layers="results/architectures_pretrained/layers.parquet",
         comparison="results/architectures_pretrained/comparison.parquet",
-        figure=report(
-            "results/figures/architectures_pretrained.png",
+        figure="results/figures/architectures_pretrained.png",
+        # the figure as a page that scrolls from its top (the viewer centres a bare image)
+        viewer=report(
+            "results/report_figures/architectures_pretrained.html",
             caption="../report/architectures_pretrained.rst",
             category="Architectures",
         ),
@@ -76,7 +80,7 @@ rule architectures_pretrained:
         logged(
             "lostmid architectures-pretrained --device {params.device} --threads {threads} --settings {params.settings:q}"
             " --profiles {output.profiles} --layers {output.layers} --comparison {output.comparison}"
-            " --figure {output.figure}"
+            " --figure {output.figure} --viewer {output.viewer}"
         )
 
 
@@ -88,8 +92,10 @@ rule architectures_flag:
         profiles="results/architectures_profiles/flag.parquet",
         layers="results/architectures_layers/flag.parquet",
         comparison="results/architectures_comparison/flag.parquet",
-        figure=report(
-            "results/figures/architectures_flag.png",
+        figure="results/figures/architectures_flag.png",
+        # the figure as a page that scrolls from its top (the viewer centres a bare image)
+        viewer=report(
+            "results/report_figures/architectures_flag.html",
             caption="../report/architectures_flag.rst",
             category="Architectures",
         ),
@@ -116,5 +122,5 @@ rule architectures_flag:
         logged(
             "lostmid architectures-flag --device {params.device} --threads {threads} --settings {params.settings:q}"
             " --runs {params.runs:q} --profiles {output.profiles} --layers {output.layers} --comparison {output.comparison}"
-            " --figure {output.figure}"
+            " --figure {output.figure} --viewer {output.viewer}"
         )

@@ -74,8 +74,10 @@ rule retrieval_summary:
         examples="results/retrieval/examples.parquet",
         accuracy="results/retrieval/accuracy.parquet",
         predictive="results/retrieval/predictive.parquet",
-        figure=report(
-            "results/figures/retrieval.png",
+        figure="results/figures/retrieval.png",
+        # the figure as a page that scrolls from its top (the viewer centres a bare image)
+        viewer=report(
+            "results/report_figures/retrieval.html",
             caption="../report/retrieval.rst",
             category="Architectures",
         ),
@@ -99,7 +101,7 @@ rule retrieval_summary:
         logged(
             "lostmid retrieval-summary --threads {threads} --settings {params.settings:q} --windows {params.windows}"
             " --examples {output.examples} --accuracy {output.accuracy} --predictive {output.predictive}"
-            " --figure {output.figure}"
+            " --figure {output.figure} --viewer {output.viewer}"
         )
 
 

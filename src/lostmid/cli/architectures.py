@@ -21,6 +21,7 @@ def _tables(parser):
     parser.add_argument(
         "--figure", default=None, help="PNG: measured profiles against the theories (drawn in the same process)"
     )
+    parser.add_argument("--viewer", default=None, help="HTML: the figure as a page for the report's viewer")
 
 
 def _write(args, tables, draw) -> None:
@@ -28,6 +29,10 @@ def _write(args, tables, draw) -> None:
         io.write_parquet(table, path)
     if args.figure:
         draw(tables[0], args.figure)
+    if args.viewer:
+        from lostmid.plots.style import write_viewer
+
+        write_viewer(args.figure, args.viewer)
 
 
 @command(

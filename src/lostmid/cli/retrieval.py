@@ -90,6 +90,7 @@ def _summary_args(parser):
     parser.add_argument("--accuracy", required=True, help="Parquet: accuracy, log-prob and influence by (task, n, q)")
     parser.add_argument("--predictive", required=True, help="Parquet: AUC and Spearman by (task, n, measure)")
     parser.add_argument("--figure", default=None, help="PNG: accuracy by q beside the influence by q")
+    parser.add_argument("--viewer", default=None, help="HTML: the figure as a page for the report's viewer")
 
 
 @command("retrieval-summary", "the retrieval stage's tables (intervals over windows) and its figure", _summary_args)
@@ -106,6 +107,10 @@ def retrieval_summary(args):
         from lostmid.plots.retrieval import accuracy_and_influence
 
         accuracy_and_influence(accuracy, args.figure)
+    if args.viewer:
+        from lostmid.plots.style import write_viewer
+
+        write_viewer(args.figure, args.viewer)
 
 
 def _markdown_args(parser):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 from matplotlib.lines import Line2D
 
+from lostmid.architectures.models import display_name
 from lostmid.plots.style import REFERENCE, ArmStyle, figure, ordered_styles, save
 
 INFLUENCE = {"influence_task": "task-conditioned", "influence_free": "task-free"}
@@ -50,7 +51,7 @@ def accuracy_by_position(accuracy: pd.DataFrame, path) -> None:
                 ax.plot(control.q, control.accuracy, **twin.line())
         ax.set(title=f"task {task}", xlabel=Q_LABEL, ylim=ACCURACY_LIMITS)
         ax.set_ylabel("accuracy (answer top-1)" if task == tasks[0] else "")
-    model = accuracy.model.iloc[0]
+    model = display_name(accuracy.model.iloc[0])
     handles = [Line2D([], [], label=accuracy_title(accuracy[accuracy.n == n]), **styles[n].line()) for n in lengths]
     if (accuracy.weights == "twin").any():
         handles.append(Line2D([], [], label="random-init twin (reference)", **twin.line()))
