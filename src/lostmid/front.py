@@ -86,6 +86,7 @@ def run_headline(evidence: pd.DataFrame) -> str:
 SCREEN_STYLE = (
     "<style>#findings .screen{display:flex;flex-wrap:wrap;gap:1em;align-items:flex-start}"
     "#findings .answers{flex:1 1 380px;font-size:13px}#findings .answers dd{margin:0 0 .4em 1em}"
+    "#findings code::before,#findings code::after{content:none}"  # the report's style puts backticks around code
     "#findings .run{font-size:11px;margin-top:.6em}"
     "#findings .headline{flex:1 1 440px}#findings .headline img{width:100%}"
     "#findings table.endpoints{border-collapse:collapse;font-size:11px}"
