@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import fcntl
 import hashlib
 import json
 import os
@@ -50,6 +52,18 @@ CONFIG_FILES = sorted(
     if path != REPO / "profiles" / "slurm" / "config.yaml"  # the profile's own settings, not a config
     and not recorded_copy(path)
 )
+
+
+# The test files that load SmolLM2 (conftest.smollm2): one pytest-xdist worker runs them all, so it is loaded once.
+SMOLLM2_FILES = ("test_api", "test_pretrained")
+
+
+def pytest_collection_modifyitems(items):
+    """Under pytest-xdist (`-n`, with pyproject's `--dist loadgroup`) a test file runs on one worker, so its
+    module fixtures are built once; the files that load SmolLM2 share one."""
+    for item in items:
+        group = "smollm2" if item.path.stem in SMOLLM2_FILES else item.path.stem
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(autouse=True)
@@ -156,14 +170,31 @@ def lostmid_arguments(workdir: Path, shell: str) -> list[str]:
 CALLER_NUMERICS = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE", "OMP_NUM_THREADS": "2"}
 
 
+@contextlib.contextmanager
+def held(lock: Path):
+    """An exclusive lock on the file ``lock`` for the block's duration (another process waits)."""
+    with open(lock, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory):
     """The whole DAG of tests/smoke.yaml, run once per session in a temp dir, with the caller's
-    environment asking for other kernels (CALLER_NUMERICS): (workdir, config)."""
-    workdir = tmp_path_factory.mktemp("smoke")
+    environment asking for other kernels (CALLER_NUMERICS): (workdir, config). Under pytest-xdist the
+    workers share it: the first to ask makes it in their common folder, the others wait for it."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # each worker's basetemp lies in the session's folder
+    workdir, done = shared / "smoke", shared / "smoke.done"
     config = yaml.safe_load(SMOKE.read_text())
-    (workdir / "config.yaml").write_text(yaml.safe_dump(config))
-    run_snakemake(workdir, env=CALLER_NUMERICS)
+    with held(shared / "smoke.lock"):
+        if not done.exists():
+            shutil.rmtree(workdir, ignore_errors=True)  # a worker's failed attempt
+            workdir.mkdir()
+            (workdir / "config.yaml").write_text(yaml.safe_dump(config))
+            run_snakemake(workdir, env=CALLER_NUMERICS)
+            done.touch()
     return workdir, config
 
 

@@ -296,17 +296,15 @@ SLURM_ARGS = ("--slurm-init-seconds-before-status-checks", "2")
 
 
 @pytest.fixture(scope="module")
-def slurm_and_local_runs(cluster, tmp_path_factory):
-    """The whole smoke DAG (device auto) under the Slurm profile and locally: (workdirs, the planned
+def slurm_and_local_runs(cluster, smoke_run, tmp_path_factory):
+    """The whole smoke DAG (device auto) under the Slurm profile, beside the session's local smoke run
+    (conftest.smoke_run: device cpu, which names no run: the tables must be equal): (workdirs, the planned
     rule jobs, squeue's jobs, the rule jobs of each Slurm job, the Slurm run's wall-clock seconds)."""
     folder, env = cluster
     config = yaml.safe_load((REPO / "tests" / "smoke.yaml").read_text())
     config["device"] = "auto"  # cuda where torch sees it, else the CPU, and say so in the log
-    runs = {}
-    for kind in ("local", "slurm"):
-        workdir = tmp_path_factory.mktemp(kind)
-        (workdir / "config.yaml").write_text(yaml.safe_dump(config))
-        runs[kind] = workdir
+    runs = {"local": smoke_run[0], "slurm": tmp_path_factory.mktemp("slurm_run")}
+    (runs["slurm"] / "config.yaml").write_text(yaml.safe_dump(config))
     planned = [
         job for job in dry_run_jobs(runs["slurm"], "--profile", str(PROFILE)) if job["rule"] != "all"
     ]  # `all` runs nothing
@@ -321,8 +319,6 @@ def slurm_and_local_runs(cluster, tmp_path_factory):
         f"squeue --states=all:\n{jobs.to_string(index=False)}"
     )
     assert slurm.returncode == 0, slurm.stdout[-8000:]
-    local = snakemake(runs["local"], "--cores", "2", timeout=900)
-    assert local.returncode == 0, local.stdout[-5000:]
     return runs, planned, jobs, submission_logs(runs["slurm"]), seconds
 
 
