@@ -12,10 +12,13 @@ import pandas as pd
 import pytest
 import torch
 import yaml
-from test_retrieval import FILLER, tiny_model, tokenizer
+from test_retrieval import saved_tiny, tokenizer
 
 from lostmid.architectures import fix_jobs, fix_plan, models, positional_bias, retrieval
 from lostmid.cli.main import main
+from lostmid.errors import ConfigError
+
+from conftest import REPO
 
 N = 48
 
@@ -24,10 +27,7 @@ N = 48
 def plan(tmp_path):
     """A fix plan on a tiny none record: 8 windows of 48 tokens; fitting and calibration on k = 5, 6, the strength
     chosen on k = 7, held-out and gate windows k = 0, 1 (the none record's)."""
-    tiny_model(torch.float32).save_pretrained(tmp_path / "tiny")
-    tokenizer().save_pretrained(tmp_path / "tiny")
-    corpus = tmp_path / "corpus.txt"
-    corpus.write_text(" ".join(np.random.default_rng(0).choice(FILLER, size=400)))
+    corpus = saved_tiny(tmp_path)
     block = dict(
         model={"path": str(tmp_path / "tiny"), "name": "tiny"},
         lengths=[N],
@@ -151,3 +151,14 @@ def test_the_workflow_lists_two_arms_jobs_over_the_held_out_windows():
     jobs = fix_plan.block_jobs(plan, 10)
     assert len(jobs) == 2 * (10 + 15) and ("fitm", 4096, 14) in jobs
     assert fix_plan.block_draws(plan, 4096, 14, 10) == range(140, 150)
+
+
+def test_the_run_overlay_answers_the_committed_plan_and_a_fix_block_needs_one(monkeypatch):
+    monkeypatch.chdir(REPO)
+    overlay = yaml.safe_load((REPO / "runs" / "fix" / "overlay.yaml").read_text())
+    plan = fix_plan.config_plan(overlay)  # the plan names the record, the none arm's record and the windows
+    assert overlay["plan"] == "study/fix_plan.yaml" and plan["run"]["record"] == "runs/fix"
+    assert len(fix_plan.block_jobs(plan, overlay["fix"]["block"])) == 2 * (100 + 150) // 10
+    assert fix_plan.config_plan({"plan": "study/fix_plan.yaml"}) is None  # no fix block: no fix run
+    with pytest.raises(ConfigError, match="config key fix: the fix run needs the plan it answers"):
+        fix_plan.config_plan({"fix": {"block": 10}})

@@ -34,9 +34,8 @@ from lostmid import io
 from lostmid.architectures import bounded, models, text
 from lostmid.architectures import positional_bias as pb
 from lostmid.architectures.fix_plan import ARMS, block_draws, none_path, record, selection_path, window_path
-from lostmid.architectures.pretrained import entry_name
-from lostmid.architectures.retrieval import leading_ids, retrieval_examples, window_order
-from lostmid.architectures.retrieval_jobs import recorded
+from lostmid.architectures.retrieval import leading_ids, window_order
+from lostmid.architectures.retrieval_jobs import recorded, window_examples
 from lostmid.errors import ConfigError, InputError
 
 
@@ -105,58 +104,55 @@ def windows_record(stream, settings, n: int, draws) -> dict:
     return {"n": n, "draws": list(draws), "corpus_windows": corpus_windows(stream, settings, n, draws)}
 
 
-def fit_blog(plan: dict, device) -> Path:
-    """The blog's bias (``positional_bias.fit_flat``) on the plan's fitting windows, saved with its record."""
-    fit, out = plan["arms"]["blog"]["fit"], record(plan) / "fits"
+def recorded_bias(plan: dict, arm: str, recipe: dict, device, make) -> Path:
+    """fits/<arm>.pt and fits/<arm>.json: ``make(arch, tokenizer, settings, contexts)`` -> (bias, what its record
+    says) on the recipe's windows (``reserved_contexts``), saved with the windows' draws and corpus indices and the
+    bias file's SHA-256. A bias already recorded is kept (the record's; delete both files to make it again)."""
+    out = record(plan) / "fits"
+    if (out / f"{arm}.pt").exists() and (out / f"{arm}.json").exists():
+        return out / f"{arm}.pt"
     settings = retrieval_settings(plan)
     arch, tokenizer, stream = loaded(settings, device)
-    contexts = reserved_contexts(stream, tokenizer, settings, fit["n"], fit["windows"]).to(device)
-    found = pb.fit_flat(
-        arch,
-        contexts,
-        buckets=fit["buckets"],
-        per_layer=fit["per_layer"],
-        forms=tuple(fit["forms"]),
-        steps=fit["steps"],
-        restarts=fit["restarts"],
-        lr=fit["lr"],
-        scale=fit["scale"],
-        seed=fit["seed"],
-    )
-    save_bias(found.bias, out / "blog.pt")
+    contexts = reserved_contexts(stream, tokenizer, settings, recipe["n"], recipe["windows"]).to(device)
+    bias, said = make(arch, tokenizer, settings, contexts)
+    save_bias(bias, out / f"{arm}.pt")
     summary = {
-        "arm": "blog",
+        "arm": arm,
         "plan": plan["path"],
-        "windows": windows_record(stream, settings, fit["n"], fit["windows"]),
-        "loss": found.loss,
-        "none": found.none,
-        "fitted": bool(any(bool(p.detach().abs().sum() > 0) for p in found.bias.parameters())),  # B is not 0
-        "trace": [list(t) for t in found.trace],
-        "bias_sha256": sha256(out / "blog.pt"),
+        "windows": windows_record(stream, settings, recipe["n"], recipe["windows"]),
+        **said,
+        "bias_sha256": sha256(out / f"{arm}.pt"),
     }
-    io.write_text(json.dumps(summary, indent=1) + "\n", out / "blog.json")
-    return out / "blog.pt"
+    io.write_text(json.dumps(summary, indent=1) + "\n", out / f"{arm}.json")
+    return out / f"{arm}.pt"
+
+
+def fit_blog(plan: dict, device) -> Path:
+    """The blog's bias (``positional_bias.fit_flat``) on the plan's fitting windows (``recorded_bias``): its record
+    holds the loss, none's loss, whether B is not 0 and the trace."""
+    fit = plan["arms"]["blog"]["fit"]
+
+    def make(arch, tokenizer, settings, contexts):
+        options = {k: fit[k] for k in ("buckets", "per_layer", "steps", "restarts", "lr", "scale", "seed")}
+        found = pb.fit_flat(arch, contexts, forms=tuple(fit["forms"]), **options)
+        fitted = any(bool(p.detach().abs().sum() > 0) for p in found.bias.parameters())  # B is not 0
+        trace = [list(t) for t in found.trace]
+        return found.bias, {"loss": found.loss, "none": found.none, "fitted": fitted, "trace": trace}
+
+    return recorded_bias(plan, "blog", fit, device, make)
 
 
 def calibrate_fitm(plan: dict, device) -> Path:
     """Found-in-the-Middle's calibration (``positional_bias.calibrate``, strength 1) on the plan's calibration
-    windows shuffled, saved with its record; a strength t is applied as the parameters times t."""
-    calibration, out = plan["arms"]["fitm"]["calibration"], record(plan) / "fits"
-    settings = retrieval_settings(plan)
-    arch, tokenizer, stream = loaded(settings, device)
-    contexts = reserved_contexts(stream, tokenizer, settings, calibration["n"], calibration["windows"]).to(device)
-    dummy = pb.shuffled(contexts, calibration["shuffle_seed"], lead=len(leading_ids(tokenizer, settings.bos)))
-    bias = pb.calibrate(arch, dummy, 1.0, buckets=calibration["buckets"], rows=calibration["rows"])
-    save_bias(bias, out / "fitm.pt")
-    summary = {
-        "arm": "fitm",
-        "plan": plan["path"],
-        "strength": 1.0,
-        "windows": windows_record(stream, settings, calibration["n"], calibration["windows"]),
-        "bias_sha256": sha256(out / "fitm.pt"),
-    }
-    io.write_text(json.dumps(summary, indent=1) + "\n", out / "fitm.json")
-    return out / "fitm.pt"
+    windows shuffled (``recorded_bias``); a strength t is applied as the parameters times t."""
+    calibration = plan["arms"]["fitm"]["calibration"]
+
+    def make(arch, tokenizer, settings, contexts):
+        dummy = pb.shuffled(contexts, calibration["shuffle_seed"], lead=len(leading_ids(tokenizer, settings.bos)))
+        bias = pb.calibrate(arch, dummy, 1.0, buckets=calibration["buckets"], rows=calibration["rows"])
+        return bias, {"strength": 1.0}
+
+    return recorded_bias(plan, "fitm", calibration, device, make)
 
 
 def window_hash(settings, arm: str, bias_file: Path, strength: float) -> str:
@@ -171,27 +167,7 @@ def biased_windows(arch, tokenizer, stream, settings, n: int, draws, bias, stamp
     missing = [(k, path) for k, path in zip(draws, paths) if not recorded(path, stamp)]
     with pb.applied(arch.model, bias.to(next(arch.model.parameters()).device)):
         for k, path in missing:
-            examples = retrieval_examples(
-                arch,
-                tokenizer,
-                n=n,
-                windows=k + 1,
-                gradient_windows=0,
-                measures=(),
-                fractions=settings.fractions,
-                tasks=settings.tasks,
-                keys=settings.keys,
-                digits=settings.digits,
-                seed=settings.seed,
-                bos=settings.bos,
-                prefix_reuse=settings.prefix_reuse,
-                checkpoint=n >= settings.checkpoint_from,
-                stream=stream,
-                first=k,
-                limit=1,
-                name=entry_name(settings.model),
-                weights=weights,
-            )
+            examples = window_examples(arch, tokenizer, settings, stream, n, k, weights, k + 1, 0)  # no share
             io.write_parquet(examples.assign(draw=k, config_hash=stamp), path)
 
 

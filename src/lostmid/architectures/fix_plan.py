@@ -2,6 +2,7 @@
 lists its jobs from here): the recipe, the record's files and the held-out windows of each job.
 
     read_fix_plan(path)        the plan, checked for the keys the jobs read (one line where one is missing)
+    config_plan(config)        the plan of a config with a ``fix`` block (None without one)
     block_jobs(plan, size)     (arm, n, b) of every job of ``size`` held-out windows
     block_draws(plan, n, b, size), window_path, selection_path, none_path: which windows, which files
 """
@@ -38,6 +39,26 @@ def read_fix_plan(path) -> dict:
         if found in (None, ""):
             raise ConfigError(f"fix plan {path}: lacks {'.'.join(keys)}")
     return {**plan, "path": str(path)}
+
+
+def config_plan(config: dict) -> dict | None:
+    """The fix plan a config's ``fix`` block runs (its ``plan`` key), None without the block; one line where the
+    block has no plan."""
+    if config.get("fix") is None:
+        return None
+    if not config.get("plan"):
+        raise ConfigError("config key fix: the fix run needs the plan it answers (config key plan)")
+    return read_fix_plan(config["plan"])
+
+
+def selection_jobs(plan: dict) -> list[int]:
+    """The lengths n of the calibration's strength choice (one job each)."""
+    return [int(n) for n in plan["arms"]["fitm"]["calibration"]["selection_windows"]]
+
+
+def gate_jobs(plan: dict) -> list[int]:
+    """The lengths n of the gates' readings (one job each; none where the plan has no gates)."""
+    return [int(n) for n in plan["run"].get("gates", {}).get("windows_by_n", {})]
 
 
 def record(plan: dict) -> Path:
