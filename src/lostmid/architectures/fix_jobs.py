@@ -282,7 +282,7 @@ def gate_block(plan: dict, n: int, device) -> list[Path]:
         return paths
     settings = retrieval_settings(plan)
     arch, tokenizer, stream = loaded(settings, device)
-    biases = {"none": None, **{arm: load_bias(*arm_bias(plan, arm, n)) for arm in ARMS}}
+    biases = {"none": None, **{arm: load_bias(*arm_bias(plan, arm, n)).to(device) for arm in ARMS}}
     layers = [layer for layer, _ in models.layers(arch)] if n >= settings.checkpoint_from else []
     lead = len(leading_ids(tokenizer, settings.bos))
     for k, path in missing:
