@@ -12,6 +12,18 @@ Arms, on one window of ``pydoc_data.topics`` with the BOS token first, forward p
   one-time cost (the attention maps of the content-free window and the least squares) is reported apart.
 Median CPU seconds (time.process_time) of --repeats passes after a warm-up, single thread, as the workflow's
 jobs run; per token: the pass's seconds / n.
+
+    python benchmarks/bench_positional_bias.py --fit --corpus kjv --out runs/fix_plan/cost.yaml   # issue 55's costs
+
+With ``--fit``, what issue 55's fits and arms cost at n (one context, once each, single thread):
+- profile: the task-free influence profile of one context (``profile_flatness``: one forward, one backward);
+- fit step: one step of ``fit_flat`` on one context (the double backward; ``fit_flat`` with one step and one
+  restart, less the profile it takes first), and the process's peak RSS during it (VmHWM reset before);
+- calibration: ``calibrate`` on one shuffled context (its attention maps and least squares);
+- window, none / biased: one retrieval window as the fix's evaluation runs it (``retrieval_examples``, tasks
+  single and number at the 9 fractions, BOS, prefix reuse, no share; the corpus tokenized once before), without
+  and with the fitted form.
+``--out`` writes these seconds as YAML (the fix plan's cost record).
 """
 
 from __future__ import annotations
@@ -24,12 +36,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import torch  # noqa: E402
+import yaml  # noqa: E402
 
 from lostmid import io  # noqa: E402
 from lostmid.architectures import models, retrieval, text  # noqa: E402
 from lostmid.architectures import positional_bias as pb  # noqa: E402
 
-from timing import cpu  # noqa: E402
+from timing import cpu, status_kb  # noqa: E402
 
 PAGE_MARKERS = ("<!-- bench_positional_bias: begin -->", "<!-- bench_positional_bias: end -->")
 
@@ -68,6 +81,47 @@ def bench(args) -> list[dict]:
     return rows
 
 
+def peak_gb(fn):
+    """(the process's peak RSS in GB during ``fn()``, its value): VmHWM reset before the call."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    value = fn()
+    return status_kb("VmHWM") / 2**20, value
+
+
+def fit_costs(args) -> dict:
+    """CPU seconds of the fix's pieces at n = ``args.n`` on one context of ``args.corpus`` (``--fit``)."""
+    torch.set_num_threads(1)
+    arch, tokenizer = models.load_pretrained(models.packaged_file("smollm2"))
+    stream = text.corpus_ids(tokenizer, args.corpus)
+    window = text.windows(stream, args.n, 1, args.seed + args.n)[0]
+    context = torch.cat([torch.tensor(retrieval.leading_ids(tokenizer, True)), window])[: args.n][None]
+    profile, _ = cpu(lambda: pb.profile_flatness(arch, context))
+    fit, (peak, _) = cpu(lambda: peak_gb(lambda: pb.fit_flat(arch, context, steps=1, restarts=1)))
+    calibration, bias = cpu(lambda: pb.calibrate(arch, pb.shuffled(context, args.seed), 1.0))
+
+    def window_seconds():
+        call = dict(stream=stream, n=args.n, windows=1, gradient_windows=0, tasks=("single", "number"))
+        return cpu(lambda: retrieval.retrieval_examples(arch, tokenizer, **call))[0]
+
+    none = window_seconds()
+    with pb.applied(arch.model, bias):
+        biased = window_seconds()
+    found = {
+        "n": args.n,
+        "corpus": args.corpus,
+        "threads": 1,
+        "profile_cpu_s": round(profile, 1),
+        "fit_step_cpu_s": round(fit - profile, 1),
+        "fit_step_peak_gb": round(peak, 2),
+        "calibration_cpu_s": round(calibration, 1),
+        "window_none_cpu_s": round(none, 1),
+        "window_biased_cpu_s": round(biased, 1),
+    }
+    print(found, flush=True)
+    return found
+
+
 def markdown(rows: list[dict], n: int) -> str:
     lines = [
         f"| arm | form | CPU s per forward pass (n = {n}) | CPU ms per token | added | one-time CPU s |",
@@ -88,7 +142,14 @@ def main() -> None:
     parser.add_argument("--corpus", default="pydoc_data.topics")
     parser.add_argument("--seed", type=int, default=7000)
     parser.add_argument("--into", default=None, help="also write the table into this page, between its markers")
+    parser.add_argument("--fit", action="store_true", help="the costs of issue 55's fit, calibration and windows")
+    parser.add_argument("--out", default=None, help="with --fit: write them here as YAML")
     args = parser.parse_args()
+    if args.fit:
+        found = fit_costs(args)
+        if args.out:
+            io.write_text(yaml.safe_dump(found, sort_keys=False), args.out)
+        return
     table = markdown(bench(args), args.n)
     print(table)
     if args.into:

@@ -68,6 +68,16 @@ def stream(tokens=1200, seed=0):
     return np.asarray(tok(" ".join(words), add_special_tokens=False)["input_ids"], dtype=np.int64)
 
 
+def saved_tiny(folder):
+    """The tiny model and its tokenizer saved under folder/tiny, and a corpus of 400 filler words (8 windows of
+    48 tokens) at folder/corpus.txt, which it returns: what the stage's jobs load."""
+    tiny_model(torch.float32).save_pretrained(folder / "tiny")
+    tokenizer().save_pretrained(folder / "tiny")
+    corpus = folder / "corpus.txt"
+    corpus.write_text(" ".join(np.random.default_rng(0).choice(FILLER, size=400)))
+    return corpus
+
+
 def run(n=64, **kwargs):
     return retrieval.retrieval_examples(
         tiny_model(), tokenizer(), stream=stream(), n=n, windows=3, keys=3, digits=3, **kwargs
@@ -317,10 +327,7 @@ def test_the_auc_and_the_tables_with_intervals_on_planted_examples():
 def test_the_commands_run_a_saved_model_and_its_twin_into_tables_and_evidence(tmp_path, capsys):
     from lostmid.cli.main import main
 
-    tiny_model(torch.float32).save_pretrained(tmp_path / "tiny")
-    tokenizer().save_pretrained(tmp_path / "tiny")
-    corpus = tmp_path / "corpus.txt"
-    corpus.write_text(" ".join(np.random.default_rng(0).choice(FILLER, size=400)))
+    corpus = saved_tiny(tmp_path)
     block = dict(
         model={"path": str(tmp_path / "tiny"), "name": "tiny"},
         lengths=[48],

@@ -58,6 +58,16 @@ def test_the_contrasts_are_one_value_per_window_and_find_a_planted_middle_defici
     assert re.t_effect(last, 0.95).low < 0 < re.t_effect(last, 0.95).high
 
 
+def test_a_paired_difference_matches_the_two_arms_window_by_window_at_the_declared_positions():
+    none = planted(dip=2.5, seed=1)
+    fixed = none.assign(logprob=none.logprob + 0.75 * np.isclose(none.q, 1.0))  # a fix that helps at q = 1 only
+    at_end = re.paired_difference(fixed, none, (1.0,), "logprob")
+    assert at_end.index.tolist() == list(range(24)) and at_end.to_numpy() == pytest.approx(0.75)
+    assert re.paired_difference(fixed, none, FRACTIONS, "logprob").to_numpy() == pytest.approx(0.75 / 9)
+    fewer = fixed[fixed.window < 10]  # windows missing in either arm are left out, never paired with another
+    assert re.paired_difference(fewer, none, (1.0,), "logprob").index.tolist() == list(range(10))
+
+
 def test_influence_beyond_position_recovers_a_planted_slope_and_not_a_share_that_only_tracks_position():
     examples = planted(windows=30, slope=0.5, recency=2.0, seed=0)
     per_sd = 0.5 / 0.5 * np.log(examples.influence_free).std()  # the planted log odds per SD of log share

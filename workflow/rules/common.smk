@@ -6,6 +6,7 @@ import functools
 import os
 import threading
 
+import lostmid.architectures.fix_plan as fix_plan
 import lostmid.catalogue as catalogue
 import lostmid.front as front
 import lostmid.jobs as jobs

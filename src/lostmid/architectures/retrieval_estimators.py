@@ -9,6 +9,7 @@ every example of each, a window drawn twice counting as two clusters), checked b
 
     middle_minus_ends            per window: mean success at q in MIDDLE minus at q in ENDS, tasks pooled
     last_minus_first             per window: mean success at q in LAST minus at q in FIRST
+    paired_difference            per window: mean at q in a set under one arm minus under another (the fixes)
     influence_beyond_position    the coefficient of the standardized log task-free share in the logistic
                                  model success ~ share + factor(q) + factor(task) (GEE, binomial,
                                  exchangeable within windows): log odds per SD of log share; on the
@@ -44,11 +45,22 @@ def at(examples: pd.DataFrame, fractions) -> pd.DataFrame:
     return examples[near & examples.task.isin(TASKS).to_numpy()]
 
 
+def window_mean(examples: pd.DataFrame, fractions, column: str = "success") -> pd.Series:
+    """Per window (index): the mean of ``column`` over the examples at q in ``fractions``, tasks pooled."""
+    return at(examples, fractions).groupby("window")[column].mean().astype(float)
+
+
 def window_contrast(examples: pd.DataFrame, high, low, column: str = "success") -> pd.Series:
     """Per window (index): the mean of ``column`` over the examples at q in ``high`` minus over those at q
     in ``low``, tasks pooled; windows missing either side are left out."""
-    means = [at(examples, fractions).groupby("window")[column].mean() for fractions in (high, low)]
-    return (means[0].astype(float) - means[1].astype(float)).dropna()
+    return (window_mean(examples, high, column) - window_mean(examples, low, column)).dropna()
+
+
+def paired_difference(arm: pd.DataFrame, other: pd.DataFrame, fractions, column: str = "success") -> pd.Series:
+    """Per window (index): the mean of ``column`` at q in ``fractions`` under ``arm`` minus under ``other``
+    (two arms' examples of the same windows, tasks pooled); windows missing in either arm are left out. The
+    fix plan's contrasts (study/fix_plan.yaml): a fix against none, or one fix against the other."""
+    return (window_mean(arm, fractions, column) - window_mean(other, fractions, column)).dropna()
 
 
 def middle_minus_ends(examples: pd.DataFrame, column: str = "success") -> pd.Series:

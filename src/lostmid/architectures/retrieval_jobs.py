@@ -51,6 +51,33 @@ def recorded(path: Path, record_hash: str) -> bool:
     return True
 
 
+def window_examples(arch, tokenizer, settings, stream, n: int, k: int, weights: str, windows: int, gradients: int):
+    """The examples of the k-th window of the draw at n under ``settings`` (``retrieval_examples``, the rows a window
+    record holds), with the shares where k is among the first ``gradients`` of ``windows``."""
+    return retrieval_examples(
+        arch,
+        tokenizer,
+        n=n,
+        windows=windows,
+        gradient_windows=gradients,
+        gradient_tasks=settings.gradient_tasks_at(n),
+        measures=settings.measures,
+        fractions=settings.fractions,
+        tasks=settings.tasks,
+        keys=settings.keys,
+        digits=settings.digits,
+        seed=settings.seed,
+        bos=settings.bos,
+        prefix_reuse=settings.prefix_reuse,
+        checkpoint=n >= settings.checkpoint_from,
+        stream=stream,
+        first=k,
+        limit=1,
+        name=entry_name(settings.model),
+        weights=weights,
+    )
+
+
 def retrieval_block(settings, twin: bool, n: int, block: int, device, record=None) -> list[Path]:
     """The windows of the ``block``-th job (``settings.block_windows``) of the configured model, or of its
     random-init twin (accuracy only), at length n: each window's examples (``retrieval_examples``), stamped
@@ -79,27 +106,6 @@ def retrieval_block(settings, twin: bool, n: int, block: int, device, record=Non
     count, gradients = settings.count(n, twin)
     stream = text.corpus_ids(tokenizer, settings.corpus, "retrieval.corpus")
     for k, path in missing:
-        examples = retrieval_examples(
-            arch,
-            tokenizer,
-            n=n,
-            windows=count,
-            gradient_windows=gradients,
-            gradient_tasks=settings.gradient_tasks_at(n),
-            measures=settings.measures,
-            fractions=settings.fractions,
-            tasks=settings.tasks,
-            keys=settings.keys,
-            digits=settings.digits,
-            seed=settings.seed,
-            bos=settings.bos,
-            prefix_reuse=settings.prefix_reuse,
-            checkpoint=n >= settings.checkpoint_from,
-            stream=stream,
-            first=k,
-            limit=1,
-            name=entry_name(settings.model),
-            weights=weights,
-        )
+        examples = window_examples(arch, tokenizer, settings, stream, n, k, weights, count, gradients)
         io.write_parquet(examples.assign(draw=k, config_hash=record_hash), path)
     return paths

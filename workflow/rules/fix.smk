@@ -1,0 +1,220 @@
+# Issue 55's fix run (docs/positional_bias.md, "The fix run"): with a `fix` block and the plan it answers
+# (`plan: study/fix_plan.yaml`, which holds the recipe, the windows and the record folder), the blog's fit and
+# the calibration on the plan's reserved windows, the calibration's strength, a zero-bias check against the none
+# record, then each fix arm's held-out windows in blocks and the gates' readings. Every job writes into the
+# plan's record (a fit or a window already there is kept, so a stopped run resumes); its own output is the list
+# of what it wrote, under results/fix/. Its own target: `snakemake fix`.
+
+FIX_PLAN = fix_plan.config_plan(config)
+
+if FIX_PLAN is not None:
+    FIX_BLOCK = config["fix"]["block"]
+    FIX_SELECTION = fix_plan.selection_jobs(FIX_PLAN)
+
+    def fix_rule(job, *options):
+        """The shell of one `lostmid fix` job (its log, its plan, its list of files written)."""
+        return logged(
+            f"lostmid fix --job {job} --device {{params.device}} --threads {{threads}} --plan {{params.plan:q}}"
+            + "".join(f" --{name} {{wildcards.{name}}}" for name in options)
+            + " --done {output}"
+        )
+
+    def none_windows(wildcards):
+        """The none arm's window files of a block (its own record: the run needs them done)."""
+        draws = fix_plan.block_draws(FIX_PLAN, int(wildcards.n), int(wildcards.block), FIX_BLOCK)
+        return [str(fix_plan.none_path(FIX_PLAN, int(wildcards.n), k)) for k in draws]
+
+    # The blog's bias, fitted on the reserved windows: the run's longest single job (runs/fix_plan/power.md).
+    rule fix_fit:
+        output:
+            "results/fix/fit.json",
+        log:
+            "results/logs/fix/fit.log",
+        benchmark:
+            "results/benchmarks/fix/fit.tsv"
+        conda:
+            LOSTMID_ENV
+        threads: 1
+        resources:
+            attempt=attempt_number,
+            mem_mb=12000,
+            runtime=720,
+            gpu=GPU,
+        params:
+            device=config["device"],
+            plan=config["plan"],
+            arguments=ARGUMENTS_FILE,
+        shell:
+            fix_rule("fit")
+
+    rule fix_calibrate:
+        output:
+            "results/fix/calibrate.json",
+        log:
+            "results/logs/fix/calibrate.log",
+        benchmark:
+            "results/benchmarks/fix/calibrate.tsv"
+        conda:
+            LOSTMID_ENV
+        threads: 1
+        resources:
+            attempt=attempt_number,
+            mem_mb=8000,
+            runtime=60,
+            gpu=GPU,
+        params:
+            device=config["device"],
+            plan=config["plan"],
+            arguments=ARGUMENTS_FILE,
+        shell:
+            fix_rule("calibrate")
+
+    # The calibration at every strength of the plan's grid on the selection windows at n (reserved windows).
+    rule fix_select:
+        input:
+            rules.fix_calibrate.output,
+        output:
+            "results/fix/select_n{n}.json",
+        log:
+            "results/logs/fix/select_n{n}.log",
+        benchmark:
+            "results/benchmarks/fix/select_n{n}.tsv"
+        wildcard_constraints:
+            n=r"\d+",
+        conda:
+            LOSTMID_ENV
+        threads: 1
+        resources:
+            attempt=attempt_number,
+            mem_mb=8000,
+            runtime=240,
+            gpu=GPU,
+        params:
+            device=config["device"],
+            plan=config["plan"],
+            arguments=ARGUMENTS_FILE,
+        shell:
+            fix_rule("select", "n")
+
+    rule fix_strength:
+        input:
+            expand("results/fix/select_n{n}.json", n=FIX_SELECTION),
+        output:
+            "results/fix/strength.json",
+        log:
+            "results/logs/fix/strength.log",
+        benchmark:
+            "results/benchmarks/fix/strength.tsv"
+        conda:
+            LOSTMID_ENV
+        threads: 1
+        resources:
+            attempt=attempt_number,
+            mem_mb=2000,
+            runtime=10,
+            gpu=0,
+        params:
+            device=config["device"],
+            plan=config["plan"],
+            arguments=ARGUMENTS_FILE,
+        shell:
+            fix_rule("strength")
+
+    # Before any fix window counts: a zero bias gives the none record's answers (the arms pair with it).
+    rule fix_none_check:
+        input:
+            str(fix_plan.none_path(FIX_PLAN, min(FIX_PLAN["run"]["windows_by_n"]), 0)),
+        output:
+            "results/fix/none_check.json",
+        log:
+            "results/logs/fix/none_check.log",
+        benchmark:
+            "results/benchmarks/fix/none_check.tsv"
+        conda:
+            LOSTMID_ENV
+        threads: 1
+        resources:
+            attempt=attempt_number,
+            mem_mb=8000,
+            runtime=30,
+            gpu=GPU,
+        params:
+            device=config["device"],
+            plan=config["plan"],
+            arguments=ARGUMENTS_FILE,
+        shell:
+            fix_rule("none-check")
+
+    # One job per (fix arm, n, block of fix.block held-out windows), after its bias and the none arm's windows.
+    rule fix_block:
+        input:
+            check=rules.fix_none_check.output,
+            bias=lambda wildcards: rules.fix_fit.output if wildcards.arm == "blog" else rules.fix_strength.output,
+            none=none_windows,
+        output:
+            "results/fix/blocks/{arm}_n{n}_b{block}.json",
+        log:
+            "results/logs/fix/{arm}_n{n}_b{block}.log",
+        benchmark:
+            "results/benchmarks/fix/{arm}_n{n}_b{block}.tsv"
+        wildcard_constraints:
+            arm="blog|fitm",
+            n=r"\d+",
+            block=r"\d+",
+        conda:
+            LOSTMID_ENV
+        threads: 1
+        resources:
+            attempt=attempt_number,
+            mem_mb=8000,
+            runtime=240,
+            gpu=GPU,
+        params:
+            device=config["device"],
+            plan=config["plan"],
+            size=FIX_BLOCK,
+            arguments=ARGUMENTS_FILE,
+        shell:
+            logged(
+                "lostmid fix --job block --device {params.device} --threads {threads} --plan {params.plan:q}"
+                " --arm {wildcards.arm} --n {wildcards.n} --block {wildcards.block} --size {params.size}"
+                " --done {output}"
+            )
+
+    # The gates: each arm's task-free profile on the gate windows at n (checkpointed at 4096).
+    rule fix_gate:
+        input:
+            rules.fix_fit.output,
+            rules.fix_strength.output,
+        output:
+            "results/fix/gate_n{n}.json",
+        log:
+            "results/logs/fix/gate_n{n}.log",
+        benchmark:
+            "results/benchmarks/fix/gate_n{n}.tsv"
+        wildcard_constraints:
+            n=r"\d+",
+        conda:
+            LOSTMID_ENV
+        threads: 1
+        resources:
+            attempt=attempt_number,
+            mem_mb=8000,
+            runtime=240,
+            gpu=GPU,
+        params:
+            device=config["device"],
+            plan=config["plan"],
+            arguments=ARGUMENTS_FILE,
+        shell:
+            fix_rule("gate", "n")
+
+    # The run's target: every block of both fix arms and the gates.
+    rule fix:
+        input:
+            [f"results/fix/blocks/{a}_n{n}_b{b}.json" for a, n, b in fix_plan.block_jobs(FIX_PLAN, FIX_BLOCK)],
+            expand("results/fix/gate_n{n}.json", n=fix_plan.gate_jobs(FIX_PLAN)),
+        localrule: True
+        threads: 1
+        resources:
+            gpu=0,
