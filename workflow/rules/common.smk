@@ -162,3 +162,22 @@ RETRIEVAL_RECORD = RETRIEVAL["record"] if RETRIEVAL else "results/retrieval_wind
 # The window records (in the run's record) and the jobs that write them, a block of windows each.
 RETRIEVAL_WINDOWS = [f"{RETRIEVAL_RECORD}/windows/{w}_n{n}_w{k}.parquet" for w, n, k in retrieval_jobs("window_jobs")]
 RETRIEVAL_BLOCKS = [f"results/retrieval/blocks/{w}_n{n}_b{b}.json" for w, n, b in retrieval_jobs("block_jobs")]
+
+
+# Issue 55's fix run (fix.smk): its plan (study/fix_plan.yaml) where the config has a `fix` block, else None.
+FIX_PLAN = fix_plan.config_plan(config)
+
+
+def fix_rule(job, *options):
+    """The shell of one `lostmid fix` job (its log, its plan, its list of files written)."""
+    return logged(
+        f"lostmid fix --job {job} --device {{params.device}} --threads {{threads}} --plan {{params.plan:q}}"
+        + "".join(f" --{name} {{wildcards.{name}}}" for name in options)
+        + " --done {output}"
+    )
+
+
+def fix_none_windows(wildcards):
+    """The none arm's window files of a fix block (its own record: the run needs them done)."""
+    draws = fix_plan.block_draws(FIX_PLAN, int(wildcards.n), int(wildcards.block), config["fix"]["block"])
+    return [str(fix_plan.none_path(FIX_PLAN, int(wildcards.n), k)) for k in draws]

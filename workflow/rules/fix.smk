@@ -5,24 +5,8 @@
 # plan's record (a fit or a window already there is kept, so a stopped run resumes); its own output is the list
 # of what it wrote, under results/fix/. Its own target: `snakemake fix`.
 
-FIX_PLAN = fix_plan.config_plan(config)
-
 if FIX_PLAN is not None:
-    FIX_BLOCK = config["fix"]["block"]
     FIX_SELECTION = fix_plan.selection_jobs(FIX_PLAN)
-
-    def fix_rule(job, *options):
-        """The shell of one `lostmid fix` job (its log, its plan, its list of files written)."""
-        return logged(
-            f"lostmid fix --job {job} --device {{params.device}} --threads {{threads}} --plan {{params.plan:q}}"
-            + "".join(f" --{name} {{wildcards.{name}}}" for name in options)
-            + " --done {output}"
-        )
-
-    def none_windows(wildcards):
-        """The none arm's window files of a block (its own record: the run needs them done)."""
-        draws = fix_plan.block_draws(FIX_PLAN, int(wildcards.n), int(wildcards.block), FIX_BLOCK)
-        return [str(fix_plan.none_path(FIX_PLAN, int(wildcards.n), k)) for k in draws]
 
     # The blog's bias, fitted on the reserved windows: the run's longest single job (runs/fix_plan/power.md).
     rule fix_fit:
@@ -150,7 +134,7 @@ if FIX_PLAN is not None:
         input:
             check=rules.fix_none_check.output,
             bias=lambda wildcards: rules.fix_fit.output if wildcards.arm == "blog" else rules.fix_strength.output,
-            none=none_windows,
+            none=fix_none_windows,
         output:
             "results/fix/blocks/{arm}_n{n}_b{block}.json",
         log:
@@ -172,7 +156,7 @@ if FIX_PLAN is not None:
         params:
             device=config["device"],
             plan=config["plan"],
-            size=FIX_BLOCK,
+            size=config["fix"]["block"],
             arguments=ARGUMENTS_FILE,
         shell:
             logged(
@@ -212,7 +196,10 @@ if FIX_PLAN is not None:
     # The run's target: every block of both fix arms and the gates.
     rule fix:
         input:
-            [f"results/fix/blocks/{a}_n{n}_b{b}.json" for a, n, b in fix_plan.block_jobs(FIX_PLAN, FIX_BLOCK)],
+            [
+                f"results/fix/blocks/{a}_n{n}_b{b}.json"
+                for a, n, b in fix_plan.block_jobs(FIX_PLAN, config["fix"]["block"])
+            ],
             expand("results/fix/gate_n{n}.json", n=fix_plan.gate_jobs(FIX_PLAN)),
         localrule: True
         threads: 1
