@@ -1,4 +1,4 @@
-"""The fix run's page (`lostmid fix-page`; lostmid.architectures.fix_reading, fix_page) on small synthetic records
+"""The fix run's page (`lostmid fix-page`; lostmid.study.fix_reading, fix_page) on small synthetic records
 written directly as the run's files: a plan committed in a throwaway checkout (study/fix_plan.yaml with few
 windows), the none arm's record, the fits, each fix arm's held-out windows under its stamp, the gates' readings
 and the run's manifest. Planted effects must be read as the plan words them. Seconds each."""
@@ -14,10 +14,11 @@ import yaml
 from test_figures import assert_arms_distinct, assert_in_range, assert_no_empty_panel, legend_lines, panels
 
 from lostmid import manifest
-from lostmid.architectures import fix_jobs, fix_reading
+from lostmid.architectures import fix_jobs
 from lostmid.architectures import positional_bias as pb
 from lostmid.cli.main import main
 from lostmid.plots import fix as fix_plots
+from lostmid.study import fix_reading
 
 from conftest import REPO, git
 

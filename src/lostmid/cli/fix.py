@@ -63,6 +63,6 @@ def _page_args(parser):
 
 @command("fix-page", "the fix run's answers, tables, figure and README.md from its record", _page_args)
 def fix_page(args):
-    from lostmid.architectures.fix_page import write_fix_page
+    from lostmid.study.fix_page import write_fix_page
 
     log.info("wrote %s", write_fix_page(args.record, args.repo, args.force))

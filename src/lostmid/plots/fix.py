@@ -19,7 +19,7 @@ ROWS = {"success": "accuracy (answer top-1)", "logprob": "log p(answer) (nats)"}
 
 
 def fix_by_position(positions: pd.DataFrame, path, level: float = 0.95) -> None:
-    """``positions`` (lostmid.architectures.fix_reading.position_table: per arm, n and q the means and their
+    """``positions`` (lostmid.study.fix_reading.position_table: per arm, n and q the means and their
     bootstrap intervals at ``level``) as accuracy and log p(answer) by q, a line and band per arm, a column per n."""
     lengths = sorted(positions.n.unique())
     arms = [arm for arm in ARM_LABELS if arm in set(positions.arm)]

@@ -1,5 +1,5 @@
 """The fix run's page (``lostmid fix-page --record runs/fix``; docs/positional_bias.md, "The fix run's page"): its
-tables, its figure and its README.md from the record alone (lostmid.architectures.fix_reading), checked whole
+tables, its figure and its README.md from the record alone (lostmid.study.fix_reading), checked whole
 before anything is written, and written over a committed page only from its own record (lostmid.records).
 
 The page answers the plan's question in one sentence per n, every margin labelled ours, each fix's overall
@@ -17,8 +17,8 @@ import pandas as pd
 
 from lostmid import io
 from lostmid import manifest as run_manifest
-from lostmid.architectures import fix_reading as fr
 from lostmid.architectures.summary import to_markdown
+from lostmid.study import fix_reading as fr
 
 PAGE = "README.md"
 FIGURE = "fix_by_position.png"
