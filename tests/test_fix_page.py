@@ -168,11 +168,11 @@ def test_a_failed_gate_makes_no_decision_and_says_so(tmp_path, unsaved):
         assert row.effect is None and row.outcome == fix_reading.NO_DECISION
         assert row.why.startswith("the fix did not do what it is for: the blog gate failed")
     text = page(record, repo)
-    assert "the blog's bias makes no decision at its worst position (q = 1): the fix did not do" in text
+    assert "At n = 1024, no decision on any of the three questions: the fix did not do what it is for" in text
     assert "- blog at n = 1024: FAILED" in text and "- fitm at n = 1024: passed" in text
 
 
-def test_too_few_windows_make_no_decision(tmp_path):
+def test_too_few_windows_make_no_decision(tmp_path, unsaved):
     record, repo = make_record(tmp_path)
     (record / "windows" / "fitm_n4096_w3.parquet").unlink()
     rows = read(record, repo)
@@ -180,6 +180,8 @@ def test_too_few_windows_make_no_decision(tmp_path):
     assert rows["blog_fitm_worst_4096"].why == f"{WINDOWS - 1} of the plan's {WINDOWS} held-out windows paired " \
         "in its arms (no interim look)"  # fmt: skip
     assert rows["blog_none_worst_4096"].outcome == "at least our margin"  # its arms are complete
+    text = page(record, repo)
+    assert "against Found-in-the-Middle's calibration (t = 0.75) no decision: 7 of the plan's 8" in text
 
 
 def test_a_record_whose_plan_changed_is_refused_and_nothing_is_written(tmp_path, capsys):
@@ -226,3 +228,18 @@ def test_the_figure_is_accuracy_and_log_p_by_position_a_line_per_arm_a_column_pe
     assert_no_empty_panel(fig)
     assert_in_range(fig)
     assert list(legend_lines(fig)) == list(fix_plots.ARM_LABELS.values())
+
+
+def test_an_incomplete_or_restamped_record_is_one_line_and_nothing_is_written(tmp_path, capsys):
+    record, repo = make_record(tmp_path)
+    argv = ["fix-page", "--record", str(record), "--repo", str(repo)]
+    check = record / "fits" / "none_check.json"
+    kept = check.read_text()
+    check.unlink()
+    assert main(argv) == 2
+    assert capsys.readouterr().err.strip().endswith("none_check.json: missing: the record is incomplete")
+    check.write_text(kept)
+    (record / "fits" / "fitm_strength.json").write_text(json.dumps({"strength": {"1024": 1.0, "4096": 0.75}}))
+    assert main(argv) == 2  # the fitm windows at 1024 were made at another strength than the record now says
+    assert "fitm_n1024_w0.parquet was made under another configuration" in capsys.readouterr().err
+    assert not (record / "README.md").exists() and not (record / "tables").exists()

@@ -71,6 +71,9 @@ def answer(plan: dict, rows: list[fr.Primary], n: int, strength: float) -> str:
     """The question's answer at n in one sentence: the blog against none at the worst position, the blog against
     the calibration there, and whether the blog lowers overall accuracy (the plan's primaries at n)."""
     by = {plan["primaries"][r.id]["direction"]: r for r in rows if r.n == n}  # one primary per direction at n
+    whys = {r.why for r in by.values()}
+    if len(whys) == 1 and "" not in whys:  # one reason stops all three: said once
+        return f"At n = {n}, no decision on any of the three questions: {whys.pop()}."
     worst = by["increase"]
     clauses = [worst_clause(worst, plan["primaries"][worst.id]["positions"]), compare_clause(by["none"], strength)]
     return f"At n = {n}, {clauses[0]}; {clauses[1]}; {overall_clause(by['not_lowered'])}."
