@@ -61,7 +61,7 @@ def _page_args(parser):
     parser.add_argument("--force", action="store_true", help="replace a committed page written from another record")
 
 
-@command("fix-page", "the fix run's answers, tables, figure and README.md from its record", _page_args)
+@command("fix-page", "the fix run's page, tables and figure from its record", _page_args)
 def fix_page(args):
     from lostmid.study.fix_page import write_fix_page
 
