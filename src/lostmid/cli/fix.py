@@ -53,3 +53,16 @@ def fix(args):
     found = getattr(fix_jobs, function)(plan, *(getattr(args, name) for name in needs), *device)
     paths = found if isinstance(found, list) else [found]
     io.write_text(json.dumps([str(path) for path in paths], indent=1) + "\n", args.done)
+
+
+def _page_args(parser):
+    parser.add_argument("--record", required=True, help="the fix run's record folder (the plan's run.record: runs/fix)")
+    parser.add_argument("--repo", default=".", help="the checkout whose committed plan the record's overlay names")
+    parser.add_argument("--force", action="store_true", help="replace a committed page written from another record")
+
+
+@command("fix-page", "the fix run's page, tables and figure from its record", _page_args)
+def fix_page(args):
+    from lostmid.study.fix_page import write_fix_page
+
+    log.info("wrote %s", write_fix_page(args.record, args.repo, args.force))

@@ -80,6 +80,7 @@ PAGES = (
     "study-record",
     "retrieval-page",
     "retrieval-tables",
+    "fix-page",
     "architectures-summary",
     "length-report",
 )

@@ -54,7 +54,7 @@ tracks is replaced only by a page of the same record (the stamp's Run: line, the
 the README's answers only beside such a page; --force replaces another record's."""
 
 
-@command("findings", "docs/findings.md from the study's run record and its plan", _findings_args)
+@command("findings", "docs/findings.md from the study's record and its plan", _findings_args)
 def findings(args):
     from lostmid.study.findings import write_findings
 

@@ -1,2 +1,3 @@
 """The pre-registered study (docs/study.md): its plan (study/plan.yaml), the record of the plan a run began
-under (``record``), the primaries' estimators, the Holm-adjusted four-outcome reading, and docs/findings.md."""
+under (``record``), the primaries' estimators, the Holm-adjusted four-outcome reading, and docs/findings.md;
+and issue 55's fix plan read from its run's record into its page (``fix_reading``, ``fix_page``)."""

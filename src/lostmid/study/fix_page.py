@@ -1,0 +1,251 @@
+"""The fix run's page (``lostmid fix-page --record runs/fix``; docs/positional_bias.md, "The fix run's page"): its
+tables, its figure and its README.md from the record alone (lostmid.study.fix_reading), checked whole
+before anything is written, and written over a committed page only from its own record (lostmid.records).
+
+The page answers the plan's question in one sentence per n, every margin labelled ours, each fix's overall
+accuracy said plainly, then the primaries at their Holm levels, the gates, the exploratory contrasts per q, the
+profiles and the cost per token each arm adds (docs/performance.md's measured table, quoted: the record holds no
+timings of its own).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from lostmid import io
+from lostmid import manifest as run_manifest
+from lostmid.architectures.summary import to_markdown
+from lostmid.study import fix_reading as fr
+
+PAGE = "README.md"
+FIGURE = "fix_by_position.png"
+COST_MARKERS = ("<!-- bench_positional_bias: begin -->", "<!-- bench_positional_bias: end -->")
+QUESTION = (
+    "Does the blog's recipe improve {model}'s retrieval at its worst positions, and how does it compare with "
+    "Found-in-the-Middle's calibration?"
+)
+
+
+def signed(x: float, digits: int = 2) -> str:
+    return "nan" if math.isnan(x) else f"{x:+.{digits}f}"
+
+
+def interval(row: fr.Primary, digits: int = 2) -> str:
+    """The estimate, its interval at its Holm level and the windows behind it."""
+    return (
+        f"{signed(row.effect.estimate, digits)} [{signed(row.low, digits)}, {signed(row.high, digits)}] "
+        f"({1 - row.level:.4g} Holm interval over {row.effect.n} windows)"
+    )
+
+
+def worst_clause(row: fr.Primary, positions) -> str:
+    where = ", ".join(f"q = {q:g}" for q in positions)
+    if row.effect is None:
+        return f"the blog's bias makes no decision at its worst position ({where}): {row.why}"
+    return (
+        f"the blog's bias changes the answer's log-probability at its worst position ({where}) by "
+        f"{interval(row)} nats against none: {row.outcome} (our margin {row.margin:g} nats)"
+    )
+
+
+def compare_clause(row: fr.Primary, strength: float) -> str:
+    if row.effect is None:
+        return f"against Found-in-the-Middle's calibration (t = {strength:g}) no decision: {row.why}"
+    return (
+        f"against Found-in-the-Middle's calibration (t = {strength:g}) blog minus fitm is {interval(row)} nats: "
+        f"{row.outcome} (our margin ±{row.margin:g})"
+    )
+
+
+def overall_clause(row: fr.Primary) -> str:
+    if row.effect is None:
+        return f"whether it lowers accuracy overall, no decision: {row.why}"
+    plainly = "it LOWERS accuracy overall" if row.outcome.startswith(fr.LOWERED) else "overall accuracy"
+    return f"{plainly}: {interval(row, 3)} in success rate, {row.outcome} (our margin -{row.margin:g})"
+
+
+def answer(plan: dict, rows: list[fr.Primary], n: int, strength: float) -> str:
+    """The question's answer at n in one sentence: the blog against none at the worst position, the blog against
+    the calibration there, and whether the blog lowers overall accuracy (the plan's primaries at n)."""
+    by = {plan["primaries"][r.id]["direction"]: r for r in rows if r.n == n}  # one primary per direction at n
+    whys = {r.why for r in by.values()}
+    if len(whys) == 1 and "" not in whys:  # one reason stops all three: said once
+        return f"At n = {n}, no decision on any of the three questions: {whys.pop()}."
+    worst = by["increase"]
+    clauses = [worst_clause(worst, plan["primaries"][worst.id]["positions"]), compare_clause(by["none"], strength)]
+    return f"At n = {n}, {clauses[0]}; {clauses[1]}; {overall_clause(by['not_lowered'])}."
+
+
+def plainly(contrasts: pd.DataFrame, arm: str, n: int, level: float) -> str:
+    """Whether ``arm`` lowers accuracy overall at n by its exploratory contrast against none (over every q)."""
+    row = contrasts.query("n == @n and contrast == @arm + ' - none' and outcome == 'success' and positions == 'all'")
+    if row.empty or math.isnan(row.high.iloc[0]):
+        return f"{arm} at n = {n}: too few windows for an interval."
+    row = row.iloc[0]
+    said = "LOWERS accuracy overall" if row.high < 0 else "does not lower accuracy overall detectably"
+    return (
+        f"{arm} at n = {n} {said}: {signed(row.estimate, 3)} [{signed(row.low, 3)}, {signed(row.high, 3)}] in success "
+        f"rate against none ({level:.0%} t interval over {row.windows} windows; exploratory)."
+    )
+
+
+def worst_line(positions: pd.DataFrame) -> str:
+    """Exploratory: where the held-out none arm's mean log p(answer) is lowest at each n (the plan fixed q = 1 on
+    other windows; the pydoc pilot's worst was q = 0)."""
+    none = positions[positions.arm == "none"]
+    worst = none.loc[none.groupby("n").logprob.idxmin()]
+    return "; ".join(f"q = {row.q:g} at n = {row.n} ({row.logprob:.2f} nats)" for row in worst.itertuples())
+
+
+def cost_block(repo: Path) -> str:
+    """docs/performance.md's measured table of the cost per token of each arm, quoted with its source."""
+    path = repo / "docs" / "performance.md"
+    text = path.read_text() if path.is_file() else ""
+    begin, end = COST_MARKERS
+    if begin not in text or end not in text:
+        return "Not measured: docs/performance.md holds no `bench_positional_bias` table.\n"
+    table = text.split(begin, 1)[1].split(end, 1)[0].strip()
+    return (
+        "Measured by `python benchmarks/bench_positional_bias.py` (one SmolLM2 window's forward pass at n = 1024, "
+        "one thread), quoted from docs/performance.md; not this run's timings (the record holds none). The fitm "
+        "arm's cost is the calibration's form, whatever its strength:\n\n" + table + "\n"
+    )
+
+
+def windows_line(fix: fr.FixRecord) -> str:
+    counts = fix.examples.groupby(["n", "arm"]).window.nunique()
+    planned = fix.plan["run"]["windows_by_n"]
+    return "; ".join(
+        f"n = {n}: " + ", ".join(f"{arm} {counts.get((n, arm), 0)}" for arm in fr.ARM_ORDER) + f" of {planned[n]}"
+        for n in planned
+    )
+
+
+def fits_line(fix: fr.FixRecord) -> str:
+    blog, fitm = fix.fits["blog"], fix.fits["fitm"]
+    draws = ", ".join(str(k) for k in blog["windows"]["draws"])
+    return (
+        f"The blog's bias was fitted on the draw's windows k = {draws} at n = {blog['windows']['n']} (corpus windows "
+        f"{', '.join(map(str, blog['windows']['corpus_windows']))}): its flatness there {blog['loss']:.4g} against "
+        f"none's {blog['none']:.4g} (`fits/blog.json`). The calibration was measured on k = "
+        f"{', '.join(str(k) for k in fitm['windows']['draws'])} shuffled (`fits/fitm.json`); its strength t per n, "
+        f"chosen on the selection windows: "
+        + ", ".join(f"{t:g} at n = {n}" for n, t in fix.fits["fitm_strength"]["strength"].items())
+        + " (`fits/fitm_strength.json`)."
+    )
+
+
+def primaries_markdown(rows: list[fr.Primary], plan: dict) -> str:
+    table = fr.primary_table(rows).assign(
+        question=[" ".join(plan["primaries"][r.id]["question"].split()) for r in rows],
+        interval=[
+            "–" if r.effect is None else f"{signed(r.effect.estimate, 3)} [{signed(r.low, 3)}, {signed(r.high, 3)}]"
+            for r in rows
+        ],
+        level=[f"{1 - r.level:.4g}" for r in rows],
+        p=["–" if math.isnan(r.p) else f"{r.p:.3g}" for r in rows],
+        outcome=[r.outcome + (f": {r.why}" if r.why else "") for r in rows],
+    )
+    return to_markdown(table[["id", "question", "windows", "interval", "level", "p", "margin", "outcome"]])
+
+
+def gates_markdown(plan: dict, fix: fr.FixRecord) -> str:
+    lines = []
+    for arm, lengths in (("blog", plan["run"]["windows_by_n"]), ("fitm", [plan["arms"]["fitm"]["calibration"]["n"]])):
+        for n in lengths:
+            gate = fr.gate_reading(plan, fix, arm, int(n))
+            state = {True: "passed", False: "FAILED", None: "not read"}[gate.passed]
+            lines.append(f"- {arm} at n = {gate.n}: {state}: {gate.why}.")
+    return "\n".join(lines)
+
+
+def contrasts_markdown(contrasts: pd.DataFrame) -> str:
+    cells = contrasts.assign(
+        cell=[
+            "–" if math.isnan(h) else f"{signed(e, 3)} [{signed(lo, 3)}, {signed(h, 3)}]"
+            for e, lo, h in contrasts[["estimate", "low", "high"]].values
+        ]
+    )
+    wide = cells.pivot_table(
+        index=["n", "contrast", "outcome", "windows"], columns="positions", values="cell", aggfunc="first", sort=False
+    )
+    return to_markdown(wide.reset_index())
+
+
+def gate_readings_markdown(table: pd.DataFrame) -> str:
+    if table.empty:
+        return "No gate readings in the record."
+    bounds = table[["log_ratio", "low", "high"]].to_numpy()
+    cells = table.assign(ratio=[f"{math.exp(e):.3g} [{math.exp(lo):.3g}, {math.exp(h):.3g}]" for e, lo, h in bounds])
+    return to_markdown(cells[["n", "arm", "reading", "windows", "ratio"]])
+
+
+def page(fix: fr.FixRecord, rows, tables: dict, repo: Path, model: str) -> str:
+    """The record's page: its run, the answer per n, the plain overall lines, the primaries, the gates, the
+    figure, the exploratory contrasts and gate readings, the cost."""
+    plan, level = fix.plan, fix.plan["level"]
+    strengths = {int(n): float(t) for n, t in fix.fits["fitm_strength"]["strength"].items()}
+    lengths = sorted(plan["run"]["windows_by_n"])
+    answers = "\n".join(f"- {answer(plan, rows, n, strengths[n])}" for n in lengths)
+    plain = "\n".join(f"- {plainly(tables['contrasts'], arm, n, level)}" for n in lengths for arm in fr.ARMS)
+    return io.wrap_prose(
+        f"# Fix run `{fix.path.name}`\n\n"
+        f"Generated by `lostmid fix-page --record {fix.path}` from this folder, the plan it names and the none arm's "
+        f'record (docs/positional_bias.md, "The fix run\'s page").\n\n'
+        + run_manifest.stamp(fix.manifest)
+        + f"\n\nPlan: `{plan['path']}` ({fix.status}). Held-out windows recorded: {windows_line(fix)}.\n\n"
+        + fits_line(fix)
+        + f"\n\n## {QUESTION.format(model=model)}\n\n{answers}\n\nEvery margin is ours (the plan: no source gives a "
+        "size that transfers to this model, corpus and position). Does either fix lower accuracy overall?\n\n"
+        + plain
+        + "\n\nThe held-out none arm's own worst position (lowest mean log p(answer); exploratory: the plan fixed its "
+        f"positions on other windows): {worst_line(tables['positions'])}."
+        + "\n\n## The primaries\n\nThe plan's six, Holm across them; each interval at its Holm level, its outcome by "
+        "the plan's rule for its direction; a primary stopped by its gate or short of its windows makes no decision "
+        "and keeps its place in k (`tables/primaries.parquet`):\n\n"
+        + primaries_markdown(rows, plan)
+        + "\n\n## The gates: did each fix do what it is for?\n\n"
+        + gates_markdown(plan, fix)
+        + f"\n\n## Retrieval by needle position\n\n![accuracy and log p(answer) by q, a line per arm]({FIGURE})\n\n"
+        f"Lines: the mean over windows (tasks pooled per window); bands: {level:.0%} percentile bootstrap over "
+        "windows (`tables/positions.parquet`).\n\n"
+        f"## Each fix against none, per q (exploratory)\n\nMean paired difference over windows [{level:.0%} Student t "
+        "interval], no multiplicity correction, no outcome (`tables/contrasts.parquet`):\n\n"
+        + contrasts_markdown(tables["contrasts"])
+        + "\n\n## The influence profile each arm produces (exploratory)\n\nOn the gate windows (held out): each fix's "
+        "reading over none's, the geometric mean with its t interval at the gates' level (`tables/gates.parquet`); "
+        "flatness below 1 is a flatter task-free profile, a content-free distance below 1 a more uniform "
+        "content-free attention:\n\n"
+        + gate_readings_markdown(tables["gates"])
+        + "\n\n## The cost per token each arm adds\n\n"
+        + cost_block(repo)
+    )
+
+
+def write_fix_page(record, repo=".", force: bool = False) -> Path:
+    """The fix record's tables, figure and page, written into the record folder after the whole record is read
+    and every table made; a committed page of another record is replaced only with ``force``."""
+    from lostmid import records
+    from lostmid.architectures.models import display_name
+    from lostmid.plots.fix import fix_by_position
+
+    fix = fr.read_fix_record(record, repo)
+    out = fix.path / PAGE
+    records.refuse_other(out, run_manifest.identity(fix.manifest), force)
+    rows = fr.primary_rows(fix.plan, fix)
+    settings, level = fix.settings, fix.plan["level"]
+    tables = {
+        "primaries": fr.primary_table(rows),
+        "contrasts": fr.contrast_table(fix, level),
+        "positions": fr.position_table(fix, settings.resamples, settings.seed, level),
+        "gates": fr.gate_table(fix.plan, fix),
+    }
+    text = page(fix, rows, tables, Path(repo), display_name(fix.examples.model.iloc[0]))
+    for name, table in tables.items():
+        io.write_parquet(table, fix.path / "tables" / f"{name}.parquet")
+    fix_by_position(tables["positions"], fix.path / FIGURE, level)
+    io.write_text(text, out)
+    return out
