@@ -35,8 +35,9 @@ from lostmid.stats import statistics as st
 
 
 def slope_at_mid_training(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects | Estimate:
-    """Per-seed logistic slopes of failure on p at the variant's own mid-training checkpoint,
-    and their Student t interval over seeds (a "not evaluable" estimate when it never gets there)."""
+    """Blog (a): mid-training, failure rises with the flag position (baseline). Per seed: slope b of the binomial
+    GLM logit(failure) = a + b p at the variant's own mid-training checkpoint (``mid_training_step``; a "not
+    evaluable" estimate when it never gets there)."""
     step, best = mid_training_step(inputs.failure, s.variant, s.L, s.depth, ev.mid_accuracy)
     if step is None:
         return not_reached(s.variant, best, ev)
@@ -61,17 +62,6 @@ def baseline_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
     if not found:
         raise NotRun("no variant without a remedy in the failure table")
     return found
-
-
-def failure_rises_with_position(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
-    """Blog (a): mid-training, failure rises with the flag position (baseline).
-
-    Per seed: slope b of the binomial GLM logit(failure) = a + b p at the mid-training
-    checkpoint (``mid_training_step``). Over seeds: Student t interval. Rule: greater than
-    zero, margin ``slope_margin`` (contradicted when the interval excludes every slope as
-    large as the margin).
-    """
-    return slope_at_mid_training(inputs, ev, s)
 
 
 # ======================================================================= blog (b): influence at init grows with depth
@@ -102,7 +92,10 @@ def _first_over_last(sweep: pd.DataFrame, column: str, depth: int) -> pd.Series:
     return np.log10(ratio)
 
 
-def _growth(inputs: Inputs, ev: EvidenceSettings, column: str, power: int) -> Effects:
+def first_token_grows_with_depth(column: str, power: int, inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
+    """Blog (b): without the residual path, at initialization, the first token's ``column`` over the last token's
+    grows with depth: the output-Jacobian norm E||d logits_L / d x_j|| (power 1, the blog's own measure), or the
+    squared loss-gradient density m_j (power 2, ours)."""
     sweep = inputs.init_sweep
     deep = _first_over_last(sweep, column, ev.init_depth)
     shallow = _first_over_last(sweep, column, 1)
@@ -116,17 +109,6 @@ def _growth(inputs: Inputs, ev: EvidenceSettings, column: str, power: int) -> Ef
         + f"; here L = {int(sweep.position.max())}, d = {inputs.model.get('d_model', '?')}"
     )
     return Effects((deep, shallow), f"per init seed, log10 ratio at depth {ev.init_depth} minus at depth 1", note)
-
-
-def first_token_jacobian_grows_with_depth(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
-    """Blog (b), in the blog's own measure: without the residual path, at initialization, the first
-    token's E||d logits_L / d x_1|| (power 1) over the last token's grows with depth."""
-    return _growth(inputs, ev, "output_jacobian", 1)
-
-
-def first_token_density_grows_with_depth(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
-    """Blog (b), in our measure: the same with the squared loss-gradient density m_j."""
-    return _growth(inputs, ev, "density", 2)
 
 
 # ===================================================================== blog (c): the fitted bias weights later tokens
@@ -221,7 +203,7 @@ def fitted_bias_weights_recent_keys(inputs: Inputs, ev: EvidenceSettings, s: Set
 
 def debiased_speed_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
     found = []
-    for s in pair_settings("bias", "failure", "steps 0 to the last common checkpoint")(inputs, ev):
+    for s in pair_settings("bias", "failure", "steps 0 to the last common checkpoint", inputs, ev):
         why = (
             None
             if s.missing
@@ -263,7 +245,7 @@ def debiased_trains_faster(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> 
 
 def debiased_preference_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
     found = []
-    for s in pair_settings("bias", "failure", "")(inputs, ev):
+    for s in pair_settings("bias", "failure", "", inputs, ev):
         checkpoint, why = "each at its own mid-training", None
         if s.missing is None:
             arms = (s.variant, s.reference)

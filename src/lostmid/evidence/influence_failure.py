@@ -26,7 +26,6 @@ from lostmid.evidence import decisions as dec
 from lostmid.evidence import registry
 from lostmid.evidence.inputs import (
     Effects,
-    Estimate,
     EvidenceError,
     Inputs,
     NotRun,
@@ -108,28 +107,24 @@ def fisher_z_interval(rho: np.ndarray, level: float) -> st.Interval | None:
     return st.Interval(math.tanh(z.estimate), math.tanh(z.low), math.tanh(z.high), z.n, "Fisher z")
 
 
-def influence_failure_settings(reading: str):
+def influence_failure_settings(reading: str, inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
     """The settings of one reading: every variant of the failure table at every (L, depth), at its own
     mid-training checkpoint (the checkpoint's words say where influence and failure are read)."""
-
-    def settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
-        found = []
-        for name in sorted(set(inputs.failure.variant.astype(str))):
-            for L, depth in runs_of(inputs.failure, name):
-                step, _ = mid_training_step(inputs.failure, name, L, depth, ev.mid_accuracy)
-                checkpoint = (
-                    "mid-training not reached"
-                    if step is None
-                    else f"influence at step 0, failure at step {step} (mid-training)"
-                    if reading == "initialization"
-                    else f"step {step} (mid-training)"
-                )
-                found.append(Setting(name, L, depth, inputs.residual(name), checkpoint))
-        if not found:
-            raise NotRun("no variant in the failure table")
-        return found
-
-    return settings
+    found = []
+    for name in sorted(set(inputs.failure.variant.astype(str))):
+        for L, depth in runs_of(inputs.failure, name):
+            step, _ = mid_training_step(inputs.failure, name, L, depth, ev.mid_accuracy)
+            checkpoint = (
+                "mid-training not reached"
+                if step is None
+                else f"influence at step 0, failure at step {step} (mid-training)"
+                if reading == "initialization"
+                else f"step {step} (mid-training)"
+            )
+            found.append(Setting(name, L, depth, inputs.residual(name), checkpoint))
+    if not found:
+        raise NotRun("no variant in the failure table")
+    return found
 
 
 # The stronger reading in the note of every row: rho at most -influence_failure_margin.
@@ -140,43 +135,33 @@ def _claim_name(measure: str, reading: str) -> str:
     return f"{measure}_influence_" + ("at_init_" if reading == "initialization" else "") + "predicts_failure"
 
 
-def influence_predicts_failure(measure: str, reading: str):
-    """The compute function of one claim: ``measure`` of influence, read at ``reading``, against the
-    failure at the variant's mid-training checkpoint."""
-    m = MEASURES[measure]
-    name = _claim_name(measure, reading)
-
-    def compute(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects | Estimate:
-        margin, rule = ev.influence_failure_margin, registry.CLAIMS_BY_NAME[name].rule
-        step, best = mid_training_step(inputs.failure, s.variant, s.L, s.depth, ev.mid_accuracy)
-        if step is None:
-            return not_reached(s.variant, best, ev)
-        influence_step = 0 if reading == "initialization" else step
-        influence = influence_by_flag(inputs, measure, s.variant, s.L, s.depth, influence_step)
-        failure = failure_by_flag(inputs.failure, s.variant, s.L, s.depth, step)
-        rho = influence_failure_rho_per_seed(influence, failure, s.L)
-        # The declared estimator's interval (t over seeds) read against the stronger rule, for the note.
-        strong = dec.verdict_by(STRONGER, st.t_interval(rho.to_numpy(), ev.level), ev)
-        z = fisher_z_interval(rho.to_numpy(), ev.level)
-        constant = int((rho == 0.0).sum())
-        note = (
-            f"influence at step {influence_step}, failure at step {step} (mid-training, best mean accuracy "
-            f"{best:.3f}); {m.words}; stronger reading rho <= -{margin:g}: {strong}; "
-            + (
-                f"Fisher-z reading {z.estimate:.3g} [{z.low:.3g}, {z.high:.3g}], {dec.verdict_by(rule, z, ev)}"
-                if z is not None
-                else "Fisher-z reading undefined (a seed has |rho| = 1)"
-            )
-            + f"; seeds with rho 0 (a constant profile or exactly no rank correlation): {constant}"
+def influence_predicts_failure(measure: str, reading: str, inputs: Inputs, ev: EvidenceSettings, s: Setting):
+    """Influence predicts failure: the ``measure`` of influence at the answer's position f-1, read at ``reading``,
+    ranks the flag positions against their failure rate at the variant's mid-training checkpoint (rho < 0)."""
+    m, name = MEASURES[measure], _claim_name(measure, reading)
+    margin, rule = ev.influence_failure_margin, registry.CLAIMS_BY_NAME[name].rule
+    step, best = mid_training_step(inputs.failure, s.variant, s.L, s.depth, ev.mid_accuracy)
+    if step is None:
+        return not_reached(s.variant, best, ev)
+    influence_step = 0 if reading == "initialization" else step
+    influence = influence_by_flag(inputs, measure, s.variant, s.L, s.depth, influence_step)
+    failure = failure_by_flag(inputs.failure, s.variant, s.L, s.depth, step)
+    rho = influence_failure_rho_per_seed(influence, failure, s.L)
+    # The declared estimator's interval (t over seeds) read against the stronger rule, for the note.
+    strong = dec.verdict_by(STRONGER, st.t_interval(rho.to_numpy(), ev.level), ev)
+    z = fisher_z_interval(rho.to_numpy(), ev.level)
+    constant = int((rho == 0.0).sum())
+    note = (
+        f"influence at step {influence_step}, failure at step {step} (mid-training, best mean accuracy "
+        f"{best:.3f}); {m.words}; stronger reading rho <= -{margin:g}: {strong}; "
+        + (
+            f"Fisher-z reading {z.estimate:.3g} [{z.low:.3g}, {z.high:.3g}], {dec.verdict_by(rule, z, ev)}"
+            if z is not None
+            else "Fisher-z reading undefined (a seed has |rho| = 1)"
         )
-        return Effects((rho.to_numpy(),), f"per-seed Spearman rho over the {s.L - 1} flag positions", note)
-
-    compute.__name__ = name
-    compute.__doc__ = (
-        f"Influence predicts failure: the {measure} influence at the answer's position f-1, read at "
-        f"{reading}, ranks the flag positions against their failure rate at mid-training (rho < 0)."
+        + f"; seeds with rho 0 (a constant profile or exactly no rank correlation): {constant}"
     )
-    return compute
+    return Effects((rho.to_numpy(),), f"per-seed Spearman rho over the {s.L - 1} flag positions", note)
 
 
 # =========================================================================== across arms

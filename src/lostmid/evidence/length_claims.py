@@ -75,33 +75,14 @@ def _init_rows(inputs: Inputs, s: Setting, column: str) -> pd.DataFrame:
     return stats[(stats.residual == s.residual) & (stats.depth == s.depth)]
 
 
-def _init_growth(inputs, ev, s, column: str, statistic: str) -> Effects:
+def init_growth(column: str, statistic: str, inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
+    """At initialization, the per-seed slope on log2 L of a ``statistic`` of the ``column`` profile
+    (``lostmid.tables.length``). The blog's thermodynamic limit: log10 first/last of the output-Jacobian norm
+    (its own measure) or of the squared loss-gradient density grows with L; null for a profile of fixed shape:
+    slope 0 (a claim of growth has a size: a fixed shape on the discrete grid p = (i - 1/2)/L already drifts by
+    ~0.04 at L 8-64). Beside the decision: log2 E_inf, and log2 (L x the last position's share), whose null is 0
+    for a fixed shape and ~1 for a spike on the last position (E_inf = L - 1)."""
     return _slope_estimate(_init_rows(inputs, s, column), "seed", statistic, ev, "init seed")
-
-
-def first_last_jacobian_grows_with_length(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
-    """The blog's thermodynamic limit, in its own measure: at initialization the first token's
-    output-Jacobian norm over the last's grows with L. Null (a profile of fixed shape): slope 0.
-    Rule: at least ``length_growth_margin`` orders of magnitude per doubling (a claim of growth has a size:
-    a fixed shape on the discrete grid p = (i - 1/2)/L already drifts by ~0.04 at L 8-64)."""
-    return _init_growth(inputs, ev, s, "output_jacobian", "log10_first_last")
-
-
-def first_last_density_grows_with_length(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
-    """The same in the squared loss-gradient density (margin doubled: the measure is squared)."""
-    return _init_growth(inputs, ev, s, "density", "log10_first_last")
-
-
-def e_inf_grows_with_length(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
-    """Beside the decision: log2 E_inf of the output-Jacobian density per doubling of L. Null: 0 for a
-    fixed shape, ~1 for a spike on the last position (E_inf = L - 1)."""
-    return _init_growth(inputs, ev, s, "output_jacobian", "log2_E_inf")
-
-
-def last_share_grows_with_length(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
-    """Beside the decision: log2 (L x the last position's share) of the output-Jacobian profile per
-    doubling of L. Null: 0 for a fixed shape, 1 for a spike on the last position."""
-    return _init_growth(inputs, ev, s, "output_jacobian", "log2_L_last_share")
 
 
 # =========================================================================== the fitted B at every L
@@ -160,7 +141,7 @@ def fitted_bias_keeps_first_last_bounded(inputs: Inputs, ev: EvidenceSettings, s
     return replace(result, note=note)
 
 
-def carried_settings(inputs: Inputs, ev: EvidenceSettings, local_only: bool = False) -> list[Setting]:
+def carried_settings(local_only: bool, inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
     """Every longer L the B was carried to (``local_only``: those where a distance-form B was fitted too)."""
     table = inputs.length_fit
     carried = table[table.bias == "carried"]
@@ -191,26 +172,12 @@ def _log_e_inf(inputs: Inputs, s: Setting, bias: str) -> pd.Series:
     return (part.set_index("heldout_init").log2_E_inf * math.log(2)).astype(np.float64)
 
 
-def _carried_against(inputs: Inputs, ev: EvidenceSettings, s: Setting, other: str) -> Effects:
-    """log(E_inf with the carried B / E_inf with ``other``: the B fitted at this L or none), paired by
-    held-out initialization."""
+def carried_against(other: str, inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
+    """log(E_inf with the carried B / E_inf with ``other``), paired by held-out initialization. "Once and for all"
+    (``other`` distance: the B fitted at this L): at a longer L, the distance-form B fitted at the short L is within
+    a factor exp(``log_ratio_margin``) of the one fitted there; and it still does what it is for (``other`` none:
+    B = 0): it lowers the imbalance."""
     carried, reference = _log_e_inf(inputs, s, "carried"), _log_e_inf(inputs, s, other)
     shown = "fitted here" if other == "distance" else "B = 0"
     note = f"E_inf: carried {np.exp(carried).mean():.3g}, {shown} {np.exp(reference).mean():.3g}"
     return Effects((carried, reference), "per held-out initialization", note)
-
-
-def local_carried_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
-    """``carried_settings`` where a B fitted at the row's own L is there to compare with."""
-    return carried_settings(inputs, ev, local_only=True)
-
-
-def carried_bias_matches_local_fit(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
-    """ "Once and for all": at a longer L, the distance-form B fitted at the short L gives a held-out
-    E_inf at most a factor exp(``log_ratio_margin``) above the distance-form B fitted at that L."""
-    return _carried_against(inputs, ev, s, "distance")
-
-
-def carried_bias_lowers_imbalance(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
-    """The carried B still does what it is for at a longer L: log(E_inf carried / E_inf at B = 0) < 0."""
-    return _carried_against(inputs, ev, s, "none")

@@ -53,9 +53,7 @@ def _require_controls(inputs: Inputs) -> None:
         raise NotRun("no control variant in the run (the controls' run: config/mechanism.yaml)")
 
 
-def arm_settings(
-    inputs: Inputs, ev: EvidenceSettings, checkpoint: str = "each at its own mid-training"
-) -> list[Setting]:
+def arm_settings(checkpoint: str, inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
     """Every arm at every (L, depth) of the failure table, against its baseline (the variant without a
     remedy and with the same model and train overrides). Only in a run with controls (config/mechanism.yaml):
     elsewhere the bias arms' rows are the blog's own (c)-(e)."""
@@ -63,7 +61,7 @@ def arm_settings(
     found = []
     for kind in ARM_KINDS:
         try:
-            settings = pair_settings(kind, "failure", checkpoint)(inputs, ev)
+            settings = pair_settings(kind, "failure", checkpoint, inputs, ev)
         except NotRun:
             continue
         for s in settings:
@@ -72,17 +70,6 @@ def arm_settings(
     if not found:
         raise NotRun("no bias or control variant in the failure table")
     return found
-
-
-SPAN = "steps 0 to the last common checkpoint"
-
-
-def speed_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
-    return arm_settings(inputs, ev, SPAN)
-
-
-def literal_speed_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
-    return literal_settings(inputs, ev, SPAN)
 
 
 def literal_reading(inputs: Inputs) -> str:
@@ -95,14 +82,12 @@ def literal_reading(inputs: Inputs) -> str:
     return sources.pop()
 
 
-def literal_settings(
-    inputs: Inputs, ev: EvidenceSettings, checkpoint: str = "each at its own mid-training"
-) -> list[Setting]:
+def literal_settings(checkpoint: str, inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
     """Every other arm with the literal reading's baseline, against the literal reading, at each (L, depth)
     where both were trained."""
     literal = literal_reading(inputs)
     found = []
-    for s in arm_settings(inputs, ev, checkpoint):
+    for s in arm_settings(checkpoint, inputs, ev):
         if s.variant == literal or s.missing or s.reference != inputs.reference(literal):
             continue
         pair = replace(s, reference=literal)
@@ -189,7 +174,3 @@ def flatness_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
     if not found:
         raise NotRun("no bias or control variant in bias_fit_summary")
     return found
-
-
-def last_checkpoint_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
-    return arm_settings(inputs, ev, "last common checkpoint")

@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from lostmid.evidence.inputs import Inputs, NotRun, Setting, pair_settings, rows_of
+from lostmid.evidence.inputs import Effects, Inputs, NotRun, Setting, every_kind, pair_settings, rows_of
+from lostmid.evidence.readings import paired
 from lostmid.evidence.settings import EvidenceSettings
-from lostmid.evidence.validation_claims import PerSeed, _paired, t_result, union_settings
+from lostmid.evidence.validation_claims import per_seed
 
 
 def _per_run(inputs: Inputs, variant: str, s: Setting, column: str) -> pd.Series:
@@ -23,15 +24,14 @@ def _per_run(inputs: Inputs, variant: str, s: Setting, column: str) -> pd.Series
     return np.log(values.astype(np.float64))
 
 
-def overhead_effect(column: str, what: str):
-    def effect(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> PerSeed:
-        values = _paired(_per_run(inputs, s.variant, s, column), _per_run(inputs, s.reference, s, column))
-        return PerSeed(values, f"per-seed ratio of the {what} (remedy / baseline, same block)", terms={"what": what})
+def overhead(column: str, what: str, inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
+    """The per-seed ratio of ``column`` (remedy / baseline), for the declared log-mean estimator."""
+    values = paired(_per_run(inputs, s.variant, s, column), _per_run(inputs, s.reference, s, column))
+    method = f"per-seed ratio of the {what} (remedy / baseline, same block)"
+    return per_seed(values, method, terms={"what": what}, log_scale=True)
 
-    return effect
 
-
-def time_effect(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> PerSeed:
+def time_overhead(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     """The time overhead, by the process's CPU time per step: the load of other processes on the machine
     stretches wall-clock time, not the CPU time the step itself takes (torch's threads are fixed per job),
     so the ratio no longer follows the machine's load (benchmarks/bench_overhead_load.py shows a
@@ -39,40 +39,29 @@ def time_effect(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> PerSeed:
     wall-clock time, and its method says so."""
     train = inputs.train
     if "cpu_seconds_per_step" in train and train["cpu_seconds_per_step"].notna().all():
-        return overhead_effect("cpu_seconds_per_step", "median process CPU time per training step")(inputs, ev, s)
+        return overhead("cpu_seconds_per_step", "median process CPU time per training step", inputs, ev, s)
     what = "median wall-clock time per training step (the table predates the CPU-time column: the load enters)"
-    return overhead_effect("seconds_per_step", what)(inputs, ev, s)
-
-
-memory_effect = overhead_effect("peak_mem_mb", "peak memory of the training job")
+    return overhead("seconds_per_step", what, inputs, ev, s)
 
 
 def sequential(inputs: Inputs, name: str) -> bool:
     """The variant trains its seeds one at a time (``train.seed_batch`` left out or 1): its per-step time is one
-    seed's.
-    """
+    seed's."""
     return (inputs.variants[name].get("train") or {}).get("seed_batch", 1) == 1
 
 
-def overhead_pairs(kind: str):
+def overhead_pairs(kind: str, inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
     """The pairs of ``kind`` whose arms both train one seed at a time: a vmapped step is several seeds'
     (and Algorithm 3 is never vmapped), so only such pairs compare time and memory per step."""
-
-    def settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
-        found = [
-            s
-            for s in pair_settings(kind, "train", "every training step")(inputs, ev)
-            if sequential(inputs, s.variant) and (s.reference is None or sequential(inputs, s.reference))
-        ]
-        if not found:
-            raise NotRun(f"no {kind} variant and baseline that both train with seed_batch 1")
-        return found
-
-    return settings
+    found = [
+        s
+        for s in pair_settings(kind, "train", "every training step", inputs, ev)
+        if sequential(inputs, s.variant) and (s.reference is None or sequential(inputs, s.reference))
+    ]
+    if not found:
+        raise NotRun(f"no {kind} variant and baseline that both train with seed_batch 1")
+    return found
 
 
-overhead_settings = union_settings(*(overhead_pairs(kind) for kind in ("balance", "reweight", "observability")))
-
-# The readings of the overhead rows (claims.yaml): the per-seed log ratios, for the log-mean estimator.
-time_overhead = t_result(time_effect, log_scale=True)
-memory_overhead = t_result(memory_effect, log_scale=True)
+def overhead_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
+    return every_kind(overhead_pairs, ("balance", "reweight", "observability"), inputs, ev)

@@ -100,7 +100,14 @@ def training_speed_per_seed(failure: pd.DataFrame, s: Setting) -> tuple[pd.Serie
     )
 
 
-def _pooled_failure_rate(part: pd.DataFrame) -> pd.Series:
+def paired(a: pd.Series, b: pd.Series) -> pd.Series:
+    """a - b per seed, over the seeds both have (sorted)."""
+    shared = a.index.intersection(b.index).sort_values()
+    return (a.loc[shared] - b.loc[shared]).astype(np.float64)
+
+
+def pooled_failure_rate(part: pd.DataFrame) -> pd.Series:
+    """Per seed: the failure rate of the failure rows ``part`` pooled over their flags."""
     pooled = part.groupby("seed")[["failures", "n"]].sum()
     return (pooled.failures / pooled.n).astype(np.float64)
 
@@ -108,7 +115,7 @@ def _pooled_failure_rate(part: pd.DataFrame) -> pd.Series:
 def late_failure_per_seed(failure: pd.DataFrame, variant: str, L: int, depth: int, step: int) -> pd.Series:
     """Per seed: the failure rate at ``step`` pooled over the flags in the later half of the context (p > 1/2)."""
     part = rows_of(failure, "failure", variant, L, depth, step)
-    return _pooled_failure_rate(part[part.p > 0.5])
+    return pooled_failure_rate(part[part.p > 0.5])
 
 
 def late_minus_early(part: pd.DataFrame) -> pd.Series:
@@ -119,7 +126,7 @@ def late_minus_early(part: pd.DataFrame) -> pd.Series:
     It needs no model of how failure depends on p, so it stays finite where a per-seed logistic slope
     separates (a seed that fails no early flag and some late ones). Positive: late flags fail more.
     """
-    late, early = _pooled_failure_rate(part[part.p > 0.5]), _pooled_failure_rate(part[part.p < 0.5])
+    late, early = pooled_failure_rate(part[part.p > 0.5]), pooled_failure_rate(part[part.p < 0.5])
     return (late - early).dropna()
 
 
