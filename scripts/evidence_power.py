@@ -72,7 +72,7 @@ def plan(values, kind: str, margin: float, ev: EvidenceSettings) -> str:
 
 VALIDATION_TABLES = ("failure", "metrics", "observability", "train")
 # The modules whose readings return one per-seed effect each (``validation_claims.per_seed``): the claims planned.
-VALIDATION_READINGS = ("lostmid.evidence.validation_claims", "lostmid.evidence.overhead_claims")
+VALIDATION_READINGS = ("lostmid.evidence.validation_claims",)
 
 
 def validation_targets(config_files) -> list[str]:

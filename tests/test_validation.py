@@ -19,7 +19,6 @@ from test_evidence import EV, MODEL, ConstantModel, failure_table
 from lostmid import config as lostmid_config
 from lostmid import jobs
 from lostmid.evidence import claims
-from lostmid.evidence import overhead_claims as oc
 from lostmid.evidence import validation_claims as vc
 
 from conftest import REPO, lostmid_arguments, model_config, run_snakemake
@@ -380,7 +379,7 @@ def test_the_validation_config_pairs_every_remedy_with_the_blog_baseline_and_pro
             assert vc.uniform_counterpart(inputs, name) in in_grid
     # The overhead is measured where every arm trains one seed at a time.
     assert {inputs.reference(v) for v in timing - {"baseline_timing"}} == {"baseline_timing"}
-    assert all(oc.sequential(inputs, v) for v in timing) and not oc.sequential(inputs, "baseline")
+    assert all(vc.sequential(inputs, v) for v in timing) and not vc.sequential(inputs, "baseline")
 
 
 def test_overhead_rows_compare_only_arms_that_both_train_one_seed_at_a_time():

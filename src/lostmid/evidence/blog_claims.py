@@ -1,9 +1,10 @@
 """The blog's claims (a)-(e): the mid-training position effect, the first token's influence at
 initialization, the fit's checks and the fitted bias, and the bias-corrected model's speed and
-position preference, one row per reading of the fix (bias variant)."""
+position preference, one row per reading of the fix (bias variant); (a) and (e) read two more ways."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import NamedTuple
 
@@ -11,18 +12,11 @@ import numpy as np
 import pandas as pd
 
 from lostmid.evidence.fit_checks import fit_not_evaluable, fit_rows, gate
-from lostmid.evidence.inputs import (
-    Effects,
-    Estimate,
-    EvidenceError,
-    Inputs,
-    NotRun,
-    Setting,
-    pair_settings,
-    runs_of,
-)
+from lostmid.evidence.inputs import Effects, Estimate, EvidenceError, Inputs, NotRun, Setting, pair_settings, runs_of
 from lostmid.evidence.readings import (
+    at_matched_accuracy,
     late_failure_per_seed,
+    late_minus_early_failure_per_seed,
     mean_accuracy_at,
     mid_training_step,
     never_learns,
@@ -283,3 +277,79 @@ def debiased_has_less_position_preference(inputs: Inputs, ev: EvidenceSettings, 
         )
     method = "per-seed binomial logistic slope (Haldane +0.5), each arm at its own mid-training"
     return Effects(tuple(slopes), method, "slopes at matched accuracy: " + ", ".join(words))
+
+
+# ============================================= (a) and (e) read two more ways (estimator robustness)
+# With the model-free statistic (late minus early failure per seed), and with the arms compared at one accuracy by
+# interpolating between checkpoints (``readings.at_matched_accuracy``), so that a verdict does not rest on one
+# estimator or on the checkpoint grid.
+
+
+def failure_rises_with_position_model_free(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects | Estimate:
+    """Blog (a) with the model-free statistic: per seed, the failure rate on late flags minus that on
+    early flags (``late_minus_early_failure_per_seed``) at the mid-training checkpoint; Student t over
+    seeds. Rule: greater than zero, margin ``preference_margin``. Read beside the logistic-slope row
+    (``Claim.beside``): the note gives its verdict and says whether the two differ."""
+    step, best = mid_training_step(inputs.failure, s.variant, s.L, s.depth, ev.mid_accuracy)
+    if step is None:
+        return not_reached(s.variant, best, ev)
+    values = late_minus_early_failure_per_seed(inputs.failure, s.variant, s.L, s.depth, step)
+    return Effects(
+        (values.to_numpy(),), f"per-seed failure rate on late flags (p > 1/2) minus early (p < 1/2) at step {step}"
+    )
+
+
+def debiased_has_less_position_preference_model_free(
+    inputs: Inputs, ev: EvidenceSettings, s: Setting
+) -> Effects | Estimate:
+    """Blog (e) with the model-free statistic: the paired difference (debiased - baseline) of the
+    late minus early failure rate, each arm at its own mid-training checkpoint; Student t. Rule: less
+    than zero, margin ``preference_margin``. Read beside the logistic-slope row (``Claim.beside``)."""
+    values = []
+    for variant in (s.variant, s.reference):
+        step, best = mid_training_step(inputs.failure, variant, s.L, s.depth, ev.mid_accuracy)
+        if step is None:
+            return not_reached(variant, best, ev)
+        values.append(late_minus_early_failure_per_seed(inputs.failure, variant, s.L, s.depth, step))
+    return Effects(
+        tuple(values), "per-seed late (p > 1/2) minus early (p < 1/2) failure rate, each arm at its own mid-training"
+    )
+
+
+def interpolated_preference_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
+    """(e)'s settings, each read at matched accuracy by interpolation rather than at a checkpoint."""
+    return [
+        s
+        if s.missing
+        else replace(s, checkpoint=f"matched accuracy {ev.mid_accuracy:g}, interpolated between checkpoints")
+        for s in debiased_preference_settings(inputs, ev)
+    ]
+
+
+def debiased_has_less_position_preference_interpolated(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
+    """Blog (e) at matched accuracy by interpolation (``at_matched_accuracy``): per seed, each arm's
+    logistic slope where its own accuracy crosses ``mid_accuracy``; paired difference (debiased -
+    baseline), Student t. Rule: less than zero, margin ``slope_margin``. The note gives the accuracy gap
+    the checkpoint reading (debiased_has_less_position_preference) leaves, which this one removes."""
+    per_arm, words, gaps = [], [], []
+    for variant in (s.variant, s.reference):
+        values, crossing = at_matched_accuracy(
+            inputs.failure,
+            variant,
+            s.L,
+            s.depth,
+            ev.mid_accuracy,
+            lambda step, v=variant: slopes_at(inputs.failure, v, s.L, s.depth, step),
+        )
+        per_arm.append(values)
+        words.append(crossing)
+        step, _ = mid_training_step(inputs.failure, variant, s.L, s.depth, ev.mid_accuracy)
+        gaps.append(mean_accuracy_at(inputs.failure, variant, s.L, s.depth, step) if step is not None else math.nan)
+    if per_arm[0].index.intersection(per_arm[1].index).empty:
+        raise NotRun(f"no seed reaches the accuracy {ev.mid_accuracy:g} in both {s.variant} and {s.reference}")
+    method = f"per-seed logistic slope interpolated to the seed's accuracy {ev.mid_accuracy:g}"
+    note = (
+        "; ".join(words) + f"; the checkpoint reading compares mean accuracies {gaps[0]:.3f} and {gaps[1]:.3f} "
+        f"(gap {gaps[0] - gaps[1]:+.3f}); interpolated, the gap is 0 by construction"
+    )
+    return Effects(tuple(per_arm), method, note)

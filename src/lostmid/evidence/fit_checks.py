@@ -10,14 +10,7 @@ import pandas as pd
 from lostmid.evidence import decisions as dec
 from lostmid.evidence import registry
 from lostmid.evidence.estimators import check_verdict
-from lostmid.evidence.inputs import (
-    Effects,
-    EvidenceError,
-    Inputs,
-    NotRun,
-    Setting,
-    runs_of,
-)
+from lostmid.evidence.inputs import Effects, EvidenceError, Inputs, NotRun, Setting, runs_of
 from lostmid.evidence.settings import EvidenceSettings
 
 # A *reading* of the blog's fix is a bias variant (its name): how B is fitted (target, positions,

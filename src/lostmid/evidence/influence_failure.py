@@ -24,15 +24,7 @@ import pandas as pd
 
 from lostmid.evidence import decisions as dec
 from lostmid.evidence import registry
-from lostmid.evidence.inputs import (
-    Effects,
-    EvidenceError,
-    Inputs,
-    NotRun,
-    Setting,
-    rows_of,
-    runs_of,
-)
+from lostmid.evidence.inputs import Effects, EvidenceError, Inputs, NotRun, Setting, rows_of, runs_of
 from lostmid.evidence.readings import late_minus_early_failure_per_seed, mid_training_step, not_reached
 from lostmid.evidence.settings import EvidenceSettings
 from lostmid.stats import statistics as st

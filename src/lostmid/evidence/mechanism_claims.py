@@ -17,15 +17,7 @@ from dataclasses import replace
 import numpy as np
 
 from lostmid.evidence.fit_checks import fit_not_evaluable, fit_rows, gate
-from lostmid.evidence.inputs import (
-    Effects,
-    Estimate,
-    Inputs,
-    NotRun,
-    Setting,
-    pair_settings,
-    runs_of,
-)
+from lostmid.evidence.inputs import Effects, Estimate, Inputs, NotRun, Setting, pair_settings, runs_of
 from lostmid.evidence.readings import (
     late_minus_early_failure_per_seed,
     mid_training_step,

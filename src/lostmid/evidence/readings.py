@@ -5,6 +5,8 @@ never reaches mid-training or a reference never learns."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
 
@@ -145,3 +147,42 @@ def accuracy_at_last_common_checkpoint(inputs: Inputs, ev: EvidenceSettings, s: 
     )
     note = f"accuracy at step {step}: {s.variant} {per_seed[0].mean():.3f}, {s.reference} {per_seed[1].mean():.3f}"
     return Effects(per_seed, f"per-seed evaluation accuracy at step {step}", note, {"step": step})
+
+
+def at_matched_accuracy(
+    failure: pd.DataFrame, variant: str, L: int, depth: int, level: float, value_at: Callable[[int], pd.Series]
+) -> tuple[pd.Series, str]:
+    """Per seed, a statistic at the point where the seed's own evaluation accuracy first reaches
+    ``level``: between the last checkpoint below it (t0, accuracy a0) and the first at or above it (t1,
+    a1), the statistic is interpolated linearly with weight w = (level - a0) / (a1 - a0), so that by
+    linear interpolation every seed of every arm is compared at the same accuracy. ``value_at(step)`` is
+    the per-seed statistic at a checkpoint. Seeds that never reach ``level`` are left out, and the
+    words say how many, with the arm's mean crossing step."""
+    accuracy = rows_of(accuracy_per_checkpoint(failure), "failure", variant, L, depth).pivot(
+        index="seed", columns="step", values="accuracy"
+    )
+    steps = sorted(accuracy.columns)
+    cached: dict[int, pd.Series] = {}
+
+    def value(step: int, seed: int) -> float:
+        if step not in cached:
+            cached[step] = value_at(step)
+        return float(cached[step].loc[seed])
+
+    found, crossings = {}, []
+    for seed, row in accuracy.iterrows():
+        after = [i for i, t in enumerate(steps) if t > 0 and row[t] >= level]
+        if not after:
+            continue
+        i = after[0]
+        t0, t1 = steps[i - 1], steps[i]
+        w = min(1.0, max(0.0, (level - row[t0]) / (row[t1] - row[t0]))) if row[t1] > row[t0] else 1.0
+        found[seed] = (1 - w) * value(t0, seed) + w * value(t1, seed)
+        crossings.append(t0 + w * (t1 - t0))
+    if not found:
+        raise NotRun(f"no seed of {variant} reaches the accuracy {level:g}")
+    left_out = len(accuracy) - len(found)
+    words = f"{variant} crosses accuracy {level:g} at step {np.mean(crossings):.0f} on average" + (
+        f" ({left_out} seed{'s' if left_out > 1 else ''} never do, left out)" if left_out else ""
+    )
+    return pd.Series(found, dtype=np.float64).sort_index(), words

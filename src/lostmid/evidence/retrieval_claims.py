@@ -17,14 +17,7 @@ from __future__ import annotations
 from lostmid.architectures import retrieval_summary as rs
 from lostmid.architectures.settings import RetrievalSettings
 from lostmid.config import settings_from_section
-from lostmid.evidence.inputs import (
-    NOT_EVALUABLE,
-    Effects,
-    Inputs,
-    NotRun,
-    Setting,
-    no_estimate,
-)
+from lostmid.evidence.inputs import NOT_EVALUABLE, Effects, Inputs, NotRun, Setting, no_estimate
 from lostmid.evidence.settings import EvidenceSettings
 
 TWIN = "random-init twin: the control, accuracy only (no gradients)"

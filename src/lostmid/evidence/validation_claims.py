@@ -1,6 +1,6 @@
 """The paper's validation protocol (section 4.5) on trained runs (docs/validation.md): Algorithms 1-3
-beside their baselines where the measure carries signal, the position shift, the overhead, and the
-dose-response of each penalty.
+beside their baselines where the measure carries signal, the position shift, the dose-response of each penalty,
+and the overhead (a remedy's time and memory per training step).
 
 Where a measure carries signal. Once a model has learned the task its loss gradient collapses, and
 with it the loss-gradient density: at the last checkpoint per-seed E_inf ratios spread over orders
@@ -43,8 +43,13 @@ from lostmid.evidence.inputs import (
     runs_of,
 )
 from lostmid.evidence.paper_claims import log_metric
-from lostmid.evidence.readings import mean_accuracy_at, mid_training_step, paired, pooled_failure_rate
-from lostmid.evidence.robustness import at_matched_accuracy
+from lostmid.evidence.readings import (
+    at_matched_accuracy,
+    mean_accuracy_at,
+    mid_training_step,
+    paired,
+    pooled_failure_rate,
+)
 from lostmid.evidence.settings import EvidenceSettings
 from lostmid.stats import statistics as st
 from lostmid.tables.summaries import accuracy_per_checkpoint
@@ -169,7 +174,7 @@ def _accuracy_gap(inputs: Inputs, s: Setting, steps: tuple[int, int]) -> str:
 
 def interpolated_log_ratio(inputs: Inputs, ev: EvidenceSettings, s: Setting, column: str = "E_inf") -> Effects:
     """Per seed, log(column remedy / reference), each arm's log interpolated to where the seed's own
-    accuracy crosses ``mid_accuracy`` (``robustness.at_matched_accuracy``)."""
+    accuracy crosses ``mid_accuracy`` (``readings.at_matched_accuracy``)."""
     arms = [
         at_matched_accuracy(
             inputs.failure, v, s.L, s.depth, ev.mid_accuracy, partial(log_metric, inputs, ev, v, s, column=column)
@@ -401,3 +406,63 @@ def strength(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
         f"{key} / {top:g} over {key} = {sorted(strengths.values())}",
         terms={"target": target, "key": key, "top": top},
     )
+
+
+# --------------------------------------------------------------------------- the overhead
+# A remedy's time and memory per training step against its baseline's, paired by seed, for the pairs whose arms
+# both train one seed at a time.
+
+
+def _per_run(inputs: Inputs, variant: str, s: Setting, column: str) -> pd.Series:
+    part = rows_of(inputs.train, "train", variant, s.L, s.depth)
+    values = (
+        part.groupby("seed")[column].median()
+        if column.endswith("seconds_per_step")
+        else part.groupby("seed")[column].max()
+    )
+    if not (np.isfinite(values).all() and (values > 0).all()):
+        raise NotRun(f"the training log of {variant} has no positive {column}")
+    return np.log(values.astype(np.float64))
+
+
+def overhead(column: str, what: str, inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
+    """The per-seed ratio of ``column`` (remedy / baseline), for the declared log-mean estimator."""
+    values = paired(_per_run(inputs, s.variant, s, column), _per_run(inputs, s.reference, s, column))
+    method = f"per-seed ratio of the {what} (remedy / baseline, same block)"
+    return per_seed(values, method, terms={"what": what}, log_scale=True)
+
+
+def time_overhead(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
+    """The time overhead, by the process's CPU time per step: the load of other processes on the machine
+    stretches wall-clock time, not the CPU time the step itself takes (torch's threads are fixed per job),
+    so the ratio no longer follows the machine's load (benchmarks/bench_overhead_load.py shows a
+    loaded and an idle run agree). A train table written before the CPU-time column falls back on the
+    wall-clock time, and its method says so."""
+    train = inputs.train
+    if "cpu_seconds_per_step" in train and train["cpu_seconds_per_step"].notna().all():
+        return overhead("cpu_seconds_per_step", "median process CPU time per training step", inputs, ev, s)
+    what = "median wall-clock time per training step (the table predates the CPU-time column: the load enters)"
+    return overhead("seconds_per_step", what, inputs, ev, s)
+
+
+def sequential(inputs: Inputs, name: str) -> bool:
+    """The variant trains its seeds one at a time (``train.seed_batch`` left out or 1): its per-step time is one
+    seed's."""
+    return (inputs.variants[name].get("train") or {}).get("seed_batch", 1) == 1
+
+
+def overhead_pairs(kind: str, inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
+    """The pairs of ``kind`` whose arms both train one seed at a time: a vmapped step is several seeds'
+    (and Algorithm 3 is never vmapped), so only such pairs compare time and memory per step."""
+    found = [
+        s
+        for s in pair_settings(kind, "train", "every training step", inputs, ev)
+        if sequential(inputs, s.variant) and (s.reference is None or sequential(inputs, s.reference))
+    ]
+    if not found:
+        raise NotRun(f"no {kind} variant and baseline that both train with seed_batch 1")
+    return found
+
+
+def overhead_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
+    return every_kind(overhead_pairs, ("balance", "reweight", "observability"), inputs, ev)
