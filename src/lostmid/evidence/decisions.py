@@ -53,33 +53,25 @@ class DecisionRule:
     def words(self) -> str:
         """The rule in plain English, for the evidence table."""
         ci, q, m = f"the {self.level:.0%} interval over seeds", self.quantity, f"{self.margin:g}"
-        if self.kind == "greater_than_zero":
-            return (
-                f"Claim: {q} is positive. Supported if the lower bound of {ci} is above 0; contradicted if "
-                f"its upper bound is below the margin {m} fixed in advance (no effect as large as {m}, "
-                f"which includes an effect of the other sign); otherwise inconclusive."
-            )
-        if self.kind == "less_than_zero":
-            return (
-                f"Claim: {q} is negative. Supported if the upper bound of {ci} is below 0; contradicted if "
-                f"its lower bound is above -{m}, the margin fixed in advance (no effect as large as -{m}, "
-                f"which includes an effect of the other sign); otherwise inconclusive."
-            )
-        if self.kind == "equivalent_to_zero":
-            return (
-                f"Claim: {q} is negligible, within +-{m} (margin fixed in advance). Supported if {ci} lies "
-                f"inside (-{m}, {m}); contradicted if it lies entirely beyond the margin (lower bound above "
-                f"{m} or upper bound below -{m}); otherwise inconclusive."
-            )
-        if self.kind == "at_most":
-            return (
-                f"Claim: {q} is at most {m}. Supported if the upper bound of {ci} is at most {m}; "
-                f"contradicted if its lower bound is above {m}; otherwise inconclusive."
-            )
-        return (
-            f"Claim: {q} is at least {m}. Supported if the lower bound of {ci} is at least {m}; "
-            f"contradicted if its upper bound is below {m}; otherwise inconclusive."
-        )
+        return RULE_WORDS[self.kind].format(ci=ci, q=q, m=m)
+
+
+# Each kind of rule in words: {q} the quantity, {ci} the interval, {m} the margin.
+RULE_WORDS = {
+    "greater_than_zero": "Claim: {q} is positive. Supported if the lower bound of {ci} is above 0; contradicted if "
+    "its upper bound is below the margin {m} fixed in advance (no effect as large as {m}, which includes an effect of "
+    "the other sign); otherwise inconclusive.",
+    "less_than_zero": "Claim: {q} is negative. Supported if the upper bound of {ci} is below 0; contradicted if its "
+    "lower bound is above -{m}, the margin fixed in advance (no effect as large as -{m}, which includes an effect of "
+    "the other sign); otherwise inconclusive.",
+    "equivalent_to_zero": "Claim: {q} is negligible, within +-{m} (margin fixed in advance). Supported if {ci} lies "
+    "inside (-{m}, {m}); contradicted if it lies entirely beyond the margin (lower bound above {m} or upper bound "
+    "below -{m}); otherwise inconclusive.",
+    "at_most": "Claim: {q} is at most {m}. Supported if the upper bound of {ci} is at most {m}; contradicted if its "
+    "lower bound is above {m}; otherwise inconclusive.",
+    "at_least": "Claim: {q} is at least {m}. Supported if the lower bound of {ci} is at least {m}; contradicted if "
+    "its upper bound is below {m}; otherwise inconclusive.",
+}
 
 
 def verdict(low: float, high: float, rule: DecisionRule) -> str:

@@ -5,7 +5,7 @@ late tokens have less influence, tested on the flag-recall runs.
 Per seed: Spearman's rho, across the flag positions f = 2..L, between the influence at the answer's
 position j = f - 1 and the failure rate at f. Two measures of influence (``MEASURES``): the averaged
 input density m_j of ``results/influence`` and the conditioned one of ``results/answer_influence``
-(the energy at f - 1 over the sequences whose flag is at f). Two readings (``READINGS``): influence
+(the energy at f - 1 over the sequences whose flag is at f). Two readings: influence
 at initialization (step 0) or at mid-training, failure at mid-training. Over seeds: Student t on
 rho. Rule: rho < 0, margin ``evidence.influence_failure_margin``. The rows are their own family.
 
@@ -17,7 +17,6 @@ family (written after the mechanism run's other rows were seen; docs/remedies.md
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -29,25 +28,10 @@ from lostmid.evidence.readings import late_minus_early_failure_per_seed, mid_tra
 from lostmid.evidence.settings import EvidenceSettings
 from lostmid.stats import statistics as st
 
-
-@dataclass(frozen=True)
-class Measure:
-    """A measure of the influence at the answer's position: the table it is read from and how."""
-
-    name: str
-    table: str  # the evidence input holding it
-    words: str
-
-
 MEASURES = {
-    "averaged": Measure("averaged", "influence", "the input density m_{f-1} over the whole influence batch"),
-    "conditioned": Measure(
-        "conditioned",
-        "answer_influence",
-        "the input energy at f-1 over the influence batch's sequences whose flag is at f",
-    ),
+    "averaged": "the input density m_{f-1} over the whole influence batch",
+    "conditioned": "the input energy at f-1 over the influence batch's sequences whose flag is at f",
 }
-READINGS = ("initialization", "mid-training")  # where the influence is read; failure is read at mid-training
 
 
 def influence_by_flag(inputs: Inputs, measure: str, variant: str, L: int, depth: int, step: int) -> pd.DataFrame:
@@ -130,7 +114,7 @@ def _claim_name(measure: str, reading: str) -> str:
 def influence_predicts_failure(measure: str, reading: str, inputs: Inputs, ev: EvidenceSettings, s: Setting):
     """Influence predicts failure: the ``measure`` of influence at the answer's position f-1, read at ``reading``,
     ranks the flag positions against their failure rate at the variant's mid-training checkpoint (rho < 0)."""
-    m, name = MEASURES[measure], _claim_name(measure, reading)
+    name = _claim_name(measure, reading)
     margin, rule = ev.influence_failure_margin, registry.CLAIMS_BY_NAME[name].rule
     step, best = mid_training_step(inputs.failure, s.variant, s.L, s.depth, ev.mid_accuracy)
     if step is None:
@@ -145,7 +129,7 @@ def influence_predicts_failure(measure: str, reading: str, inputs: Inputs, ev: E
     constant = int((rho == 0.0).sum())
     note = (
         f"influence at step {influence_step}, failure at step {step} (mid-training, best mean accuracy "
-        f"{best:.3f}); {m.words}; stronger reading rho <= -{margin:g}: {strong}; "
+        f"{best:.3f}); {MEASURES[measure]}; stronger reading rho <= -{margin:g}: {strong}; "
         + (
             f"Fisher-z reading {z.estimate:.3g} [{z.low:.3g}, {z.high:.3g}], {dec.verdict_by(rule, z, ev)}"
             if z is not None

@@ -42,20 +42,9 @@ from lostmid.stats.meta import cochran_q, dersimonian_laird_tau2, inverse_varian
 # beside the other tables of a record (the tables/ folder of runs/study's layout).
 EVIDENCE_TABLES = ("evidence/evidence.parquet", "tables/evidence.parquet")
 # The evidence table's columns a pooled run reads.
-ROW_COLUMNS = (
-    "claim",
-    "setting",
-    "L",
-    "depth",
-    "checkpoint",
-    "estimate",
-    "ci_low",
-    "ci_high",
-    "n_seeds",
-    "rule_kind",
-    "margin",
-    "family_size",
-    "adjusted_level",
+ROW_COLUMNS = tuple(
+    "claim setting L depth checkpoint estimate ci_low ci_high n_seeds rule_kind margin family_size "
+    "adjusted_level".split()
 )
 # What makes two runs' rows the same claim's: pooled together only when these agree.
 RULE = ("rule_kind", "margin")

@@ -64,6 +64,15 @@ def row_line(row) -> str:
     return f"{row.source} `{row.claim}` — {row.setting}: {estimate_words(row)}{seeds} → **{row.verdict}**{why}"
 
 
+def moved_rows(table: pd.DataFrame) -> list:
+    """The rows whose verdict differs under the rules as first written (deviations on the record)."""
+    return [
+        row
+        for row in table.itertuples()
+        if row.verdict_as_first_written and row.verdict_as_first_written != verdict_words(row)
+    ]
+
+
 def split_kinds(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(the sources' claims, the checks of the instrument); a table written before the kind column: all claims."""
     if "kind" not in table:
@@ -104,11 +113,7 @@ def verdict_summary(table: pd.DataFrame) -> str:
     if flagged:
         lines.append("- every contradicted or not-evaluable row not listed above, in the table below")
     if "verdict_as_first_written" in table:
-        moved = [
-            row
-            for row in table.itertuples()
-            if row.verdict_as_first_written and row.verdict_as_first_written != verdict_words(row)
-        ]
+        moved = moved_rows(table)
         if moved:
             lines.append("- rows whose verdict differs under the rules as first written (deviations on the record):")
             lines += [
@@ -161,12 +166,7 @@ def headline(table: pd.DataFrame) -> str:
             f"`{row.claim}` ({row.setting.split(', checkpoint')[0]})" for row in contradicted.itertuples()
         )
         unevaluable = sum(no_verdict(row) == "not evaluable" for row in rows.itertuples())
-        moved = 0
-        if "verdict_as_first_written" in rows:
-            moved = sum(
-                bool(row.verdict_as_first_written) and row.verdict_as_first_written != verdict_words(row)
-                for row in rows.itertuples()
-            )
+        moved = len(moved_rows(rows)) if "verdict_as_first_written" in rows else 0
         lines.append(
             f"- {name}: {len(rows)} row{'s' if len(rows) > 1 else ''}, {verdict_counts(rows)}"
             + (f"; contradicted: {named}" if named else "")
@@ -245,19 +245,5 @@ def declarations(claims) -> str:
     used = {c.estimator for c in claims}
     estimators = [f"- `{name}`: {e.words}." for name, e in ESTIMATORS.items() if name in used]
     checkpoints = [f"- {name}: {words}." for name, words in CHECKPOINTS.items()]
-    return (
-        "\n".join(
-            [
-                *lines,
-                "",
-                "Estimators (`lostmid.evidence.estimators`):",
-                "",
-                *estimators,
-                "",
-                "Checkpoints:",
-                "",
-                *checkpoints,
-            ]
-        )
-        + "\n"
-    )
+    text = "\n".join(lines) + "\n\nEstimators (`lostmid.evidence.estimators`):\n\n" + "\n".join(estimators)
+    return text + "\n\nCheckpoints:\n\n" + "\n".join(checkpoints) + "\n"

@@ -56,11 +56,11 @@ def mean_failure_over_training(failure: pd.DataFrame, variants, horizon: int, se
 
 
 def paired(fix: pd.Series, base: pd.Series) -> pd.Series:
-    """fix - base per seed, over the seeds both have."""
-    shared = fix.index.intersection(base.index).sort_values()
-    if shared.empty:
+    """fix - base per seed, over the seeds both have (``readings.paired``); InputError when they share none."""
+    found = readings.paired(fix, base)
+    if found.empty:
         raise InputError("the fix and its baseline share no seed")
-    return fix.loc[shared] - base.loc[shared]
+    return found
 
 
 def speed_differences(failure: pd.DataFrame, fix, base, horizon: int, seeds=None) -> pd.Series:

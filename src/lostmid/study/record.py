@@ -14,7 +14,7 @@ invocation, its overlay with the SHA-256 the manifest records, and every table t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import make_dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -50,17 +50,9 @@ RECORD_KEYS = {
 }
 
 
-@dataclass
-class Record:
-    """The run record as read back: tables (None where the record has none) and the run's manifest."""
-
-    failure: pd.DataFrame | None = None
-    influence: pd.DataFrame | None = None
-    bias_summary: pd.DataFrame | None = None
-    length_init: pd.DataFrame | None = None
-    length_fit: pd.DataFrame | None = None
-    retrieval: pd.DataFrame | None = None
-    manifest: dict | None = None
+# ``Record(failure=..., ..., manifest=...)``: the run record as read back, its tables (None where the record has
+# none) and the run's manifest.
+Record = make_dataclass("Record", [(name, "pd.DataFrame | None", None) for name in [*RECORD_KEYS, "manifest"]])
 
 
 def collected(results, source: str, name: str | None, variants) -> pd.DataFrame | None:
