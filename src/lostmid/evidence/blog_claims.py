@@ -15,6 +15,7 @@ from lostmid.evidence.fit_checks import fit_not_evaluable, fit_rows, gate
 from lostmid.evidence.inputs import Effects, Estimate, EvidenceError, Inputs, NotRun, Setting, pair_settings, runs_of
 from lostmid.evidence.readings import (
     at_matched_accuracy,
+    at_own_mid_training,
     late_failure_per_seed,
     late_minus_early_failure_per_seed,
     mean_accuracy_at,
@@ -256,27 +257,19 @@ def debiased_preference_settings(inputs: Inputs, ev: EvidenceSettings) -> list[S
 
 
 def debiased_has_less_position_preference(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects | Estimate:
-    """Blog (e), its first half: the bias-corrected model "does not have the previous preference".
-
-    At matched accuracy: each arm's per-seed logistic slope of failure on p at its *own*
-    mid-training checkpoint (claim (a)'s rule: the first checkpoint where its mean accuracy
-    reaches ``mid_accuracy``), paired by seed (debiased - baseline), Student t. Rule: less than
-    zero, margin ``slope_margin``. A variant that never reaches the level has no mid-training
-    checkpoint: the row is not evaluable (at an earlier step a model near chance is flat for the
-    wrong reason).
-    """
-    slopes, words = [], []
-    for variant in (s.variant, s.reference):
-        step, best = mid_training_step(inputs.failure, variant, s.L, s.depth, ev.mid_accuracy)
-        if step is None:
-            return not_reached(variant, best, ev)
-        slopes.append(slopes_at(inputs.failure, variant, s.L, s.depth, step))
-        words.append(
-            f"{variant} {slopes[-1].mean():.3g} at step {step} "
-            f"(mean accuracy {mean_accuracy_at(inputs.failure, variant, s.L, s.depth, step):.3f})"
-        )
+    """Blog (e), its first half: the bias-corrected model "does not have the previous preference". At matched
+    accuracy: each arm's per-seed logistic slope of failure on p at its *own* mid-training checkpoint, paired by seed
+    (debiased - baseline). A variant that never reaches that level has no mid-training checkpoint: the row is not
+    evaluable (at an earlier step a model near chance is flat for the wrong reason)."""
+    arms = at_own_mid_training(inputs, ev, s, slopes_at)
+    if isinstance(arms, Estimate):
+        return arms
+    accuracy = [mean_accuracy_at(inputs.failure, v, s.L, s.depth, step) for v, _, step, _ in arms]
+    words = ", ".join(
+        f"{v} {y.mean():.3g} at step {t} (mean accuracy {a:.3f})" for (v, y, t, _), a in zip(arms, accuracy)
+    )
     method = "per-seed binomial logistic slope (Haldane +0.5), each arm at its own mid-training"
-    return Effects(tuple(slopes), method, "slopes at matched accuracy: " + ", ".join(words))
+    return Effects(tuple(slopes for _, slopes, _, _ in arms), method, "slopes at matched accuracy: " + words)
 
 
 # ============================================= (a) and (e) read two more ways (estimator robustness)
@@ -286,34 +279,24 @@ def debiased_has_less_position_preference(inputs: Inputs, ev: EvidenceSettings, 
 
 
 def failure_rises_with_position_model_free(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects | Estimate:
-    """Blog (a) with the model-free statistic: per seed, the failure rate on late flags minus that on
-    early flags (``late_minus_early_failure_per_seed``) at the mid-training checkpoint; Student t over
-    seeds. Rule: greater than zero, margin ``preference_margin``. Read beside the logistic-slope row
-    (``Claim.beside``): the note gives its verdict and says whether the two differ."""
-    step, best = mid_training_step(inputs.failure, s.variant, s.L, s.depth, ev.mid_accuracy)
-    if step is None:
-        return not_reached(s.variant, best, ev)
-    values = late_minus_early_failure_per_seed(inputs.failure, s.variant, s.L, s.depth, step)
-    return Effects(
-        (values.to_numpy(),), f"per-seed failure rate on late flags (p > 1/2) minus early (p < 1/2) at step {step}"
-    )
+    """Blog (a) with the model-free statistic: per seed, the failure rate on late flags minus that on early flags
+    at the mid-training checkpoint. Read beside the logistic-slope row (``Claim.beside``)."""
+    arms = at_own_mid_training(inputs, ev, s, late_minus_early_failure_per_seed, [s.variant])
+    if isinstance(arms, Estimate):
+        return arms
+    ((_, values, step, _),) = arms
+    method = f"per-seed failure rate on late flags (p > 1/2) minus early (p < 1/2) at step {step}"
+    return Effects((values.to_numpy(),), method)
 
 
-def debiased_has_less_position_preference_model_free(
-    inputs: Inputs, ev: EvidenceSettings, s: Setting
-) -> Effects | Estimate:
-    """Blog (e) with the model-free statistic: the paired difference (debiased - baseline) of the
-    late minus early failure rate, each arm at its own mid-training checkpoint; Student t. Rule: less
-    than zero, margin ``preference_margin``. Read beside the logistic-slope row (``Claim.beside``)."""
-    values = []
-    for variant in (s.variant, s.reference):
-        step, best = mid_training_step(inputs.failure, variant, s.L, s.depth, ev.mid_accuracy)
-        if step is None:
-            return not_reached(variant, best, ev)
-        values.append(late_minus_early_failure_per_seed(inputs.failure, variant, s.L, s.depth, step))
-    return Effects(
-        tuple(values), "per-seed late (p > 1/2) minus early (p < 1/2) failure rate, each arm at its own mid-training"
-    )
+def debiased_has_less_position_preference_model_free(inputs, ev, s) -> Effects | Estimate:
+    """Blog (e) with the model-free statistic: the late minus early failure rate of each arm at its own
+    mid-training checkpoint, paired by seed (debiased - baseline). Read beside the logistic-slope row."""
+    arms = at_own_mid_training(inputs, ev, s, late_minus_early_failure_per_seed)
+    if isinstance(arms, Estimate):
+        return arms
+    method = "per-seed late (p > 1/2) minus early (p < 1/2) failure rate, each arm at its own mid-training"
+    return Effects(tuple(values for _, values, _, _ in arms), method)
 
 
 def interpolated_preference_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:

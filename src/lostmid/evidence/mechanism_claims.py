@@ -19,10 +19,9 @@ import numpy as np
 from lostmid.evidence.fit_checks import fit_not_evaluable, fit_rows, gate
 from lostmid.evidence.inputs import Effects, Estimate, Inputs, NotRun, Setting, pair_settings, runs_of
 from lostmid.evidence.readings import (
+    at_own_mid_training,
     late_minus_early_failure_per_seed,
-    mid_training_step,
     never_learns,
-    not_reached,
     training_speed_per_seed,
 )
 from lostmid.evidence.settings import EvidenceSettings
@@ -98,28 +97,15 @@ def literal_settings(checkpoint: str, inputs: Inputs, ev: EvidenceSettings) -> l
 # ----------------------------------------------------------------------------- per-seed effects
 
 
-def late_minus_early_at_mid_training(inputs: Inputs, ev: EvidenceSettings, variant: str, L: int, depth: int):
-    """Per seed: late minus early failure (``late_minus_early_failure_per_seed``) at the variant's own
-    mid-training checkpoint; (None, best accuracy) when it never gets there."""
-    step, best = mid_training_step(inputs.failure, variant, L, depth, ev.mid_accuracy)
-    if step is None:
-        return None, best
-    return late_minus_early_failure_per_seed(inputs.failure, variant, L, depth, step), step
-
-
 def paired_preference(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects | Estimate:
-    """Per seed, late minus early failure of the arm minus its reference's, each at its own mid-training;
-    paired by seed, Student t (the statistic of arm_has_less_late_minus_early_failure and
-    arm_preference_as_literal)."""
-    per_seed, words = [], []
-    for variant in (s.variant, s.reference):
-        values, step = late_minus_early_at_mid_training(inputs, ev, variant, s.L, s.depth)
-        if values is None:
-            return not_reached(variant, step, ev)
-        per_seed.append(values)
-        words.append(f"{variant} {values.mean():.3g} at step {step}")
+    """Per seed, late minus early failure of the arm and of its reference, each at its own mid-training (the
+    statistic of arm_has_less_late_minus_early_failure and arm_preference_as_literal)."""
+    arms = at_own_mid_training(inputs, ev, s, late_minus_early_failure_per_seed)
+    if isinstance(arms, Estimate):
+        return arms
     method = "per seed, failure on late flags (p > 1/2) minus early flags (p < 1/2), each arm at its own mid-training"
-    return Effects(tuple(per_seed), method, "late minus early failure: " + ", ".join(words))
+    words = ", ".join(f"{v} {values.mean():.3g} at step {step}" for v, values, step, _ in arms)
+    return Effects(tuple(values for _, values, _, _ in arms), method, "late minus early failure: " + words)
 
 
 def arm_speed_as_literal(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:

@@ -63,6 +63,19 @@ def not_reached(variant: str, best: float, ev: EvidenceSettings) -> Estimate:
     )
 
 
+def at_own_mid_training(inputs: Inputs, ev: EvidenceSettings, s: Setting, statistic, arms=None):
+    """Per arm (the setting's variant and its reference, or ``arms``): ``statistic(failure, arm, L, depth, step)``
+    at the arm's own mid-training checkpoint, as (arm, values, step, best mean accuracy); the "not evaluable" estimate
+    (``not_reached``) of the first arm that never gets there."""
+    found = []
+    for variant in arms or (s.variant, s.reference):
+        step, best = mid_training_step(inputs.failure, variant, s.L, s.depth, ev.mid_accuracy)
+        if step is None:
+            return not_reached(variant, best, ev)
+        found.append((variant, statistic(inputs.failure, variant, s.L, s.depth, step), step, best))
+    return found
+
+
 def never_learns(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> str | None:
     step, best = mid_training_step(inputs.failure, s.reference, s.L, s.depth, ev.mid_accuracy)
     if step is not None:
