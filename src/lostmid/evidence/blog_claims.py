@@ -164,7 +164,7 @@ def fitted_bias_weights_recent_keys(inputs: Inputs, ev: EvidenceSettings, s: Set
     nearest key (k = 1) to the farthest (k = L - 1), in logits. The diagonal (k = 0, a query's
     attention to itself) is left out: a self-attention spike is not a preference among the other
     tokens; c(0) is reported apart in the note, with the attention a query pays itself at
-    initialization (from bias_fit_summary). Rule: at least ``recency_margin`` logits.
+    initialization (from bias_fit_summary).
     """
     matrix = inputs.bias_matrix[(inputs.bias_matrix.L == s.L) & (inputs.bias_matrix.depth == s.depth)]
     if s.variant is not None and "variant" in matrix:
@@ -214,8 +214,7 @@ def debiased_trains_faster(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> 
 
     Per seed: the area under the failure curve (evaluation failure pooled over positions,
     trapezoid over the checkpoints from step 0 to the last checkpoint both variants have,
-    divided by the span: the mean failure over training). Paired by seed (debiased -
-    baseline), Student t. Rule: less than zero, margin ``speed_margin``.
+    divided by the span: the mean failure over training), paired by seed (debiased - baseline).
 
     (e)'s second half, the paired failure rate on late flags (p > 1/2) at the baseline's
     mid-training checkpoint, measures the same thing at one checkpoint (a variant still at chance
@@ -310,10 +309,9 @@ def interpolated_preference_settings(inputs: Inputs, ev: EvidenceSettings) -> li
 
 
 def debiased_has_less_position_preference_interpolated(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
-    """Blog (e) at matched accuracy by interpolation (``at_matched_accuracy``): per seed, each arm's
-    logistic slope where its own accuracy crosses ``mid_accuracy``; paired difference (debiased -
-    baseline), Student t. Rule: less than zero, margin ``slope_margin``. The note gives the accuracy gap
-    the checkpoint reading (debiased_has_less_position_preference) leaves, which this one removes."""
+    """Blog (e) at matched accuracy by interpolation (``at_matched_accuracy``): per seed, each arm's logistic
+    slope where its own accuracy crosses ``mid_accuracy``, paired (debiased - baseline). The note gives the
+    accuracy gap the checkpoint reading (debiased_has_less_position_preference) leaves, which this one removes."""
     per_arm, words, gaps = [], [], []
     for variant in (s.variant, s.reference):
         values, crossing = at_matched_accuracy(

@@ -31,7 +31,7 @@ import pandas as pd
 
 from lostmid.evidence.fit_checks import fit_not_evaluable
 from lostmid.evidence.inputs import Effects, Inputs, NotEvaluable, NotRun, Setting, runs_of
-from lostmid.evidence.readings import late_minus_early_failure_per_seed, mid_training_step, slopes_at
+from lostmid.evidence.readings import late_minus_early_failure_per_seed, mid_training_step, paired, slopes_at
 from lostmid.evidence.settings import EvidenceSettings
 from lostmid.tables.length import slopes_per_unit, statistics_table
 
@@ -101,15 +101,9 @@ def fit_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
         )
         for residual in sorted(table.residual.astype(bool).unique()):
             where = "in the fit network (no residual path)" if not residual else "inserted into the residual model"
-            found.append(
-                Setting(
-                    residual=bool(residual),
-                    depth=int(table.depth.iloc[0]),
-                    checkpoint=f"initialization, {param}-form B fitted at each L {lengths[0]}-{lengths[-1]}, {where}",
-                    reading=param,
-                    not_evaluable=why,
-                )
-            )
+            words = f"initialization, {param}-form B fitted at each L {lengths[0]}-{lengths[-1]}, {where}"
+            depth = int(table.depth.iloc[0])
+            found.append(Setting(None, None, depth, bool(residual), words, reading=param, not_evaluable=why))
     if not found:
         raise NotRun("the length study fitted B at fewer than 2 lengths")
     return found
@@ -147,19 +141,12 @@ def carried_settings(local_only: bool, inputs: Inputs, ev: EvidenceSettings) -> 
         raise NotRun("the length study carried no B to a longer L")
     source = int(carried.fitted_at.iloc[0])
     lengths = set(carried.L) & set(table.L[table.bias == "distance"]) if local_only else set(carried.L)
-    found = []
-    for L in sorted(lengths):
-        for residual in sorted(carried.residual.astype(bool).unique()):
-            found.append(
-                Setting(
-                    L=int(L),
-                    depth=int(table.depth.iloc[0]),
-                    residual=bool(residual),
-                    checkpoint=f"initialization, distance-form B fitted at L {source}",
-                    reading="distance",
-                )
-            )
-    return found
+    words, depth = f"initialization, distance-form B fitted at L {source}", int(table.depth.iloc[0])
+    return [
+        Setting(None, int(L), depth, bool(residual), words, reading="distance")
+        for L in sorted(lengths)
+        for residual in sorted(carried.residual.astype(bool).unique())
+    ]
 
 
 def _log_e_inf(inputs: Inputs, s: Setting, bias: str) -> pd.Series:
@@ -215,11 +202,12 @@ def trained_growth_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Settin
     return found
 
 
-def _slopes_at_mid(inputs: Inputs, ev: EvidenceSettings, variant: str, L: int, depth: int) -> pd.Series:
+def _at_mid(inputs: Inputs, ev: EvidenceSettings, variant: str, L: int, depth: int, per_seed=slopes_at) -> pd.Series:
+    """``per_seed(failure, variant, L, depth, step)`` at the variant's own mid-training (not evaluable: never)."""
     step, best = mid_training_step(inputs.failure, variant, L, depth, ev.mid_accuracy)
     if step is None:
         raise NotEvaluable(f"{variant} at L {L} never reached mid-training (best {best:.3f})")
-    return slopes_at(inputs.failure, variant, L, depth, step)
+    return per_seed(inputs.failure, variant, L, depth, step)
 
 
 def _short_L(s: Setting) -> int:
@@ -229,16 +217,16 @@ def _short_L(s: Setting) -> int:
 def position_effect_grows_with_length(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     """Trained: the baseline's position effect (a), the logistic slope of failure on p at mid-training,
     is larger at the longest L than at the shortest (Welch; seeds are independent runs at each L)."""
-    long = _slopes_at_mid(inputs, ev, s.variant, s.L, s.depth)
-    short = _slopes_at_mid(inputs, ev, s.reference, _short_L(s), s.depth)
+    long = _at_mid(inputs, ev, s.variant, s.L, s.depth)
+    short = _at_mid(inputs, ev, s.reference, _short_L(s), s.depth)
     note = f"(a) slope: {long.mean():.3g} at L {s.L}, {short.mean():.3g} at L {_short_L(s)}"
     return Effects((long, short), note=note)
 
 
 def _bias_arm(inputs: Inputs, baseline: str, L: int, depth: int) -> str:
     """The one bias variant paired with ``baseline`` at (L, depth): (e)'s arm of the growth claims."""
-    paired = (v for v in inputs.of_kind("bias") if inputs.reference(v) == baseline)
-    fixed = sorted(v for v in paired if (L, depth) in runs_of(inputs.failure, v))
+    candidates = (v for v in inputs.of_kind("bias") if inputs.reference(v) == baseline)
+    fixed = sorted(v for v in candidates if (L, depth) in runs_of(inputs.failure, v))
     if not fixed:
         raise NotRun(f"no bias variant paired with {baseline} at L {L}")
     if len(fixed) > 1:
@@ -255,14 +243,7 @@ def _fix_effect(inputs: Inputs, ev: EvidenceSettings, variant: str, baseline: st
         why = fit_not_evaluable(inputs, ev, variant, L, depth)
         if why:
             raise NotEvaluable(f"{variant} at L {L}: {why}")
-    values = []
-    for arm_variant in (variant, baseline):
-        step, best = mid_training_step(inputs.failure, arm_variant, L, depth, ev.mid_accuracy)
-        if step is None:
-            raise NotEvaluable(f"{arm_variant} at L {L} never reached mid-training (best {best:.3f})")
-        values.append(per_seed(inputs.failure, arm_variant, L, depth, step))
-    shared = values[0].index.intersection(values[1].index)
-    return (values[0].loc[shared] - values[1].loc[shared]).astype(np.float64)
+    return paired(*(_at_mid(inputs, ev, v, L, depth, per_seed) for v in (variant, baseline)))
 
 
 def fix_effect_grows_with_length(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
@@ -294,6 +275,6 @@ def model_free_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
 
 def fix_lowers_model_free_preference(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     """(e), model-free, at every L: the paired difference (debiased - baseline) of the late-minus-early
-    failure rate, each at its own mid-training; rule less than zero, margin ``recall_margin``."""
+    failure rate, each at its own mid-training."""
     effect = _fix_effect(inputs, ev, s.variant, s.reference, s.L, s.depth, late_minus_early_failure_per_seed)
     return Effects((effect.to_numpy(),), "paired by seed")

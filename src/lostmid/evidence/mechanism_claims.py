@@ -109,8 +109,7 @@ def paired_preference(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effec
 
 
 def arm_speed_as_literal(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
-    """The arm's mean failure over training against the literal reading's (blog (d)'s statistic), paired by
-    seed, Student t."""
+    """The arm's mean failure over training against the literal reading's (blog (d)'s statistic)."""
     arm, literal, horizon = training_speed_per_seed(inputs.failure, s)
     method = f"per-seed area under the failure curve, steps 0-{horizon}, divided by the span"
     note = f"mean failure over training: {s.variant} {arm.mean():.3f}, {s.reference} {literal.mean():.3f}"
@@ -120,8 +119,7 @@ def arm_speed_as_literal(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Ef
 def arm_flattens_trained_model_at_init(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     """Whether the arm's B flattens the model it trains, at initialization: per held-out initialization of
     the (source's) fit, log(E_inf with B / at B = 0) of the fit target's profile in the model B is inserted
-    into (``inserted_imbalance_*``). Student t over held-out inits. Rule: at most -``log_ratio_margin``
-    (a fall by a factor 1.5). A measured property of the arm, not a gate."""
+    into (``inserted_imbalance_*``). A measured property of the arm, not a gate."""
     part = fit_rows(inputs, s)
     if not {"inserted_imbalance_before", "inserted_imbalance_after"} <= set(part.columns):
         raise NotRun("bias_fit_summary has no inserted_imbalance columns")

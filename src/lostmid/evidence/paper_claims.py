@@ -54,12 +54,8 @@ def flow_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
 
 
 def density_flow_matches_finite_difference(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
-    """Paper (density flow, eq. 69): the predicted d_s m matches one finite gradient step.
-
-    Per seed: the median relative error over positions and checkpoints (at the smallest step
-    eta in the table). Over seeds: geometric mean with a t interval on the log scale. Rule: at
-    most ``flow_tolerance``.
-    """
+    """Paper (density flow, eq. 69): the predicted d_s m matches one finite gradient step. Per seed: the median
+    relative error over positions and checkpoints, at the smallest step eta in the table."""
     part = rows_of(inputs.density_flow, "density-flow", s.variant, s.L, s.depth)
     part = part[part.eta == part.eta.min()]
     per_seed = part.groupby("seed").rel_error.median()
@@ -69,12 +65,8 @@ def density_flow_matches_finite_difference(inputs: Inputs, ev: EvidenceSettings,
 
 
 def density_flow_error_falls_with_step(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects | Estimate:
-    """Paper (density flow): the finite-difference error falls with the step eta (first order).
-
-    Per seed: slope of log(median relative error) on log(eta) over the etas in the table.
-    Student t over seeds. Rule: greater than zero (error falls as eta falls), margin 0.5 (half
-    an order per order of eta; a first-order difference has slope 1).
-    """
+    """Paper (density flow): the finite-difference error falls with the step eta (first order: slope 1). Per
+    seed: the slope of log(median relative error) on log(eta) over the etas in the table."""
     part = rows_of(inputs.density_flow, "density-flow", s.variant, s.L, s.depth)
     etas = sorted(part.eta.unique())
     if len(etas) < 2:
@@ -91,13 +83,9 @@ def density_flow_error_falls_with_step(inputs: Inputs, ev: EvidenceSettings, s: 
 
 
 def sufficient_conditions_sound(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
-    """Paper (sufficient conditions): no condition holds while its conclusion fails.
-
-    Count of soundness violations over rows (run, checkpoint, delta, test), by the channels stage's own
-    definition and float tolerance (``lostmid.analysis.conditions.violations`` with the table's
-    ``tolerance`` column): a sufficient test holding with its conclusion failing, or an equivalence
-    disagreeing with its conclusion beyond the tolerance. Deterministic; rule: at most 0 violations.
-    """
+    """Paper (sufficient conditions): no condition holds while its conclusion fails. The count of soundness
+    violations over rows (run, checkpoint, delta, test), by the channels stage's own definition and float
+    tolerance (``lostmid.analysis.conditions.violations`` with the table's ``tolerance`` column)."""
     t = inputs.conditions
     if "tolerance" in t:
         violations = len(soundness_violations(t.astype({"holds": bool, "conclusion_holds": bool}), t["tolerance"]))

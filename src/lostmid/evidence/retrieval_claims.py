@@ -1,15 +1,11 @@
-"""Claims of the retrieval stage (docs/retrieval.md): does the influence profile predict where a pretrained
-LM fails to retrieve a needle? Rules and margin fixed in docs/retrieval.md before the first run; the margin is
-``evidence.retrieval_auc_margin``.
+"""Claims of the retrieval stage (docs/retrieval.md, which fixed the rules before the first run): does the
+influence profile predict where a pretrained LM fails to retrieve a needle?
 
-One row per (model, task, n) and measure (task-conditioned, task-free), read off the ``retrieval`` table
-(the stage's per-example rows): the AUC of success on the needle's influence share, minus 0.5, with the
-percentile bootstrap interval over windows (``retrieval_summary.auc_interval``, the draws and seed of the
-config's retrieval block, as the stage's own table; windows are the replication unit, in the ``n_seeds``
-column). Rule: greater than zero with margin ``evidence.retrieval_auc_margin``: supported when the interval's lower
-bound is above 0 (AUC above chance), contradicted when its upper bound is below 0.1 (no AUC of 0.6 or more,
-a predictor too weak to matter), otherwise inconclusive. The random-init twin's rows are "not evaluable" (the
-control: accuracy only, no gradients); so is a row whose examples all succeed or all fail (no AUC).
+One row per (model, task, n) and measure (task-conditioned, task-free), read off the ``retrieval`` table (the
+stage's per-example rows): the AUC of success on the needle's influence share, minus 0.5, with the percentile
+bootstrap over windows (``retrieval_summary.auc_draws``, the draws and seed of the config's retrieval block;
+windows are the replication unit, in the ``n_seeds`` column). The random-init twin's rows are "not evaluable"
+(the control: accuracy only, no gradients); so is a row whose examples all succeed or all fail (no AUC).
 """
 
 from __future__ import annotations
