@@ -50,7 +50,7 @@ from lostmid.evidence.inputs import (
 )
 from lostmid.evidence.readings import mid_training_step
 from lostmid.evidence.registry import CLAIMS, CLAIMS_BY_NAME
-from lostmid.evidence.report import estimate_words, verdict_words
+from lostmid.evidence.report import cell, estimate_words, verdict_words
 from lostmid.evidence.settings import EvidenceSettings
 
 
@@ -299,10 +299,6 @@ def markdown(table: pd.DataFrame, ids: dict[str, str] | None = None) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     methods = []
-
-    def cell(text) -> str:
-        return str(text).replace("|", "\\|")
-
     for i, row in enumerate(table.itertuples(index=False), 1):
         family = getattr(row, "family_size", 0) or 0
         adjusted = f"**{row.adjusted_verdict}**" if family else "–"
@@ -322,14 +318,8 @@ def markdown(table: pd.DataFrame, ids: dict[str, str] | None = None) -> str:
         deviation = f" As first written ({row.deviations}): {first}." if first != "–" else ""
         methods.append(f"{i}. {row.method}.{correction}{deviation}" + (f" Note: {row.note}." if row.note else ""))
     legend = [f"- **{rule_id}**: {rule}" for rule, rule_id in ids.items()]
-    return (
-        "\n".join(lines)
-        + "\n\nMethods, by row:\n\n"
-        + "\n".join(methods)
-        + "\n\nDecision rules (the table's `rule` column):\n\n"
-        + "\n".join(legend)
-        + "\n"
-    )
+    text = "\n".join(lines) + "\n\nMethods, by row:\n\n" + "\n".join(methods)
+    return text + "\n\nDecision rules (the table's `rule` column):\n\n" + "\n".join(legend) + "\n"
 
 
 __all__ = [

@@ -14,6 +14,11 @@ from lostmid.evidence.estimators import ESTIMATORS
 from lostmid.evidence.inputs import CHECKPOINTS, DECIDED, STATUS_WORDS
 
 
+def cell(text) -> str:
+    """``text`` as one cell of a Markdown table (its pipes escaped)."""
+    return str(text).replace("|", "\\|")
+
+
 def estimate_words(row) -> str:
     """``estimate [ci_low, ci_high]`` to three significant digits, ``–`` when not computed."""
     if math.isnan(row.estimate):
@@ -135,7 +140,7 @@ def flagged_table(rows) -> str:
     for row in rows:
         kind = row.kind if hasattr(row, "kind") else "claim"
         cells = [kind, row.source, f"`{row.claim}`", row.setting, estimate_words(row), row.n_seeds or "–"]
-        lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + f" | {verdict_words(row)} |")
+        lines.append("| " + " | ".join(map(cell, cells)) + f" | {verdict_words(row)} |")
     return "\n".join(lines) + "\n"
 
 
@@ -241,7 +246,7 @@ def declarations(claims) -> str:
             f"`{c.estimator}`",
             rule(c.rule),
         )
-        lines.append("| " + " | ".join(str(cell).replace("|", "\\|") for cell in cells) + " |")
+        lines.append("| " + " | ".join(map(cell, cells)) + " |")
     used = {c.estimator for c in claims}
     estimators = [f"- `{name}`: {e.words}." for name, e in ESTIMATORS.items() if name in used]
     checkpoints = [f"- {name}: {words}." for name, words in CHECKPOINTS.items()]
