@@ -118,17 +118,10 @@ def bias_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
         if variant in inputs.variants and inputs.remedy(variant) == "control":
             continue  # a control's B is built, not fitted: lostmid.evidence.mechanism_claims
         residual = values.get("residual", inputs.residual(variant) if variant in inputs.variants else None)
-        L, depth = int(values["L"]), int(values["depth"])
+        L, depth, residual = int(values["L"]), int(values["depth"]), None if residual is None else bool(residual)
+        why = fit_not_evaluable(inputs, ev, variant, L, depth)
         found.append(
-            Setting(
-                variant,
-                L,
-                depth,
-                None if residual is None else bool(residual),
-                "initialization (fitted B)",
-                reading=variant,
-                not_evaluable=fit_not_evaluable(inputs, ev, variant, L, depth),
-            )
+            Setting(variant, L, depth, residual, "initialization (fitted B)", reading=variant, not_evaluable=why)
         )
     return found
 
@@ -187,10 +180,8 @@ def fitted_bias_weights_recent_keys(inputs: Inputs, ev: EvidenceSettings, s: Set
             )
         except NotRun:
             pass
-    return Effects(
-        (shape.fall, int(shape.by_lag.size) - 1, "one fitted B; least-squares line of c(k) over the lags k >= 1"),
-        note=note,
-    )
+    words = "one fitted B; least-squares line of c(k) over the lags k >= 1"
+    return Effects((shape.fall, int(shape.by_lag.size) - 1, words), note=note)
 
 
 # =========================================================================== blog (d), (e): the bias-corrected model

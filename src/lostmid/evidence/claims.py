@@ -76,15 +76,11 @@ def status_of(claim: Claim, setting: Setting, estimate: Estimate, ev: EvidenceSe
     if status != DECIDED:
         words = f"{STATUS_WORDS[status]}: {method}"
     elif claim.replicates == "windows" and 0 < n < ev.min_windows:
-        status, words = (
-            PILOT,
-            (f"pilot: {n} windows, fewer than the stage's plan of {ev.min_windows} (evidence.min_windows); {method}"),
-        )
+        plan = f"the stage's plan of {ev.min_windows} (evidence.min_windows)"
+        status, words = PILOT, f"pilot: {n} windows, fewer than {plan}; {method}"
     elif 0 < n < ev.min_seeds:
-        status, words = (
-            PILOT,
-            f"pilot: {n} seeds, fewer than the run's plan of {ev.min_seeds} (evidence.min_seeds); {method}",
-        )
+        plan = f"the run's plan of {ev.min_seeds} (evidence.min_seeds)"
+        status, words = PILOT, f"pilot: {n} seeds, fewer than {plan}; {method}"
     else:
         words = method
     if setting.not_evaluable:  # the reason first, then what was measured

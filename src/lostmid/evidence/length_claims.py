@@ -186,17 +186,9 @@ def trained_growth_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Settin
             by_arm.setdefault((arm(variant), depth), []).append((L, variant))
     for (_arm, depth), runs in sorted(by_arm.items()):
         if len({L for L, _ in runs}) >= 2:
-            short, long = min(runs), max(runs)
-            found.append(
-                Setting(
-                    variant=long[1],
-                    reference=short[1],
-                    L=long[0],
-                    depth=depth,
-                    residual=inputs.residual(long[1]),
-                    checkpoint=f"L {long[0]} against L {short[0]}, each at its own mid-training",
-                )
-            )
+            (short_L, short), (long_L, long) = min(runs), max(runs)
+            words = f"L {long_L} against L {short_L}, each at its own mid-training"
+            found.append(Setting(long, long_L, depth, inputs.residual(long), words, short))
     if not found:
         raise NotRun("no baseline arm trained at two or more lengths")
     return found
@@ -259,15 +251,12 @@ def fix_effect_grows_with_length(inputs: Inputs, ev: EvidenceSettings, s: Settin
 
 
 def model_free_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
-    found = []
-    for variant in inputs.of_kind("bias"):
-        reference = inputs.reference(variant)
-        if reference is None:
-            continue
-        for L, depth in runs_of(inputs.failure, variant):
-            found.append(
-                Setting(variant, L, depth, inputs.residual(variant), "each at its own mid-training", reference)
-            )
+    found = [
+        Setting(v, L, depth, inputs.residual(v), "each at its own mid-training", inputs.reference(v))
+        for v in inputs.of_kind("bias")
+        if inputs.reference(v) is not None
+        for L, depth in runs_of(inputs.failure, v)
+    ]
     if not found:
         raise NotRun("no bias variant with a reference in the failure table")
     return found
