@@ -171,11 +171,6 @@ def arm_flatness_and_preference(
     return flatness, preference
 
 
-def arms_at(failure: pd.DataFrame, L: int, depth: int) -> list[str]:
-    """The variants of the failure table trained at (L, depth), sorted."""
-    return sorted(set(failure.variant[(failure.L == L) & (failure.depth == depth)].astype(str)))
-
-
 def across_arms_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
     """One setting per (L, depth) of the failure table that holds three or more variants."""
     counts = inputs.failure.groupby(["L", "depth"]).variant.nunique()
@@ -193,7 +188,8 @@ def flatness_predicts_preference_across_arms(inputs: Inputs, ev: EvidenceSetting
     """Across the arms of one (L, depth): does a flatter trained model prefer early flags less
     (``flatness_predicts_preference``, rho > 0, margin ``influence_failure_margin``)? Arms that never
     reach mid-training are left out and named."""
-    arms = arms_at(inputs.failure, s.L, s.depth)
+    failure = inputs.failure
+    arms = sorted(set(failure.variant[(failure.L == s.L) & (failure.depth == s.depth)].astype(str)))
     flatness, preference = arm_flatness_and_preference(inputs, ev, arms, s.L, s.depth)
     reached = list(flatness)
     left_out = [arm for arm in arms if arm not in flatness]

@@ -41,10 +41,6 @@ MEASURES = {"output_jacobian": "E||d logits_L/d x_j|| (the blog's measure)", "de
 # =========================================================================== at initialization
 
 
-def init_statistics(inputs: Inputs, column: str) -> pd.DataFrame:
-    return statistics_table(inputs.length_init, ["residual", "depth", "seed", "L"], column)
-
-
 def init_length_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
     table = inputs.length_init
     lengths = sorted(table.L.unique())
@@ -69,7 +65,7 @@ def _slope_estimate(stats: pd.DataFrame, unit: str, statistic: str, ev, what: st
 
 
 def _init_rows(inputs: Inputs, s: Setting, column: str) -> pd.DataFrame:
-    stats = init_statistics(inputs, column)
+    stats = statistics_table(inputs.length_init, ["residual", "depth", "seed", "L"], column)
     return stats[(stats.residual == s.residual) & (stats.depth == s.depth)]
 
 

@@ -166,21 +166,16 @@ def headline(table: pd.DataFrame) -> str:
         if all(no_verdict(row) == "not run" for row in rows.itertuples()):
             not_run.append(name)
             continue
-        contradicted = rows[rows.verdict == "contradicted"]
-        named = "; ".join(
-            f"`{row.claim}` ({row.setting.split(', checkpoint')[0]})" for row in contradicted.itertuples()
-        )
+        contradicted = rows[rows.verdict == "contradicted"].itertuples()
+        named = "; ".join(f"`{row.claim}` ({row.setting.split(', checkpoint')[0]})" for row in contradicted)
         unevaluable = sum(no_verdict(row) == "not evaluable" for row in rows.itertuples())
         moved = len(moved_rows(rows)) if "verdict_as_first_written" in rows else 0
+        differ = f"verdict{'s differ' if moved > 1 else ' differs'} under the rules as first written"
         lines.append(
             f"- {name}: {len(rows)} row{'s' if len(rows) > 1 else ''}, {verdict_counts(rows)}"
             + (f"; contradicted: {named}" if named else "")
             + (f"; {unevaluable} not evaluable" if unevaluable else "")
-            + (
-                f"; {moved} verdict{'s differ' if moved > 1 else ' differs'} under the rules as first written"
-                if moved
-                else ""
-            )
+            + (f"; {moved} {differ}" if moved else "")
         )
     if not checks.empty:
         lines.append(f"- checks of the instrument (not counted above): {len(checks)} rows, {verdict_counts(checks)}")
@@ -235,17 +230,8 @@ def declarations(claims) -> str:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for c in claims:
-        cells = (
-            f"`{c.name}`",
-            c.kind,
-            c.family or "–",
-            c.source,
-            c.unit,
-            ", ".join(c.needs) or "–",
-            "; ".join(c.checkpoints),
-            f"`{c.estimator}`",
-            rule(c.rule),
-        )
+        cells = (f"`{c.name}`", c.kind, c.family or "–", c.source, c.unit, ", ".join(c.needs) or "–")
+        cells += ("; ".join(c.checkpoints), f"`{c.estimator}`", rule(c.rule))
         lines.append("| " + " | ".join(map(cell, cells)) + " |")
     used = {c.estimator for c in claims}
     estimators = [f"- `{name}`: {e.words}." for name, e in ESTIMATORS.items() if name in used]

@@ -132,11 +132,8 @@ def _interval_words(values: pd.Series, ev: EvidenceSettings) -> str:
 
 
 def _steps_words(s: Setting, steps: tuple[int, int]) -> str:
-    return (
-        f"step {steps[0]}"
-        if steps[0] == steps[1]
-        else f"{s.variant} at step {steps[0]}, {s.reference} at step {steps[1]}"
-    )
+    each = f"{s.variant} at step {steps[0]}, {s.reference} at step {steps[1]}"
+    return f"step {steps[0]}" if steps[0] == steps[1] else each
 
 
 # =========================================================================== the loss-free profiles
@@ -250,14 +247,10 @@ def shift_settings(gated_by: str | None, inputs: Inputs, ev: EvidenceSettings) -
             continue
         reference = inputs.reference(name) if remedies else uniform_counterpart(inputs, name)
         for L, depth in runs_of(inputs.failure, name):
-            missing = (
-                None
-                if reference is not None and (L, depth) in runs_of(inputs.failure, reference)
-                else (
-                    f"{name} has no {'baseline' if remedies else 'uniform-law counterpart'} with failure "
-                    f"rows at L {L}, depth {depth}"
-                )
-            )
+            counterpart = "baseline" if remedies else "uniform-law counterpart"
+            missing = f"{name} has no {counterpart} with failure rows at L {L}, depth {depth}"
+            if reference is not None and (L, depth) in runs_of(inputs.failure, reference):
+                missing = None
             for checkpoint in (SHIFT_LAST, SHIFT_MID):
                 setting = Setting(name, L, depth, inputs.residual(name), checkpoint, reference, missing)
                 if remedies and missing is None:

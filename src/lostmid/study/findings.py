@@ -22,10 +22,17 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from lostmid import io, records
+from lostmid.config import settings_from_section
 from lostmid.errors import InputError
+from lostmid.evidence.fit_checks import fit_not_evaluable
+from lostmid.evidence.inputs import Inputs
+from lostmid.evidence.settings import EvidenceSettings
+from lostmid.manifest import identity, stamp
 from lostmid.study import estimators as est
 from lostmid.study import reading
-from lostmid.study.plan import arm_variants
+from lostmid.study.plan import arm_variants, read_plan
+from lostmid.study.record import plan_line, plan_status, read_record
 
 NOT_YET_RUN = "not yet run"
 EXPLORATORY = "exploratory"  # every outcome and answer of a run the plan check does not call primary
@@ -62,10 +69,6 @@ class Row:
 def gate(record, plan: dict, arm: str) -> tuple[list[str], str]:
     """The variants of a fix arm whose fit passed (the fit checks of lostmid.evidence.fit_checks on the model it
     trains), and a note; NOT_BUILT is raised as Missing when fewer than MIN_PASSING_FITS passed."""
-    from lostmid.config import settings_from_section
-    from lostmid.evidence.fit_checks import fit_not_evaluable
-    from lostmid.evidence.inputs import Inputs
-    from lostmid.evidence.settings import EvidenceSettings
 
     variants = arm_variants(plan, arm)
     if record.bias_summary is None:
@@ -301,8 +304,6 @@ EXPLORATORY_PAGES = ("../runs/default/results.md", "validation.md", "length.md",
 def provenance(record, status: tuple[bool, str]) -> str:
     """Where the page came from: the plan's commit beside the run's, whether the endpoints are primary, and the
     run's manifest stamp."""
-    from lostmid.manifest import stamp
-    from lostmid.study.record import plan_line
 
     primary, why = status
     lines = [plan_line(record.manifest), f"- Endpoints: {'primary' if primary else 'EXPLORATORY'} ({why})."]
@@ -418,11 +419,7 @@ def write_findings(plan_path, run, out, figures_dir, repo, readme=None, force: b
     ``readme`` between its findings markers (where given); returns the rows. The record is checked whole and
     every text is made before anything is written; a committed ``out`` (or ``readme``) written from another
     record is refused unless ``force``."""
-    from lostmid import io, records
-    from lostmid.manifest import identity
     from lostmid.plots.findings import arm_failure, finding_figure
-    from lostmid.study.plan import read_plan
-    from lostmid.study.record import plan_status, read_record
 
     plan = read_plan(plan_path)
     record = read_record(run)
