@@ -2,20 +2,11 @@
 beside their baselines where the measure carries signal, the position shift, the dose-response of each penalty,
 and the overhead (a remedy's time and memory per training step).
 
-Where a measure carries signal. Once a model has learned the task its loss gradient collapses, and
-with it the loss-gradient density: at the last checkpoint per-seed E_inf ratios spread over orders
-of magnitude. The primary reading compares each arm at its *own* mid-training checkpoint (the
-first checkpoint where its mean evaluation accuracy over seeds reaches ``evidence.mid_accuracy``,
-``readings.mid_training_step``): both arms at the same task accuracy, neither loss collapsed,
-and a remedy that learns more slowly is not compared with a baseline that has already finished.
-It reads the quantity each algorithm penalizes (Algorithm 1: the loss-gradient density;
-Algorithm 3: the observability trace density). The last common checkpoint is reported beside it
-(``paper_claims``' rows, and this module's trace and loss-free rows). Every normalized figure
-carries the paired log ratio of its raw total (Z, the trace total) in the note.
-
-Each reading returns its per-seed effect (``per_seed``), which the claim and the power plan
-(``scripts/evidence_power.py --validation``) share. Every row is a Student t interval over paired seeds (on the
-log scale for the overhead ratios); the findings form one family (``paper validation`` in claims.yaml).
+Where a measure carries signal (docs/validation.md says why): the primary reading compares each arm at its *own*
+mid-training checkpoint (``readings.mid_training_step``), on the quantity each algorithm penalizes; the last
+common checkpoint is reported beside it, and every normalized figure carries the paired log ratio of its raw
+total (Z, the trace total) in the note. Each reading returns its per-seed effect (``per_seed``), which the claim
+and the power plan (``scripts/evidence_power.py --validation``) share.
 """
 
 from __future__ import annotations
