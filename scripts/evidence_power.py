@@ -29,6 +29,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from lostmid import pin_numerics
@@ -70,6 +71,8 @@ def plan(values, kind: str, margin: float, ev: EvidenceSettings) -> str:
 
 
 VALIDATION_TABLES = ("failure", "metrics", "observability", "train")
+# The modules whose readings return one per-seed effect each (``validation_claims.per_seed``): the claims planned.
+VALIDATION_READINGS = ("lostmid.evidence.validation_claims",)
 
 
 def validation_targets(config_files) -> list[str]:
@@ -100,10 +103,8 @@ def validation_plan(results: str, config_files, ev: EvidenceSettings) -> None:
         )
         cost["training_s_per_run"] = cost.seconds_per_step * cost.steps
         print(f"training cost per run (median s/step x steps):\n{cost.round(4).to_string()}")
-    for claim in CLAIMS:
-        effect = getattr(claim.compute, "effect", None)
-        if effect is None:
-            continue
+    validation = [c for c in CLAIMS if getattr(c.compute, "func", c.compute).__module__ in VALIDATION_READINGS]
+    for claim in validation:
         try:
             settings = claim.settings(inputs, ev)
         except NotRun as why:
@@ -112,19 +113,19 @@ def validation_plan(results: str, config_files, ev: EvidenceSettings) -> None:
         for setting in settings:
             print(f"\n{claim.name}, {setting.words()}")
             try:
-                per = effect(inputs, ev, setting)
+                per = claim.compute(inputs, ev, setting)
             except NotRun as why:
                 print(f"  not run: {why}")
                 continue
             rule = claim.rule.build(ev, per.terms)
-            margin = math.log(rule.margin) if claim.compute.log_scale else rule.margin
+            log_scale = claim.estimator == "log_mean"  # the per-seed logs, and the rule read on the log scale
+            values = np.log(per.values[0]) if log_scale else per.values[0]
+            margin = math.log(rule.margin) if log_scale else rule.margin
             print(
-                f"  {per.method}\n  per seed {per.values.round(3).tolist()}\n  {rule.kind}: "
-                f"{plan(per.values.to_numpy(), rule.kind, margin, ev)}" + (f"\n  note: {per.note}" if per.note else "")
+                f"  {per.method}\n  per seed {values.round(3).tolist()}\n  {rule.kind}: "
+                f"{plan(values, rule.kind, margin, ev)}" + (f"\n  note: {per.note}" if per.note else "")
             )
-    verdicts = pd.concat(
-        [pd.DataFrame(evaluate_claim(c, inputs, ev)) for c in CLAIMS if getattr(c.compute, "effect", None)]
-    )
+    verdicts = pd.concat([pd.DataFrame(evaluate_claim(c, inputs, ev)) for c in validation])
     print(
         "\nthe pilot's rows (not the validation run's verdicts):\n"
         + verdicts[["claim", "setting", "estimate", "ci_low", "ci_high", "n_seeds", "verdict"]].to_string(index=False)

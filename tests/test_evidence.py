@@ -17,7 +17,7 @@ from lostmid.cli.main import main
 from lostmid.config import settings_from_section
 from lostmid.core import task
 from lostmid.errors import ConfigError
-from lostmid.evidence import blog_claims, claims, decisions, readings, robustness
+from lostmid.evidence import blog_claims, claims, decisions, readings
 from lostmid.evidence.estimators import ESTIMATORS
 from lostmid.evidence.inputs import Effects
 from lostmid.evidence.settings import EvidenceSettings
@@ -1118,7 +1118,7 @@ def test_matched_accuracy_interpolates_each_seed_to_where_its_own_accuracy_cross
     ]
     failure = pd.DataFrame(rows)
     value = {0: 0.0, 100: 1.0, 200: 3.0}
-    found, words = robustness.at_matched_accuracy(
+    found, words = readings.at_matched_accuracy(
         failure, "baseline", 8, 1, 0.75, lambda step: pd.Series({0: value[step]})
     )
     # w = (0.75 - 0.7) / (0.9 - 0.7) = 0.25 of the way from step 100 to 200.

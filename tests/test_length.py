@@ -17,7 +17,7 @@ from lostmid.evidence.claims import CLAIMS_BY_NAME
 from lostmid.evidence.decisions import CONTRADICTED, SUPPORTED, verdict_by
 from lostmid.evidence.estimators import made_by
 from lostmid.evidence.inputs import Inputs
-from lostmid.evidence.length_trained import arm
+from lostmid.evidence.length_claims import arm
 from lostmid.evidence.settings import EvidenceSettings
 from lostmid.tables.length import profile_statistics, slope_per_doubling
 

@@ -1,9 +1,10 @@
 """The blog's claims (a)-(e): the mid-training position effect, the first token's influence at
 initialization, the fit's checks and the fitted bias, and the bias-corrected model's speed and
-position preference, one row per reading of the fix (bias variant)."""
+position preference, one row per reading of the fix (bias variant); (a) and (e) read two more ways."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import NamedTuple
 
@@ -11,18 +12,12 @@ import numpy as np
 import pandas as pd
 
 from lostmid.evidence.fit_checks import fit_not_evaluable, fit_rows, gate
-from lostmid.evidence.inputs import (
-    Effects,
-    Estimate,
-    EvidenceError,
-    Inputs,
-    NotRun,
-    Setting,
-    pair_settings,
-    runs_of,
-)
+from lostmid.evidence.inputs import Effects, Estimate, EvidenceError, Inputs, NotRun, Setting, pair_settings, runs_of
 from lostmid.evidence.readings import (
+    at_matched_accuracy,
+    at_own_mid_training,
     late_failure_per_seed,
+    late_minus_early_failure_per_seed,
     mean_accuracy_at,
     mid_training_step,
     never_learns,
@@ -35,8 +30,9 @@ from lostmid.stats import statistics as st
 
 
 def slope_at_mid_training(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects | Estimate:
-    """Per-seed logistic slopes of failure on p at the variant's own mid-training checkpoint,
-    and their Student t interval over seeds (a "not evaluable" estimate when it never gets there)."""
+    """Blog (a): mid-training, failure rises with the flag position (baseline). Per seed: slope b of the binomial
+    GLM logit(failure) = a + b p at the variant's own mid-training checkpoint (``mid_training_step``; a "not
+    evaluable" estimate when it never gets there)."""
     step, best = mid_training_step(inputs.failure, s.variant, s.L, s.depth, ev.mid_accuracy)
     if step is None:
         return not_reached(s.variant, best, ev)
@@ -61,17 +57,6 @@ def baseline_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
     if not found:
         raise NotRun("no variant without a remedy in the failure table")
     return found
-
-
-def failure_rises_with_position(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
-    """Blog (a): mid-training, failure rises with the flag position (baseline).
-
-    Per seed: slope b of the binomial GLM logit(failure) = a + b p at the mid-training
-    checkpoint (``mid_training_step``). Over seeds: Student t interval. Rule: greater than
-    zero, margin ``slope_margin`` (contradicted when the interval excludes every slope as
-    large as the margin).
-    """
-    return slope_at_mid_training(inputs, ev, s)
 
 
 # ======================================================================= blog (b): influence at init grows with depth
@@ -102,7 +87,10 @@ def _first_over_last(sweep: pd.DataFrame, column: str, depth: int) -> pd.Series:
     return np.log10(ratio)
 
 
-def _growth(inputs: Inputs, ev: EvidenceSettings, column: str, power: int) -> Effects:
+def first_token_grows_with_depth(column: str, power: int, inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
+    """Blog (b): without the residual path, at initialization, the first token's ``column`` over the last token's
+    grows with depth: the output-Jacobian norm E||d logits_L / d x_j|| (power 1, the blog's own measure), or the
+    squared loss-gradient density m_j (power 2, ours)."""
     sweep = inputs.init_sweep
     deep = _first_over_last(sweep, column, ev.init_depth)
     shallow = _first_over_last(sweep, column, 1)
@@ -118,17 +106,6 @@ def _growth(inputs: Inputs, ev: EvidenceSettings, column: str, power: int) -> Ef
     return Effects((deep, shallow), f"per init seed, log10 ratio at depth {ev.init_depth} minus at depth 1", note)
 
 
-def first_token_jacobian_grows_with_depth(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
-    """Blog (b), in the blog's own measure: without the residual path, at initialization, the first
-    token's E||d logits_L / d x_1|| (power 1) over the last token's grows with depth."""
-    return _growth(inputs, ev, "output_jacobian", 1)
-
-
-def first_token_density_grows_with_depth(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
-    """Blog (b), in our measure: the same with the squared loss-gradient density m_j."""
-    return _growth(inputs, ev, "density", 2)
-
-
 # ===================================================================== blog (c): the fitted bias weights later tokens
 
 
@@ -141,17 +118,10 @@ def bias_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
         if variant in inputs.variants and inputs.remedy(variant) == "control":
             continue  # a control's B is built, not fitted: lostmid.evidence.mechanism_claims
         residual = values.get("residual", inputs.residual(variant) if variant in inputs.variants else None)
-        L, depth = int(values["L"]), int(values["depth"])
+        L, depth, residual = int(values["L"]), int(values["depth"]), None if residual is None else bool(residual)
+        why = fit_not_evaluable(inputs, ev, variant, L, depth)
         found.append(
-            Setting(
-                variant,
-                L,
-                depth,
-                None if residual is None else bool(residual),
-                "initialization (fitted B)",
-                reading=variant,
-                not_evaluable=fit_not_evaluable(inputs, ev, variant, L, depth),
-            )
+            Setting(variant, L, depth, residual, "initialization (fitted B)", reading=variant, not_evaluable=why)
         )
     return found
 
@@ -187,7 +157,7 @@ def fitted_bias_weights_recent_keys(inputs: Inputs, ev: EvidenceSettings, s: Set
     nearest key (k = 1) to the farthest (k = L - 1), in logits. The diagonal (k = 0, a query's
     attention to itself) is left out: a self-attention spike is not a preference among the other
     tokens; c(0) is reported apart in the note, with the attention a query pays itself at
-    initialization (from bias_fit_summary). Rule: at least ``recency_margin`` logits.
+    initialization (from bias_fit_summary).
     """
     matrix = inputs.bias_matrix[(inputs.bias_matrix.L == s.L) & (inputs.bias_matrix.depth == s.depth)]
     if s.variant is not None and "variant" in matrix:
@@ -210,10 +180,8 @@ def fitted_bias_weights_recent_keys(inputs: Inputs, ev: EvidenceSettings, s: Set
             )
         except NotRun:
             pass
-    return Effects(
-        (shape.fall, int(shape.by_lag.size) - 1, "one fitted B; least-squares line of c(k) over the lags k >= 1"),
-        note=note,
-    )
+    words = "one fitted B; least-squares line of c(k) over the lags k >= 1"
+    return Effects((shape.fall, int(shape.by_lag.size) - 1, words), note=note)
 
 
 # =========================================================================== blog (d), (e): the bias-corrected model
@@ -221,7 +189,7 @@ def fitted_bias_weights_recent_keys(inputs: Inputs, ev: EvidenceSettings, s: Set
 
 def debiased_speed_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
     found = []
-    for s in pair_settings("bias", "failure", "steps 0 to the last common checkpoint")(inputs, ev):
+    for s in pair_settings("bias", "failure", "steps 0 to the last common checkpoint", inputs, ev):
         why = (
             None
             if s.missing
@@ -237,8 +205,7 @@ def debiased_trains_faster(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> 
 
     Per seed: the area under the failure curve (evaluation failure pooled over positions,
     trapezoid over the checkpoints from step 0 to the last checkpoint both variants have,
-    divided by the span: the mean failure over training). Paired by seed (debiased -
-    baseline), Student t. Rule: less than zero, margin ``speed_margin``.
+    divided by the span: the mean failure over training), paired by seed (debiased - baseline).
 
     (e)'s second half, the paired failure rate on late flags (p > 1/2) at the baseline's
     mid-training checkpoint, measures the same thing at one checkpoint (a variant still at chance
@@ -263,7 +230,7 @@ def debiased_trains_faster(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> 
 
 def debiased_preference_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
     found = []
-    for s in pair_settings("bias", "failure", "")(inputs, ev):
+    for s in pair_settings("bias", "failure", "", inputs, ev):
         checkpoint, why = "each at its own mid-training", None
         if s.missing is None:
             arms = (s.variant, s.reference)
@@ -280,24 +247,81 @@ def debiased_preference_settings(inputs: Inputs, ev: EvidenceSettings) -> list[S
 
 
 def debiased_has_less_position_preference(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects | Estimate:
-    """Blog (e), its first half: the bias-corrected model "does not have the previous preference".
-
-    At matched accuracy: each arm's per-seed logistic slope of failure on p at its *own*
-    mid-training checkpoint (claim (a)'s rule: the first checkpoint where its mean accuracy
-    reaches ``mid_accuracy``), paired by seed (debiased - baseline), Student t. Rule: less than
-    zero, margin ``slope_margin``. A variant that never reaches the level has no mid-training
-    checkpoint: the row is not evaluable (at an earlier step a model near chance is flat for the
-    wrong reason).
-    """
-    slopes, words = [], []
-    for variant in (s.variant, s.reference):
-        step, best = mid_training_step(inputs.failure, variant, s.L, s.depth, ev.mid_accuracy)
-        if step is None:
-            return not_reached(variant, best, ev)
-        slopes.append(slopes_at(inputs.failure, variant, s.L, s.depth, step))
-        words.append(
-            f"{variant} {slopes[-1].mean():.3g} at step {step} "
-            f"(mean accuracy {mean_accuracy_at(inputs.failure, variant, s.L, s.depth, step):.3f})"
-        )
+    """Blog (e), its first half: the bias-corrected model "does not have the previous preference". At matched
+    accuracy: each arm's per-seed logistic slope of failure on p at its *own* mid-training checkpoint, paired by seed
+    (debiased - baseline). A variant that never reaches that level has no mid-training checkpoint: the row is not
+    evaluable (at an earlier step a model near chance is flat for the wrong reason)."""
+    arms = at_own_mid_training(inputs, ev, s, slopes_at)
+    if isinstance(arms, Estimate):
+        return arms
+    accuracy = [mean_accuracy_at(inputs.failure, v, s.L, s.depth, step) for v, _, step, _ in arms]
+    words = ", ".join(
+        f"{v} {y.mean():.3g} at step {t} (mean accuracy {a:.3f})" for (v, y, t, _), a in zip(arms, accuracy)
+    )
     method = "per-seed binomial logistic slope (Haldane +0.5), each arm at its own mid-training"
-    return Effects(tuple(slopes), method, "slopes at matched accuracy: " + ", ".join(words))
+    return Effects(tuple(slopes for _, slopes, _, _ in arms), method, "slopes at matched accuracy: " + words)
+
+
+# ============================================= (a) and (e) read two more ways (estimator robustness)
+# With the model-free statistic (late minus early failure per seed), and with the arms compared at one accuracy by
+# interpolating between checkpoints (``readings.at_matched_accuracy``), so that a verdict does not rest on one
+# estimator or on the checkpoint grid.
+
+
+def failure_rises_with_position_model_free(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects | Estimate:
+    """Blog (a) with the model-free statistic: per seed, the failure rate on late flags minus that on early flags
+    at the mid-training checkpoint. Read beside the logistic-slope row (``Claim.beside``)."""
+    arms = at_own_mid_training(inputs, ev, s, late_minus_early_failure_per_seed, [s.variant])
+    if isinstance(arms, Estimate):
+        return arms
+    ((_, values, step, _),) = arms
+    method = f"per-seed failure rate on late flags (p > 1/2) minus early (p < 1/2) at step {step}"
+    return Effects((values.to_numpy(),), method)
+
+
+def debiased_has_less_position_preference_model_free(inputs, ev, s) -> Effects | Estimate:
+    """Blog (e) with the model-free statistic: the late minus early failure rate of each arm at its own
+    mid-training checkpoint, paired by seed (debiased - baseline). Read beside the logistic-slope row."""
+    arms = at_own_mid_training(inputs, ev, s, late_minus_early_failure_per_seed)
+    if isinstance(arms, Estimate):
+        return arms
+    method = "per-seed late (p > 1/2) minus early (p < 1/2) failure rate, each arm at its own mid-training"
+    return Effects(tuple(values for _, values, _, _ in arms), method)
+
+
+def interpolated_preference_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
+    """(e)'s settings, each read at matched accuracy by interpolation rather than at a checkpoint."""
+    return [
+        s
+        if s.missing
+        else replace(s, checkpoint=f"matched accuracy {ev.mid_accuracy:g}, interpolated between checkpoints")
+        for s in debiased_preference_settings(inputs, ev)
+    ]
+
+
+def debiased_has_less_position_preference_interpolated(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
+    """Blog (e) at matched accuracy by interpolation (``at_matched_accuracy``): per seed, each arm's logistic
+    slope where its own accuracy crosses ``mid_accuracy``, paired (debiased - baseline). The note gives the
+    accuracy gap the checkpoint reading (debiased_has_less_position_preference) leaves, which this one removes."""
+    per_arm, words, gaps = [], [], []
+    for variant in (s.variant, s.reference):
+        values, crossing = at_matched_accuracy(
+            inputs.failure,
+            variant,
+            s.L,
+            s.depth,
+            ev.mid_accuracy,
+            lambda step, v=variant: slopes_at(inputs.failure, v, s.L, s.depth, step),
+        )
+        per_arm.append(values)
+        words.append(crossing)
+        step, _ = mid_training_step(inputs.failure, variant, s.L, s.depth, ev.mid_accuracy)
+        gaps.append(mean_accuracy_at(inputs.failure, variant, s.L, s.depth, step) if step is not None else math.nan)
+    if per_arm[0].index.intersection(per_arm[1].index).empty:
+        raise NotRun(f"no seed reaches the accuracy {ev.mid_accuracy:g} in both {s.variant} and {s.reference}")
+    method = f"per-seed logistic slope interpolated to the seed's accuracy {ev.mid_accuracy:g}"
+    note = (
+        "; ".join(words) + f"; the checkpoint reading compares mean accuracies {gaps[0]:.3f} and {gaps[1]:.3f} "
+        f"(gap {gaps[0] - gaps[1]:+.3f}); interpolated, the gap is 0 by construction"
+    )
+    return Effects(tuple(per_arm), method, note)

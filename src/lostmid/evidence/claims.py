@@ -1,38 +1,23 @@
 """The evaluation of the evidence stage's claims: one row of the evidence table per (claim, setting).
 
-Every claim of the blog post and of the paper that the workflow can test is a row of ``claims.yaml``, loaded as a
-``Claim`` in ``lostmid.evidence.registry.CLAIMS``: its source, the statistic (what is estimated, in which
-unit), the tables it reads, the settings it is evaluated in (``settings``: e.g. every baseline
-variant, L and depth of the run), its reading (the function named after it that returns, for one
-setting, the per-unit ``Effects``), its estimator by name (``lostmid.evidence.estimators``, which makes
-the ``Estimate``), and the decision rule fixed in advance (``Claim.rule``, its margin an evidence
-setting: ``lostmid.evidence.settings.EvidenceSettings``). ``evidence_table`` evaluates them all and
-returns one row per (claim, setting), its verdict read off by ``lostmid.evidence.decisions.decide``.
+Every claim the workflow can test is a row of ``claims.yaml`` (``lostmid.evidence.registry.CLAIMS``): the settings
+it is evaluated in, its reading (the per-unit ``Effects`` of one setting), its estimator (which makes the
+``Estimate``) and its decision rule fixed in advance (its margin an evidence setting). ``evidence_table``
+evaluates them all, one row per (claim, setting), each verdict read off by ``decisions.decide``.
 
-Trained claims follow the recipe of ``lostmid.stats.statistics``: an effect per seed, then a
-Student t interval over seeds (paired by seed when two variants share seeds); deterministic
-claims (structural baseline, algebraic simulations) get a zero-width "interval" and a rule with
-a tolerance.
+Missing inputs. A claim whose table was not given, or whose variants are not in the run, gets one row whose
+``method`` starts with "not run:" and says what is missing (NaN estimate, inconclusive), so the table always
+lists every claim. A claim measured but not decidable (its bias fit did not do what it is for, the reference
+never learns, a variant never reaches mid-training) says "not evaluable:" and why, keeps its estimate where
+there is one, and gets no verdict. A table that is given but malformed is an error (``EvidenceError``).
 
-Missing inputs. A claim whose table was not given, or whose variants are not in the run (no
-bias-corrected variant, no Algorithm 1, ...), is not dropped: it gets one explicit row whose
-``method`` starts with "not run:" and says what is missing, with NaN estimate and verdict
-inconclusive, so the table always lists every claim. A claim that was measured but cannot be
-decided (the reading's bias fit did not do what it is for, the reference never learns, a variant
-never reaches mid-training) says "not evaluable:" and why, keeps its estimate where there is one,
-and gets no verdict (inconclusive). A table that is given but malformed (missing columns, an
-unknown variant, a non-positive E_inf) is an error (``EvidenceError``).
+Family-wise correction. The rows of one family (``Claim.family``) decided by an interval over seeds are decided
+again on Bonferroni intervals (``family_wise``), into the adjusted_* columns; ``verdict`` stays the row's own.
 
-Family-wise correction. The rows of the claims of one family (``Claim.family``: the blog's) that
-are decided by an interval over seeds are decided again on Bonferroni intervals
-(``family_wise``), into the adjusted_* columns; ``verdict`` stays the row's own.
-
-Pairing of variants. The table knows variants only through the config's ``variants`` block
-(name -> overrides): the *reference* of a remedy variant is the variant without a remedy whose
-``model`` and ``train`` overrides are identical apart from ``train.seed_batch``, which changes
-float rounding only (so a no-residual debiased variant is compared with the no-residual
-baseline); if several qualify the one named ``baseline`` wins, else the first by name. A
-setting whose reference is missing gets its own "not run" row.
+Pairing of variants. The *reference* of a remedy variant is the variant without a remedy whose ``model`` and
+``train`` overrides are identical apart from ``train.seed_batch`` (float rounding only); if several qualify the
+one named ``baseline`` wins, else the first by name (``Inputs.reference``). A setting whose reference is missing
+gets its own "not run" row.
 """
 
 from __future__ import annotations
@@ -65,7 +50,7 @@ from lostmid.evidence.inputs import (
 )
 from lostmid.evidence.readings import mid_training_step
 from lostmid.evidence.registry import CLAIMS, CLAIMS_BY_NAME
-from lostmid.evidence.report import estimate_words, verdict_words
+from lostmid.evidence.report import cell, estimate_words, verdict_words
 from lostmid.evidence.settings import EvidenceSettings
 
 
@@ -91,15 +76,11 @@ def status_of(claim: Claim, setting: Setting, estimate: Estimate, ev: EvidenceSe
     if status != DECIDED:
         words = f"{STATUS_WORDS[status]}: {method}"
     elif claim.replicates == "windows" and 0 < n < ev.min_windows:
-        status, words = (
-            PILOT,
-            (f"pilot: {n} windows, fewer than the stage's plan of {ev.min_windows} (evidence.min_windows); {method}"),
-        )
+        plan = f"the stage's plan of {ev.min_windows} (evidence.min_windows)"
+        status, words = PILOT, f"pilot: {n} windows, fewer than {plan}; {method}"
     elif 0 < n < ev.min_seeds:
-        status, words = (
-            PILOT,
-            f"pilot: {n} seeds, fewer than the run's plan of {ev.min_seeds} (evidence.min_seeds); {method}",
-        )
+        plan = f"the run's plan of {ev.min_seeds} (evidence.min_seeds)"
+        status, words = PILOT, f"pilot: {n} seeds, fewer than {plan}; {method}"
     else:
         words = method
     if setting.not_evaluable:  # the reason first, then what was measured
@@ -108,47 +89,29 @@ def status_of(claim: Claim, setting: Setting, estimate: Estimate, ev: EvidenceSe
     return status, words
 
 
+CLAIM_COLUMNS = ("kind", "source", "statistic", "unit", "log_axis")
+SETTING_COLUMNS = ("variant", "L", "depth", "residual", "checkpoint", "reading")
+ADJUSTED_COLUMNS = ("adjusted_level", "adjusted_low", "adjusted_high", "adjusted_verdict")
+
+
 def _row_of(claim: Claim, setting: Setting, estimate: Estimate, ev: EvidenceSettings) -> tuple[str, dict]:
     """The status and row of one estimate: its interval decided by the claim's rule (``decisions.decide``);
-    a row without a verdict keeps its computed estimate and interval."""
+    a row without a verdict keeps its computed estimate and interval. Outside a family (until evidence_table says
+    otherwise) the row's own interval decides; the columns of the rules as first written are filled by
+    evidence_table (as_first_written) for the rows a deviation touches."""
     status, method = status_of(claim, setting, estimate, ev)
-    interval = estimate.interval
-    decision = dec.decide(claim.rule, estimate, ev, status)
+    i, decision = estimate.interval, dec.decide(claim.rule, estimate, ev, status)
     return status, {
         "claim": claim.name,
-        "kind": claim.kind,
         "family": claim.family or "",
-        "source": claim.source,
         "setting": setting.words(),
-        "variant": setting.variant,
-        "L": setting.L,
-        "depth": setting.depth,
-        "residual": setting.residual,
-        "checkpoint": setting.checkpoint,
-        "statistic": claim.statistic,
-        "unit": claim.unit,
-        "estimate": interval.estimate,
-        "ci_low": interval.low,
-        "ci_high": interval.high,
-        "n_seeds": interval.n,
-        "method": method,
-        "verdict": decision.verdict,
-        "rule": decision.words,
-        "rule_kind": decision.rule.kind,
-        "margin": decision.rule.margin,
-        "note": estimate.note,
-        "status": status,
-        "log_axis": claim.log_axis,
-        "reading": setting.reading,
-        # Outside a family (until evidence_table says otherwise) the row's own interval decides.
-        "family_size": 0,
-        "adjusted_level": decision.adjusted_level,
-        "adjusted_low": decision.adjusted_low,
-        "adjusted_high": decision.adjusted_high,
-        "adjusted_verdict": decision.adjusted_verdict,
-        # Filled by evidence_table (as_first_written) for the rows a deviation touches.
-        "verdict_as_first_written": "",
-        "deviations": "",
+        **{key: getattr(claim, key) for key in CLAIM_COLUMNS},
+        **{key: getattr(setting, key) for key in SETTING_COLUMNS},
+        **{"estimate": i.estimate, "ci_low": i.low, "ci_high": i.high, "n_seeds": i.n, "method": method},
+        **{"verdict": decision.verdict, "rule": decision.words, "rule_kind": decision.rule.kind},
+        **{"margin": decision.rule.margin, "note": estimate.note, "status": status, "family_size": 0},
+        **{key: getattr(decision, key) for key in ADJUSTED_COLUMNS},
+        **{"verdict_as_first_written": "", "deviations": ""},
     }
 
 
@@ -244,13 +207,7 @@ def family_wise(evaluations: list[Evaluation], ev: EvidenceSettings) -> None:
     for members in families.values():
         for e in members:
             decision = dec.decide(e.claim.rule, e.estimate, ev, e.status, family_size=len(members))
-            e.row.update(
-                family_size=len(members),
-                adjusted_level=decision.adjusted_level,
-                adjusted_low=decision.adjusted_low,
-                adjusted_high=decision.adjusted_high,
-                adjusted_verdict=decision.adjusted_verdict,
-            )
+            e.row.update(family_size=len(members), **{key: getattr(decision, key) for key in ADJUSTED_COLUMNS})
 
 
 def as_first_written(evaluations: list[Evaluation], inputs: Inputs, ev: EvidenceSettings) -> None:
@@ -338,10 +295,6 @@ def markdown(table: pd.DataFrame, ids: dict[str, str] | None = None) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     methods = []
-
-    def cell(text) -> str:
-        return str(text).replace("|", "\\|")
-
     for i, row in enumerate(table.itertuples(index=False), 1):
         family = getattr(row, "family_size", 0) or 0
         adjusted = f"**{row.adjusted_verdict}**" if family else "–"
@@ -361,14 +314,8 @@ def markdown(table: pd.DataFrame, ids: dict[str, str] | None = None) -> str:
         deviation = f" As first written ({row.deviations}): {first}." if first != "–" else ""
         methods.append(f"{i}. {row.method}.{correction}{deviation}" + (f" Note: {row.note}." if row.note else ""))
     legend = [f"- **{rule_id}**: {rule}" for rule, rule_id in ids.items()]
-    return (
-        "\n".join(lines)
-        + "\n\nMethods, by row:\n\n"
-        + "\n".join(methods)
-        + "\n\nDecision rules (the table's `rule` column):\n\n"
-        + "\n".join(legend)
-        + "\n"
-    )
+    text = "\n".join(lines) + "\n\nMethods, by row:\n\n" + "\n".join(methods)
+    return text + "\n\nDecision rules (the table's `rule` column):\n\n" + "\n".join(legend) + "\n"
 
 
 __all__ = [

@@ -53,65 +53,42 @@ class DecisionRule:
     def words(self) -> str:
         """The rule in plain English, for the evidence table."""
         ci, q, m = f"the {self.level:.0%} interval over seeds", self.quantity, f"{self.margin:g}"
-        if self.kind == "greater_than_zero":
-            return (
-                f"Claim: {q} is positive. Supported if the lower bound of {ci} is above 0; contradicted if "
-                f"its upper bound is below the margin {m} fixed in advance (no effect as large as {m}, "
-                f"which includes an effect of the other sign); otherwise inconclusive."
-            )
-        if self.kind == "less_than_zero":
-            return (
-                f"Claim: {q} is negative. Supported if the upper bound of {ci} is below 0; contradicted if "
-                f"its lower bound is above -{m}, the margin fixed in advance (no effect as large as -{m}, "
-                f"which includes an effect of the other sign); otherwise inconclusive."
-            )
-        if self.kind == "equivalent_to_zero":
-            return (
-                f"Claim: {q} is negligible, within +-{m} (margin fixed in advance). Supported if {ci} lies "
-                f"inside (-{m}, {m}); contradicted if it lies entirely beyond the margin (lower bound above "
-                f"{m} or upper bound below -{m}); otherwise inconclusive."
-            )
-        if self.kind == "at_most":
-            return (
-                f"Claim: {q} is at most {m}. Supported if the upper bound of {ci} is at most {m}; "
-                f"contradicted if its lower bound is above {m}; otherwise inconclusive."
-            )
-        return (
-            f"Claim: {q} is at least {m}. Supported if the lower bound of {ci} is at least {m}; "
-            f"contradicted if its upper bound is below {m}; otherwise inconclusive."
-        )
+        return RULE_WORDS[self.kind].format(ci=ci, q=q, m=m)
+
+
+# Each kind of rule in words: {q} the quantity, {ci} the interval, {m} the margin.
+RULE_WORDS = {
+    "greater_than_zero": "Claim: {q} is positive. Supported if the lower bound of {ci} is above 0; contradicted if "
+    "its upper bound is below the margin {m} fixed in advance (no effect as large as {m}, which includes an effect of "
+    "the other sign); otherwise inconclusive.",
+    "less_than_zero": "Claim: {q} is negative. Supported if the upper bound of {ci} is below 0; contradicted if its "
+    "lower bound is above -{m}, the margin fixed in advance (no effect as large as -{m}, which includes an effect of "
+    "the other sign); otherwise inconclusive.",
+    "equivalent_to_zero": "Claim: {q} is negligible, within +-{m} (margin fixed in advance). Supported if {ci} lies "
+    "inside (-{m}, {m}); contradicted if it lies entirely beyond the margin (lower bound above {m} or upper bound "
+    "below -{m}); otherwise inconclusive.",
+    "at_most": "Claim: {q} is at most {m}. Supported if the upper bound of {ci} is at most {m}; contradicted if its "
+    "lower bound is above {m}; otherwise inconclusive.",
+    "at_least": "Claim: {q} is at least {m}. Supported if the lower bound of {ci} is at least {m}; contradicted if "
+    "its upper bound is below {m}; otherwise inconclusive.",
+}
 
 
 def verdict(low: float, high: float, rule: DecisionRule) -> str:
-    """supported, contradicted or inconclusive: the interval [low, high] against a rule fixed in advance.
+    """supported, contradicted or inconclusive: the interval [low, high] against a rule fixed in advance, each kind
+    as ``RULE_WORDS`` says it. A sign claim (greater or less than zero) is supported by an interval inside (0, m):
+    the claim is about the sign, the margin only decides when it is refuted. equivalent_to_zero, "no effect that
+    matters", is two one-sided tests at 2.5% each (conservative against the usual 5% TOST on the 90% interval);
+    it lets "no position effect" be decided instead of staying inconclusive for ever. A NaN bound (fewer than 2
+    seeds) is inconclusive.
 
-    greater_than_zero (margin m): supported if low > 0; else contradicted if high < m (the
-      interval rules out every effect as large as m, including all of the other sign); else
-      inconclusive. An interval inside (0, m) is supported: the claim is about the sign,
-      the margin only decides when the claim is refuted.
-    less_than_zero (margin m): the mirror image; supported if high < 0; else contradicted if
-      low > -m; else inconclusive.
-    equivalent_to_zero (margin m), the claim "no effect that matters": supported if
-      -m < low and high < m (an equivalence test: two one-sided tests, each at 2.5%, since
-      the 95% interval is used; conservative compared with the 90% interval of the usual
-      5% TOST); contradicted if low > m or high < -m (the interval excludes zero and lies
-      entirely beyond the margin: an effect at least as large as m, of either sign); else
-      inconclusive. This is what lets "no position effect" be decided instead of staying
-      inconclusive for ever.
-    at_most (threshold t): supported if high <= t; contradicted if low > t; else inconclusive.
-    at_least (threshold t): supported if low >= t; contradicted if high < t; else inconclusive.
-    A NaN bound (fewer than 2 seeds) is inconclusive.
-
-    Float rounding: the verdict is a step function of (low, high) that changes only where a
-    bound crosses 0, +-m or t. Two runs that differ only in rounding move the bounds by
-    ~1e-15 relative, so they disagree only if a bound lies within rounding of a threshold.
-    No tie band is added: a tolerance would not remove that cliff, only move it to the
-    band's edges, and a bound landing within 1e-12 of a margin fixed in advance is a
-    probability-zero event for continuous estimates. The exact cases that do land on a
-    threshold are made exact at the source instead (a constant predictor's slope is 0.0 by
-    definition in ``logistic_slope``; identical per-seed values give zero-width intervals
-    equal to the value), and each comparison above is strict or not on purpose so that
-    such exact cases get the intended verdict (an all-zero slope interval is not "positive").
+    Float rounding: the verdict is a step function of (low, high) that changes only where a bound crosses 0, +-m
+    or t; runs that differ only in rounding disagree only if a bound lies within rounding of a threshold. No tie
+    band is added: it would only move that cliff to the band's edges. The exact cases that do land on a threshold
+    are made exact at the source instead (a constant predictor's slope is 0.0 by definition in
+    ``logistic_slope``; identical per-seed values give zero-width intervals equal to the value), and each
+    comparison below is strict or not on purpose so that they get the intended verdict (an all-zero slope
+    interval is not "positive").
     """
     if math.isnan(low) or math.isnan(high):
         return INCONCLUSIVE

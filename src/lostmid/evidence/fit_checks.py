@@ -1,6 +1,12 @@
-"""The bias fit's checks, one row per reading of the blog's fix (bias variant): did the fit flatten
-the profile on held-out initializations without silencing the context? Claims (c), (d), (e) about
-a reading are decided only when its fit passes (``fit_not_evaluable``)."""
+"""The bias fit's checks, one row per reading of the blog's fix: did the fit flatten the profile on held-out
+initializations without silencing the context?
+
+A *reading* of the blog's fix is a bias variant (its name): how B is fitted (target, positions, fit model,
+parametrization) and what it is inserted into. Every claim about the fix gets one row per reading. The fit's
+checks come first: before (c), (d) or (e) is decided for a reading, its fit must have done what it is for
+(flattened the profile on held-out initializations, kept the context's share, passed its own guard); otherwise
+those rows are "not evaluable" (``fit_not_evaluable``: a verdict on a broken intervention would be about our
+fit, not the blog's)."""
 
 from __future__ import annotations
 
@@ -10,22 +16,8 @@ import pandas as pd
 from lostmid.evidence import decisions as dec
 from lostmid.evidence import registry
 from lostmid.evidence.estimators import check_verdict
-from lostmid.evidence.inputs import (
-    Effects,
-    EvidenceError,
-    Inputs,
-    NotRun,
-    Setting,
-    runs_of,
-)
+from lostmid.evidence.inputs import Effects, EvidenceError, Inputs, NotRun, Setting, runs_of
 from lostmid.evidence.settings import EvidenceSettings
-
-# A *reading* of the blog's fix is a bias variant (its name): how B is fitted (target, positions,
-# fit model, parametrization) and what it is inserted into. Every claim about the fix gets one row
-# per reading. The fit's checks come first: before (c), (d) or (e) is decided for a reading, its
-# fit must have done what it is for (flattened the profile on held-out initializations, kept the
-# context's share, passed its own guard); otherwise those rows are "not evaluable" (a verdict on a
-# broken intervention would be about our fit, not the blog's).
 
 # The fit's checks (rows of claims.yaml) that gate every claim about a reading, by name.
 CHECKS = ("bias_fit_flattens_profile", "bias_fit_keeps_context_share")
@@ -105,14 +97,9 @@ def reading_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
 
 
 def bias_fit_flattens_profile(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
-    """The blog's fit "flatten[s] the influence profile above at initialization": on the fit's
-    held-out initializations, the imbalance E_inf of the fitted target's profile over the fit's
-    positions falls from B = 0 to the fitted B.
-
-    Per held-out initialization: log(E_inf after / E_inf before). Student t over held-out inits.
-    Rule: at most -``log_ratio_margin`` (supported when the upper bound shows a fall by at least a
-    factor 1.5; contradicted when the lower bound rules that out, e.g. a profile made worse).
-    """
+    """The blog's fit "flatten[s] the influence profile above at initialization": on the fit's held-out
+    initializations, the imbalance E_inf of the fitted target's profile over the fit's positions falls from B = 0
+    to the fitted B. Per held-out initialization: log(E_inf after / E_inf before)."""
     part = fit_rows(inputs, s)
     change = log_change_per_init(part, "imbalance")
     before, after = (float(np.exp(np.log(part[f"imbalance_{stage}"]).mean())) for stage in ("before", "after"))
@@ -121,14 +108,10 @@ def bias_fit_flattens_profile(inputs: Inputs, ev: EvidenceSettings, s: Setting) 
 
 
 def bias_fit_keeps_context_share(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
-    """The fit flattens the profile without silencing it: the context's share (positions 1..L-1)
-    of the profile's total is not lower with the fitted B than at B = 0 (or than a flat profile's
-    (L-1)/L, whichever is lower: log_share_change_per_init), on held-out initializations.
-
-    Per held-out initialization: log(share after / that reference). Student t over held-out inits.
-    Rule: at least -``share_margin`` (a non-inferiority test: supported when the lower bound rules
-    out a fall by more than the margin; contradicted when the upper bound shows one).
-    """
+    """The fit flattens the profile without silencing it: the context's share (positions 1..L-1) of the profile's
+    total is not lower with the fitted B than at B = 0 (or than a flat profile's (L-1)/L, whichever is lower:
+    log_share_change_per_init), on held-out initializations. Per held-out initialization: log(share after / that
+    reference); a non-inferiority test."""
     part = fit_rows(inputs, s)
     change = log_share_change_per_init(part, s.L, ev.share_reference)
     ratio = f"log(context share with the fitted B / {SHARE_REFERENCE_WORDS[ev.share_reference]})"

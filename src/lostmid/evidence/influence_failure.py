@@ -5,7 +5,7 @@ late tokens have less influence, tested on the flag-recall runs.
 Per seed: Spearman's rho, across the flag positions f = 2..L, between the influence at the answer's
 position j = f - 1 and the failure rate at f. Two measures of influence (``MEASURES``): the averaged
 input density m_j of ``results/influence`` and the conditioned one of ``results/answer_influence``
-(the energy at f - 1 over the sequences whose flag is at f). Two readings (``READINGS``): influence
+(the energy at f - 1 over the sequences whose flag is at f). Two readings: influence
 at initialization (step 0) or at mid-training, failure at mid-training. Over seeds: Student t on
 rho. Rule: rho < 0, margin ``evidence.influence_failure_margin``. The rows are their own family.
 
@@ -17,46 +17,21 @@ family (written after the mechanism run's other rows were seen; docs/remedies.md
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from lostmid.evidence import decisions as dec
 from lostmid.evidence import registry
-from lostmid.evidence.inputs import (
-    Effects,
-    Estimate,
-    EvidenceError,
-    Inputs,
-    NotRun,
-    Setting,
-    rows_of,
-    runs_of,
-)
+from lostmid.evidence.inputs import Effects, EvidenceError, Inputs, NotRun, Setting, rows_of, runs_of
 from lostmid.evidence.readings import late_minus_early_failure_per_seed, mid_training_step, not_reached
 from lostmid.evidence.settings import EvidenceSettings
 from lostmid.stats import statistics as st
 
-
-@dataclass(frozen=True)
-class Measure:
-    """A measure of the influence at the answer's position: the table it is read from and how."""
-
-    name: str
-    table: str  # the evidence input holding it
-    words: str
-
-
 MEASURES = {
-    "averaged": Measure("averaged", "influence", "the input density m_{f-1} over the whole influence batch"),
-    "conditioned": Measure(
-        "conditioned",
-        "answer_influence",
-        "the input energy at f-1 over the influence batch's sequences whose flag is at f",
-    ),
+    "averaged": "the input density m_{f-1} over the whole influence batch",
+    "conditioned": "the input energy at f-1 over the influence batch's sequences whose flag is at f",
 }
-READINGS = ("initialization", "mid-training")  # where the influence is read; failure is read at mid-training
 
 
 def influence_by_flag(inputs: Inputs, measure: str, variant: str, L: int, depth: int, step: int) -> pd.DataFrame:
@@ -108,28 +83,24 @@ def fisher_z_interval(rho: np.ndarray, level: float) -> st.Interval | None:
     return st.Interval(math.tanh(z.estimate), math.tanh(z.low), math.tanh(z.high), z.n, "Fisher z")
 
 
-def influence_failure_settings(reading: str):
+def influence_failure_settings(reading: str, inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
     """The settings of one reading: every variant of the failure table at every (L, depth), at its own
     mid-training checkpoint (the checkpoint's words say where influence and failure are read)."""
-
-    def settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
-        found = []
-        for name in sorted(set(inputs.failure.variant.astype(str))):
-            for L, depth in runs_of(inputs.failure, name):
-                step, _ = mid_training_step(inputs.failure, name, L, depth, ev.mid_accuracy)
-                checkpoint = (
-                    "mid-training not reached"
-                    if step is None
-                    else f"influence at step 0, failure at step {step} (mid-training)"
-                    if reading == "initialization"
-                    else f"step {step} (mid-training)"
-                )
-                found.append(Setting(name, L, depth, inputs.residual(name), checkpoint))
-        if not found:
-            raise NotRun("no variant in the failure table")
-        return found
-
-    return settings
+    found = []
+    for name in sorted(set(inputs.failure.variant.astype(str))):
+        for L, depth in runs_of(inputs.failure, name):
+            step, _ = mid_training_step(inputs.failure, name, L, depth, ev.mid_accuracy)
+            checkpoint = (
+                "mid-training not reached"
+                if step is None
+                else f"influence at step 0, failure at step {step} (mid-training)"
+                if reading == "initialization"
+                else f"step {step} (mid-training)"
+            )
+            found.append(Setting(name, L, depth, inputs.residual(name), checkpoint))
+    if not found:
+        raise NotRun("no variant in the failure table")
+    return found
 
 
 # The stronger reading in the note of every row: rho at most -influence_failure_margin.
@@ -140,43 +111,33 @@ def _claim_name(measure: str, reading: str) -> str:
     return f"{measure}_influence_" + ("at_init_" if reading == "initialization" else "") + "predicts_failure"
 
 
-def influence_predicts_failure(measure: str, reading: str):
-    """The compute function of one claim: ``measure`` of influence, read at ``reading``, against the
-    failure at the variant's mid-training checkpoint."""
-    m = MEASURES[measure]
+def influence_predicts_failure(measure: str, reading: str, inputs: Inputs, ev: EvidenceSettings, s: Setting):
+    """Influence predicts failure: the ``measure`` of influence at the answer's position f-1, read at ``reading``,
+    ranks the flag positions against their failure rate at the variant's mid-training checkpoint (rho < 0)."""
     name = _claim_name(measure, reading)
-
-    def compute(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects | Estimate:
-        margin, rule = ev.influence_failure_margin, registry.CLAIMS_BY_NAME[name].rule
-        step, best = mid_training_step(inputs.failure, s.variant, s.L, s.depth, ev.mid_accuracy)
-        if step is None:
-            return not_reached(s.variant, best, ev)
-        influence_step = 0 if reading == "initialization" else step
-        influence = influence_by_flag(inputs, measure, s.variant, s.L, s.depth, influence_step)
-        failure = failure_by_flag(inputs.failure, s.variant, s.L, s.depth, step)
-        rho = influence_failure_rho_per_seed(influence, failure, s.L)
-        # The declared estimator's interval (t over seeds) read against the stronger rule, for the note.
-        strong = dec.verdict_by(STRONGER, st.t_interval(rho.to_numpy(), ev.level), ev)
-        z = fisher_z_interval(rho.to_numpy(), ev.level)
-        constant = int((rho == 0.0).sum())
-        note = (
-            f"influence at step {influence_step}, failure at step {step} (mid-training, best mean accuracy "
-            f"{best:.3f}); {m.words}; stronger reading rho <= -{margin:g}: {strong}; "
-            + (
-                f"Fisher-z reading {z.estimate:.3g} [{z.low:.3g}, {z.high:.3g}], {dec.verdict_by(rule, z, ev)}"
-                if z is not None
-                else "Fisher-z reading undefined (a seed has |rho| = 1)"
-            )
-            + f"; seeds with rho 0 (a constant profile or exactly no rank correlation): {constant}"
+    margin, rule = ev.influence_failure_margin, registry.CLAIMS_BY_NAME[name].rule
+    step, best = mid_training_step(inputs.failure, s.variant, s.L, s.depth, ev.mid_accuracy)
+    if step is None:
+        return not_reached(s.variant, best, ev)
+    influence_step = 0 if reading == "initialization" else step
+    influence = influence_by_flag(inputs, measure, s.variant, s.L, s.depth, influence_step)
+    failure = failure_by_flag(inputs.failure, s.variant, s.L, s.depth, step)
+    rho = influence_failure_rho_per_seed(influence, failure, s.L)
+    # The declared estimator's interval (t over seeds) read against the stronger rule, for the note.
+    strong = dec.verdict_by(STRONGER, st.t_interval(rho.to_numpy(), ev.level), ev)
+    z = fisher_z_interval(rho.to_numpy(), ev.level)
+    constant = int((rho == 0.0).sum())
+    note = (
+        f"influence at step {influence_step}, failure at step {step} (mid-training, best mean accuracy "
+        f"{best:.3f}); {MEASURES[measure]}; stronger reading rho <= -{margin:g}: {strong}; "
+        + (
+            f"Fisher-z reading {z.estimate:.3g} [{z.low:.3g}, {z.high:.3g}], {dec.verdict_by(rule, z, ev)}"
+            if z is not None
+            else "Fisher-z reading undefined (a seed has |rho| = 1)"
         )
-        return Effects((rho.to_numpy(),), f"per-seed Spearman rho over the {s.L - 1} flag positions", note)
-
-    compute.__name__ = name
-    compute.__doc__ = (
-        f"Influence predicts failure: the {measure} influence at the answer's position f-1, read at "
-        f"{reading}, ranks the flag positions against their failure rate at mid-training (rho < 0)."
+        + f"; seeds with rho 0 (a constant profile or exactly no rank correlation): {constant}"
     )
-    return compute
+    return Effects((rho.to_numpy(),), f"per-seed Spearman rho over the {s.L - 1} flag positions", note)
 
 
 # =========================================================================== across arms
@@ -210,11 +171,6 @@ def arm_flatness_and_preference(
     return flatness, preference
 
 
-def arms_at(failure: pd.DataFrame, L: int, depth: int) -> list[str]:
-    """The variants of the failure table trained at (L, depth), sorted."""
-    return sorted(set(failure.variant[(failure.L == L) & (failure.depth == depth)].astype(str)))
-
-
 def across_arms_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
     """One setting per (L, depth) of the failure table that holds three or more variants."""
     counts = inputs.failure.groupby(["L", "depth"]).variant.nunique()
@@ -232,7 +188,8 @@ def flatness_predicts_preference_across_arms(inputs: Inputs, ev: EvidenceSetting
     """Across the arms of one (L, depth): does a flatter trained model prefer early flags less
     (``flatness_predicts_preference``, rho > 0, margin ``influence_failure_margin``)? Arms that never
     reach mid-training are left out and named."""
-    arms = arms_at(inputs.failure, s.L, s.depth)
+    failure = inputs.failure
+    arms = sorted(set(failure.variant[(failure.L == s.L) & (failure.depth == s.depth)].astype(str)))
     flatness, preference = arm_flatness_and_preference(inputs, ev, arms, s.L, s.depth)
     reached = list(flatness)
     left_out = [arm for arm in arms if arm not in flatness]

@@ -48,39 +48,9 @@ PILOT = "pilot"
 STATUSES = (DECIDED, NOT_RUN, NOT_EVALUABLE, PILOT)
 STATUS_WORDS = {NOT_RUN: "not run", NOT_EVALUABLE: "not evaluable", PILOT: "pilot"}
 
-COLUMNS = [
-    "claim",
-    "kind",
-    "family",
-    "source",
-    "setting",
-    "variant",
-    "L",
-    "depth",
-    "residual",
-    "checkpoint",
-    "statistic",
-    "unit",
-    "estimate",
-    "ci_low",
-    "ci_high",
-    "n_seeds",
-    "method",
-    "status",
-    "verdict",
-    "rule",
-    "rule_kind",
-    "margin",
-    "note",
-    "reading",
-    "family_size",
-    "adjusted_level",
-    "adjusted_low",
-    "adjusted_high",
-    "adjusted_verdict",
-    "verdict_as_first_written",
-    "deviations",
-]
+COLUMNS = """claim kind family source setting variant L depth residual checkpoint statistic unit estimate ci_low ci_high
+n_seeds method status verdict rule rule_kind margin note reading family_size adjusted_level adjusted_low adjusted_high
+adjusted_verdict verdict_as_first_written deviations""".split()
 
 
 class EvidenceError(LostmidError):
@@ -236,31 +206,24 @@ def no_estimate(status: str, why: str, n: int = 0) -> Estimate:
 
 @dataclass(frozen=True)
 class Claim:
+    """A row of claims.yaml (its header says what each field is), its settings and reading resolved to functions
+    (a reading returns the per-unit ``Effects``, or an ``Estimate`` that could not be made) and its rule to a
+    ``decisions.Rule``. ``kind`` (CLAIM or CHECK) has no default, so that every new claim says which it is."""
+
     name: str
-    source: str  # blog (a)-(e) / paper section
-    statistic: str  # what is estimated
-    unit: str  # its unit; the forest plot puts claims of one unit in one panel
-    needs: tuple[str, ...]  # tables read
+    source: str
+    statistic: str
+    unit: str
+    needs: tuple[str, ...]
     settings: Callable[[Inputs, EvidenceSettings], list[Setting]]
-    compute: Callable[[Inputs, EvidenceSettings, Setting], Effects]  # the reading (an Estimate: none could be made)
-    log_axis: bool = False  # the forest plot shows this unit on a log axis
-    # The family whose rows share a family-wise error rate (docs/evidence.md, "Family-wise
-    # correction"); None: the row's own interval decides.
+    compute: Callable[[Inputs, EvidenceSettings, Setting], Effects]
+    log_axis: bool = False
     family: str | None = None
-    # CLAIM or CHECK (KINDS): required, with no default, so that every new claim says which it is.
     kind: str = field(kw_only=True)
-    # The decision rule fixed in advance: its kind, the evidence setting of its margin, its quantity in words.
     rule: dec.Rule = field(kw_only=True)
-    # The unit of replication its interval is over, for the pilot threshold: "seeds" (evidence.min_seeds)
-    # or "windows" (the retrieval stage, evidence.min_windows, before min_seeds).
-    replicates: str = field(default="seeds", kw_only=True)
-    # The estimator, by name (lostmid.evidence.estimators.ESTIMATORS): what turns the reading's per-unit effects
-    # into the interval (estimators.made_by applies it; a reading never makes its own).
+    replicates: str = field(default="seeds", kw_only=True)  # or "windows": the pilot threshold's unit
     estimator: str = field(kw_only=True)
-    # Where its rows read the run (CHECKPOINTS), the primary reading first.
     checkpoints: tuple[str, ...] = field(kw_only=True)
-    # (claim, words): the claim whose row in the same setting this one is read beside (a model-free statistic
-    # beside the logistic slope); the note gives that row's verdict and whether the two differ.
     beside: tuple[str, str] | None = field(default=None, kw_only=True)
 
     def __post_init__(self):
@@ -301,21 +264,33 @@ def last_common_step(table: pd.DataFrame, s: Setting) -> int:
     return max(steps[0] & steps[1])
 
 
-def pair_settings(kind: str, table: str, checkpoint: str):
-    def settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
-        found = []
-        data = getattr(inputs, table)
-        for name in inputs.of_kind(kind):
-            reference = inputs.reference(name)
-            for L, depth in runs_of(data, name):
-                missing = None
-                if reference is None:
-                    missing = f"variant {name} has no variant without a remedy and the same model and train overrides"
-                elif (L, depth) not in runs_of(data, reference):
-                    missing = f"{reference} (the reference of {name}) has no {table} rows at L {L}, depth {depth}"
-                found.append(Setting(name, L, depth, inputs.residual(name), checkpoint, reference, missing))
-        if not found:
-            raise NotRun(f"no variant with remedy {kind} in the {table} table")
-        return found
+def pair_settings(kind: str, table: str, checkpoint: str, inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
+    """Every variant of remedy ``kind`` at every (L, depth) of ``table``, paired with its reference (``reference``)."""
+    found = []
+    data = getattr(inputs, table)
+    for name in inputs.of_kind(kind):
+        reference = inputs.reference(name)
+        for L, depth in runs_of(data, name):
+            missing = None
+            if reference is None:
+                missing = f"variant {name} has no variant without a remedy and the same model and train overrides"
+            elif (L, depth) not in runs_of(data, reference):
+                missing = f"{reference} (the reference of {name}) has no {table} rows at L {L}, depth {depth}"
+            found.append(Setting(name, L, depth, inputs.residual(name), checkpoint, reference, missing))
+    if not found:
+        raise NotRun(f"no variant with remedy {kind} in the {table} table")
+    return found
 
-    return settings
+
+def every_kind(settings, kinds, inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
+    """The settings ``settings(kind, inputs, ev)`` of every remedy kind of ``kinds`` that has some; NotRun (every
+    reason) when none has."""
+    found, reasons = [], []
+    for kind in kinds:
+        try:
+            found += settings(kind, inputs, ev)
+        except NotRun as why:
+            reasons.append(str(why))
+    if not found:
+        raise NotRun("; ".join(reasons))
+    return found

@@ -16,24 +16,22 @@ for a given architecture". Read here as:
 - trained, the baseline's position effect (a) and the fix's effect (e) grow with L (the difference
   between the longest and the shortest L, Welch), and (e)'s model-free reading at every L.
 
-The trained claims are in ``lostmid.evidence.length_trained``.
+Trained arms at several L are variants named ``<arm>_L<n>`` beside ``<arm>`` (config/length.yaml): the arm is the
+name without that suffix.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 
-from lostmid.evidence.inputs import (
-    Effects,
-    Inputs,
-    NotEvaluable,
-    NotRun,
-    Setting,
-)
+from lostmid.evidence.fit_checks import fit_not_evaluable
+from lostmid.evidence.inputs import Effects, Inputs, NotEvaluable, NotRun, Setting, runs_of
+from lostmid.evidence.readings import late_minus_early_failure_per_seed, mid_training_step, paired, slopes_at
 from lostmid.evidence.settings import EvidenceSettings
 from lostmid.tables.length import slopes_per_unit, statistics_table
 
@@ -41,10 +39,6 @@ MEASURES = {"output_jacobian": "E||d logits_L/d x_j|| (the blog's measure)", "de
 
 
 # =========================================================================== at initialization
-
-
-def init_statistics(inputs: Inputs, column: str) -> pd.DataFrame:
-    return statistics_table(inputs.length_init, ["residual", "depth", "seed", "L"], column)
 
 
 def init_length_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
@@ -71,37 +65,18 @@ def _slope_estimate(stats: pd.DataFrame, unit: str, statistic: str, ev, what: st
 
 
 def _init_rows(inputs: Inputs, s: Setting, column: str) -> pd.DataFrame:
-    stats = init_statistics(inputs, column)
+    stats = statistics_table(inputs.length_init, ["residual", "depth", "seed", "L"], column)
     return stats[(stats.residual == s.residual) & (stats.depth == s.depth)]
 
 
-def _init_growth(inputs, ev, s, column: str, statistic: str) -> Effects:
+def init_growth(column: str, statistic: str, inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
+    """At initialization, the per-seed slope on log2 L of a ``statistic`` of the ``column`` profile
+    (``lostmid.tables.length``). The blog's thermodynamic limit: log10 first/last of the output-Jacobian norm
+    (its own measure) or of the squared loss-gradient density grows with L; null for a profile of fixed shape:
+    slope 0 (a claim of growth has a size: a fixed shape on the discrete grid p = (i - 1/2)/L already drifts by
+    ~0.04 at L 8-64). Beside the decision: log2 E_inf, and log2 (L x the last position's share), whose null is 0
+    for a fixed shape and ~1 for a spike on the last position (E_inf = L - 1)."""
     return _slope_estimate(_init_rows(inputs, s, column), "seed", statistic, ev, "init seed")
-
-
-def first_last_jacobian_grows_with_length(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
-    """The blog's thermodynamic limit, in its own measure: at initialization the first token's
-    output-Jacobian norm over the last's grows with L. Null (a profile of fixed shape): slope 0.
-    Rule: at least ``length_growth_margin`` orders of magnitude per doubling (a claim of growth has a size:
-    a fixed shape on the discrete grid p = (i - 1/2)/L already drifts by ~0.04 at L 8-64)."""
-    return _init_growth(inputs, ev, s, "output_jacobian", "log10_first_last")
-
-
-def first_last_density_grows_with_length(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
-    """The same in the squared loss-gradient density (margin doubled: the measure is squared)."""
-    return _init_growth(inputs, ev, s, "density", "log10_first_last")
-
-
-def e_inf_grows_with_length(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
-    """Beside the decision: log2 E_inf of the output-Jacobian density per doubling of L. Null: 0 for a
-    fixed shape, ~1 for a spike on the last position (E_inf = L - 1)."""
-    return _init_growth(inputs, ev, s, "output_jacobian", "log2_E_inf")
-
-
-def last_share_grows_with_length(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
-    """Beside the decision: log2 (L x the last position's share) of the output-Jacobian profile per
-    doubling of L. Null: 0 for a fixed shape, 1 for a spike on the last position."""
-    return _init_growth(inputs, ev, s, "output_jacobian", "log2_L_last_share")
 
 
 # =========================================================================== the fitted B at every L
@@ -122,15 +97,9 @@ def fit_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
         )
         for residual in sorted(table.residual.astype(bool).unique()):
             where = "in the fit network (no residual path)" if not residual else "inserted into the residual model"
-            found.append(
-                Setting(
-                    residual=bool(residual),
-                    depth=int(table.depth.iloc[0]),
-                    checkpoint=f"initialization, {param}-form B fitted at each L {lengths[0]}-{lengths[-1]}, {where}",
-                    reading=param,
-                    not_evaluable=why,
-                )
-            )
+            words = f"initialization, {param}-form B fitted at each L {lengths[0]}-{lengths[-1]}, {where}"
+            depth = int(table.depth.iloc[0])
+            found.append(Setting(None, None, depth, bool(residual), words, reading=param, not_evaluable=why))
     if not found:
         raise NotRun("the length study fitted B at fewer than 2 lengths")
     return found
@@ -160,7 +129,7 @@ def fitted_bias_keeps_first_last_bounded(inputs: Inputs, ev: EvidenceSettings, s
     return replace(result, note=note)
 
 
-def carried_settings(inputs: Inputs, ev: EvidenceSettings, local_only: bool = False) -> list[Setting]:
+def carried_settings(local_only: bool, inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
     """Every longer L the B was carried to (``local_only``: those where a distance-form B was fitted too)."""
     table = inputs.length_fit
     carried = table[table.bias == "carried"]
@@ -168,19 +137,12 @@ def carried_settings(inputs: Inputs, ev: EvidenceSettings, local_only: bool = Fa
         raise NotRun("the length study carried no B to a longer L")
     source = int(carried.fitted_at.iloc[0])
     lengths = set(carried.L) & set(table.L[table.bias == "distance"]) if local_only else set(carried.L)
-    found = []
-    for L in sorted(lengths):
-        for residual in sorted(carried.residual.astype(bool).unique()):
-            found.append(
-                Setting(
-                    L=int(L),
-                    depth=int(table.depth.iloc[0]),
-                    residual=bool(residual),
-                    checkpoint=f"initialization, distance-form B fitted at L {source}",
-                    reading="distance",
-                )
-            )
-    return found
+    words, depth = f"initialization, distance-form B fitted at L {source}", int(table.depth.iloc[0])
+    return [
+        Setting(None, int(L), depth, bool(residual), words, reading="distance")
+        for L in sorted(lengths)
+        for residual in sorted(carried.residual.astype(bool).unique())
+    ]
 
 
 def _log_e_inf(inputs: Inputs, s: Setting, bias: str) -> pd.Series:
@@ -191,26 +153,113 @@ def _log_e_inf(inputs: Inputs, s: Setting, bias: str) -> pd.Series:
     return (part.set_index("heldout_init").log2_E_inf * math.log(2)).astype(np.float64)
 
 
-def _carried_against(inputs: Inputs, ev: EvidenceSettings, s: Setting, other: str) -> Effects:
-    """log(E_inf with the carried B / E_inf with ``other``: the B fitted at this L or none), paired by
-    held-out initialization."""
+def carried_against(other: str, inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
+    """log(E_inf with the carried B / E_inf with ``other``), paired by held-out initialization. "Once and for all"
+    (``other`` distance: the B fitted at this L): at a longer L, the distance-form B fitted at the short L is within
+    a factor exp(``log_ratio_margin``) of the one fitted there; and it still does what it is for (``other`` none:
+    B = 0): it lowers the imbalance."""
     carried, reference = _log_e_inf(inputs, s, "carried"), _log_e_inf(inputs, s, other)
     shown = "fitted here" if other == "distance" else "B = 0"
     note = f"E_inf: carried {np.exp(carried).mean():.3g}, {shown} {np.exp(reference).mean():.3g}"
     return Effects((carried, reference), "per held-out initialization", note)
 
 
-def local_carried_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
-    """``carried_settings`` where a B fitted at the row's own L is there to compare with."""
-    return carried_settings(inputs, ev, local_only=True)
+# =========================================================================== trained
 
 
-def carried_bias_matches_local_fit(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
-    """ "Once and for all": at a longer L, the distance-form B fitted at the short L gives a held-out
-    E_inf at most a factor exp(``log_ratio_margin``) above the distance-form B fitted at that L."""
-    return _carried_against(inputs, ev, s, "distance")
+def arm(variant: str) -> str:
+    """The arm of a variant: its name without an ``_L<n>`` suffix (config/length.yaml)."""
+    return re.sub(r"_L\d+$", "", variant)
 
 
-def carried_bias_lowers_imbalance(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
-    """The carried B still does what it is for at a longer L: log(E_inf carried / E_inf at B = 0) < 0."""
-    return _carried_against(inputs, ev, s, "none")
+def trained_growth_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
+    if inputs.failure is None:
+        raise NotRun("no failure table")
+    found = []
+    by_arm: dict[tuple[str, int], list[tuple[int, str]]] = {}
+    for variant in inputs.of_kind("none"):
+        for L, depth in runs_of(inputs.failure, variant):
+            by_arm.setdefault((arm(variant), depth), []).append((L, variant))
+    for (_arm, depth), runs in sorted(by_arm.items()):
+        if len({L for L, _ in runs}) >= 2:
+            (short_L, short), (long_L, long) = min(runs), max(runs)
+            words = f"L {long_L} against L {short_L}, each at its own mid-training"
+            found.append(Setting(long, long_L, depth, inputs.residual(long), words, short))
+    if not found:
+        raise NotRun("no baseline arm trained at two or more lengths")
+    return found
+
+
+def _at_mid(inputs: Inputs, ev: EvidenceSettings, variant: str, L: int, depth: int, per_seed=slopes_at) -> pd.Series:
+    """``per_seed(failure, variant, L, depth, step)`` at the variant's own mid-training (not evaluable: never)."""
+    step, best = mid_training_step(inputs.failure, variant, L, depth, ev.mid_accuracy)
+    if step is None:
+        raise NotEvaluable(f"{variant} at L {L} never reached mid-training (best {best:.3f})")
+    return per_seed(inputs.failure, variant, L, depth, step)
+
+
+def _short_L(s: Setting) -> int:
+    return int(re.search(r"against L (\d+)", s.checkpoint).group(1))
+
+
+def position_effect_grows_with_length(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
+    """Trained: the baseline's position effect (a), the logistic slope of failure on p at mid-training,
+    is larger at the longest L than at the shortest (Welch; seeds are independent runs at each L)."""
+    long = _at_mid(inputs, ev, s.variant, s.L, s.depth)
+    short = _at_mid(inputs, ev, s.reference, _short_L(s), s.depth)
+    note = f"(a) slope: {long.mean():.3g} at L {s.L}, {short.mean():.3g} at L {_short_L(s)}"
+    return Effects((long, short), note=note)
+
+
+def _bias_arm(inputs: Inputs, baseline: str, L: int, depth: int) -> str:
+    """The one bias variant paired with ``baseline`` at (L, depth): (e)'s arm of the growth claims."""
+    candidates = (v for v in inputs.of_kind("bias") if inputs.reference(v) == baseline)
+    fixed = sorted(v for v in candidates if (L, depth) in runs_of(inputs.failure, v))
+    if not fixed:
+        raise NotRun(f"no bias variant paired with {baseline} at L {L}")
+    if len(fixed) > 1:
+        raise NotEvaluable(f"{len(fixed)} bias variants pair with {baseline} at L {L} ({', '.join(fixed)})")
+    return fixed[0]
+
+
+def _fix_effect(inputs: Inputs, ev: EvidenceSettings, variant: str, baseline: str, L: int, depth: int, per_seed):
+    """(e)'s per-seed paired effect (the bias arm ``variant`` minus its ``baseline``), each at its own
+    mid-training, with ``per_seed(failure, variant, L, depth, step)``. Not evaluable when the arm's fit did
+    not do what it is for (``fit_not_evaluable``; ``evidence.length_gate: none``, the rule as first
+    written, skips this)."""
+    if ev.length_gate == "fit_checks":
+        why = fit_not_evaluable(inputs, ev, variant, L, depth)
+        if why:
+            raise NotEvaluable(f"{variant} at L {L}: {why}")
+    return paired(*(_at_mid(inputs, ev, v, L, depth, per_seed) for v in (variant, baseline)))
+
+
+def fix_effect_grows_with_length(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
+    """The interaction: (e)'s effect (debiased - baseline slope, each at its own mid-training) is more
+    negative at the longest L than at the shortest (the fix matters more as L grows)."""
+    short_L = _short_L(s)
+    long = _fix_effect(inputs, ev, _bias_arm(inputs, s.variant, s.L, s.depth), s.variant, s.L, s.depth, slopes_at)
+    short = _fix_effect(
+        inputs, ev, _bias_arm(inputs, s.reference, short_L, s.depth), s.reference, short_L, s.depth, slopes_at
+    )
+    note = f"(e) effect: {long.mean():.3g} at L {s.L}, {short.mean():.3g} at L {short_L}"
+    return Effects((long, short), note=note)
+
+
+def model_free_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
+    found = [
+        Setting(v, L, depth, inputs.residual(v), "each at its own mid-training", inputs.reference(v))
+        for v in inputs.of_kind("bias")
+        if inputs.reference(v) is not None
+        for L, depth in runs_of(inputs.failure, v)
+    ]
+    if not found:
+        raise NotRun("no bias variant with a reference in the failure table")
+    return found
+
+
+def fix_lowers_model_free_preference(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
+    """(e), model-free, at every L: the paired difference (debiased - baseline) of the late-minus-early
+    failure rate, each at its own mid-training."""
+    effect = _fix_effect(inputs, ev, s.variant, s.reference, s.L, s.depth, late_minus_early_failure_per_seed)
+    return Effects((effect.to_numpy(),), "paired by seed")

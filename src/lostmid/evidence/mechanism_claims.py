@@ -17,20 +17,11 @@ from dataclasses import replace
 import numpy as np
 
 from lostmid.evidence.fit_checks import fit_not_evaluable, fit_rows, gate
-from lostmid.evidence.inputs import (
-    Effects,
-    Estimate,
-    Inputs,
-    NotRun,
-    Setting,
-    pair_settings,
-    runs_of,
-)
+from lostmid.evidence.inputs import Effects, Estimate, Inputs, NotRun, Setting, pair_settings, runs_of
 from lostmid.evidence.readings import (
+    at_own_mid_training,
     late_minus_early_failure_per_seed,
-    mid_training_step,
     never_learns,
-    not_reached,
     training_speed_per_seed,
 )
 from lostmid.evidence.settings import EvidenceSettings
@@ -53,9 +44,7 @@ def _require_controls(inputs: Inputs) -> None:
         raise NotRun("no control variant in the run (the controls' run: config/mechanism.yaml)")
 
 
-def arm_settings(
-    inputs: Inputs, ev: EvidenceSettings, checkpoint: str = "each at its own mid-training"
-) -> list[Setting]:
+def arm_settings(checkpoint: str, inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
     """Every arm at every (L, depth) of the failure table, against its baseline (the variant without a
     remedy and with the same model and train overrides). Only in a run with controls (config/mechanism.yaml):
     elsewhere the bias arms' rows are the blog's own (c)-(e)."""
@@ -63,7 +52,7 @@ def arm_settings(
     found = []
     for kind in ARM_KINDS:
         try:
-            settings = pair_settings(kind, "failure", checkpoint)(inputs, ev)
+            settings = pair_settings(kind, "failure", checkpoint, inputs, ev)
         except NotRun:
             continue
         for s in settings:
@@ -72,17 +61,6 @@ def arm_settings(
     if not found:
         raise NotRun("no bias or control variant in the failure table")
     return found
-
-
-SPAN = "steps 0 to the last common checkpoint"
-
-
-def speed_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
-    return arm_settings(inputs, ev, SPAN)
-
-
-def literal_speed_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
-    return literal_settings(inputs, ev, SPAN)
 
 
 def literal_reading(inputs: Inputs) -> str:
@@ -95,14 +73,12 @@ def literal_reading(inputs: Inputs) -> str:
     return sources.pop()
 
 
-def literal_settings(
-    inputs: Inputs, ev: EvidenceSettings, checkpoint: str = "each at its own mid-training"
-) -> list[Setting]:
+def literal_settings(checkpoint: str, inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
     """Every other arm with the literal reading's baseline, against the literal reading, at each (L, depth)
     where both were trained."""
     literal = literal_reading(inputs)
     found = []
-    for s in arm_settings(inputs, ev, checkpoint):
+    for s in arm_settings(checkpoint, inputs, ev):
         if s.variant == literal or s.missing or s.reference != inputs.reference(literal):
             continue
         pair = replace(s, reference=literal)
@@ -121,33 +97,19 @@ def literal_settings(
 # ----------------------------------------------------------------------------- per-seed effects
 
 
-def late_minus_early_at_mid_training(inputs: Inputs, ev: EvidenceSettings, variant: str, L: int, depth: int):
-    """Per seed: late minus early failure (``late_minus_early_failure_per_seed``) at the variant's own
-    mid-training checkpoint; (None, best accuracy) when it never gets there."""
-    step, best = mid_training_step(inputs.failure, variant, L, depth, ev.mid_accuracy)
-    if step is None:
-        return None, best
-    return late_minus_early_failure_per_seed(inputs.failure, variant, L, depth, step), step
-
-
 def paired_preference(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects | Estimate:
-    """Per seed, late minus early failure of the arm minus its reference's, each at its own mid-training;
-    paired by seed, Student t (the statistic of arm_has_less_late_minus_early_failure and
-    arm_preference_as_literal)."""
-    per_seed, words = [], []
-    for variant in (s.variant, s.reference):
-        values, step = late_minus_early_at_mid_training(inputs, ev, variant, s.L, s.depth)
-        if values is None:
-            return not_reached(variant, step, ev)
-        per_seed.append(values)
-        words.append(f"{variant} {values.mean():.3g} at step {step}")
+    """Per seed, late minus early failure of the arm and of its reference, each at its own mid-training (the
+    statistic of arm_has_less_late_minus_early_failure and arm_preference_as_literal)."""
+    arms = at_own_mid_training(inputs, ev, s, late_minus_early_failure_per_seed)
+    if isinstance(arms, Estimate):
+        return arms
     method = "per seed, failure on late flags (p > 1/2) minus early flags (p < 1/2), each arm at its own mid-training"
-    return Effects(tuple(per_seed), method, "late minus early failure: " + ", ".join(words))
+    words = ", ".join(f"{v} {values.mean():.3g} at step {step}" for v, values, step, _ in arms)
+    return Effects(tuple(values for _, values, _, _ in arms), method, "late minus early failure: " + words)
 
 
 def arm_speed_as_literal(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
-    """The arm's mean failure over training against the literal reading's (blog (d)'s statistic), paired by
-    seed, Student t."""
+    """The arm's mean failure over training against the literal reading's (blog (d)'s statistic)."""
     arm, literal, horizon = training_speed_per_seed(inputs.failure, s)
     method = f"per-seed area under the failure curve, steps 0-{horizon}, divided by the span"
     note = f"mean failure over training: {s.variant} {arm.mean():.3f}, {s.reference} {literal.mean():.3f}"
@@ -157,8 +119,7 @@ def arm_speed_as_literal(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Ef
 def arm_flattens_trained_model_at_init(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     """Whether the arm's B flattens the model it trains, at initialization: per held-out initialization of
     the (source's) fit, log(E_inf with B / at B = 0) of the fit target's profile in the model B is inserted
-    into (``inserted_imbalance_*``). Student t over held-out inits. Rule: at most -``log_ratio_margin``
-    (a fall by a factor 1.5). A measured property of the arm, not a gate."""
+    into (``inserted_imbalance_*``). A measured property of the arm, not a gate."""
     part = fit_rows(inputs, s)
     if not {"inserted_imbalance_before", "inserted_imbalance_after"} <= set(part.columns):
         raise NotRun("bias_fit_summary has no inserted_imbalance columns")
@@ -189,7 +150,3 @@ def flatness_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
     if not found:
         raise NotRun("no bias or control variant in bias_fit_summary")
     return found
-
-
-def last_checkpoint_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
-    return arm_settings(inputs, ev, "last common checkpoint")

@@ -28,6 +28,10 @@ def single_setting(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
     return [Setting()]
 
 
+def conditions_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
+    return [Setting(checkpoint="every checkpoint")]
+
+
 def structural_baseline_matches_closed_form(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     """Paper (structural baseline): the measured density of uniform attention with identity maps
     equals the closed form m_j ~ ((N^M)_{L,j})^2. Statistic: the largest |measured - closed form|
@@ -50,12 +54,8 @@ def flow_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
 
 
 def density_flow_matches_finite_difference(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
-    """Paper (density flow, eq. 69): the predicted d_s m matches one finite gradient step.
-
-    Per seed: the median relative error over positions and checkpoints (at the smallest step
-    eta in the table). Over seeds: geometric mean with a t interval on the log scale. Rule: at
-    most ``flow_tolerance``.
-    """
+    """Paper (density flow, eq. 69): the predicted d_s m matches one finite gradient step. Per seed: the median
+    relative error over positions and checkpoints, at the smallest step eta in the table."""
     part = rows_of(inputs.density_flow, "density-flow", s.variant, s.L, s.depth)
     part = part[part.eta == part.eta.min()]
     per_seed = part.groupby("seed").rel_error.median()
@@ -65,12 +65,8 @@ def density_flow_matches_finite_difference(inputs: Inputs, ev: EvidenceSettings,
 
 
 def density_flow_error_falls_with_step(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects | Estimate:
-    """Paper (density flow): the finite-difference error falls with the step eta (first order).
-
-    Per seed: slope of log(median relative error) on log(eta) over the etas in the table.
-    Student t over seeds. Rule: greater than zero (error falls as eta falls), margin 0.5 (half
-    an order per order of eta; a first-order difference has slope 1).
-    """
+    """Paper (density flow): the finite-difference error falls with the step eta (first order: slope 1). Per
+    seed: the slope of log(median relative error) on log(eta) over the etas in the table."""
     part = rows_of(inputs.density_flow, "density-flow", s.variant, s.L, s.depth)
     etas = sorted(part.eta.unique())
     if len(etas) < 2:
@@ -87,13 +83,9 @@ def density_flow_error_falls_with_step(inputs: Inputs, ev: EvidenceSettings, s: 
 
 
 def sufficient_conditions_sound(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
-    """Paper (sufficient conditions): no condition holds while its conclusion fails.
-
-    Count of soundness violations over rows (run, checkpoint, delta, test), by the channels stage's own
-    definition and float tolerance (``lostmid.analysis.conditions.violations`` with the table's
-    ``tolerance`` column): a sufficient test holding with its conclusion failing, or an equivalence
-    disagreeing with its conclusion beyond the tolerance. Deterministic; rule: at most 0 violations.
-    """
+    """Paper (sufficient conditions): no condition holds while its conclusion fails. The count of soundness
+    violations over rows (run, checkpoint, delta, test), by the channels stage's own definition and float
+    tolerance (``lostmid.analysis.conditions.violations`` with the table's ``tolerance`` column)."""
     t = inputs.conditions
     if "tolerance" in t:
         violations = len(soundness_violations(t.astype({"holds": bool, "conclusion_holds": bool}), t["tolerance"]))
@@ -107,10 +99,6 @@ def sufficient_conditions_sound(inputs: Inputs, ev: EvidenceSettings, s: Setting
         (violations, len(t), f"count over rows of {t.seed.nunique()} seeds, {t.variant.nunique()} variants, {how}"),
         note=f"{int(t.holds.astype(bool).sum())} of {len(t)} rows have a condition holding",
     )
-
-
-def conditions_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
-    return [Setting(checkpoint="every checkpoint")]
 
 
 # =========================================================================== paper: Algorithms 1-3 in training
@@ -133,24 +121,14 @@ def log_metric(
     return np.log(part.set_index("seed")[column])
 
 
-def _einf_ratio(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
+def e_inf_ratio(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
+    """Paper (Algorithms 1 and 2): log(E_inf remedy / E_inf baseline), paired by seed, at the last checkpoint both
+    have (balancing lowers it; reweighting changes it little)."""
     step = last_common_step(inputs.metrics, s)
     return Effects(
         (log_metric(inputs, ev, s.variant, s, step), log_metric(inputs, ev, s.reference, s, step)),
         f"per-seed log(E_inf remedy / E_inf baseline) at step {step}, delta {ev.delta:g}",
     )
-
-
-def balance_lowers_e_inf(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
-    """Paper (Algorithm 1): balancing lowers E_inf against the baseline, paired by seed, at the
-    last checkpoint both have. Rule: the log ratio is less than zero, margin ``log_ratio_margin``."""
-    return _einf_ratio(inputs, ev, s)
-
-
-def reweight_changes_profile_little(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
-    """Paper (Algorithm 2): reweighting changes the influence profile little: log(E_inf ratio)
-    paired by seed, equivalent to zero within ``log_ratio_margin``."""
-    return _einf_ratio(inputs, ev, s)
 
 
 # =========================================================================== paper section 4: the algebraic simulations
@@ -202,20 +180,10 @@ def algebraic_observability_right_below_middle(inputs: Inputs, ev: EvidenceSetti
     return Effects((_row(inputs, "alg3").LIM, 1, "LIM of Alg. 3"))
 
 
-def _probe_ratio(inputs: Inputs, column: str) -> tuple[float, str]:
+def probe_ratio_falls(column: str, inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
+    """Paper section 4 (probes): the relative bias (``rel_bias``) or spread (``rel_std``) of the probe estimate
+    falls with the probe count: its value at the largest count over that at the smallest."""
     t = inputs.algebraic_probes.sort_values("n_probe")
     first, last = t.iloc[0], t.iloc[-1]
-    value = abs(last[column]) / abs(first[column])
-    return value, f"|{column}| at {int(last.n_probe)} probes / at {int(first.n_probe)} probe(s)"
-
-
-def probe_bias_falls(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
-    """Paper section 4 (probes): the relative bias of the probe estimate falls with the probe count."""
-    value, what = _probe_ratio(inputs, "rel_bias")
-    return Effects((value, 2, what), terms={"what": what})
-
-
-def probe_spread_falls(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
-    """Paper section 4 (probes): the relative spread of the probe estimate falls with the probe count."""
-    value, what = _probe_ratio(inputs, "rel_std")
-    return Effects((value, 2, what), terms={"what": what})
+    what = f"|{column}| at {int(last.n_probe)} probes / at {int(first.n_probe)} probe(s)"
+    return Effects((abs(last[column]) / abs(first[column]), 2, what), terms={"what": what})

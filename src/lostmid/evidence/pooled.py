@@ -36,26 +36,15 @@ from lostmid import records
 from lostmid.errors import InputError
 from lostmid.evidence import decisions as dec
 from lostmid.seed_ledger import words as seed_words
-from lostmid.stats.meta import cochran_q, dersimonian_laird_tau2, inverse_variance
+from lostmid.stats.meta import meta_analysis
 
 # Where a run record keeps its evidence table: as the workflow's results folder has it (runs/default) or
 # beside the other tables of a record (the tables/ folder of runs/study's layout).
 EVIDENCE_TABLES = ("evidence/evidence.parquet", "tables/evidence.parquet")
 # The evidence table's columns a pooled run reads.
-ROW_COLUMNS = (
-    "claim",
-    "setting",
-    "L",
-    "depth",
-    "checkpoint",
-    "estimate",
-    "ci_low",
-    "ci_high",
-    "n_seeds",
-    "rule_kind",
-    "margin",
-    "family_size",
-    "adjusted_level",
+ROW_COLUMNS = tuple(
+    "claim setting L depth checkpoint estimate ci_low ci_high n_seeds rule_kind margin family_size "
+    "adjusted_level".split()
 )
 # What makes two runs' rows the same claim's: pooled together only when these agree.
 RULE = ("rule_kind", "margin")
@@ -145,9 +134,7 @@ def read_run(run, claim: str, setting: str | None = None) -> dict:
         "seeds": seed_set(run, row),
         "run": f"{run.name} ({', '.join(run_manifest.commits(run_manifest.read(run)))})",
         "n_seeds": int(row.n_seeds),
-        "estimate": float(row.estimate),
-        "ci_low": float(row.ci_low),
-        "ci_high": float(row.ci_high),
+        **{key: float(row[key]) for key in ("estimate", "ci_low", "ci_high")},
         "level": row_level(row),
         "rule_kind": row.rule_kind,
         "margin": float(row.margin),
@@ -198,40 +185,20 @@ def per_seed_set(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def pooled_rows(runs: pd.DataFrame) -> pd.DataFrame:
-    """One pooled row per (claim, setting, rule) run on two or more disjoint seed sets."""
-    z = stats.norm.ppf(0.975)
+    """One pooled row per (claim, setting, rule) run on two or more disjoint seed sets (``stats.meta``), decided on
+    its random-effects interval by the claim's rule."""
     rows = []
     for (claim, setting, kind, margin), sets in per_seed_set(runs).groupby(list(KEYS), sort=False):
         if len(sets) < 2:
             continue
-        estimates, variances = sets.estimate.to_numpy(np.float64), sets.se.to_numpy(np.float64) ** 2
-        fixed, fixed_se = inverse_variance(estimates, variances)
-        q, df = cochran_q(estimates, variances), len(sets) - 1
-        tau2 = dersimonian_laird_tau2(estimates, variances)
-        random, random_se = inverse_variance(estimates, variances + tau2)
+        pooled = meta_analysis(sets.estimate.to_numpy(np.float64), sets.se.to_numpy(np.float64) ** 2)
         rule = dec.stored_rule(kind, margin)
+        runs_words = "; ".join(f"{s} ({r} run{'s' if r > 1 else ''})" for s, r in zip(sets.seed_set, sets.runs))
         rows.append(
-            {
-                "claim": claim,
-                "setting": setting,
-                "seed_sets": "; ".join(
-                    f"{s} ({r} run{'s' if r > 1 else ''})" for s, r in zip(sets.seed_set, sets.runs)
-                ),
-                "n_seeds": int(sets.n_seeds.sum()),
-                "fixed": fixed,
-                "fixed_low": fixed - z * fixed_se,
-                "fixed_high": fixed + z * fixed_se,
-                "random": random,
-                "random_low": random - z * random_se,
-                "random_high": random + z * random_se,
-                "Q": q,
-                "df": df,
-                "p_Q": float(stats.chi2.sf(q, df)),
-                "I2": max(0.0, (q - df) / q) if q > df else 0.0,  # Higgins and Thompson's I^2
-                "tau2": tau2,
-                "verdict": dec.verdict(random - z * random_se, random + z * random_se, rule),
-                "rule": f"{rule.kind}, margin {rule.margin:.3g}, on the random-effects interval",
-            }
+            {"claim": claim, "setting": setting, "seed_sets": runs_words, "n_seeds": int(sets.n_seeds.sum())}
+            | pooled
+            | {"verdict": dec.verdict(pooled["random_low"], pooled["random_high"], rule)}
+            | {"rule": f"{rule.kind}, margin {rule.margin:.3g}, on the random-effects interval"}
         )
     return pd.DataFrame(rows)
 

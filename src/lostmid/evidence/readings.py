@@ -5,6 +5,8 @@ never reaches mid-training or a reference never learns."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
 
@@ -61,6 +63,19 @@ def not_reached(variant: str, best: float, ev: EvidenceSettings) -> Estimate:
     )
 
 
+def at_own_mid_training(inputs: Inputs, ev: EvidenceSettings, s: Setting, statistic, arms=None):
+    """Per arm (the setting's variant and its reference, or ``arms``): ``statistic(failure, arm, L, depth, step)``
+    at the arm's own mid-training checkpoint, as (arm, values, step, best mean accuracy); the "not evaluable" estimate
+    (``not_reached``) of the first arm that never gets there."""
+    found = []
+    for variant in arms or (s.variant, s.reference):
+        step, best = mid_training_step(inputs.failure, variant, s.L, s.depth, ev.mid_accuracy)
+        if step is None:
+            return not_reached(variant, best, ev)
+        found.append((variant, statistic(inputs.failure, variant, s.L, s.depth, step), step, best))
+    return found
+
+
 def never_learns(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> str | None:
     step, best = mid_training_step(inputs.failure, s.reference, s.L, s.depth, ev.mid_accuracy)
     if step is not None:
@@ -100,7 +115,14 @@ def training_speed_per_seed(failure: pd.DataFrame, s: Setting) -> tuple[pd.Serie
     )
 
 
-def _pooled_failure_rate(part: pd.DataFrame) -> pd.Series:
+def paired(a: pd.Series, b: pd.Series) -> pd.Series:
+    """a - b per seed, over the seeds both have (sorted)."""
+    shared = a.index.intersection(b.index).sort_values()
+    return (a.loc[shared] - b.loc[shared]).astype(np.float64)
+
+
+def pooled_failure_rate(part: pd.DataFrame) -> pd.Series:
+    """Per seed: the failure rate of the failure rows ``part`` pooled over their flags."""
     pooled = part.groupby("seed")[["failures", "n"]].sum()
     return (pooled.failures / pooled.n).astype(np.float64)
 
@@ -108,7 +130,7 @@ def _pooled_failure_rate(part: pd.DataFrame) -> pd.Series:
 def late_failure_per_seed(failure: pd.DataFrame, variant: str, L: int, depth: int, step: int) -> pd.Series:
     """Per seed: the failure rate at ``step`` pooled over the flags in the later half of the context (p > 1/2)."""
     part = rows_of(failure, "failure", variant, L, depth, step)
-    return _pooled_failure_rate(part[part.p > 0.5])
+    return pooled_failure_rate(part[part.p > 0.5])
 
 
 def late_minus_early(part: pd.DataFrame) -> pd.Series:
@@ -119,7 +141,7 @@ def late_minus_early(part: pd.DataFrame) -> pd.Series:
     It needs no model of how failure depends on p, so it stays finite where a per-seed logistic slope
     separates (a seed that fails no early flag and some late ones). Positive: late flags fail more.
     """
-    late, early = _pooled_failure_rate(part[part.p > 0.5]), _pooled_failure_rate(part[part.p < 0.5])
+    late, early = pooled_failure_rate(part[part.p > 0.5]), pooled_failure_rate(part[part.p < 0.5])
     return (late - early).dropna()
 
 
@@ -138,3 +160,42 @@ def accuracy_at_last_common_checkpoint(inputs: Inputs, ev: EvidenceSettings, s: 
     )
     note = f"accuracy at step {step}: {s.variant} {per_seed[0].mean():.3f}, {s.reference} {per_seed[1].mean():.3f}"
     return Effects(per_seed, f"per-seed evaluation accuracy at step {step}", note, {"step": step})
+
+
+def at_matched_accuracy(
+    failure: pd.DataFrame, variant: str, L: int, depth: int, level: float, value_at: Callable[[int], pd.Series]
+) -> tuple[pd.Series, str]:
+    """Per seed, a statistic at the point where the seed's own evaluation accuracy first reaches
+    ``level``: between the last checkpoint below it (t0, accuracy a0) and the first at or above it (t1,
+    a1), the statistic is interpolated linearly with weight w = (level - a0) / (a1 - a0), so that by
+    linear interpolation every seed of every arm is compared at the same accuracy. ``value_at(step)`` is
+    the per-seed statistic at a checkpoint. Seeds that never reach ``level`` are left out, and the
+    words say how many, with the arm's mean crossing step."""
+    accuracy = rows_of(accuracy_per_checkpoint(failure), "failure", variant, L, depth).pivot(
+        index="seed", columns="step", values="accuracy"
+    )
+    steps = sorted(accuracy.columns)
+    cached: dict[int, pd.Series] = {}
+
+    def value(step: int, seed: int) -> float:
+        if step not in cached:
+            cached[step] = value_at(step)
+        return float(cached[step].loc[seed])
+
+    found, crossings = {}, []
+    for seed, row in accuracy.iterrows():
+        after = [i for i, t in enumerate(steps) if t > 0 and row[t] >= level]
+        if not after:
+            continue
+        i = after[0]
+        t0, t1 = steps[i - 1], steps[i]
+        w = min(1.0, max(0.0, (level - row[t0]) / (row[t1] - row[t0]))) if row[t1] > row[t0] else 1.0
+        found[seed] = (1 - w) * value(t0, seed) + w * value(t1, seed)
+        crossings.append(t0 + w * (t1 - t0))
+    if not found:
+        raise NotRun(f"no seed of {variant} reaches the accuracy {level:g}")
+    left_out = len(accuracy) - len(found)
+    words = f"{variant} crosses accuracy {level:g} at step {np.mean(crossings):.0f} on average" + (
+        f" ({left_out} seed{'s' if left_out > 1 else ''} never do, left out)" if left_out else ""
+    )
+    return pd.Series(found, dtype=np.float64).sort_index(), words

@@ -29,14 +29,15 @@ OPTIONAL = ("family", "replicates", "beside", "log_axis")
 
 
 def resolve(reference):
-    """The function a row names: a dotted path, or [path, arg, ...], the factory at path called with the args."""
+    """The function a row names: a dotted path, or [path, arg, ...], the function at path with those first
+    arguments."""
     path, *args = reference if isinstance(reference, list) else [reference]
     module, _, name = str(path).rpartition(".")
     try:
         found = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError, ValueError):
         raise ValueError(f"{path} names no function") from None
-    return found(*args) if isinstance(reference, list) else found
+    return functools.partial(found, *args) if args else found
 
 
 def claim_of(row: dict, rules: dict) -> Claim:

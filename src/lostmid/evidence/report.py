@@ -14,6 +14,11 @@ from lostmid.evidence.estimators import ESTIMATORS
 from lostmid.evidence.inputs import CHECKPOINTS, DECIDED, STATUS_WORDS
 
 
+def cell(text) -> str:
+    """``text`` as one cell of a Markdown table (its pipes escaped)."""
+    return str(text).replace("|", "\\|")
+
+
 def estimate_words(row) -> str:
     """``estimate [ci_low, ci_high]`` to three significant digits, ``–`` when not computed."""
     if math.isnan(row.estimate):
@@ -64,6 +69,15 @@ def row_line(row) -> str:
     return f"{row.source} `{row.claim}` — {row.setting}: {estimate_words(row)}{seeds} → **{row.verdict}**{why}"
 
 
+def moved_rows(table: pd.DataFrame) -> list:
+    """The rows whose verdict differs under the rules as first written (deviations on the record)."""
+    return [
+        row
+        for row in table.itertuples()
+        if row.verdict_as_first_written and row.verdict_as_first_written != verdict_words(row)
+    ]
+
+
 def split_kinds(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(the sources' claims, the checks of the instrument); a table written before the kind column: all claims."""
     if "kind" not in table:
@@ -104,11 +118,7 @@ def verdict_summary(table: pd.DataFrame) -> str:
     if flagged:
         lines.append("- every contradicted or not-evaluable row not listed above, in the table below")
     if "verdict_as_first_written" in table:
-        moved = [
-            row
-            for row in table.itertuples()
-            if row.verdict_as_first_written and row.verdict_as_first_written != verdict_words(row)
-        ]
+        moved = moved_rows(table)
         if moved:
             lines.append("- rows whose verdict differs under the rules as first written (deviations on the record):")
             lines += [
@@ -130,7 +140,7 @@ def flagged_table(rows) -> str:
     for row in rows:
         kind = row.kind if hasattr(row, "kind") else "claim"
         cells = [kind, row.source, f"`{row.claim}`", row.setting, estimate_words(row), row.n_seeds or "–"]
-        lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + f" | {verdict_words(row)} |")
+        lines.append("| " + " | ".join(map(cell, cells)) + f" | {verdict_words(row)} |")
     return "\n".join(lines) + "\n"
 
 
@@ -156,26 +166,16 @@ def headline(table: pd.DataFrame) -> str:
         if all(no_verdict(row) == "not run" for row in rows.itertuples()):
             not_run.append(name)
             continue
-        contradicted = rows[rows.verdict == "contradicted"]
-        named = "; ".join(
-            f"`{row.claim}` ({row.setting.split(', checkpoint')[0]})" for row in contradicted.itertuples()
-        )
+        contradicted = rows[rows.verdict == "contradicted"].itertuples()
+        named = "; ".join(f"`{row.claim}` ({row.setting.split(', checkpoint')[0]})" for row in contradicted)
         unevaluable = sum(no_verdict(row) == "not evaluable" for row in rows.itertuples())
-        moved = 0
-        if "verdict_as_first_written" in rows:
-            moved = sum(
-                bool(row.verdict_as_first_written) and row.verdict_as_first_written != verdict_words(row)
-                for row in rows.itertuples()
-            )
+        moved = len(moved_rows(rows)) if "verdict_as_first_written" in rows else 0
+        differ = f"verdict{'s differ' if moved > 1 else ' differs'} under the rules as first written"
         lines.append(
             f"- {name}: {len(rows)} row{'s' if len(rows) > 1 else ''}, {verdict_counts(rows)}"
             + (f"; contradicted: {named}" if named else "")
             + (f"; {unevaluable} not evaluable" if unevaluable else "")
-            + (
-                f"; {moved} verdict{'s differ' if moved > 1 else ' differs'} under the rules as first written"
-                if moved
-                else ""
-            )
+            + (f"; {moved} {differ}" if moved else "")
         )
     if not checks.empty:
         lines.append(f"- checks of the instrument (not counted above): {len(checks)} rows, {verdict_counts(checks)}")
@@ -230,34 +230,11 @@ def declarations(claims) -> str:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for c in claims:
-        cells = (
-            f"`{c.name}`",
-            c.kind,
-            c.family or "–",
-            c.source,
-            c.unit,
-            ", ".join(c.needs) or "–",
-            "; ".join(c.checkpoints),
-            f"`{c.estimator}`",
-            rule(c.rule),
-        )
-        lines.append("| " + " | ".join(str(cell).replace("|", "\\|") for cell in cells) + " |")
+        cells = (f"`{c.name}`", c.kind, c.family or "–", c.source, c.unit, ", ".join(c.needs) or "–")
+        cells += ("; ".join(c.checkpoints), f"`{c.estimator}`", rule(c.rule))
+        lines.append("| " + " | ".join(map(cell, cells)) + " |")
     used = {c.estimator for c in claims}
     estimators = [f"- `{name}`: {e.words}." for name, e in ESTIMATORS.items() if name in used]
     checkpoints = [f"- {name}: {words}." for name, words in CHECKPOINTS.items()]
-    return (
-        "\n".join(
-            [
-                *lines,
-                "",
-                "Estimators (`lostmid.evidence.estimators`):",
-                "",
-                *estimators,
-                "",
-                "Checkpoints:",
-                "",
-                *checkpoints,
-            ]
-        )
-        + "\n"
-    )
+    text = "\n".join(lines) + "\n\nEstimators (`lostmid.evidence.estimators`):\n\n" + "\n".join(estimators)
+    return text + "\n\nCheckpoints:\n\n" + "\n".join(checkpoints) + "\n"

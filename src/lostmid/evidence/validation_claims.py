@@ -1,29 +1,19 @@
 """The paper's validation protocol (section 4.5) on trained runs (docs/validation.md): Algorithms 1-3
-beside their baselines where the measure carries signal, the position shift, the overhead, and the
-dose-response of each penalty.
+beside their baselines where the measure carries signal, the position shift, the dose-response of each penalty,
+and the overhead (a remedy's time and memory per training step).
 
-Where a measure carries signal. Once a model has learned the task its loss gradient collapses, and
-with it the loss-gradient density: at the last checkpoint per-seed E_inf ratios spread over orders
-of magnitude. The primary reading compares each arm at its *own* mid-training checkpoint (the
-first checkpoint where its mean evaluation accuracy over seeds reaches ``evidence.mid_accuracy``,
-``readings.mid_training_step``): both arms at the same task accuracy, neither loss collapsed,
-and a remedy that learns more slowly is not compared with a baseline that has already finished.
-It reads the quantity each algorithm penalizes (Algorithm 1: the loss-gradient density;
-Algorithm 3: the observability trace density). The last common checkpoint is reported beside it
-(``paper_claims``' rows, and this module's trace and loss-free rows). Every normalized figure
-carries the paired log ratio of its raw total (Z, the trace total) in the note.
-
-Each claim's per-seed effect is a function (``*_effect``, kept on the claim's reading as ``effect``: the
-readings close the module) that the claim and the power plan (``scripts/evidence_power.py --validation``) share.
-Every row is a Student t interval over paired seeds (on the log scale for the overhead ratios); the findings form
-one family (``paper validation`` in claims.yaml), decided again on Bonferroni intervals like the blog's.
+Where a measure carries signal (docs/validation.md says why): the primary reading compares each arm at its *own*
+mid-training checkpoint (``readings.mid_training_step``), on the quantity each algorithm penalizes; the last
+common checkpoint is reported beside it, and every normalized figure carries the paired log ratio of its raw
+total (Z, the trace total) in the note. Each reading returns its per-seed effect (``per_seed``), which the claim
+and the power plan (``scripts/evidence_power.py --validation``) share.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import NamedTuple
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -37,14 +27,20 @@ from lostmid.evidence.inputs import (
     Inputs,
     NotRun,
     Setting,
+    every_kind,
     last_common_step,
     pair_settings,
     rows_of,
     runs_of,
 )
 from lostmid.evidence.paper_claims import log_metric
-from lostmid.evidence.readings import mean_accuracy_at, mid_training_step
-from lostmid.evidence.robustness import at_matched_accuracy
+from lostmid.evidence.readings import (
+    at_matched_accuracy,
+    mean_accuracy_at,
+    mid_training_step,
+    paired,
+    pooled_failure_rate,
+)
 from lostmid.evidence.settings import EvidenceSettings
 from lostmid.stats import statistics as st
 from lostmid.tables.summaries import accuracy_per_checkpoint
@@ -63,14 +59,11 @@ SHIFTS = ("early", "late")
 READINGS = {"matched": MATCHED, "last": LAST, "interpolated": INTERPOLATED}  # by the names claims.yaml gives them
 
 
-class PerSeed(NamedTuple):
-    """A claim's per-seed effect (indexed by seed), the method, a note and the words its rule's quantity takes
-    from the data, before the interval."""
-
-    values: pd.Series
-    method: str
-    note: str = ""
-    terms: dict = {}
+def per_seed(values: pd.Series, method: str, note: str = "", terms: dict | None = None, log_scale=False) -> Effects:
+    """A per-seed effect (NaN seeds left out) for the declared Student t estimator (``log_scale``: its exp, for the
+    log-mean estimator, whose t interval of the logs is mapped back by exp and whose rule is read on the ratio)."""
+    values = values.dropna().to_numpy()
+    return Effects((np.exp(values) if log_scale else values,), method, note, terms or {})
 
 
 # =========================================================================== which arms, which checkpoints
@@ -90,25 +83,18 @@ def aimed_at_uniform(inputs: Inputs, name: str) -> bool:
     )
 
 
-def uniform_arm_settings(kind: str, table: str, *readings: str):
+def uniform_arm_settings(kind: str, table: str, readings: list[str], inputs: Inputs, ev: EvidenceSettings):
     """The remedy arms of ``kind`` trained on the uniform law for the uniform target, paired with
     their references (``pair_settings``), once per checkpoint reading named in ``readings`` (``READINGS``)."""
-    checkpoints = [READINGS[name] for name in readings]
-
-    def settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
-        found = [
-            Setting(s.variant, s.L, s.depth, s.residual, checkpoint, s.reference, s.missing)
-            for s in pair_settings(kind, table, "")(inputs, ev)
-            if aimed_at_uniform(inputs, s.variant)
-            for checkpoint in checkpoints
-        ]
-        if not found:
-            raise NotRun(
-                f"no {kind} variant trained on the uniform flag law for the uniform target in the {table} table"
-            )
-        return found
-
-    return settings
+    found = [
+        Setting(s.variant, s.L, s.depth, s.residual, READINGS[name], s.reference, s.missing)
+        for s in pair_settings(kind, table, "", inputs, ev)
+        if aimed_at_uniform(inputs, s.variant)
+        for name in readings
+    ]
+    if not found:
+        raise NotRun(f"no {kind} variant trained on the uniform flag law for the uniform target in the {table} table")
+    return found
 
 
 def arm_steps(inputs: Inputs, ev: EvidenceSettings, s: Setting, table: pd.DataFrame) -> tuple[int, int]:
@@ -131,22 +117,14 @@ def own_mid_training(inputs: Inputs, ev: EvidenceSettings, name: str, s: Setting
     return step
 
 
-def _paired(a: pd.Series, b: pd.Series) -> pd.Series:
-    shared = a.index.intersection(b.index).sort_values()
-    return (a.loc[shared] - b.loc[shared]).astype(np.float64)
-
-
 def _interval_words(values: pd.Series, ev: EvidenceSettings) -> str:
     ci = st.t_interval(values.to_numpy(), ev.level)
     return f"{ci.estimate:.3g} [{ci.low:.3g}, {ci.high:.3g}]"
 
 
 def _steps_words(s: Setting, steps: tuple[int, int]) -> str:
-    return (
-        f"step {steps[0]}"
-        if steps[0] == steps[1]
-        else f"{s.variant} at step {steps[0]}, {s.reference} at step {steps[1]}"
-    )
+    each = f"{s.variant} at step {steps[0]}, {s.reference} at step {steps[1]}"
+    return f"step {steps[0]}" if steps[0] == steps[1] else each
 
 
 # =========================================================================== the loss-free profiles
@@ -170,7 +148,7 @@ def observability_per_seed(inputs: Inputs, variant: str, s: Setting, step: int, 
 
 
 def _log_ratio(per_variant: Callable[[str, int], pd.Series], s: Setting, steps: tuple[int, int]) -> pd.Series:
-    return _paired(per_variant(s.variant, steps[0]), per_variant(s.reference, steps[1]))
+    return paired(per_variant(s.variant, steps[0]), per_variant(s.reference, steps[1]))
 
 
 # =========================================================================== per-seed effects of the claims
@@ -182,68 +160,62 @@ def _accuracy_gap(inputs: Inputs, s: Setting, steps: tuple[int, int]) -> str:
     return f"mean accuracy {accuracy[0]:.3f} against {accuracy[1]:.3f} (gap {accuracy[0] - accuracy[1]:+.3f})"
 
 
-def interpolated_log_ratio(inputs: Inputs, ev: EvidenceSettings, s: Setting, column: str = "E_inf") -> PerSeed:
+def interpolated_log_ratio(inputs: Inputs, ev: EvidenceSettings, s: Setting, column: str = "E_inf") -> Effects:
     """Per seed, log(column remedy / reference), each arm's log interpolated to where the seed's own
-    accuracy crosses ``mid_accuracy`` (``robustness.at_matched_accuracy``)."""
+    accuracy crosses ``mid_accuracy`` (``readings.at_matched_accuracy``)."""
     arms = [
         at_matched_accuracy(
-            inputs.failure,
-            v,
-            s.L,
-            s.depth,
-            ev.mid_accuracy,
-            lambda step, v=v: log_metric(inputs, ev, v, s, step, column),
+            inputs.failure, v, s.L, s.depth, ev.mid_accuracy, partial(log_metric, inputs, ev, v, s, column=column)
         )
         for v in (s.variant, s.reference)
     ]
-    values = _paired(arms[0][0], arms[1][0])
+    values = paired(arms[0][0], arms[1][0])
     if values.empty:
         raise NotRun(f"no seed reaches the accuracy {ev.mid_accuracy:g} in both {s.variant} and {s.reference}")
     method = (
         f"per-seed log({column} remedy / {column} baseline), each seed interpolated to accuracy {ev.mid_accuracy:g}"
     )
-    return PerSeed(values, method, "; ".join(words for _, words in arms) + "; accuracy gap 0 by construction")
+    return per_seed(values, method, "; ".join(words for _, words in arms) + "; accuracy gap 0 by construction")
 
 
-def balance_e_inf_effect(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> PerSeed:
+def balance_e_inf(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
+    """Algorithm 1's (and 2's: their claims' rules differ) log E_inf ratio against the reference."""
     if s.checkpoint == INTERPOLATED:
         return interpolated_log_ratio(inputs, ev, s)
     steps = arm_steps(inputs, ev, s, inputs.metrics)
     values = _log_ratio(lambda v, step: log_metric(inputs, ev, v, s, step), s, steps)
     z = _log_ratio(lambda v, step: log_metric(inputs, ev, v, s, step, "Z"), s, steps)
-    return PerSeed(
+    return per_seed(
         values,
         f"per-seed log(E_inf remedy / E_inf baseline), {_steps_words(s, steps)}, delta {ev.delta:g}",
         f"raw total energy: log(Z remedy / Z baseline) {_interval_words(z, ev)}; {_accuracy_gap(inputs, s, steps)}",
     )
 
 
-def reweight_e_inf_effect(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> PerSeed:
-    """Algorithm 2's statistic is Algorithm 1's (its claim's rule differs)."""
-    return balance_e_inf_effect(inputs, ev, s)
-
-
-def balance_jacobian_effect(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> PerSeed:
+def _loss_free(inputs: Inputs, ev: EvidenceSettings, s: Setting, quantity: str) -> tuple[pd.Series, tuple[int, int]]:
+    """The paired log ratio of a loss-free ``quantity`` (``observability_per_seed``), and the arms' steps."""
     steps = arm_steps(inputs, ev, s, inputs.observability if inputs.observability is not None else inputs.metrics)
-    values = _log_ratio(lambda v, step: observability_per_seed(inputs, v, s, step, "jacobian"), s, steps)
-    return PerSeed(
+    return _log_ratio(lambda v, step: observability_per_seed(inputs, v, s, step, quantity), s, steps), steps
+
+
+def balance_jacobian(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
+    values, steps = _loss_free(inputs, ev, s, "jacobian")
+    return per_seed(
         values, f"per-seed log ratio of the imbalance of the output-Jacobian density, {_steps_words(s, steps)}"
     )
 
 
-def observability_trace_effect(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> PerSeed:
-    steps = arm_steps(inputs, ev, s, inputs.observability if inputs.observability is not None else inputs.metrics)
-    values = _log_ratio(lambda v, step: observability_per_seed(inputs, v, s, step, "trace"), s, steps)
-    total = _log_ratio(lambda v, step: observability_per_seed(inputs, v, s, step, "trace_total"), s, steps)
-    lim = _paired(
+def observability_trace(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
+    values, steps = _loss_free(inputs, ev, s, "trace")
+    total, _ = _loss_free(inputs, ev, s, "trace_total")
+    metrics = inputs.metrics[np.isclose(inputs.metrics.delta, ev.delta)]
+    lim = paired(
         *(
-            rows_of(inputs.metrics[np.isclose(inputs.metrics.delta, ev.delta)], "metrics", v, s.L, s.depth, step)
-            .set_index("seed")
-            .LIM
+            rows_of(metrics, "metrics", v, s.L, s.depth, step).set_index("seed").LIM
             for v, step in zip((s.variant, s.reference), steps)
         )
     )
-    return PerSeed(
+    return per_seed(
         values,
         f"per-seed log ratio of the exact trace imbalance E_obs (every position), {_steps_words(s, steps)}",
         f"raw trace total: log ratio {_interval_words(total, ev)}; LIM (delta {ev.delta:g}) remedy - baseline "
@@ -254,53 +226,43 @@ def observability_trace_effect(inputs: Inputs, ev: EvidenceSettings, s: Setting)
 # --------------------------------------------------------------------------- the position shift
 
 
-def shift_settings(gated_by: str | None = None):
+def shift_settings(gated_by: str | None, inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
     """The position-shift arms (train.flag_law early or late). ``gated_by`` (the name of the check that the shift
-    bites):
-    each remedy arm against the baseline trained on the same law (``Inputs.reference``), not evaluable where
-    that check is not supported (``shift_not_evaluable``); None: every arm, baseline or remedy, against its own
-    counterpart trained on the uniform law (that check's own settings)."""
+    bites): each remedy arm against the baseline trained on the same law (``Inputs.reference``), not evaluable
+    where that check is not supported (``shift_not_evaluable``); None: every arm, baseline or remedy, against its
+    own counterpart trained on the uniform law (that check's own settings)."""
     remedies = gated_by is not None
-
-    def settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
-        found = []
-        for name in sorted(inputs.variants):
-            if flag_law(inputs, name) not in SHIFTS or (remedies and inputs.remedy(name) == "none"):
-                continue
-            reference = inputs.reference(name) if remedies else uniform_counterpart(inputs, name)
-            for L, depth in runs_of(inputs.failure, name):
-                missing = (
-                    None
-                    if reference is not None and (L, depth) in runs_of(inputs.failure, reference)
-                    else (
-                        f"{name} has no {'baseline' if remedies else 'uniform-law counterpart'} with failure "
-                        f"rows at L {L}, depth {depth}"
-                    )
-                )
-                for checkpoint in (SHIFT_LAST, SHIFT_MID):
-                    setting = Setting(name, L, depth, inputs.residual(name), checkpoint, reference, missing)
-                    if remedies and missing is None:
-                        setting = replace(setting, not_evaluable=shift_not_evaluable(inputs, ev, setting, gated_by))
-                    found.append(setting)
-        if not found:
-            raise NotRun(
-                "no variant trained on a shifted flag law (train.flag_law early or late)"
-                + (" with a remedy" if remedies else "")
-            )
-        return found
-
-    return settings
+    found = []
+    for name in sorted(inputs.variants):
+        if flag_law(inputs, name) not in SHIFTS or (remedies and inputs.remedy(name) == "none"):
+            continue
+        reference = inputs.reference(name) if remedies else uniform_counterpart(inputs, name)
+        for L, depth in runs_of(inputs.failure, name):
+            counterpart = "baseline" if remedies else "uniform-law counterpart"
+            missing = f"{name} has no {counterpart} with failure rows at L {L}, depth {depth}"
+            if reference is not None and (L, depth) in runs_of(inputs.failure, reference):
+                missing = None
+            for checkpoint in (SHIFT_LAST, SHIFT_MID):
+                setting = Setting(name, L, depth, inputs.residual(name), checkpoint, reference, missing)
+                if remedies and missing is None:
+                    setting = replace(setting, not_evaluable=shift_not_evaluable(inputs, ev, setting, gated_by))
+                found.append(setting)
+    if not found:
+        raise NotRun(
+            "no variant trained on a shifted flag law (train.flag_law early or late)"
+            + (" with a remedy" if remedies else "")
+        )
+    return found
 
 
 def shift_not_evaluable(inputs: Inputs, ev: EvidenceSettings, s: Setting, check_name: str) -> str | None:
     """Why a remedy's position-shift row cannot be decided (None: it can): the shift must bite first,
     i.e. the baseline trained on the same shifted law must fail its under-trained flags more than its
-    uniform-law counterpart (flag_shift_raises_untrained_failure supported at the row's level);
-    otherwise there is nothing for the remedy to recover."""
+    uniform-law counterpart (the check ``check_name`` supported at the row's level, read for the reference against
+    that counterpart); otherwise there is nothing for the remedy to recover."""
     uniform = uniform_counterpart(inputs, s.reference)
     if uniform is None or (s.L, s.depth) not in runs_of(inputs.failure, uniform):
         return f"the shift is unchecked: {s.reference} has no uniform-law counterpart at L {s.L}, depth {s.depth}"
-    # The check's own row (flag_shift_raises_untrained_failure) for the reference against its uniform counterpart.
     check = registry.CLAIMS_BY_NAME[check_name]
     estimate, found = check_verdict(
         check, inputs, ev, replace(s, variant=s.reference, reference=uniform, not_evaluable=None)
@@ -335,8 +297,7 @@ def untrained_failure_per_seed(
     """Per seed: the failure rate at ``step`` on the half of the flags a shifted law under-trains
     (early law: p > 1/2; late law: p <= 1/2), on the uniform balanced evaluation set."""
     part = rows_of(failure, "failure", variant, L, depth, step)
-    pooled = part[(part.p > 0.5) if law == "early" else (part.p <= 0.5)].groupby("seed")[["failures", "n"]].sum()
-    return (pooled.failures / pooled.n).astype(np.float64)
+    return pooled_failure_rate(part[(part.p > 0.5) if law == "early" else (part.p <= 0.5)])
 
 
 def shift_step(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> int:
@@ -351,10 +312,10 @@ def shift_step(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> int:
     return own_mid_training(inputs, ev, uniform, s)
 
 
-def shift_effect(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> PerSeed:
+def shift(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     law = flag_law(inputs, s.variant)
     step = shift_step(inputs, ev, s)
-    values = _paired(
+    values = paired(
         *(untrained_failure_per_seed(inputs.failure, v, law, s.L, s.depth, step) for v in (s.variant, s.reference))
     )
     half = "p > 1/2" if law == "early" else "p <= 1/2"
@@ -365,7 +326,7 @@ def shift_effect(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> PerSeed:
             f"influence on the uniform influence batch: log(E_inf {s.variant} / {s.reference}) "
             f"{_interval_words(e_inf, ev)}"
         )
-    return PerSeed(
+    return per_seed(
         values, f"per-seed failure rate on flags with {half} at step {step}", note, {"law": law, "half": half}
     )
 
@@ -376,36 +337,36 @@ def shift_effect(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> PerSeed:
 STRENGTH_KEY = {"balance": "beta", "observability": "lam"}
 
 
-def strength_settings(kind: str):
+def strength_settings(kind: str, inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
     """One setting per ladder of ``kind``: arms that differ only in strength (same other remedy
     parameters, same model and train overrides), at least two strengths, with their baseline as
     strength 0; ``Setting.variant`` lists the arms."""
-
-    def settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
-        table = inputs.metrics if kind == "balance" else inputs.observability
-        if table is None:
-            raise NotRun(f"the {'metrics' if kind == 'balance' else 'observability'} table is not given")
-        ladders: dict[tuple, list[str]] = {}
-        for name in inputs.of_kind(kind):
-            if not aimed_at_uniform(inputs, name) or inputs.reference(name) is None:
-                continue
-            rest = {k: v for k, v in inputs.variants[name]["remedy"].items() if k != STRENGTH_KEY[kind]}
-            ladders.setdefault((repr(sorted(rest.items())), inputs.reference(name)), []).append(name)
-        found = []
-        for (_, reference), names in sorted(ladders.items()):
-            if len({inputs.variants[n]["remedy"][STRENGTH_KEY[kind]] for n in names}) < 2:
-                continue
-            runs = set(runs_of(table, reference)).intersection(*(runs_of(table, n) for n in names))
-            for L, depth in sorted(runs):
-                found.append(Setting(",".join(sorted(names)), L, depth, inputs.residual(reference), MATCHED, reference))
-        if not found:
-            raise NotRun(f"no two {kind} variants that differ only in {STRENGTH_KEY[kind]}")
-        return found
-
-    return settings
+    table = inputs.metrics if kind == "balance" else inputs.observability
+    if table is None:
+        raise NotRun(f"the {'metrics' if kind == 'balance' else 'observability'} table is not given")
+    ladders: dict[tuple, list[str]] = {}
+    for name in inputs.of_kind(kind):
+        if not aimed_at_uniform(inputs, name) or inputs.reference(name) is None:
+            continue
+        rest = {k: v for k, v in inputs.variants[name]["remedy"].items() if k != STRENGTH_KEY[kind]}
+        ladders.setdefault((repr(sorted(rest.items())), inputs.reference(name)), []).append(name)
+    found = []
+    for (_, reference), names in sorted(ladders.items()):
+        if len({inputs.variants[n]["remedy"][STRENGTH_KEY[kind]] for n in names}) < 2:
+            continue
+        runs = set(runs_of(table, reference)).intersection(*(runs_of(table, n) for n in names))
+        for L, depth in sorted(runs):
+            found.append(Setting(",".join(sorted(names)), L, depth, inputs.residual(reference), MATCHED, reference))
+    if not found:
+        raise NotRun(f"no two {kind} variants that differ only in {STRENGTH_KEY[kind]}")
+    return found
 
 
-def strength_effect(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> PerSeed:
+def ladder_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
+    return every_kind(strength_settings, ("balance", "observability"), inputs, ev)
+
+
+def strength(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     names = s.variant.split(",")
     kind = inputs.remedy(names[0])
     key = STRENGTH_KEY[kind]
@@ -423,7 +384,7 @@ def strength_effect(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> PerSeed
     x = np.array([strengths[n] / top for n in frame.columns])
     slopes = pd.Series([float(np.polyfit(x, row.to_numpy(), 1)[0]) for _, row in frame.iterrows()], index=frame.index)
     target = "E_inf" if kind == "balance" else "E_obs"
-    return PerSeed(
+    return per_seed(
         slopes,
         f"per-seed least-squares slope of log {target} (each arm at its own mid-training) on "
         f"{key} / {top:g} over {key} = {sorted(strengths.values())}",
@@ -431,48 +392,61 @@ def strength_effect(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> PerSeed
     )
 
 
-def union_settings(*parts):
-    """The settings of every part that has some; NotRun (all reasons) when none has."""
-
-    def settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
-        found, reasons = [], []
-        for part in parts:
-            try:
-                found += part(inputs, ev)
-            except NotRun as why:
-                reasons.append(str(why))
-        if not found:
-            raise NotRun("; ".join(reasons))
-        return found
-
-    return settings
+# --------------------------------------------------------------------------- the overhead
+# A remedy's time and memory per training step against its baseline's, paired by seed, for the pairs whose arms
+# both train one seed at a time.
 
 
-ladder_settings = union_settings(strength_settings("balance"), strength_settings("observability"))
+def _per_run(inputs: Inputs, variant: str, s: Setting, column: str) -> pd.Series:
+    part = rows_of(inputs.train, "train", variant, s.L, s.depth)
+    values = (
+        part.groupby("seed")[column].median()
+        if column.endswith("seconds_per_step")
+        else part.groupby("seed")[column].max()
+    )
+    if not (np.isfinite(values).all() and (values > 0).all()):
+        raise NotRun(f"the training log of {variant} has no positive {column}")
+    return np.log(values.astype(np.float64))
 
 
-# ======================================================================== the claims' results
+def overhead(column: str, what: str, inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
+    """The per-seed ratio of ``column`` (remedy / baseline), for the declared log-mean estimator."""
+    values = paired(_per_run(inputs, s.variant, s, column), _per_run(inputs, s.reference, s, column))
+    method = f"per-seed ratio of the {what} (remedy / baseline, same block)"
+    return per_seed(values, method, terms={"what": what}, log_scale=True)
 
 
-def t_result(effect: Callable[[Inputs, EvidenceSettings, Setting], PerSeed], log_scale: bool = False):
-    """The reading of a per-seed effect: its values, for the declared Student t interval over seeds (``log_scale``:
-    their exp, for the declared log-mean estimator, whose t interval of the logs is mapped back by exp and whose
-    rule is read on the ratio)."""
-
-    def compute(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
-        per = effect(inputs, ev, s)
-        values = per.values.dropna().to_numpy()
-        return Effects((np.exp(values) if log_scale else values,), per.method, per.note, per.terms)
-
-    compute.__name__ = effect.__name__
-    compute.effect, compute.log_scale = effect, log_scale  # what the power plan reads (scripts/evidence_power.py)
-    return compute
+def time_overhead(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
+    """The time overhead, by the process's CPU time per step: the load of other processes on the machine
+    stretches wall-clock time, not the CPU time the step itself takes (torch's threads are fixed per job),
+    so the ratio no longer follows the machine's load (benchmarks/bench_overhead_load.py shows a
+    loaded and an idle run agree). A train table written before the CPU-time column falls back on the
+    wall-clock time, and its method says so."""
+    train = inputs.train
+    if "cpu_seconds_per_step" in train and train["cpu_seconds_per_step"].notna().all():
+        return overhead("cpu_seconds_per_step", "median process CPU time per training step", inputs, ev, s)
+    what = "median wall-clock time per training step (the table predates the CPU-time column: the load enters)"
+    return overhead("seconds_per_step", what, inputs, ev, s)
 
 
-# The readings of the validation rows (claims.yaml), one per per-seed effect.
-balance_e_inf = t_result(balance_e_inf_effect)
-reweight_e_inf = t_result(reweight_e_inf_effect)
-balance_jacobian = t_result(balance_jacobian_effect)
-observability_trace = t_result(observability_trace_effect)
-shift = t_result(shift_effect)
-strength = t_result(strength_effect)
+def sequential(inputs: Inputs, name: str) -> bool:
+    """The variant trains its seeds one at a time (``train.seed_batch`` left out or 1): its per-step time is one
+    seed's."""
+    return (inputs.variants[name].get("train") or {}).get("seed_batch", 1) == 1
+
+
+def overhead_pairs(kind: str, inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
+    """The pairs of ``kind`` whose arms both train one seed at a time: a vmapped step is several seeds'
+    (and Algorithm 3 is never vmapped), so only such pairs compare time and memory per step."""
+    found = [
+        s
+        for s in pair_settings(kind, "train", "every training step", inputs, ev)
+        if sequential(inputs, s.variant) and (s.reference is None or sequential(inputs, s.reference))
+    ]
+    if not found:
+        raise NotRun(f"no {kind} variant and baseline that both train with seed_batch 1")
+    return found
+
+
+def overhead_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
+    return every_kind(overhead_pairs, ("balance", "reweight", "observability"), inputs, ev)

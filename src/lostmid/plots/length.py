@@ -8,7 +8,7 @@ import pandas as pd
 import seaborn as sns
 
 from lostmid.config import settings_from_section
-from lostmid.evidence.length_trained import arm
+from lostmid.evidence.length_claims import arm
 from lostmid.evidence.readings import late_minus_early_failure_per_seed, mid_training_step, slopes_at
 from lostmid.evidence.settings import EvidenceSettings
 from lostmid.plots.common import SEED_INTERVAL

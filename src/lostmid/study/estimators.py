@@ -21,6 +21,7 @@ from lostmid.evidence import readings
 from lostmid.stats import statistics as st
 from lostmid.stats.effects import BootstrapEffect, MeanEffect, WaldEffect, WelchEffect
 from lostmid.stats.statistics import rank_correlation
+from lostmid.tables.length import slopes_per_unit, statistics_table
 from lostmid.tables.summaries import accuracy_per_checkpoint
 
 
@@ -56,11 +57,11 @@ def mean_failure_over_training(failure: pd.DataFrame, variants, horizon: int, se
 
 
 def paired(fix: pd.Series, base: pd.Series) -> pd.Series:
-    """fix - base per seed, over the seeds both have."""
-    shared = fix.index.intersection(base.index).sort_values()
-    if shared.empty:
+    """fix - base per seed, over the seeds both have (``readings.paired``); InputError when they share none."""
+    found = readings.paired(fix, base)
+    if found.empty:
         raise InputError("the fix and its baseline share no seed")
-    return fix.loc[shared] - base.loc[shared]
+    return found
 
 
 def speed_differences(failure: pd.DataFrame, fix, base, horizon: int, seeds=None) -> pd.Series:
@@ -241,8 +242,6 @@ def imbalance_growth(profiles: pd.DataFrame, unit: str) -> MeanEffect:
     """The thermodynamic limit: per unit (init seed or held-out initialization), the least-squares slope of
     log10(v_1 / v_L) of the output-Jacobian profile on log2 L, its growth per doubling of L
     (``lostmid.tables.length``); the mean over units, Student t."""
-    from lostmid.tables.length import slopes_per_unit, statistics_table
-
     if profiles.empty or profiles.L.nunique() < 2:
         raise InputError("the length profiles have fewer than two lengths")
     stats = statistics_table(profiles, [unit, "L"], "output_jacobian")

@@ -16,15 +16,23 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
 import yaml
 
+from lostmid import io, records
+from lostmid.config import settings_from_section
 from lostmid.errors import InputError
+from lostmid.evidence.fit_checks import fit_not_evaluable
+from lostmid.evidence.inputs import Inputs
+from lostmid.evidence.settings import EvidenceSettings
+from lostmid.manifest import identity, stamp
 from lostmid.study import estimators as est
 from lostmid.study import reading
-from lostmid.study.plan import arm_variants
+from lostmid.study.plan import arm_variants, read_plan
+from lostmid.study.record import plan_line, plan_status, read_record
 
 NOT_YET_RUN = "not yet run"
 EXPLORATORY = "exploratory"  # every outcome and answer of a run the plan check does not call primary
@@ -61,10 +69,6 @@ class Row:
 def gate(record, plan: dict, arm: str) -> tuple[list[str], str]:
     """The variants of a fix arm whose fit passed (the fit checks of lostmid.evidence.fit_checks on the model it
     trains), and a note; NOT_BUILT is raised as Missing when fewer than MIN_PASSING_FITS passed."""
-    from lostmid.config import settings_from_section
-    from lostmid.evidence.fit_checks import fit_not_evaluable
-    from lostmid.evidence.inputs import Inputs
-    from lostmid.evidence.settings import EvidenceSettings
 
     variants = arm_variants(plan, arm)
     if record.bias_summary is None:
@@ -126,39 +130,27 @@ def _retrieval(record) -> pd.DataFrame:
     return _needs(record.retrieval, "retrieval examples")
 
 
-def _windows(estimator):
+def _windows(estimator, record, plan, row, step):
     """The reading of a retrieval estimator ``estimator(examples[, n])`` at the row's length ``n`` (if it names one),
     over enough windows (``enough_windows``)."""
-
-    def read(record, plan, row, step):
-        effect = estimator(_retrieval(record), **({"n": row["n"]} if "n" in row else {}))
-        return enough_windows(row, effect), ""
-
-    return read
+    effect = estimator(_retrieval(record), **({"n": row["n"]} if "n" in row else {}))
+    return enough_windows(row, effect), ""
 
 
-def _fix_effect(estimator):
+def _fix_effect(estimator, record, plan, row, step):
     """The reading of a paired fix-minus-baseline estimator ``estimator(failure, fix, base, step)``; the gate's note."""
-
-    def read(record, plan, row, step):
-        failure = _failure(record)
-        fix, base, note = _fix_pair(record, plan, *row["arms"][:2])
-        return estimator(failure, fix, base, step), note
-
-    return read
+    failure = _failure(record)
+    fix, base, note = _fix_pair(record, plan, *row["arms"][:2])
+    return estimator(failure, fix, base, step), note
 
 
-def _interaction(per_seed, at):
+def _interaction(per_seed, at, record, plan, row, step):
     """The Welch interaction of ``per_seed(failure, fix, base, step)`` (fix - baseline per seed) without the residual
     path minus with it (the row's arms: the no-residual pair, then the residual pair), at ``at(plan, step)``."""
-
-    def read(record, plan, row, step):
-        failure = _failure(record)
-        pairs = [_fix_pair(record, plan, *row["arms"][i : i + 2]) for i in (0, 2)]
-        effect = est.speed_interaction(*(per_seed(failure, fix, base, at(plan, step)) for fix, base, _ in pairs))
-        return effect, "; ".join(note for _, _, note in pairs)
-
-    return read
+    failure = _failure(record)
+    pairs = [_fix_pair(record, plan, *row["arms"][i : i + 2]) for i in (0, 2)]
+    effect = est.speed_interaction(*(per_seed(failure, fix, base, at(plan, step)) for fix, base, _ in pairs))
+    return effect, "; ".join(note for _, _, note in pairs)
 
 
 def _influence(record, plan, row, step):
@@ -202,17 +194,17 @@ ENDPOINTS = {
         est.position_slope(_failure(record), arm_variants(plan, row["arms"][0]), step),
         "",
     ),
-    "speed_difference": lambda record, plan, row, step: _fix_effect(est.speed_difference)(
-        record, plan, row, _horizon(plan, step)
+    "speed_difference": lambda record, plan, row, step: _fix_effect(
+        est.speed_difference, record, plan, row, _horizon(plan, step)
     ),
-    "preference_difference": _fix_effect(est.preference_difference),
-    "slope_difference": _fix_effect(est.slope_difference),
-    "speed_interaction": _interaction(est.speed_differences, _horizon),
-    "preference_interaction": _interaction(_preference_change, _step),
+    "preference_difference": partial(_fix_effect, est.preference_difference),
+    "slope_difference": partial(_fix_effect, est.slope_difference),
+    "speed_interaction": partial(_interaction, est.speed_differences, _horizon),
+    "preference_interaction": partial(_interaction, _preference_change, _step),
     "influence_beyond_position": _influence,
-    "share_beyond_position": _windows(est.share_beyond_position),
-    "middle_minus_ends": _windows(est.middle_minus_ends),
-    "last_minus_first": _windows(est.last_minus_first),
+    "share_beyond_position": partial(_windows, est.share_beyond_position),
+    "middle_minus_ends": partial(_windows, est.middle_minus_ends),
+    "last_minus_first": partial(_windows, est.last_minus_first),
     "imbalance_growth": _growth,
 }
 
@@ -291,17 +283,14 @@ def secondary_rows(plan: dict, record, path: Path = SECONDARIES) -> list[dict]:
     found = []
     for row in yaml.safe_load(path.read_text())["secondaries"]:
         effect, _ = effect_of(row, record, plan)
-        what = text(row["what"]).format(step=step_of(row, plan))
         if isinstance(effect, Missing):
-            found.append(
-                {"id": row["id"], "what": what, "estimate": math.nan, "low": math.nan, "high": math.nan, "n": 0}
-                | {"note": f"{NOT_YET_RUN}: {effect.why}"}
-            )
-            continue
-        low, high = effect.interval(plan["level"])
+            estimate = low = high = math.nan
+            n, note = 0, f"{NOT_YET_RUN}: {effect.why}"
+        else:
+            (low, high), estimate, n, note = effect.interval(plan["level"]), effect.estimate, effect.n, effect.method
+        what = text(row["what"]).format(step=step_of(row, plan))
         found.append(
-            {"id": row["id"], "what": what, "estimate": effect.estimate, "low": low, "high": high, "n": effect.n}
-            | {"note": effect.method}
+            {"id": row["id"], "what": what, "estimate": estimate, "low": low, "high": high, "n": n, "note": note}
         )
     return found
 
@@ -315,8 +304,6 @@ EXPLORATORY_PAGES = ("../runs/default/results.md", "validation.md", "length.md",
 def provenance(record, status: tuple[bool, str]) -> str:
     """Where the page came from: the plan's commit beside the run's, whether the endpoints are primary, and the
     run's manifest stamp."""
-    from lostmid.manifest import stamp
-    from lostmid.study.record import plan_line
 
     primary, why = status
     lines = [plan_line(record.manifest), f"- Endpoints: {'primary' if primary else 'EXPLORATORY'} ({why})."]
@@ -432,11 +419,7 @@ def write_findings(plan_path, run, out, figures_dir, repo, readme=None, force: b
     ``readme`` between its findings markers (where given); returns the rows. The record is checked whole and
     every text is made before anything is written; a committed ``out`` (or ``readme``) written from another
     record is refused unless ``force``."""
-    from lostmid import io, records
-    from lostmid.manifest import identity
     from lostmid.plots.findings import arm_failure, finding_figure
-    from lostmid.study.plan import read_plan
-    from lostmid.study.record import plan_status, read_record
 
     plan = read_plan(plan_path)
     record = read_record(run)

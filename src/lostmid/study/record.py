@@ -14,13 +14,15 @@ invocation, its overlay with the SHA-256 the manifest records, and every table t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import make_dataclass
 from pathlib import Path
 
 import pandas as pd
 
+from lostmid import io, records
 from lostmid import manifest as run_manifest
 from lostmid.errors import ConfigError, InputError
+from lostmid.tables.keys import read
 
 # Record name -> (the workflow's folder or file under results/, the per-run table's name for the column check).
 RECORD_TABLES = {
@@ -50,23 +52,14 @@ RECORD_KEYS = {
 }
 
 
-@dataclass
-class Record:
-    """The run record as read back: tables (None where the record has none) and the run's manifest."""
-
-    failure: pd.DataFrame | None = None
-    influence: pd.DataFrame | None = None
-    bias_summary: pd.DataFrame | None = None
-    length_init: pd.DataFrame | None = None
-    length_fit: pd.DataFrame | None = None
-    retrieval: pd.DataFrame | None = None
-    manifest: dict | None = None
+# ``Record(failure=..., ..., manifest=...)``: the run record as read back, its tables (None where the record has
+# none) and the run's manifest.
+Record = make_dataclass("Record", [(name, "pd.DataFrame | None", None) for name in [*RECORD_KEYS, "manifest"]])
 
 
 def collected(results, source: str, name: str | None, variants) -> pd.DataFrame | None:
     """One table of the run under ``results``, restricted to ``variants`` (and, for influence, to layer 0: the
     input density the study reads); None when the run has not written it."""
-    from lostmid.tables.keys import read
 
     path = Path(results) / source
     files = sorted(path.rglob("*.parquet")) if path.is_dir() else ([path] if path.is_file() else [])
@@ -96,7 +89,6 @@ def write_record(results, plan: dict, out, overlay, retrieval=None, force: bool 
     the overlay, the tables of the plan's arms (``RECORD_TABLES``) and, where a retrieval run's record folder is
     given, its pretrained model's examples. Everything is read before anything is written, and a committed
     record of another run (its manifest differs) is replaced only with ``force``. Returns what was written."""
-    from lostmid import io, records
 
     out, results = Path(out), Path(results)
     manifest = run_manifest.read(results / run_manifest.FILE)  # one line when the run has none
@@ -123,7 +115,6 @@ def write_record(results, plan: dict, out, overlay, retrieval=None, force: bool 
 def read_record(run) -> Record:
     """The record folder ``run`` as written by ``write_record``, checked whole (lostmid.records): one line
     naming the file and the problem when the folder, its manifest, its overlay or a table is missing or wrong."""
-    from lostmid import records
 
     run = Path(run)
     if not run.is_dir():
@@ -150,27 +141,23 @@ def plan_status(repo, plan, manifest: dict | None) -> tuple[bool, str]:
         raise ConfigError(f"plan {plan} lies outside the repository {repo}: give a plan committed in it") from None
     now = run_manifest.recorded(root, path)
     for item in manifest["invocations"]:
-        records = [r for r in item.get("records", []) if r["path"] == path]
+        entries = [r for r in item.get("records", []) if r["path"] == path]
         commit = str(item.get("commit"))[:12]
-        if not records:
+        if not entries:
             return False, f"an invocation of the run (commit {commit}) recorded no plan {path}"
-        if records[0]["sha256"] != now["sha256"]:
-            return False, (
-                f"the plan changed after the run began (sha256 {now['sha256'][:12]} now, "
-                f"{records[0]['sha256'][:12]} then)"
-            )
+        then = entries[0]["sha256"]
+        if then != now["sha256"]:
+            return False, f"the plan changed after the run began (sha256 {now['sha256'][:12]} now, {then[:12]} then)"
         if now["commit"] is None or item.get("commit") is None:
             return False, "the plan's or the run's commit is unknown"
-        if run_manifest.committed_sha256(root, item["commit"], path) != records[0]["sha256"]:
+        if run_manifest.committed_sha256(root, item["commit"], path) != then:
             return False, (
                 f"the run (commit {commit}) began from a plan {path} that is not the one committed at its commit "
-                f"(sha256 {records[0]['sha256'][:12]} recorded)"
+                f"(sha256 {then[:12]} recorded)"
             )
         if not run_manifest.is_ancestor(root, now["commit"], item["commit"]):
-            return (
-                False,
-                f"the plan's commit {now['commit'][:12]} is not an ancestor of the run's {item['commit'][:12]}",
-            )
+            ancestor = f"the plan's commit {now['commit'][:12]} is not an ancestor of the run's {item['commit'][:12]}"
+            return False, ancestor
     return True, f"plan {now['commit'][:12]} precedes the run's commit; its sha256 unchanged since the run began"
 
 
