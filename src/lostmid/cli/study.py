@@ -36,6 +36,8 @@ def _findings_args(parser):
     parser.add_argument("--out", default="docs/findings.md", help="the page to write")
     parser.add_argument("--figures", default="docs/figures", help="the folder of its figures")
     parser.add_argument("--readme", default=None, help="also put the answers into this file, between its markers")
+    parser.add_argument("--study2-run", default=None, help="the second study's record (runs/<name>): one page for both")
+    parser.add_argument("--plan2", default="study/plan2.yaml", help="the second study's plan (with --study2-run)")
     parser.add_argument(
         "--force",
         action="store_true",
@@ -57,6 +59,12 @@ the README's answers only beside such a page; --force replaces another record's.
 @command("findings", "docs/findings.md from the study's record and its plan", _findings_args)
 def findings(args):
     from lostmid.study.findings import write_findings
+    from lostmid.study.study2_page import write_combined
 
-    found = write_findings(args.plan, args.run, args.out, args.figures, args.repo, args.readme, args.force)
+    if args.study2_run:
+        found = write_combined(
+            args.plan, args.run, args.plan2, args.study2_run, args.out, args.figures, args.repo, args.readme, args.force
+        )
+    else:
+        found = write_findings(args.plan, args.run, args.out, args.figures, args.repo, args.readme, args.force)
     log.info("wrote %s: %s", args.out, "; ".join(f"{row.id}: {row.outcome}" for row in found))
