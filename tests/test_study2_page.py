@@ -235,3 +235,14 @@ def test_a_record_of_another_plan_is_refused_in_one_line(decided, tmp_path):
             tmp_path,
             repo,
         )
+
+
+def test_the_run_variants_of_each_arm_of_the_second_plan_are_read_from_its_overlay():
+    from lostmid.study.plan import read_plan
+    from lostmid.study.study2_reading import with_variants
+
+    overlay = yaml.safe_load((REPO / "config" / "study2.yaml").read_text())
+    arms = with_variants(read_plan(REPO / "study" / "plan2.yaml"), overlay)["run"]["arms"]
+    assert arms["base_res"]["variants"] == ["study2_base_res"]
+    assert arms["fix_res"]["variants"] == [f"study2_fix_res_{k}" for k in range(1, 25)]  # one per fit, by k
+    assert len(arms["fix_nores"]["variants"]) == 24 and arms["base_nores"]["variants"] == ["study2_base_nores"]

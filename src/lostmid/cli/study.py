@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 from lostmid.cli.registry import command
 
@@ -22,10 +23,16 @@ def _record_args(parser):
 
 @command("study-record", "copy what the findings read from a study run into runs/study", _record_args)
 def study_record(args):
+    import yaml
+
     from lostmid.study.plan import read_plan
     from lostmid.study.record import write_record
+    from lostmid.study.study2_reading import with_variants
 
-    written = write_record(args.results, read_plan(args.plan), args.out, args.overlay, args.retrieval, args.force)
+    plan = read_plan(args.plan)
+    if not all("variants" in arm for arm in plan["run"]["arms"].values()):  # study/plan2.yaml: from the overlay
+        plan = with_variants(plan, yaml.safe_load(Path(args.overlay).read_text()))
+    written = write_record(args.results, plan, args.out, args.overlay, args.retrieval, args.force)
     log.info("wrote %s into %s", ", ".join(written), args.out)
 
 
