@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 from lostmid.cli.registry import command
 
@@ -22,10 +23,16 @@ def _record_args(parser):
 
 @command("study-record", "copy what the findings read from a study run into runs/study", _record_args)
 def study_record(args):
+    import yaml
+
     from lostmid.study.plan import read_plan
     from lostmid.study.record import write_record
+    from lostmid.study.study2_reading import with_variants
 
-    written = write_record(args.results, read_plan(args.plan), args.out, args.overlay, args.retrieval, args.force)
+    plan = read_plan(args.plan)
+    if not all("variants" in arm for arm in plan["run"]["arms"].values()):  # study/plan2.yaml: from the overlay
+        plan = with_variants(plan, yaml.safe_load(Path(args.overlay).read_text()))
+    written = write_record(args.results, plan, args.out, args.overlay, args.retrieval, args.force)
     log.info("wrote %s into %s", ", ".join(written), args.out)
 
 
@@ -36,6 +43,8 @@ def _findings_args(parser):
     parser.add_argument("--out", default="docs/findings.md", help="the page to write")
     parser.add_argument("--figures", default="docs/figures", help="the folder of its figures")
     parser.add_argument("--readme", default=None, help="also put the answers into this file, between its markers")
+    parser.add_argument("--study2-run", default=None, help="the second study's record (runs/<name>): one page for both")
+    parser.add_argument("--plan2", default="study/plan2.yaml", help="the second study's plan (with --study2-run)")
     parser.add_argument(
         "--force",
         action="store_true",
@@ -57,6 +66,12 @@ the README's answers only beside such a page; --force replaces another record's.
 @command("findings", "docs/findings.md from the study's record and its plan", _findings_args)
 def findings(args):
     from lostmid.study.findings import write_findings
+    from lostmid.study.study2_page import write_combined
 
-    found = write_findings(args.plan, args.run, args.out, args.figures, args.repo, args.readme, args.force)
+    if args.study2_run:
+        found = write_combined(
+            args.plan, args.run, args.plan2, args.study2_run, args.out, args.figures, args.repo, args.readme, args.force
+        )
+    else:
+        found = write_findings(args.plan, args.run, args.out, args.figures, args.repo, args.readme, args.force)
     log.info("wrote %s: %s", args.out, "; ".join(f"{row.id}: {row.outcome}" for row in found))

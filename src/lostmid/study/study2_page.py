@@ -1,0 +1,298 @@
+"""One findings page for both studies (issue 52): docs/findings.md from the first study's record and plan
+(runs/study, study/plan.yaml: ``lostmid.study.findings``) and the second's (runs/<name>, study/plan2.yaml:
+``lostmid.study.study2_reading``), written only when ``lostmid findings`` is given the second record
+(``--study2-run``); without it the page is the first study's alone.
+
+Each question once: a question the second study answers again (``REVISES``) shows the answer that now stands,
+the second study's, with the first study's beside it and why it was asked again (plan2's ``answers``). Every
+size is labelled: plan2 labels each (``size_label``); study/plan.yaml labels none, and none of its sizes is a
+number in a source's words, so the page reads each as ``DEFAULT_SIZE_LABEL`` and says so once. Every (a)
+sentence names its step; the failure-by-position curves of each study-2 arm, with bands, follow the answers.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from lostmid.errors import InputError
+from lostmid.study import estimators as est
+from lostmid.study import findings
+from lostmid.study import study2_reading as s2
+from lostmid.study.plan import arm_variants
+
+DEFAULT_SIZE_LABEL = "our margin"  # the size label of a plan that labels none (study/plan.yaml)
+SIZES_LINE = (
+    "Every size below is our margin, not a source's number: study/plan2.yaml labels each size (size_label); "
+    "study/plan.yaml labels none, and none of its sizes is a number in a source's words, so each reads as "
+    f"{DEFAULT_SIZE_LABEL}."
+)
+CURVE_STEPS = (500, 1500)  # plan2 secondary failure_by_position_curves: the two named steps
+
+# The second study's primaries that answer a first-study question again: plan2 id -> study/plan.yaml id.
+REVISES = {
+    "a_position_residual_1500": "a_position_effect_residual",
+    "a_position_residual_500": "a_position_effect_residual",
+    "a_position_noresidual_1500": "a_position_effect_noresidual",
+    "d_speed_noresidual": "d_speed_noresidual",
+    "e_difference_noresidual": "e_late_minus_early_noresidual",
+    "e_absence_noresidual": "e_late_minus_early_noresidual",
+    "d_speed_residual": "d_speed_residual",
+    "e_difference_residual": "e_late_minus_early_residual",
+    "e_absence_residual": "e_late_minus_early_residual",
+    "influence_beyond_position_residual": "influence_beyond_position_residual",
+}
+
+
+# A first-study row (primary or secondary) whose fix arm failed its gate, read on every fit of its trained arms
+# (exploratory): fn(failure, the arms' variants, plan, step) -> effect, by the estimator the row names.
+UNGATED = {
+    "speed_difference": lambda failure, arms, plan, step: est.speed_difference(
+        failure, *arms[:2], plan["checkpoints"]["horizon"]
+    ),
+    "preference_difference": lambda failure, arms, plan, step: est.preference_difference(failure, *arms[:2], step),
+    "slope_difference": lambda failure, arms, plan, step: est.slope_difference(failure, *arms[:2], step),
+    "speed_interaction": lambda failure, arms, plan, step: est.speed_interaction(
+        *(est.speed_differences(failure, *arms[i : i + 2], plan["checkpoints"]["horizon"]) for i in (0, 2))
+    ),
+    "preference_interaction": lambda failure, arms, plan, step: est.speed_interaction(
+        *(est.preference_difference(failure, *arms[i : i + 2], step).units for i in (0, 2))
+    ),
+}
+
+
+def ungated_effect(row: dict, plan: dict, record, missing: findings.Missing):
+    """The effect of a first-study row the gate left undecided, on every fit of its trained arms; None for a row
+    missing for another reason (its data not in the record)."""
+    name = row["estimator"].rsplit(".", 1)[-1]
+    if missing.kind != findings.NOT_BUILT or name not in UNGATED or record.failure is None:
+        return None
+    variants = [arm_variants(plan, arm) for arm in row["arms"]]
+    return UNGATED[name](record.failure, variants, plan, findings.step_of(row, plan))
+
+
+def ungated(row: findings.Row, primary: dict, plan: dict, record) -> str:
+    """A gated first-study primary's sentence: undecided, and its trained arms' numbers over every fit,
+    exploratory at the plan's level (never "not yet run" for a trained arm); another missing row keeps its own."""
+    effect = ungated_effect(primary, plan, record, row.effect)
+    if effect is None:
+        return row.sentence
+    low, high = effect.interval(plan["level"])
+    return (
+        f"Undecided: the arm failed its gate ({row.effect.why}); exploratory, over every fit of its trained arm: "
+        f"{s2.numbers(effect, low, high, primary, plan['level'])})."
+    )
+
+
+def secondaries1(plan: dict, record) -> list[dict]:
+    """The first study's exploratory rows (``findings.secondary_rows``), a gated arm's read on every fit."""
+    import yaml
+
+    found = findings.secondary_rows(plan, record)
+    declared = {row["id"]: row for row in yaml.safe_load(findings.SECONDARIES.read_text())["secondaries"]}
+    for row in found:
+        missing = findings.effect_of(declared[row["id"]], record, plan)[0] if row["n"] == 0 else None
+        effect = (
+            ungated_effect(declared[row["id"]], plan, record, missing)
+            if isinstance(missing, findings.Missing)
+            else None
+        )
+        if effect is not None:
+            low, high = effect.interval(plan["level"])
+            row.update(estimate=effect.estimate, low=low, high=high, n=effect.n)
+            row["note"] = f"the arm failed its gate ({missing.why}); over every fit of its trained arm: {effect.method}"
+    return found
+
+
+def study1_sentence(row: findings.Row, primary: dict, plan: dict, record) -> str:
+    """A first-study row's sentence with its size labelled (``DEFAULT_SIZE_LABEL`` where its plan has none)."""
+    if isinstance(row.effect, findings.Missing):
+        return ungated(row, primary, plan, record)
+    label = s2.size_label(primary, {"size_label": DEFAULT_SIZE_LABEL, **plan})
+    outcome = row.outcome.removeprefix(f"{findings.EXPLORATORY}: ")
+    words = s2.answer_words(outcome, row.low, row.high, primary["direction"], label)
+    said = (
+        f"{words}: {s2.numbers(row.effect, row.low, row.high, primary, 1 - row.level)}; {label} {primary['size']:.3g})."
+    )
+    return said if row.outcome == outcome else f"{findings.EXPLORATORY.capitalize()}, not primary: {said}"
+
+
+def questions(plan1: dict, record1, rows1: list, rows2: list) -> list[dict]:
+    """Each question once, in the first plan's order then the second's new ones: its words, the second study's
+    readings of it and the first study's row (with its relabelled sentence), where each has one."""
+    by_id1 = {p["id"]: p for p in plan1["primaries"]}
+    found = [
+        {
+            "question": row.question,
+            "study2": [],
+            "study1": row,
+            "said1": study1_sentence(row, by_id1[row.id], plan1, record1),
+        }
+        for row in rows1
+    ]
+    index = {row.id: k for k, row in enumerate(rows1)}
+    for row in rows2:
+        old = REVISES.get(row.id)
+        if old in index:
+            found[index[old]]["study2"].append(row)
+        else:
+            found.append({"question": findings.text(row.primary["question"]), "study2": [row], "study1": None})
+    return found
+
+
+def answer_lines(asked: list[dict]) -> list[str]:
+    """Each question and its answer, one bullet each (the README quotes them): the answer that now stands first."""
+    lines = []
+    for q in asked:
+        said = " ".join(row.sentence for row in q["study2"])
+        if q["study1"] is not None and q["study2"]:
+            said += f" (Study 1, revised: {q['said1']})"
+        elif q["study1"] is not None:
+            said = q["said1"]
+        lines.append(f"- **{q['question']}** {said}")
+    return lines
+
+
+def table2(rows2: list) -> list[str]:
+    out = [
+        "| endpoint | step | estimate | interval | level | p | units | outcome |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows2:
+        effect = row.computed.effect
+        out.append(
+            f"| `{row.id}` | {row.step} | {s2.number(effect.estimate)} | [{s2.number(row.low)}, {s2.number(row.high)}] "
+            f"| {row.level:.3g} | {row.computed.p:.3g} | {effect.n} | "
+            f"{s2.labelled(row.outcome, s2.size_label(row.primary, {}))} |"
+        )
+    return out
+
+
+def resolved(primary: dict, key: str, plan: dict) -> str:
+    """The primary's ``key`` in words, where the plan says "as <another primary>" that primary's."""
+    words = findings.text(primary[key])
+    by_id = {p["id"]: p for p in plan["primaries"]}
+    named = words.removeprefix("as ")
+    return findings.text(by_id[named][key]) if named in by_id and named != primary["id"] else words
+
+
+def section(q: dict, plan1: dict, plan2: dict) -> list[str]:
+    """One question's section: the second study's answers with their estimators and gates, then the first's."""
+    out = ["", f"## {q['question']}", ""]
+    for row in q["study2"]:
+        primary = row.primary
+        out += [f"{row.sentence} (`{row.id}`, study 2, {findings.text(primary['source'])})", ""]
+        out.append(f"Estimator: {row.computed.effect.method}. Size: {resolved(primary, 'size_why', plan2)}.")
+        if row.computed.gate is not None:
+            out += ["", f"Gate: {row.computed.gate.words()}."]
+        if q["study1"] is not None:
+            out += ["", f"Asked again because: {findings.text(primary['answers'])}."]
+        out.append("")
+    if q["study1"] is not None:
+        row = q["study1"]
+        primary = {p["id"]: p for p in plan1["primaries"]}[row.id]
+        heading = "Study 1 answered" if q["study2"] else "Answer"
+        out += [f"{heading}: {q['said1']} (`{row.id}`, study 1, {findings.text(primary['source'])})"]
+        if row.note:
+            out += ["", row.note + "."]
+    return out
+
+
+def markdown(plan1, record1, rows1, status1, plan2, record2, rows2, status2, figures: dict) -> str:
+    asked = questions(plan1, record1, rows1, rows2)
+    out = [
+        "# Findings",
+        "",
+        "<!-- Generated by `lostmid findings --study2-run` from both studies' run records and plans; do not edit. -->",
+        "",
+    ]
+    for name, status in (("study 1", status1), ("study 2", status2)):
+        if not status[0]:
+            out += [
+                f"**EXPLORATORY ({name}): the plan check failed ({status[1]}); its answers are not pre-registered.**",
+                "",
+            ]
+    out += [
+        "The project's questions, each answered once: by the second pre-registered study (study/plan2.yaml, issue 52)",
+        "where it asks a question again, with the first study's answer (study/plan.yaml) beside it and why it was",
+        "asked again; by the first study where the second does not ask it. Ten primaries in each study, Holm within",
+        "each; each interval is at its primary's Holm level (an equivalence primary's at 1 - 2 alpha_i).",
+        "",
+        SIZES_LINE,
+        "",
+        "**Study 2.**",
+        "",
+        findings.provenance(record2, status2),
+        "",
+        "**Study 1.**",
+        "",
+        findings.provenance(record1, status1),
+        "",
+        "**The answers.**",
+        "",
+        *answer_lines(asked),
+        "",
+        "Study 2's primaries:",
+        "",
+        *table2(rows2),
+        "",
+        f"![failure by flag position of each study-2 arm, with 95% bands over its units]({figures['curves']})",
+    ]
+    for q in asked:
+        out += section(q, plan1, plan2)
+    out += [
+        "",
+        "---",
+        "",
+        "**Exploratory rows of study 1.** 95% intervals, no multiplicity correction, no outcome.",
+        "",
+        "| row | what | estimate | 95% interval | units | note |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in secondaries1(plan1, record1):
+        out.append(
+            f"| `{row['id']}` | {row['what']} | {s2.number(row['estimate'])} | "
+            f"[{s2.number(row['low'])}, {s2.number(row['high'])}] | {row['n']} | {row['note']} |"
+        )
+    return "\n".join(out) + "\n"
+
+
+def write_combined(
+    plan1_path, run1, plan2_path, run2, out, figures_dir, repo, readme=None, force=False, resamples: int = s2.RESAMPLES
+) -> list:
+    """The page for both studies (``out``), its curves and the README's answers block, from both records and
+    plans; every text is made before anything is written. A committed page written from neither record is
+    refused unless ``force``; a study-2 record whose manifest names no study-2 plan is one line."""
+    from lostmid import io, records
+    from lostmid.manifest import identity
+    from lostmid.plots.study2 import failure_curves
+    from lostmid.study.plan import read_plan
+    from lostmid.study.record import plan_status, read_record
+
+    plan1, record1 = read_plan(plan1_path), read_record(run1)
+    plan2, record2 = read_plan(plan2_path), s2.read_record2(run2)
+    named = Path(plan2_path).resolve().relative_to(Path(repo).resolve()).as_posix()
+    if not any(r["path"] == named for item in record2.manifest["invocations"] for r in item.get("records", [])):
+        raise InputError(f"{run2}: its manifest records no plan {named}: not a run of the second study")
+    status1 = plan_status(repo, plan1_path, record1.manifest)
+    status2 = plan_status(repo, plan2_path, record2.manifest)
+    lines = [identity(record1.manifest), identity(record2.manifest)]
+    if not force and not any(records.same_record(out, line) for line in lines):
+        records.refuse_other(out, lines[1], force)
+    rows1 = findings.rows(plan1, record1, status1[0])
+    rows2 = s2.read_plan2(plan2, record2, status2[0], resamples)
+    curves = Path(figures_dir) / "findings_study2_failure.png"
+    figures = {"curves": Path(os.path.relpath(curves, Path(out).parent)).as_posix()}
+    page = io.wrap_prose(markdown(plan1, record1, rows1, status1, plan2, record2, rows2, status2, figures))
+    if readme is not None:
+        block = f"From [{Path(out).name}]({Path(os.path.relpath(out, Path(readme).parent)).as_posix()}):\n\n"
+        block += io.wrap_prose("\n".join(answer_lines(questions(plan1, record1, rows1, rows2)))) + "\n"
+        readme_text = io.between_markers(
+            Path(readme).read_text(), findings.README_START, findings.README_END, block, str(readme)
+        )
+    arms = s2.with_variants(plan2, record2.overlay)["run"]["arms"]
+    failure_curves(record2.failure, arms, CURVE_STEPS, curves)
+    io.write_text(page, out)
+    if readme is not None:
+        io.write_text(readme_text, readme)
+    return rows2
