@@ -56,20 +56,23 @@ CONFIG_FILES = sorted(
 
 # The test files that load SmolLM2 (conftest.smollm2): one pytest-xdist worker runs them all, so it is loaded once.
 SMOLLM2_FILES = ("test_api", "test_pretrained")
-# The order of the files that read the session's smoke run: the first makes it while the other workers run the files
-# that do not need it; the longest (the whole DAG again under Slurm) starts right after it; the rest come last.
+# The order of the files that read the session's smoke run: the first makes it while the other worker runs the
+# files that do not need it; the longest (the whole DAG again under Slurm) is the first worker's next file; the rest
+# come last, when the run is made. (pytest-xdist gives the first two files to the two workers, then the third to the
+# first: pyproject's --no-loadscope-reorder keeps this order.)
 SMOKE_FIRST, SMOKE_LONGEST = "test_fingerprint", "test_slurm"
 
 
 def pytest_collection_modifyitems(items):
     """Under pytest-xdist (`-n`, with pyproject's `--dist loadgroup`) a test file runs on one worker, so its
-    module fixtures are built once; the files that load SmolLM2 share one. Files run in the order that keeps every
-    worker busy while the smoke run is made (SMOKE_FIRST)."""
+    module fixtures are built once; the files that load SmolLM2 share one. Files run in the order that keeps both
+    workers busy while the smoke run is made (SMOKE_FIRST)."""
     reads_smoke = {item.path.stem for item in items if "smoke_run" in item.fixturenames}
+    other = next(item.path.stem for item in items if item.path.stem not in reads_smoke)
 
     def rank(item) -> int:
         stem = item.path.stem
-        return {SMOKE_FIRST: 0, SMOKE_LONGEST: 1}.get(stem, 3 if stem in reads_smoke else 2)
+        return {SMOKE_FIRST: 0, other: 1, SMOKE_LONGEST: 2}.get(stem, 4 if stem in reads_smoke else 3)
 
     items.sort(key=rank)  # stable: the collection order within a rank
     for item in items:
