@@ -63,6 +63,7 @@ SMOLLM2_FILES = ("test_api", "test_pretrained")
 SMOKE_FIRST, SMOKE_LONGEST = "test_fingerprint", "test_slurm"
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups into the test ids
 def pytest_collection_modifyitems(items):
     """Under pytest-xdist (`-n`, with pyproject's `--dist loadgroup`) a test file runs on one worker, so its
     module fixtures are built once; the files that load SmolLM2 share one. Files run in the order that keeps both
