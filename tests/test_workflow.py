@@ -90,24 +90,18 @@ def test_one_job_per_block_of_seeds_and_stage(smoke_run):
 
 def test_a_deleted_per_run_table_is_rebuilt_by_the_next_plain_run(smoke_run, tmp_path):
     """A table deleted by hand (or by Snakemake after a failed job) is planned again, even though
-    the figures that read it are newer than their other inputs: every per-run table is a target."""
-    workdir, _ = smoke_run
+    the figures that read it are newer than their other inputs: every per-run table is a target. (On a copy:
+    other workers read the session's run meanwhile.)"""
+    _, workdir = copy_of(smoke_run, tmp_path)
     deleted = {
         "evaluate_balance_L8_M1_seeds0": workdir / "results/failure/balance/L8_M1_seed0.parquet",
         "train_baseline_L8_M1_seeds0-1": workdir / "results/train/baseline/L8_M1_seed1_step20.parquet",
         "evaluate_reweight_L8_M1_seeds0": workdir / "results/metrics/reweight/L8_M1_seed0.parquet",
         "channels_observability_L8_M1_seeds0": workdir / "results/cross_terms/observability/L8_M1_seed0.parquet",
     }
-    kept = tmp_path / "kept"
-    kept.mkdir()
-    for rule, path in deleted.items():
-        shutil.copy2(path, kept / rule)  # put back with their times afterwards: the session's run stays complete
+    for path in deleted.values():
         path.unlink()
-    try:
-        jobs = planned_jobs(workdir)
-    finally:
-        for rule, path in deleted.items():
-            shutil.copy2(kept / rule, path)
+    jobs = planned_jobs(workdir)
     # (the retrained segment also reruns its run's analyses: at least one job per rule)
     assert {rule for rule in deleted if jobs.get(rule, 0) >= 1} == set(deleted), jobs
 
