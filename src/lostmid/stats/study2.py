@@ -64,7 +64,7 @@ def firth_logistic(successes, n, design, max_iter: int = 100, tol: float = 1e-10
         iterations += 1
         inverse = np.linalg.inv(info)
         w = n * pi * (1 - pi)
-        h = w * np.einsum("ij,jk,ik->i", X, inverse, X)
+        h = w * np.sum((X @ inverse) * X, axis=1)  # the hat diagonal x_i' I^-1 x_i, by one matrix product
         step = inverse @ (X.T @ (y - n * pi + h * (0.5 - pi)))
         for _ in range(50):  # halve the step until the penalized likelihood does not fall
             new_value, new_pi, new_info = penalized(beta + step)
