@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 
 from lostmid import io
-from lostmid.cli.registry import command, json_arg
+from lostmid.cli.registry import command, draw_figure, figure_args, json_arg
 from lostmid.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -18,21 +18,13 @@ def _tables(parser):
     parser.add_argument("--profiles", required=True, help="Parquet: measured and theory profiles")
     parser.add_argument("--layers", required=True, help="Parquet: lambda_t and attention statistics per layer")
     parser.add_argument("--comparison", required=True, help="Parquet: Spearman, W1/(n-1), endpoint masses per theory")
-    parser.add_argument(
-        "--figure", default=None, help="PNG: measured profiles against the theories (drawn in the same process)"
-    )
-    parser.add_argument("--viewer", default=None, help="HTML: the figure as a page for the report's viewer")
+    figure_args(parser, "PNG: measured profiles against the theories (drawn in the same process)")
 
 
 def _write(args, tables, draw) -> None:
     for table, path in zip(tables, (args.profiles, args.layers, args.comparison)):
         io.write_parquet(table, path)
-    if args.figure:
-        draw(tables[0], args.figure)
-    if args.viewer:
-        from lostmid.plots.style import write_viewer
-
-        write_viewer(args.figure, args.viewer)
+    draw_figure(args, draw, tables[0])
 
 
 @command(

@@ -60,6 +60,22 @@ def attention_bias_arg(parser: argparse.ArgumentParser, help: str) -> None:
     )
 
 
+def figure_args(parser: argparse.ArgumentParser, help: str) -> None:
+    """--figure (a PNG drawn in the same process) and --viewer (that figure as a page for the report's viewer)."""
+    parser.add_argument("--figure", default=None, help=help)
+    parser.add_argument("--viewer", default=None, help="HTML: the figure as a page for the report's viewer")
+
+
+def draw_figure(args, draw: Callable, *data) -> None:
+    """``draw(*data, args.figure)`` where --figure is given, then its viewer page where --viewer is."""
+    if args.figure:
+        draw(*data, args.figure)
+    if args.viewer:
+        from lostmid.plots.style import write_viewer
+
+        write_viewer(args.figure, args.viewer)
+
+
 def block_inputs(args) -> list:
     """The input records (lostmid.training.checkpoint.RunInput) that the block's checkpoints must have
     been made from: the ``--attention-bias`` file's digest, if one is given."""

@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 
 from lostmid import io
-from lostmid.cli.registry import command, json_arg
+from lostmid.cli.registry import command, draw_figure, figure_args, json_arg
 
 log = logging.getLogger(__name__)
 
@@ -89,8 +89,7 @@ def _summary_args(parser):
     parser.add_argument("--examples", required=True, help="Parquet: every job's examples")
     parser.add_argument("--accuracy", required=True, help="Parquet: accuracy, log-prob and influence by (task, n, q)")
     parser.add_argument("--predictive", required=True, help="Parquet: AUC and Spearman by (task, n, measure)")
-    parser.add_argument("--figure", default=None, help="PNG: accuracy by q beside the influence by q")
-    parser.add_argument("--viewer", default=None, help="HTML: the figure as a page for the report's viewer")
+    figure_args(parser, "PNG: accuracy by q beside the influence by q")
 
 
 @command("retrieval-summary", "the retrieval stage's tables (intervals over windows) and its figure", _summary_args)
@@ -103,14 +102,9 @@ def retrieval_summary(args):
     predictive = rs.predictive_table(examples, settings.resamples, settings.level, settings.seed)
     for table, path in ((examples, args.examples), (accuracy, args.accuracy), (predictive, args.predictive)):
         io.write_parquet(table, path)
-    if args.figure:
-        from lostmid.plots.retrieval import accuracy_and_influence
+    from lostmid.plots.retrieval import accuracy_and_influence
 
-        accuracy_and_influence(accuracy, args.figure)
-    if args.viewer:
-        from lostmid.plots.style import write_viewer
-
-        write_viewer(args.figure, args.viewer)
+    draw_figure(args, accuracy_and_influence, accuracy)
 
 
 def _markdown_args(parser):
