@@ -48,13 +48,21 @@ def _results(out: Path) -> None:
     io.write_text(page(Path("runs/default"), out=target), out / target)
 
 
+# The second study's record: once committed, the findings page answers both studies (study2_page.write_combined).
+STUDY2 = "runs/study2"
+
+
 def _findings(out: Path) -> None:
     from lostmid.study.findings import write_findings
+    from lostmid.study.study2_page import write_combined
 
     if out != REPO:  # the README's findings block is written into a copy of the README
         shutil.copyfile(REPO / "README.md", out / "README.md")
-    write_findings("study/plan.yaml", "runs/study", out / "docs" / "findings.md", out / "docs" / "figures", ".",
-                   out / "README.md")  # fmt: skip
+    page, figures, readme = out / "docs" / "findings.md", out / "docs" / "figures", out / "README.md"
+    if (REPO / STUDY2).is_dir():
+        write_combined("study/plan.yaml", "runs/study", "study/plan2.yaml", STUDY2, page, figures, ".", readme)
+    else:
+        write_findings("study/plan.yaml", "runs/study", page, figures, ".", readme)
 
 
 def _architecture(out: Path) -> None:
@@ -98,7 +106,8 @@ PAGES = [
     ),
     Page(
         "findings",
-        "lostmid findings --run runs/study --readme README.md",
+        "lostmid findings --run runs/study --readme README.md"
+        + (f" --study2-run {STUDY2}" if (REPO / STUDY2).is_dir() else ""),
         ("docs/findings.md", "README.md"),
         _findings,
         ("docs/figures/findings_*",),

@@ -306,3 +306,21 @@ def test_a_committed_study_record_is_not_replaced_by_another_runs_tables(tmp_pat
     assert main([*argv, "--out", str(committed)]) == 2
     assert "holds the committed record of another run" in one_error_line(capsys)
     assert subprocess.run(["git", "-C", str(clone), "status", "--porcelain"], capture_output=True).stdout == b""
+
+
+def test_the_study_record_keeps_every_fit_s_convergence_trace_named_by_its_fit(tmp_path):
+    """The second study's referee asked for the fits' traces in the record: every start of every fit of the plan's
+    arms, each row named by its fit; a fit of a variant outside the plan is not copied."""
+    from lostmid import io
+
+    results = copy_record("study", tmp_path / "results")
+    trace = pd.DataFrame({"restart": [0, 0, 1], "iteration": [0, 1, 0], "objective": [1.0, 0.5, 0.9]})
+    for variant in ("study_fix_res_1", "study_fix_res_10", "study_fix_nores_2"):  # _10 is no fit of the plan
+        io.write_parquet(trace, results / "bias_fit_iterations" / f"{variant}_L16_M4.parquet")
+    out = tmp_path / "record"
+    argv = ["study-record", "--results", str(results), "--overlay", str(results / "overlay.yaml"), "--out", str(out)]
+    assert main(argv) == 0
+    kept = pd.read_parquet(out / "tables" / "bias_iterations.parquet")
+    assert sorted(kept.variant.unique()) == ["study_fix_nores_2", "study_fix_res_1"]
+    assert set(kept.L) == {16} and set(kept.depth) == {4} and len(kept) == 6
+    assert kept.groupby("variant").objective.min().tolist() == [0.5, 0.5]

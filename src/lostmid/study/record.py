@@ -14,6 +14,7 @@ invocation, its overlay with the SHA-256 the manifest records, and every table t
 
 from __future__ import annotations
 
+import re
 from dataclasses import make_dataclass
 from pathlib import Path
 
@@ -75,6 +76,17 @@ def collected(results, source: str, name: str | None, variants) -> pd.DataFrame 
     return table.reset_index(drop=True)
 
 
+def fit_traces(results, variants) -> pd.DataFrame | None:
+    """Every start's convergence trace of every fit of B among ``variants`` (results/bias_fit_iterations/, one file
+    per fit), as one table whose rows name their fit (variant, L, depth); None when the run fitted none."""
+    parts = []
+    for variant in variants:
+        for path in sorted((Path(results) / "bias_fit_iterations").glob(f"{variant}_L*_M*.parquet")):
+            L, depth = re.fullmatch(rf"{re.escape(variant)}_L(\d+)_M(\d+)\.parquet", path.name).groups()
+            parts.append(read([path]).assign(variant=variant, L=int(L), depth=int(depth)))
+    return pd.concat(parts, ignore_index=True) if parts else None
+
+
 def retrieval_examples(record) -> pd.DataFrame:
     """The pretrained model's examples of a retrieval run's record folder (lostmid.architectures.retrieval_record:
     its window records, checked against its overlay's config hash)."""
@@ -86,8 +98,9 @@ def retrieval_examples(record) -> pd.DataFrame:
 
 def write_record(results, plan: dict, out, overlay, retrieval=None, force: bool = False) -> list[str]:
     """Copy what the findings read from a run's ``results`` folder into the record folder ``out``: the manifest,
-    the overlay, the tables of the plan's arms (``RECORD_TABLES``) and, where a retrieval run's record folder is
-    given, its pretrained model's examples. Everything is read before anything is written, and a committed
+    the overlay, the tables of the plan's arms (``RECORD_TABLES``), their fits' convergence traces
+    (``fit_traces``: tables/bias_iterations.parquet) and, where a retrieval run's record folder is given, its
+    pretrained model's examples. Everything is read before anything is written, and a committed
     record of another run (its manifest differs) is replaced only with ``force``. Returns what was written."""
 
     out, results = Path(out), Path(results)
@@ -100,6 +113,7 @@ def write_record(results, plan: dict, out, overlay, retrieval=None, force: bool 
     tables = {
         name: collected(results, source, table_name, variants) for name, (source, table_name) in RECORD_TABLES.items()
     }
+    tables["bias_iterations"] = fit_traces(results, variants)
     if retrieval is not None:
         tables["retrieval"] = retrieval_examples(retrieval)
     run_manifest.write(out / run_manifest.FILE, manifest)
