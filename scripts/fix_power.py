@@ -265,7 +265,7 @@ def write(table: pd.DataFrame, observed: pd.DataFrame, cost_table: pd.DataFrame,
     shown = table.assign(**{c: table[c].map(lambda v: f"{v:.3g}") for c in widths})
     columns = ["primary", "record", "n", "record_windows", "sd", "inflation", "margin", "fit_sd", *widths]
     shares = ", ".join(f"{share:g}" for share in args.fit_sd)
-    io.write_text(
+    text = (
         "# Issue 55's power and cost (study/fix_plan.yaml)\n\n"
         f"`python scripts/fix_power.py --out {args.out}` (seed {args.seed}, {args.sims} simulated runs per W and "
         f"s_f, sd inflated to its one-sided {args.sd_bound:g} bound; {summary['fits']} fits, W = fits x "
@@ -292,9 +292,9 @@ def write(table: pd.DataFrame, observed: pd.DataFrame, cost_table: pd.DataFrame,
         + "; ".join(f"s_f = {share:g} x margin: {', '.join(names) or 'none'}" for share, names in short.items())
         + f".\n\n## CPU cost (single thread; measured pieces: {args.cost})\n\n"
         + to_markdown(cost_table.assign(cpu_h=cost_table.cpu_s / 3600))
-        + "\n",
-        out / "power.md",
+        + "\n"
     )
+    io.write_text(io.wrap_prose(text), out / "power.md")
 
 
 def main() -> None:
