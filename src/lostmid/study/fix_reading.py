@@ -66,6 +66,11 @@ LOWERED = "lowered"
 LOWERED_WITHIN = "lowered, by less than our margin"
 LOWERED_BEYOND = "lowered, beyond our margin"
 NO_DECISION = "no decision"
+NON_INFERIORITY_WORDS = {  # the claim "lowered" read against our margin: study/plan.yaml's outcomes, in its words
+    reading.AT_LEAST: LOWERED_BEYOND,
+    reading.SMALLER: LOWERED_WITHIN,
+    reading.NO_EFFECT: NOT_LOWERED,
+}
 
 
 @dataclass
@@ -267,16 +272,14 @@ def two_sided_outcome(low: float, high: float, margin: float) -> str:
 
 
 def non_inferiority_outcome(low: float, high: float, margin: float) -> str:
-    """Accuracy not lowered (direction not_lowered): lowered where the upper bound lies below 0 (beyond our margin
-    where below -margin; by less than it where the lower bound lies above -margin), not lowered where the lower
-    bound lies above -margin, else inconclusive."""
-    if math.isnan(low) or math.isnan(high):
-        return INCONCLUSIVE
-    if high < -margin:
-        return LOWERED_BEYOND
-    if high < 0:
-        return LOWERED_WITHIN if low > -margin else LOWERED
-    return NOT_LOWERED if low > -margin else INCONCLUSIVE
+    """Accuracy not lowered (direction not_lowered), read as study/plan.yaml's four outcomes of the claim
+    "lowered" (``reading.outcome``, direction decrease) against our margin: at least it, lowered beyond our margin;
+    smaller, lowered by less than it; no effect of its size, not lowered; inconclusive, but "lowered" where the
+    upper bound lies below 0 (as where it lies exactly on -margin: not beyond it)."""
+    decided = reading.outcome(low, high, "decrease", margin)
+    if decided == reading.INCONCLUSIVE or high == -margin:
+        return LOWERED if low <= high < 0 else INCONCLUSIVE  # a NaN bound: inconclusive
+    return NON_INFERIORITY_WORDS[decided]
 
 
 RULES = {"increase": one_sided_outcome, "none": two_sided_outcome, "not_lowered": non_inferiority_outcome}
