@@ -135,7 +135,7 @@ def held_out_cap(plan: dict, sizing: pd.DataFrame) -> dict:
     """{n: the most held-out windows k = 0 .. W - 1, W a multiple of F, below every window the plan fits on and
     every window of the sizing record (which fixed the worst position)}."""
     fits = plan["fits"]
-    used = {int(fits["n"]): [int(k) for k in fits["windows"] + fits.get("excluded", [])]}
+    used = {int(plan["arms"]["blog"]["fit"]["n"]): [int(k) for k in fits["windows"] + fits.get("excluded", [])]}
     found = {}
     for n in plan["run"]["windows_by_n"]:
         first = min([*used.get(int(n), []), *sizing[sizing.n == n].draw])

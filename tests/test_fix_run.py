@@ -46,7 +46,7 @@ def plan(tmp_path):
     assert main(["retrieval", "--settings", json.dumps(block), *job]) == 0
     (none / "overlay.yaml").write_text(json.dumps({"retrieval": block}))  # JSON is YAML
     recipe = {
-        "fits": {"count": 2, "n": N, "windows": [5, 6], "reserved_from": 5, "excluded": [7]},
+        "fits": {"count": 2, "windows": [5, 6], "reserved_from": 5, "excluded": [7]},
         "arms": {
             "blog": {
                 "fit": dict(n=N, buckets=4, per_layer=False, forms=["distance", "key"], lr=0.1)
@@ -207,3 +207,27 @@ def test_the_run_overlay_answers_the_committed_plan_and_a_fix_block_needs_one(mo
     assert fix_plan.config_plan({"plan": "study/fix_plan.yaml"}) is None  # no fix block: no fix run
     with pytest.raises(ConfigError, match="config key fix: the fix run needs the plan it answers"):
         fix_plan.config_plan({"fix": {"block": 10}})
+
+
+def test_the_power_takes_the_fits_as_clusters_the_fit_means_variance_s_f2_plus_s_w2_over_m():
+    import sys
+
+    from scipy import stats
+
+    sys.path.insert(0, str(REPO / "scripts"))
+    from fix_power import fit_half_widths
+
+    rng = np.random.default_rng(0)
+    differences = rng.normal(0.0, 1.0, size=4000)  # the window differences' pool, s_w = 1
+    level, fits = 0.99, 12
+    found = {s_f: fit_half_widths(differences, fits, [1, 9], s_f, level, 3000, rng) for s_f in (0.0, 0.5)}
+    quantile = stats.t.ppf(1 - (1 - level) / 2, fits - 1)  # t over the 12 fit means, 11 df, whatever W
+
+    def expected(s_f, m):  # E[sd] is a little below the sd: 3% at 11 df
+        return quantile * np.sqrt(s_f**2 + 1 / m) / np.sqrt(fits)
+
+    for s_f, widths in found.items():
+        assert set(widths) == {12, 108}  # W = F m
+        for m in (1, 9):
+            assert widths[fits * m] == pytest.approx(expected(s_f, m), rel=0.05)
+    assert found[0.5][108] > 1.5 * found[0.0][108]  # more windows a fit cannot buy back the fits' spread

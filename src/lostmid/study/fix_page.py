@@ -137,8 +137,9 @@ def fits_markdown(fix: fr.FixRecord, table: pd.DataFrame) -> str:
     """The F fits: each one's window, the blog fit's flatness on it against none's, whether B is not 0, the
     calibration's strength t_i, and each gate's reading of that fit (its mean ratio over its gate windows)."""
     plan = fix.plan
+    n = plan["arms"]["blog"]["fit"]["n"]
     words = (
-        f"Each fix arm is {len(table)} fits, fit i on one reserved window (the draw's k at n = {plan['fits']['n']}, "
+        f"Each fix arm is {len(table)} fits, fit i on one reserved window (the draw's k at n = {n}, "
         "its corpus window beside): the blog's bias fitted there, the calibration measured on it shuffled and its "
         "strength t_i chosen on it; held-out window k is evaluated under fit k mod "
         f"{len(table)} in both fix arms (`fits/blog_<i>.json`, `fits/fitm_<i>.json`, `tables/fits.parquet`). A gate "

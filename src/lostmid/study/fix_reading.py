@@ -467,7 +467,9 @@ def fit_table(fix: FixRecord) -> pd.DataFrame:
             | dict(loss=blog["loss"], none=blog["none"], fitted=bool(blog["fitted"]), strength=fitm["strength"])
         )
     table = pd.DataFrame(rows)
-    gates = [("blog", int(n)) for n in plan["run"]["windows_by_n"]] + [("fitm", int(plan["fits"]["n"]))]
+    gates = [("blog", int(n)) for n in plan["run"]["windows_by_n"]] + [
+        ("fitm", int(plan["arms"]["fitm"]["calibration"]["n"]))
+    ]
     for arm, n in gates:
         gate = gate_reading(plan, fix, arm, n)
         table[f"{arm}_gate_n{gate.n}"] = np.exp(gate.per_fit.reindex(table.fit).to_numpy(float))
