@@ -1,7 +1,8 @@
 """Issue 55's fix run (lostmid.architectures.fix_jobs, the `fix-*` commands) end to end on a tiny random Llama saved
 with a word-level tokenizer (seconds; never the real model): the none arm's record is made by the retrieval
-stage's own job, the fix plan is a small copy of study/fix_plan.yaml's recipe, and every job writes into the
-plan's record folder, each file naming the windows it came from."""
+stage's own job, the fix plan is a small copy of study/fix_plan.yaml's recipe (two fits, each on one reserved
+window; held-out window k under fit k mod 2), and every job writes into the plan's record folder, each file naming
+the windows it came from."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import torch
 import yaml
 from test_retrieval import saved_tiny, tokenizer
 
-from lostmid.architectures import fix_jobs, fix_plan, models, positional_bias, retrieval
+from lostmid.architectures import fix_jobs, fix_plan, models, positional_bias, retrieval, retrieval_estimators
 from lostmid.cli.main import main
 from lostmid.errors import ConfigError
 
@@ -25,8 +26,9 @@ N = 48
 
 @pytest.fixture
 def plan(tmp_path):
-    """A fix plan on a tiny none record: 8 windows of 48 tokens; fitting and calibration on k = 5, 6, the strength
-    chosen on k = 7, held-out and gate windows k = 0, 1 (the none record's)."""
+    """A fix plan on a tiny none record: windows of 48 tokens; F = 2 fits, fit 0 (blog fit, calibration and its
+    strength's choice) on reserved window k = 5, fit 1 on k = 6; held-out and gate windows k = 0 (fit 0) and
+    k = 1 (fit 1), the none record's."""
     corpus = saved_tiny(tmp_path)
     block = dict(
         model={"path": str(tmp_path / "tiny"), "name": "tiny"},
@@ -44,15 +46,13 @@ def plan(tmp_path):
     assert main(["retrieval", "--settings", json.dumps(block), *job]) == 0
     (none / "overlay.yaml").write_text(json.dumps({"retrieval": block}))  # JSON is YAML
     recipe = {
+        "fits": {"count": 2, "windows": [5, 6], "reserved_from": 5, "excluded": [7]},
         "arms": {
             "blog": {
-                "fit": dict(n=N, windows=[5, 6], buckets=4, per_layer=False, forms=["distance", "key"], lr=0.1)
+                "fit": dict(n=N, buckets=4, per_layer=False, forms=["distance", "key"], lr=0.1)
                 | dict(steps=2, restarts=2, scale=0.5, seed=55)
             },
-            "fitm": {
-                "calibration": dict(n=N, windows=[5, 6], buckets=4, rows=16, shuffle_seed=55, grid=[0.5, 1.0])
-                | dict(selection_windows={N: [7]})
-            },
+            "fitm": {"calibration": dict(n=N, buckets=4, rows=16, shuffle_seed=55, grid=[0.5, 1.0])},
         },
         "run": {
             "record": str(tmp_path / "fix"),
@@ -70,23 +70,27 @@ def job(name, plan, *words):
     return main(["fix", "--job", name, "--plan", str(plan), *words, "--done", str(plan.parent / f"{name}.json")])
 
 
-def test_the_fits_the_strength_and_the_held_out_windows_are_recorded_with_their_windows(plan):
+def test_each_fit_on_its_window_then_each_held_out_window_under_its_fit_are_recorded(plan):
     record = plan.parent / "fix"
-    assert job("fit", plan) == 0 and job("calibrate", plan) == 0
-    blog = json.loads((record / "fits" / "blog.json").read_text())
+    for fit in ("0", "1"):
+        assert job("fit", plan, "--fit", fit) == 0 and job("calibrate", plan, "--fit", fit) == 0
     stream = np.asarray(tokenizer()(plan.with_name("corpus.txt").read_text(), add_special_tokens=False)["input_ids"])
     order = retrieval.window_order(len(stream), N, 7000 + N)  # the none record's draw (retrieval.seed + n)
-    assert blog["windows"] == {"n": N, "draws": [5, 6], "corpus_windows": [int(order[5]), int(order[6])]}
-    assert len(blog["trace"]) == 2 * 2 and blog["loss"] <= blog["none"]  # steps x restarts; never worse than B = 0
-    assert json.loads((record / "fits" / "fitm.json").read_text())["windows"]["draws"] == [5, 6]
-    half = fix_jobs.load_bias(record / "fits" / "fitm.pt", 0.5)  # the calibration is linear in its strength
-    whole = fix_jobs.load_bias(record / "fits" / "fitm.pt")
+    blog = [json.loads((record / "fits" / f"blog_{i}.json").read_text()) for i in (0, 1)]
+    for i, (fitted, k) in enumerate(zip(blog, (5, 6))):  # fit i: one reserved window, seed 55 + i
+        assert fitted["windows"] == {"n": N, "draws": [k], "corpus_windows": [int(order[k])]}
+        assert fitted["fit"] == i and fitted["seed"] == 55 + i
+        assert len(fitted["trace"]) == 2 * 2 and fitted["loss"] <= fitted["none"]  # steps x restarts; never worse
+    fitm = json.loads((record / "fits" / "fitm_1.json").read_text())
+    assert fitm["windows"]["draws"] == [6] and fitm["seed"] == 56
+    assert fitm["strength"] == float(max(fitm["mean_logprob"], key=fitm["mean_logprob"].get))  # JSON keys: str
+    assert set(fitm["mean_logprob"]) == {"0.5", "1.0"}  # the grid, on its own window (the selection files)
+    assert (record / "selection" / f"fitm_1_t0.5_n{N}_w6.parquet").exists()
+    half = fix_jobs.load_bias(record / "fits" / "fitm_0.pt", 0.5)  # the calibration is linear in its strength
+    whole = fix_jobs.load_bias(record / "fits" / "fitm_0.pt")
     assert torch.allclose(2 * half.distance, whole.distance) and whole.distance.abs().sum() > 0
-
-    assert job("select", plan, "--n", str(N)) == 0 and job("strength", plan) == 0
-    strength = json.loads((record / "fits" / "fitm_strength.json").read_text())
-    means = {float(t): m for t, m in strength["mean_logprob"][str(N)].items()}
-    assert strength["strength"][str(N)] == max(means, key=means.get) and set(means) == {0.5, 1.0}
+    other = fix_jobs.load_bias(record / "fits" / "fitm_1.pt")
+    assert not torch.allclose(other.distance, whole.distance)  # another window: another draw of the calibration
 
     assert job("none-check", plan) == 0  # a zero bias: the none record's answers, so the arms pair with it
     assert json.loads((record / "fits" / "none_check.json").read_text())["same"]
@@ -97,31 +101,34 @@ def test_the_fits_the_strength_and_the_held_out_windows_are_recorded_with_their_
     blog_rows = pd.concat(pd.read_parquet(fix_plan.window_path(loaded, "blog", N, k)) for k in (0, 1))
     keys = ["window", "task", "q", "start", "stop", "query_start"]
     assert blog_rows[keys].reset_index(drop=True).equals(none[keys].reset_index(drop=True))  # the same examples
-    assert (blog_rows.weights == "blog").all() and blog_rows.config_hash.nunique() == 1
-    assert blog["fitted"] == any(
-        p.abs().sum() > 0 for p in fix_jobs.load_bias(record / "fits" / "blog.pt").parameters()
-    )
-    arch, tok = models.load_pretrained(plan.with_name("tiny"))  # the fitm window: the examples with its bias on
-    with positional_bias.applied(
-        arch.model, fix_jobs.load_bias(record / "fits" / "fitm.pt", strength["strength"][str(N)])
-    ):
+    assert (blog_rows.weights == "blog").all()
+    stamps = blog_rows.groupby("draw").config_hash.first()
+    settings = fix_jobs.retrieval_settings(loaded)
+    assert stamps[1] == fix_jobs.window_hash(settings, "blog", record / "fits" / "blog_1.pt", 1.0)  # k = 1: fit 1
+    assert stamps[0] != stamps[1]
+    arch, tok = models.load_pretrained(plan.with_name("tiny"))  # the fitm window 0: fit 0's calibration at its t
+    t = json.loads((record / "fits" / "fitm_0.json").read_text())["strength"]
+    with positional_bias.applied(arch.model, fix_jobs.load_bias(record / "fits" / "fitm_0.pt", t)):
         expected = retrieval.retrieval_examples(
             arch, tok, stream=stream, n=N, windows=1, gradient_windows=0, fractions=[0.0, 0.5, 1.0], tasks=["single"]
         )
     fitm_rows = pd.read_parquet(fix_plan.window_path(loaded, "fitm", N, 0))
     assert fitm_rows.logprob.tolist() == expected.logprob.tolist() and (fitm_rows.weights == "fitm").all()
-    assert fitm_rows.config_hash.iloc[0] != blog_rows.config_hash.iloc[0]  # another bias: another stamp
+    assert fitm_rows.config_hash.iloc[0] != stamps[0]  # another bias: another stamp
     written = fix_plan.window_path(loaded, "blog", N, 0).stat().st_mtime_ns
     assert job("block", plan, "--arm", "blog", "--n", str(N), "--block", "0", "--size", "2") == 0
     assert fix_plan.window_path(loaded, "blog", N, 0).stat().st_mtime_ns == written  # recorded: skipped
 
     assert job("gate", plan, "--n", str(N)) == 0
-    gate = pd.read_parquet(record / "gate" / f"n{N}_w0.parquet").set_index("arm")
-    assert list(gate.index) == ["none", "blog", "fitm"] and (gate.flatness > 0).all()
-    context = fix_jobs.reserved_contexts(stream, tok, fix_jobs.retrieval_settings(loaded), N, [0])  # BOS, then text
+    gate = pd.read_parquet(record / "gate" / f"n{N}_w1.parquet").set_index("arm")
+    assert list(gate.index) == ["none", "blog", "fitm"] and (gate.flatness > 0).all() and (gate.fit == 1).all()
+    context = fix_jobs.reserved_contexts(stream, tok, settings, N, [1])  # BOS, then text
     dummy = positional_bias.shuffled(context, 56, lead=1)  # the gate's content-free window (shuffle_seed 56)
     maps = positional_bias.attention_maps(arch, dummy)
     assert gate.at["none", "content_free_distance"] == pytest.approx(fix_jobs.content_free_distance(maps, 16))
+    with positional_bias.applied(arch.model, fix_jobs.load_bias(record / "fits" / "fitm_1.pt", fitm["strength"])):
+        calibrated = fix_jobs.content_free_distance(positional_bias.attention_maps(arch, dummy), 16)
+    assert gate.at["fitm", "content_free_distance"] == pytest.approx(calibrated)  # window 1 under calibration 1
     assert np.isnan(gate.at["blog", "content_free_distance"])
 
 
@@ -139,18 +146,56 @@ def test_the_content_free_distance_is_0_for_uniform_attention_and_grows_with_a_s
 def test_bad_plans_and_blocks_are_one_line(plan, capsys):
     assert job("block", plan, "--arm", "blog", "--n", str(N), "--block", "1", "--size", "2") == 2
     assert "error: fix: block 1 of 2 windows at n = 48 is beyond the plan's held-out windows" in capsys.readouterr().err
+    assert job("fit", plan, "--fit", "2") == 2
+    assert "error: fix: fit 2 is beyond the plan's 2 fits" in capsys.readouterr().err
+    good = plan.read_text()
+    for change, words in (
+        ({"windows": [5, 5]}, "fits.windows must be 2 distinct windows, one per fit"),
+        ({"windows": [5, 7]}, "fits.windows must be reserved windows (k >= 5, not [7])"),  # the pilot's window
+        ({"windows": [4, 6]}, "fits.windows must be reserved windows"),
+    ):
+        broken = yaml.safe_load(good)
+        broken["fits"] |= change
+        plan.write_text(yaml.safe_dump(broken))
+        assert job("fit", plan, "--fit", "0") == 2
+        assert words in capsys.readouterr().err
+    broken = yaml.safe_load(good)
+    broken["run"]["windows_by_n"] = {N: 3}  # each fit the same number of held-out windows: W a multiple of F
+    plan.write_text(yaml.safe_dump(broken))
+    assert job("fit", plan, "--fit", "0") == 2
+    assert "3 windows at n = 48 is not a multiple of 2 fits" in capsys.readouterr().err
     broken = yaml.safe_load(plan.read_text())
     del broken["run"]["none_record"]
     plan.write_text(yaml.safe_dump(broken))
-    assert job("fit", plan) == 2
+    assert job("fit", plan, "--fit", "0") == 2
     assert f"error: fix plan {plan}: lacks run.none_record" in capsys.readouterr().err
 
 
-def test_the_workflow_lists_two_arms_jobs_over_the_held_out_windows():
-    plan = {"run": {"windows_by_n": {1024: 100, 4096: 150}}}
+def test_the_workflow_lists_two_arms_jobs_over_the_held_out_windows_and_a_window_maps_to_its_fit():
+    plan = {"run": {"windows_by_n": {1024: 108, 4096: 144}}, "fits": {"count": 12, "windows": list(range(900, 912))}}
     jobs = fix_plan.block_jobs(plan, 10)
-    assert len(jobs) == 2 * (10 + 15) and ("fitm", 4096, 14) in jobs
-    assert fix_plan.block_draws(plan, 4096, 14, 10) == range(140, 150)
+    assert len(jobs) == 2 * (11 + 15) and ("fitm", 4096, 14) in jobs
+    assert fix_plan.block_draws(plan, 4096, 14, 10) == range(140, 144)  # a block spans several fits
+    assert [fix_plan.fit_of(plan, k) for k in (0, 11, 12, 143)] == [0, 11, 0, 11]  # k mod F, in both fix arms
+    assert fix_plan.fit_window(plan, 3) == 903
+
+
+def test_the_committed_plan_lists_12_fits_on_distinct_reserved_windows_and_reads_them_as_clusters(monkeypatch):
+    from importlib import import_module
+
+    monkeypatch.chdir(REPO)
+    plan = fix_plan.read_fix_plan("study/fix_plan.yaml")  # checked: F distinct reserved windows, W a multiple of F
+    windows = plan["fits"]["windows"]
+    assert fix_plan.fit_count(plan) == 12 and windows == list(range(900, 912))
+    assert not set(windows) & set(range(960, 969))  # the lead's pilot's windows are never a fit's
+    assert plan["run"]["windows_by_n"] == {1024: 108, 4096: 144} and plan["run"]["gates"]["windows_by_n"] == {
+        1024: 24,
+        4096: 24,
+    }  # 9 and 12 windows per fit; the gate: each fit's first two
+    assert "no fix window had run" in plan["amended"]["before_the_run"]
+    for primary in plan["primaries"].values():  # every primary read by the fit-cluster estimator
+        module, name = primary["estimator_path"].rsplit(".", 1)
+        assert getattr(import_module(module), name) is retrieval_estimators.fit_cluster_difference
 
 
 def test_the_run_overlay_answers_the_committed_plan_and_a_fix_block_needs_one(monkeypatch):
@@ -158,7 +203,31 @@ def test_the_run_overlay_answers_the_committed_plan_and_a_fix_block_needs_one(mo
     overlay = yaml.safe_load((REPO / "runs" / "fix" / "overlay.yaml").read_text())
     plan = fix_plan.config_plan(overlay)  # the plan names the record, the none arm's record and the windows
     assert overlay["plan"] == "study/fix_plan.yaml" and plan["run"]["record"] == "runs/fix"
-    assert len(fix_plan.block_jobs(plan, overlay["fix"]["block"])) == 2 * (100 + 150) // 10
+    assert len(fix_plan.block_jobs(plan, overlay["fix"]["block"])) == 2 * (11 + 15)  # 108 and 144, blocks of 10
     assert fix_plan.config_plan({"plan": "study/fix_plan.yaml"}) is None  # no fix block: no fix run
     with pytest.raises(ConfigError, match="config key fix: the fix run needs the plan it answers"):
         fix_plan.config_plan({"fix": {"block": 10}})
+
+
+def test_the_power_takes_the_fits_as_clusters_the_fit_means_variance_s_f2_plus_s_w2_over_m():
+    import sys
+
+    from scipy import stats
+
+    sys.path.insert(0, str(REPO / "scripts"))
+    from fix_power import fit_half_widths
+
+    rng = np.random.default_rng(0)
+    differences = rng.normal(0.0, 1.0, size=4000)  # the window differences' pool, s_w = 1
+    level, fits = 0.99, 12
+    found = {s_f: fit_half_widths(differences, fits, [1, 9], s_f, level, 3000, rng) for s_f in (0.0, 0.5)}
+    quantile = stats.t.ppf(1 - (1 - level) / 2, fits - 1)  # t over the 12 fit means, 11 df, whatever W
+
+    def expected(s_f, m):  # E[sd] is a little below the sd: 3% at 11 df
+        return quantile * np.sqrt(s_f**2 + 1 / m) / np.sqrt(fits)
+
+    for s_f, widths in found.items():
+        assert set(widths) == {12, 108}  # W = F m
+        for m in (1, 9):
+            assert widths[fits * m] == pytest.approx(expected(s_f, m), rel=0.05)
+    assert found[0.5][108] > 1.5 * found[0.0][108]  # more windows a fit cannot buy back the fits' spread

@@ -1,21 +1,23 @@
 # Issue 55's fix run (docs/positional_bias.md, "The fix run"): with a `fix` block and the plan it answers
-# (`plan: study/fix_plan.yaml`, which holds the recipe, the windows and the record folder), the blog's fit and
-# the calibration on the plan's reserved windows, the calibration's strength, a zero-bias check against the none
-# record, then each fix arm's held-out windows in blocks and the gates' readings. Every job writes into the
-# plan's record (a fit or a window already there is kept, so a stopped run resumes); its own output is the list
-# of what it wrote, under results/fix/. Its own target: `snakemake fix`.
+# (`plan: study/fix_plan.yaml`, which holds the recipe, the fits, the windows and the record folder), F fits of the
+# blog's bias and F calibrations (each with its strength), fit i on reserved window i, a zero-bias check against
+# the none record, then each fix arm's held-out windows in blocks (window k under fit k mod F) and the gates.
+# Every job writes into the plan's record (a fit or a window already there is kept, so a stopped run resumes);
+# its own output is the list of what it wrote, under results/fix/. Its own target: `snakemake fix`.
 
 if FIX_PLAN is not None:
-    FIX_SELECTION = fix_plan.selection_jobs(FIX_PLAN)
+    FIX_FITS = range(fix_plan.fit_count(FIX_PLAN))
 
-    # The blog's bias, fitted on the reserved windows: the run's longest single job (runs/fix_plan/power.md).
+    # Fit i of the blog's bias on its one reserved window: the run's longest single jobs (runs/fix_plan/power.md).
     rule fix_fit:
         output:
-            "results/fix/fit.json",
+            "results/fix/fit_{fit}.json",
         log:
-            "results/logs/fix/fit.log",
+            "results/logs/fix/fit_{fit}.log",
         benchmark:
-            "results/benchmarks/fix/fit.tsv"
+            "results/benchmarks/fix/fit_{fit}.tsv"
+        wildcard_constraints:
+            fit=r"\d+",
         conda:
             LOSTMID_ENV
         threads: 1
@@ -29,15 +31,18 @@ if FIX_PLAN is not None:
             plan=config["plan"],
             arguments=ARGUMENTS_FILE,
         shell:
-            fix_rule("fit")
+            fix_rule("fit", "fit")
 
+    # Calibration i on its reserved window shuffled, and its strength chosen on that window (the grid's retrieval).
     rule fix_calibrate:
         output:
-            "results/fix/calibrate.json",
+            "results/fix/calibrate_{fit}.json",
         log:
-            "results/logs/fix/calibrate.log",
+            "results/logs/fix/calibrate_{fit}.log",
         benchmark:
-            "results/benchmarks/fix/calibrate.tsv"
+            "results/benchmarks/fix/calibrate_{fit}.tsv"
+        wildcard_constraints:
+            fit=r"\d+",
         conda:
             LOSTMID_ENV
         threads: 1
@@ -51,58 +56,7 @@ if FIX_PLAN is not None:
             plan=config["plan"],
             arguments=ARGUMENTS_FILE,
         shell:
-            fix_rule("calibrate")
-
-    # The calibration at every strength of the plan's grid on the selection windows at n (reserved windows).
-    rule fix_select:
-        input:
-            rules.fix_calibrate.output,
-        output:
-            "results/fix/select_n{n}.json",
-        log:
-            "results/logs/fix/select_n{n}.log",
-        benchmark:
-            "results/benchmarks/fix/select_n{n}.tsv"
-        wildcard_constraints:
-            n=r"\d+",
-        conda:
-            LOSTMID_ENV
-        threads: 1
-        resources:
-            attempt=attempt_number,
-            mem_mb=8000,
-            runtime=240,
-            gpu=GPU,
-        params:
-            device=config["device"],
-            plan=config["plan"],
-            arguments=ARGUMENTS_FILE,
-        shell:
-            fix_rule("select", "n")
-
-    rule fix_strength:
-        input:
-            expand("results/fix/select_n{n}.json", n=FIX_SELECTION),
-        output:
-            "results/fix/strength.json",
-        log:
-            "results/logs/fix/strength.log",
-        benchmark:
-            "results/benchmarks/fix/strength.tsv"
-        conda:
-            LOSTMID_ENV
-        threads: 1
-        resources:
-            attempt=attempt_number,
-            mem_mb=2000,
-            runtime=10,
-            gpu=0,
-        params:
-            device=config["device"],
-            plan=config["plan"],
-            arguments=ARGUMENTS_FILE,
-        shell:
-            fix_rule("strength")
+            fix_rule("calibrate", "fit")
 
     # Before any fix window counts: a zero bias gives the none record's answers (the arms pair with it).
     rule fix_none_check:
@@ -129,11 +83,16 @@ if FIX_PLAN is not None:
         shell:
             fix_rule("none-check")
 
-    # One job per (fix arm, n, block of fix.block held-out windows), after its bias and the none arm's windows.
+    # One job per (fix arm, n, block of fix.block held-out windows), after the arm's fits (a block spans several:
+    # window k under fit k mod F) and the none arm's windows.
     rule fix_block:
         input:
             check=rules.fix_none_check.output,
-            bias=lambda wildcards: rules.fix_fit.output if wildcards.arm == "blog" else rules.fix_strength.output,
+            bias=lambda wildcards: expand(
+                "results/fix/{job}_{fit}.json",
+                job="fit" if wildcards.arm == "blog" else "calibrate",
+                fit=FIX_FITS,
+            ),
             none=fix_none_windows,
         output:
             "results/fix/blocks/{arm}_n{n}_b{block}.json",
@@ -165,11 +124,10 @@ if FIX_PLAN is not None:
                 " --done {output}"
             )
 
-    # The gates: each arm's task-free profile on the gate windows at n (checkpointed at 4096).
+    # The gates: each arm's task-free profile on the gate windows at n, each under its fit (checkpointed at 4096).
     rule fix_gate:
         input:
-            rules.fix_fit.output,
-            rules.fix_strength.output,
+            expand("results/fix/{job}_{fit}.json", job=["fit", "calibrate"], fit=FIX_FITS),
         output:
             "results/fix/gate_n{n}.json",
         log:

@@ -1,18 +1,20 @@
-"""Issue 55's fix run (study/fix_plan.yaml; docs/positional_bias.md, "The fix run"): the blog's bias fitted and
-Found-in-the-Middle's calibration measured on the plan's reserved windows, the calibration's strength chosen on
-them, and both fixes evaluated on the held-out windows, as the retrieval stage's block jobs: each window's
-examples written to the run's record as soon as it is done, a stopped job resuming at the windows it lacks.
-The plan's recipe, windows and files: ``fix_plan`` (torch-free, for the workflow).
+"""Issue 55's fix run (study/fix_plan.yaml; docs/positional_bias.md, "The fix run"): F fits of the blog's bias and
+F calibrations of Found-in-the-Middle's, fit i on the plan's reserved window i alone (the fit a random draw), each
+calibration's strength chosen on its own window, and both fixes evaluated on the held-out windows, window k under
+fit k mod F, as the retrieval stage's block jobs: each window's examples written to the run's record as soon as
+it is done, a stopped job resuming at the windows it lacks. The plan's recipe, fits, windows and files:
+``fix_plan`` (torch-free, for the workflow).
 
-    fit_blog(plan, device)               fits/blog.pt (the bias) and fits/blog.json (its windows, loss, trace)
-    calibrate_fitm(plan, device)         fits/fitm.pt (the calibration at strength 1) and fits/fitm.json
-    selection_block(plan, n, device)     the calibration at each strength of the grid on the selection windows
-    choose_strength(plan)                fits/fitm_strength.json: the strength at each n, and the means it chose by
+    fit_blog(plan, fit, device)          fits/blog_<i>.pt (the bias) and fits/blog_<i>.json (its window, loss, trace)
+    calibrate_fitm(plan, fit, device)    fits/fitm_<i>.pt (the calibration at strength 1) and fits/fitm_<i>.json
+                                         (its window and its strength t_i, chosen on that window at the grid's
+                                         strengths: selection/fitm_<i>_t<t>_n<n>_w<k>.parquet)
     none_check(plan, device)             fits/none_check.json: a zero bias gives the none record's answers
-    fix_block(plan, arm, n, block, ...)  windows/<arm>_n<n>_w<k>.parquet of the held-out windows of one job
+    fix_block(plan, arm, n, block, ...)  windows/<arm>_n<n>_w<k>.parquet of the held-out windows of one job, each
+                                         under its own fit's bias
     gate_block(plan, n, device)          gate/n<n>_w<k>.parquet: each arm's profile flatness on the gate windows
-                                         (and at the calibration's n, its content-free attention's distance
-                                         from uniform)
+                                         under the window's fit (and at the calibration's n, its content-free
+                                         attention's distance from uniform)
 
 The retrieval settings (model, corpus, draw, tasks, fractions, BOS, prefix reuse) are the none arm's record's
 (``run.none_record``, its overlay), so that the fix arms' examples are that record's examples with a bias on.
@@ -33,7 +35,17 @@ import torch
 from lostmid import io
 from lostmid.architectures import bounded, models, text
 from lostmid.architectures import positional_bias as pb
-from lostmid.architectures.fix_plan import ARMS, block_draws, none_path, record, selection_path, window_path
+from lostmid.architectures.fix_plan import (
+    ARMS,
+    bias_path,
+    block_draws,
+    fit_of,
+    fit_window,
+    none_path,
+    record,
+    selection_path,
+    window_path,
+)
 from lostmid.architectures.retrieval import leading_ids, window_order
 from lostmid.architectures.retrieval_jobs import recorded, window_examples
 from lostmid.errors import ConfigError, InputError
@@ -104,55 +116,82 @@ def windows_record(stream, settings, n: int, draws) -> dict:
     return {"n": n, "draws": list(draws), "corpus_windows": corpus_windows(stream, settings, n, draws)}
 
 
-def recorded_bias(plan: dict, arm: str, recipe: dict, device, make) -> Path:
-    """fits/<arm>.pt and fits/<arm>.json: ``make(arch, tokenizer, settings, contexts)`` -> (bias, what its record
-    says) on the recipe's windows (``reserved_contexts``), saved with the windows' draws and corpus indices and the
-    bias file's SHA-256. A bias already recorded is kept (the record's; delete both files to make it again)."""
-    out = record(plan) / "fits"
-    if (out / f"{arm}.pt").exists() and (out / f"{arm}.json").exists():
-        return out / f"{arm}.pt"
+def recorded_bias(plan: dict, arm: str, fit: int, recipe: dict, seed: int, device, make, then=None) -> Path:
+    """fits/<arm>_<fit>.pt and .json: ``make(arch, tokenizer, settings, stream, context, seed)`` -> (bias, what its
+    record says) on fit ``fit``'s reserved window (``reserved_contexts``), saved with the window's draw and corpus
+    index, the seed, what ``then(path, arch, tokenizer, stream, settings)`` says once the bias is saved, and the
+    bias file's SHA-256. A fit already recorded is kept (the record's; delete both files to make it again)."""
+    path = bias_path(plan, arm, fit)
+    if path.exists() and path.with_suffix(".json").exists():
+        return path
     settings = retrieval_settings(plan)
     arch, tokenizer, stream = loaded(settings, device)
-    contexts = reserved_contexts(stream, tokenizer, settings, recipe["n"], recipe["windows"]).to(device)
-    bias, said = make(arch, tokenizer, settings, contexts)
-    save_bias(bias, out / f"{arm}.pt")
+    draws = [fit_window(plan, fit)]
+    context = reserved_contexts(stream, tokenizer, settings, recipe["n"], draws).to(device)
+    bias, said = make(arch, tokenizer, settings, stream, context, seed)
+    save_bias(bias, path)
+    said |= then(path, arch, tokenizer, stream, settings) if then else {}
     summary = {
         "arm": arm,
+        "fit": fit,
         "plan": plan["path"],
-        "windows": windows_record(stream, settings, recipe["n"], recipe["windows"]),
+        "seed": seed,
+        "windows": windows_record(stream, settings, recipe["n"], draws),
         **said,
-        "bias_sha256": sha256(out / f"{arm}.pt"),
+        "bias_sha256": sha256(path),
     }
-    io.write_text(json.dumps(summary, indent=1) + "\n", out / f"{arm}.json")
-    return out / f"{arm}.pt"
+    io.write_text(json.dumps(summary, indent=1) + "\n", path.with_suffix(".json"))
+    return path
 
 
-def fit_blog(plan: dict, device) -> Path:
-    """The blog's bias (``positional_bias.fit_flat``) on the plan's fitting windows (``recorded_bias``): its record
-    holds the loss, none's loss, whether B is not 0 and the trace."""
-    fit = plan["arms"]["blog"]["fit"]
+def fit_blog(plan: dict, fit: int, device) -> Path:
+    """The blog's bias fit ``fit`` (``positional_bias.fit_flat``, seed: the plan's + fit) on its one reserved
+    window (``recorded_bias``): its record holds the loss, none's loss, whether B is not 0 and the trace."""
+    recipe = plan["arms"]["blog"]["fit"]
 
-    def make(arch, tokenizer, settings, contexts):
-        options = {k: fit[k] for k in ("buckets", "per_layer", "steps", "restarts", "lr", "scale", "seed")}
-        found = pb.fit_flat(arch, contexts, forms=tuple(fit["forms"]), **options)
+    def make(arch, tokenizer, settings, stream, context, seed):
+        options = {k: recipe[k] for k in ("buckets", "per_layer", "steps", "restarts", "lr", "scale")}
+        found = pb.fit_flat(arch, context, forms=tuple(recipe["forms"]), seed=seed, **options)
         fitted = any(bool(p.detach().abs().sum() > 0) for p in found.bias.parameters())  # B is not 0
         trace = [list(t) for t in found.trace]
         return found.bias, {"loss": found.loss, "none": found.none, "fitted": fitted, "trace": trace}
 
-    return recorded_bias(plan, "blog", fit, device, make)
+    return recorded_bias(plan, "blog", fit, recipe, int(recipe["seed"]) + fit, device, make)
 
 
-def calibrate_fitm(plan: dict, device) -> Path:
-    """Found-in-the-Middle's calibration (``positional_bias.calibrate``, strength 1) on the plan's calibration
-    windows shuffled (``recorded_bias``); a strength t is applied as the parameters times t."""
+def calibrate_fitm(plan: dict, fit: int, device) -> Path:
+    """Found-in-the-Middle's calibration ``fit`` (``positional_bias.calibrate``, strength 1) on its reserved window
+    shuffled (seed: the plan's + fit), and its strength t chosen on that same window (``choose_strength``), all in
+    its record (``recorded_bias``); a strength t is applied as the parameters times t."""
     calibration = plan["arms"]["fitm"]["calibration"]
 
-    def make(arch, tokenizer, settings, contexts):
-        dummy = pb.shuffled(contexts, calibration["shuffle_seed"], lead=len(leading_ids(tokenizer, settings.bos)))
+    def make(arch, tokenizer, settings, stream, context, seed):
+        dummy = pb.shuffled(context, seed, lead=len(leading_ids(tokenizer, settings.bos)))
         bias = pb.calibrate(arch, dummy, 1.0, buckets=calibration["buckets"], rows=calibration["rows"])
-        return bias, {"strength": 1.0}
+        return bias, {}
 
-    return recorded_bias(plan, "fitm", calibration, device, make)
+    def then(path, arch, tokenizer, stream, settings):
+        return choose_strength(plan, fit, path, arch, tokenizer, stream, settings)
+
+    return recorded_bias(plan, "fitm", fit, calibration, int(calibration["shuffle_seed"]) + fit, device, make, then)
+
+
+def choose_strength(plan: dict, fit: int, bias_file: Path, arch, tokenizer, stream, settings) -> dict:
+    """{strength, mean_logprob, selection_n}: the retrieval tasks on calibration ``fit``'s own window at the
+    calibration's n under the calibration (``bias_file``) at every strength t of the plan's grid (one file each,
+    resumable), and the t with the highest mean log p(answer) over every task and q (ties: the smaller). The t is
+    carried to every n, as the bias is (no choice at 4096)."""
+    calibration = plan["arms"]["fitm"]["calibration"]
+    n, k = int(calibration["n"]), fit_window(plan, fit)
+    means = {}
+    for strength in calibration["grid"]:
+        path = selection_path(plan, fit, strength)
+        stamp = window_hash(settings, "fitm", bias_file, strength)
+        bias = load_bias(bias_file, strength)
+        biased_windows(arch, tokenizer, stream, settings, n, [k], bias, stamp, [path], f"fitm_t{strength:g}")
+        means[float(strength)] = float(pd.read_parquet(path).logprob.mean())
+    best = max(means.values())
+    return {"strength": min(t for t, m in means.items() if m == best), "mean_logprob": means, "selection_n": n}
 
 
 def window_hash(settings, arm: str, bias_file: Path, strength: float) -> str:
@@ -171,64 +210,41 @@ def biased_windows(arch, tokenizer, stream, settings, n: int, draws, bias, stamp
             io.write_parquet(examples.assign(draw=k, config_hash=stamp), path)
 
 
-def selection_block(plan: dict, n: int, device) -> list[Path]:
-    """The calibration at every strength of the plan's grid on the selection windows at n (retrieval examples,
-    one file per (strength, window); resumable)."""
-    calibration = plan["arms"]["fitm"]["calibration"]
-    draws = calibration["selection_windows"][n]
-    settings = retrieval_settings(plan)
-    bias_file = record(plan) / "fits" / "fitm.pt"
-    arch, tokenizer, stream = loaded(settings, device)
-    paths = []
-    for strength in calibration["grid"]:
-        chosen = [selection_path(plan, n, strength, k) for k in draws]
-        stamp = window_hash(settings, "fitm", bias_file, strength)
-        bias = load_bias(bias_file, strength)
-        biased_windows(arch, tokenizer, stream, settings, n, draws, bias, stamp, chosen, f"fitm_t{strength:g}")
-        paths += chosen
-    return paths
-
-
-def choose_strength(plan: dict) -> Path:
-    """fits/fitm_strength.json: {n: the strength with the highest mean log p(answer) over the selection windows
-    (ties: the smaller)}, and each strength's mean."""
-    calibration = plan["arms"]["fitm"]["calibration"]
-    chosen, means = {}, {}
-    for n, draws in calibration["selection_windows"].items():
-        means[n] = {}
-        for strength in calibration["grid"]:
-            rows = pd.concat([pd.read_parquet(selection_path(plan, n, strength, k)) for k in draws])
-            means[n][strength] = float(rows.logprob.mean())
-        best = max(means[n].values())
-        chosen[n] = min(t for t, m in means[n].items() if m == best)
-    found = {"strength": chosen, "mean_logprob": means, "plan": plan["path"]}
-    io.write_text(json.dumps(found, indent=1) + "\n", record(plan) / "fits" / "fitm_strength.json")
-    return record(plan) / "fits" / "fitm_strength.json"
-
-
-def arm_bias(plan: dict, arm: str, n: int) -> tuple[Path, float]:
-    """(the arm's bias file, its strength at n): blog at 1; fitm at the strength chosen at n."""
-    fits = record(plan) / "fits"
+def arm_bias(plan: dict, arm: str, fit: int) -> tuple[Path, float]:
+    """(the arm's bias file of fit ``fit``, its strength): blog at 1; fitm at the strength chosen for that fit on its
+    own window (at the calibration's n, carried to every n)."""
+    if arm not in ARMS:
+        raise ConfigError(f"fix: unknown arm {arm!r} (the fix arms: {', '.join(ARMS)})")
+    path = bias_path(plan, arm, fit)
     if arm == "blog":
-        return fits / "blog.pt", 1.0
-    if arm == "fitm":
-        strengths = json.loads((fits / "fitm_strength.json").read_text())["strength"]
-        return fits / "fitm.pt", float(strengths[str(n)])
-    raise ConfigError(f"fix: unknown arm {arm!r} (the fix arms: {', '.join(ARMS)})")
+        return path, 1.0
+    fitted = path.with_suffix(".json")
+    if not fitted.is_file():
+        raise InputError(f"{fitted}: missing: calibration {fit} and its strength are not recorded")
+    return path, float(json.loads(fitted.read_text())["strength"])
 
 
 def fix_block(plan: dict, arm: str, n: int, block: int, size: int, device) -> list[Path]:
-    """The held-out windows of one job of a fix arm at n, each written as soon as it is done; those recorded are
-    skipped (a window recorded under another bias or strength is one line, never overwritten)."""
+    """The held-out windows of one job of a fix arm at n, window k under fit k mod F (its bias file and strength),
+    each written as soon as it is done; those recorded are skipped (a window recorded under another bias or strength
+    is one line, never overwritten)."""
     draws = block_draws(plan, n, block, size)
     settings = retrieval_settings(plan)
-    bias_file, strength = arm_bias(plan, arm, n)
-    stamp = window_hash(settings, arm, bias_file, strength)
+    by_fit = {}
+    for k in draws:
+        by_fit.setdefault(fit_of(plan, k), []).append(k)
+    jobs = []
+    for fit, ks in sorted(by_fit.items()):
+        bias_file, strength = arm_bias(plan, arm, fit)
+        stamp = window_hash(settings, arm, bias_file, strength)
+        jobs.append((ks, bias_file, strength, stamp, [window_path(plan, arm, n, k) for k in ks]))
     paths = [window_path(plan, arm, n, k) for k in draws]
-    if all(recorded(path, stamp) for path in paths):
+    if all(recorded(path, stamp) for _, _, _, stamp, chosen in jobs for path in chosen):
         return paths
     arch, tokenizer, stream = loaded(settings, device)
-    biased_windows(arch, tokenizer, stream, settings, n, draws, load_bias(bias_file, strength), stamp, paths, arm)
+    for ks, bias_file, strength, stamp, chosen in jobs:
+        bias = load_bias(bias_file, strength)
+        biased_windows(arch, tokenizer, stream, settings, n, ks, bias, stamp, chosen, arm)
     return paths
 
 
@@ -269,11 +285,11 @@ def gate_path(plan: dict, n: int, k: int) -> Path:
 
 
 def gate_block(plan: dict, n: int, device) -> list[Path]:
-    """The gates' readings on the plan's gate windows at n (the first held-out windows), one file per window
-    (resumable): the flatness (``positional_bias.flatness``) of the task-free profile of BOS + the window's first
-    n - 1 tokens under each arm (layers recomputed from ``checkpoint_from``), and at the calibration's n the
-    content-free attention's distance from uniform (``content_free_distance``) of the window shuffled, without and
-    with the calibration."""
+    """The gates' readings on the plan's gate windows at n (the first 2F held-out windows: each fit's first two),
+    one file per window (resumable), gate window k under its fit k mod F (column ``fit``): the flatness
+    (``positional_bias.flatness``) of the task-free profile of BOS + the window's first n - 1 tokens under each arm
+    (layers recomputed from ``checkpoint_from``), and at the calibration's n the content-free attention's distance
+    from uniform (``content_free_distance``) of the window shuffled, without and with the calibration."""
     gates, calibration = plan["run"]["gates"], plan["arms"]["fitm"]["calibration"]
     draws = range(gates["windows_by_n"][n])
     paths = [gate_path(plan, n, k) for k in draws]
@@ -282,11 +298,12 @@ def gate_block(plan: dict, n: int, device) -> list[Path]:
         return paths
     settings = retrieval_settings(plan)
     arch, tokenizer, stream = loaded(settings, device)
-    biases = {"none": None, **{arm: load_bias(*arm_bias(plan, arm, n)).to(device) for arm in ARMS}}
     layers = [layer for layer, _ in models.layers(arch)] if n >= settings.checkpoint_from else []
     lead = len(leading_ids(tokenizer, settings.bos))
     for k, path in missing:
         context = reserved_contexts(stream, tokenizer, settings, n, [k]).to(device)
+        fit = fit_of(plan, k)
+        biases = {"none": None, **{arm: load_bias(*arm_bias(plan, arm, fit)).to(device) for arm in ARMS}}
         rows = []
         for arm, bias in biases.items():
             with pb.applied(arch.model, bias) if bias is not None else contextlib.nullcontext():
@@ -296,6 +313,7 @@ def gate_block(plan: dict, n: int, device) -> list[Path]:
                 if n == calibration["n"] and arm != "blog":
                     dummy = pb.shuffled(context, gates["shuffle_seed"], lead=lead)
                     distance = content_free_distance(pb.attention_maps(arch, dummy).cpu(), calibration["rows"])
-            rows.append({"arm": arm, "n": n, "draw": k, "flatness": flatness, "content_free_distance": distance})
+            rows.append({"arm": arm, "n": n, "draw": k, "fit": fit, "flatness": flatness})
+            rows[-1]["content_free_distance"] = distance
         io.write_parquet(pd.DataFrame(rows).assign(window=corpus_windows(stream, settings, n, [k])[0]), path)
     return paths

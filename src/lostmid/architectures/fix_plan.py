@@ -1,10 +1,15 @@
 """Issue 55's fix plan (study/fix_plan.yaml) as the fix run's jobs and rules read it, torch-free (the workflow
-lists its jobs from here): the recipe, the record's files and the held-out windows of each job.
+lists its jobs from here): the recipe, the fits, the record's files and the held-out windows of each job.
 
-    read_fix_plan(path)        the plan, checked for the keys the jobs read (one line where one is missing)
+The fitted bias and the calibration are random draws (their window, their start), so the plan makes F of each
+(``fits``: fit i on reserved window ``fits.windows[i]``) and nests the held-out windows in them: held-out window
+k is evaluated under fit ``fit_of(plan, k)`` = k mod F, in both fix arms (so blog and fitm pair within a fit).
+
+    read_fix_plan(path)        the plan, checked for the keys the jobs read and for its fits (one line each)
     config_plan(config)        the plan of a config with a ``fix`` block (None without one)
+    fit_count, fit_window, fit_of   F, fit i's reserved window, the fit of held-out window k
     block_jobs(plan, size)     (arm, n, b) of every job of ``size`` held-out windows
-    block_draws(plan, n, b, size), window_path, selection_path, none_path: which windows, which files
+    block_draws(plan, n, b, size), window_path, selection_path, none_path, bias_path: which windows, which files
 """
 
 from __future__ import annotations
@@ -22,6 +27,9 @@ PLAN_KEYS = (
     ("run", "record"),
     ("run", "none_record"),
     ("run", "windows_by_n"),
+    ("fits", "count"),
+    ("fits", "windows"),
+    ("fits", "reserved_from"),
 )
 
 
@@ -38,7 +46,26 @@ def read_fix_plan(path) -> dict:
             found = found.get(key) if isinstance(found, dict) else None
         if found in (None, ""):
             raise ConfigError(f"fix plan {path}: lacks {'.'.join(keys)}")
+    check_fits(plan, path)
     return {**plan, "path": str(path)}
+
+
+def check_fits(plan: dict, path) -> None:
+    """The plan's F fits on F distinct reserved windows (k >= ``fits.reserved_from``, none of ``fits.excluded``:
+    the pilot's), and every held-out and gate count at n a multiple of F (each fit the same number of windows);
+    one line otherwise."""
+    fits = plan["fits"]
+    windows, count = [int(k) for k in fits["windows"]], int(fits["count"])
+    excluded = {int(k) for k in fits.get("excluded", [])}
+    if len(windows) != count or len(set(windows)) != count:
+        raise ConfigError(f"fix plan {path}: fits.windows must be {count} distinct windows, one per fit")
+    if min(windows) < int(fits["reserved_from"]) or excluded & set(windows):
+        raise ConfigError(f"fix plan {path}: fits.windows must be reserved windows (k >= {fits['reserved_from']}, "
+                          f"not {sorted(excluded)})")  # fmt: skip
+    counts = [*plan["run"]["windows_by_n"].items(), *plan["run"].get("gates", {}).get("windows_by_n", {}).items()]
+    for n, windows_at_n in counts:
+        if int(windows_at_n) % count:
+            raise ConfigError(f"fix plan {path}: {windows_at_n} windows at n = {n} is not a multiple of {count} fits")
 
 
 def config_plan(config: dict) -> dict | None:
@@ -51,9 +78,21 @@ def config_plan(config: dict) -> dict | None:
     return read_fix_plan(config["plan"])
 
 
-def selection_jobs(plan: dict) -> list[int]:
-    """The lengths n of the calibration's strength choice (one job each)."""
-    return [int(n) for n in plan["arms"]["fitm"]["calibration"]["selection_windows"]]
+def fit_count(plan: dict) -> int:
+    """F, the number of fits of each fix arm."""
+    return int(plan["fits"]["count"])
+
+
+def fit_window(plan: dict, fit: int) -> int:
+    """The reserved window (the draw's k at the fits' n) of fit ``fit`` (0 .. F - 1); one line beyond F."""
+    if not 0 <= fit < fit_count(plan):
+        raise ConfigError(f"fix: fit {fit} is beyond the plan's {fit_count(plan)} fits")
+    return int(plan["fits"]["windows"][fit])
+
+
+def fit_of(plan: dict, k: int) -> int:
+    """The fit a held-out window k is evaluated under (both fix arms): k mod F."""
+    return int(k) % fit_count(plan)
 
 
 def gate_jobs(plan: dict) -> list[int]:
@@ -62,7 +101,7 @@ def gate_jobs(plan: dict) -> list[int]:
 
 
 def record(plan: dict) -> Path:
-    """The fix run's record folder (fits/, selection/, windows/)."""
+    """The fix run's record folder (fits/, selection/, windows/, gate/)."""
     return Path(plan["run"]["record"])
 
 
@@ -90,6 +129,13 @@ def none_path(plan: dict, n: int, k: int) -> Path:
     return Path(plan["run"]["none_record"]) / "windows" / f"pretrained_n{n}_w{k}.parquet"
 
 
-def selection_path(plan: dict, n: int, strength: float, k: int) -> Path:
-    """The record's file of the calibration at ``strength`` on selection window k at n."""
-    return record(plan) / "selection" / f"fitm_t{strength:g}_n{n}_w{k}.parquet"
+def bias_path(plan: dict, arm: str, fit: int) -> Path:
+    """The record's file of a fix arm's fit (its .json beside it: its window, loss or strength, SHA-256)."""
+    return record(plan) / "fits" / f"{arm}_{fit}.pt"
+
+
+def selection_path(plan: dict, fit: int, strength: float) -> Path:
+    """The record's file of calibration ``fit`` at ``strength`` on its own window (its strength's choice)."""
+    calibration = plan["arms"]["fitm"]["calibration"]
+    k = fit_window(plan, fit)
+    return record(plan) / "selection" / f"fitm_{fit}_t{strength:g}_n{calibration['n']}_w{k}.parquet"

@@ -30,6 +30,22 @@ def draws(sequences: int, resamples: int, seed: int) -> np.ndarray:
     return np.vstack([np.ones(sequences), counts]) / sequences
 
 
+def nested_draws(groups: np.ndarray, resamples: int, seed: int) -> np.ndarray:
+    """(1 + B, S) weights of S units nested in groups (``groups``: each unit's group): row 0 all 1/S (the
+    estimate), each later row a two-level bootstrap draw: G of the G groups with replacement, then within each
+    drawn group as many of its units as it has, with replacement; a unit's count over the draw's total (the fix
+    run's fits, then windows within fits)."""
+    distinct, code = np.unique(np.asarray(groups), return_inverse=True)
+    members = [np.flatnonzero(code == g) for g in range(len(distinct))]
+    rng = np.random.default_rng(seed)
+    counts = np.zeros((resamples + 1, len(code)))
+    counts[0] = 1.0
+    for row in counts[1:]:
+        for group in rng.integers(len(distinct), size=len(distinct)):
+            np.add.at(row, rng.choice(members[group], size=len(members[group])), 1.0)
+    return counts / counts.sum(1, keepdims=True)
+
+
 def means(weights: np.ndarray, per_sequence: np.ndarray) -> np.ndarray:
     """Per draw, the weighted mean over sequences of ``per_sequence`` (S, ...): (1 + B, ...)."""
     return np.tensordot(weights, per_sequence, axes=1)

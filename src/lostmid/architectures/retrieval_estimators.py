@@ -10,6 +10,8 @@ every example of each, a window drawn twice counting as two clusters), checked b
     middle_minus_ends            per window: mean success at q in MIDDLE minus at q in ENDS, tasks pooled
     last_minus_first             per window: mean success at q in LAST minus at q in FIRST
     paired_difference            per window: mean at q in a set under one arm minus under another (the fixes)
+    fit_cluster_difference       the fix plan's primaries: the paired difference per window, per fit of the bias
+                                 the mean over its windows, Student t with F - 1 df over the F fit means
     influence_beyond_position    the coefficient of the standardized log task-free share in the logistic
                                  model success ~ share + factor(q) + factor(task) (GEE, binomial,
                                  exchangeable within windows): log odds per SD of log share; on the
@@ -61,6 +63,20 @@ def paired_difference(arm: pd.DataFrame, other: pd.DataFrame, fractions, column:
     (two arms' examples of the same windows, tasks pooled); windows missing in either arm are left out. The
     fix plan's contrasts (study/fix_plan.yaml): a fix against none, or one fix against the other."""
     return (window_mean(arm, fractions, column) - window_mean(other, fractions, column)).dropna()
+
+
+def fit_cluster_difference(arm: pd.DataFrame, other: pd.DataFrame, fractions, column: str, what: str):
+    """The fix plan's primaries' estimator (study/fix_plan.yaml): per window the ``paired_difference`` of
+    ``column`` at q in ``fractions`` (``arm`` minus ``other``), per fit the mean over its windows, the mean over
+    the fits with its Student t interval (F - 1 df) over the fit means (``stats.study2.fit_cluster_effect``): the
+    fitted bias is a random draw, the windows are nested in its fits, the fit is the unit. ``arm``'s examples carry
+    the column ``fit`` (the fit its window was evaluated under). A MeanEffect whose units are the fit means."""
+    from lostmid.stats.study2 import fit_cluster_effect
+
+    per_window = paired_difference(arm, other, fractions, column)
+    fit = arm.groupby("window").fit.first().loc[per_window.index]
+    index = pd.MultiIndex.from_arrays([fit.to_numpy(), per_window.index], names=["fit", "window"])
+    return fit_cluster_effect(pd.Series(per_window.to_numpy(), index=index), what, "windows")
 
 
 def middle_minus_ends(examples: pd.DataFrame, column: str = "success") -> pd.Series:

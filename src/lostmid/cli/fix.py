@@ -1,5 +1,5 @@
 """The command of issue 55's fix run (study/fix_plan.yaml; lostmid.architectures.fix_jobs), one job each (``--job``):
-the blog's fit and the calibration on the plan's reserved windows, the calibration's strength, the zero-bias check
+one fit of the blog's bias and one calibration (with its strength) on its reserved window, the zero-bias check
 against the none record, one block of held-out windows of a fix arm, and the gates' readings. Each reads its
 recipe from the plan file the run's manifest records and writes into the plan's record folder."""
 
@@ -13,13 +13,10 @@ from lostmid.cli.registry import command
 
 log = logging.getLogger(__name__)
 
-# --job -> (what it does, the function of fix_jobs, the options it takes after the plan; all but strength take the
-# device last)
+# --job -> (what it does, the function of fix_jobs, the options it takes after the plan; each takes the device last)
 JOBS = {
-    "fit": ("the blog's bias fitted on the reserved windows (fits/blog.pt, .json)", "fit_blog", ()),
-    "calibrate": ("the calibration measured on the reserved windows (fits/fitm.pt, .json)", "calibrate_fitm", ()),
-    "select": ("the calibration at each strength of the grid on the selection windows at n", "selection_block", ("n",)),
-    "strength": ("the calibration's strength at each n (fits/fitm_strength.json)", "choose_strength", ()),
+    "fit": ("the blog's bias fit i on its reserved window (fits/blog_<i>.pt, .json)", "fit_blog", ("fit",)),
+    "calibrate": ("calibration i and its strength on its window (fits/fitm_<i>.pt, .json)", "calibrate_fitm", ("fit",)),
     "none-check": ("a zero bias gives the none record's answers on a held-out window", "none_check", ()),
     "block": ("one block of held-out windows of a fix arm", "fix_block", ("arm", "n", "block", "size")),
     "gate": ("the gates' readings on the gate windows at n", "gate_block", ("n",)),
@@ -31,7 +28,8 @@ def _args(parser):
     parser.add_argument("--job", required=True, choices=sorted(JOBS), help=jobs)
     parser.add_argument("--plan", required=True, help="the fix plan (study/fix_plan.yaml): the recipe and the windows")
     parser.add_argument("--done", required=True, help="JSON: the files the job wrote, once all are written")
-    parser.add_argument("--n", type=int, default=None, help="the length (select, block, gate)")
+    parser.add_argument("--fit", type=int, default=None, help="i: the fit, 0 .. F - 1 (fit, calibrate)")
+    parser.add_argument("--n", type=int, default=None, help="the length (block, gate)")
     parser.add_argument("--arm", default=None, help="blog or fitm (block)")
     parser.add_argument("--block", type=int, default=None, help="b: held-out windows b*size .. (b+1)*size - 1 (block)")
     parser.add_argument("--size", type=int, default=None, help="held-out windows per job (block)")
@@ -49,8 +47,7 @@ def fix(args):
     if missing:
         raise ConfigError(f"fix --job {args.job} needs {', '.join(missing)}")
     plan = read_fix_plan(args.plan)
-    device = () if args.job == "strength" else (devices.resolve(args.device),)  # strength reads records only
-    found = getattr(fix_jobs, function)(plan, *(getattr(args, name) for name in needs), *device)
+    found = getattr(fix_jobs, function)(plan, *(getattr(args, name) for name in needs), devices.resolve(args.device))
     paths = found if isinstance(found, list) else [found]
     io.write_text(json.dumps([str(path) for path in paths], indent=1) + "\n", args.done)
 

@@ -1,6 +1,7 @@
 """The fix run's figure (docs/positional_bias.md, "The fix run's page") in the form of Hsieh et al.'s: retrieval
-by needle position, a line per arm (none, the blog's bias, Found-in-the-Middle's calibration) with its band
-over windows, a column per n; accuracy above, the answer's log-probability below."""
+by needle position, a line per arm (none, the blog's bias, Found-in-the-Middle's calibration) with its band from a
+two-level bootstrap (the fits of the bias resampled, then the windows within each drawn fit), a column per n;
+accuracy above, the answer's log-probability below."""
 
 from __future__ import annotations
 
@@ -19,8 +20,9 @@ ROWS = {"success": "accuracy (answer top-1)", "logprob": "log p(answer) (nats)"}
 
 
 def fix_by_position(positions: pd.DataFrame, path, level: float = 0.95) -> None:
-    """``positions`` (lostmid.study.fix_reading.position_table: per arm, n and q the means and their
-    bootstrap intervals at ``level``) as accuracy and log p(answer) by q, a line and band per arm, a column per n."""
+    """``positions`` (lostmid.study.fix_reading.position_table: per arm, n and q the means and their two-level
+    bootstrap intervals at ``level``, fits then windows) as accuracy and log p(answer) by q, a line and band per arm,
+    a column per n."""
     lengths = sorted(positions.n.unique())
     arms = [arm for arm in ARM_LABELS if arm in set(positions.arm)]
     styles = arm_styles(arms)
@@ -41,5 +43,5 @@ def fix_by_position(positions: pd.DataFrame, path, level: float = 0.95) -> None:
                 ax.set_ylim(*ACCURACY_LIMITS)
     handles = [Line2D([], [], label=ARM_LABELS[arm], **styles[arm].line()) for arm in arms]
     fig.legend(handles=handles, loc="outside lower center", ncol=len(arms), frameon=False,
-               title=f"bands: {level:.0%} percentile bootstrap over windows")  # fmt: skip
+               title=f"bands: {level:.0%} percentile bootstrap over fits, then windows within fits")  # fmt: skip
     save(fig, path)

@@ -137,12 +137,14 @@ def _nested(values: pd.Series) -> pd.Series:
     return values.astype(np.float64)
 
 
-def fit_cluster_effect(values: pd.Series, what: str) -> MeanEffect:
-    """The fit as the unit: the mean over fits of each fit's mean per-seed effect, Student t over fits
-    (``values`` indexed by (fit, seed)). The draw of B is one of the effect's sources of variance, so the interval
-    covers a new fit's arm, not only new seeds under these fits."""
+def fit_cluster_effect(values: pd.Series, what: str, units: str = "seeds") -> MeanEffect:
+    """The fit as the unit: the mean over fits of each fit's mean per-unit effect, Student t over fits
+    (``values`` indexed by (fit, unit); ``units`` names them: seeds, or the fix run's windows). The draw of B is one
+    of the effect's sources of variance, so the interval covers a new fit's arm, not only new units under these
+    fits."""
     means = _nested(values).groupby(level=0).mean()
-    return MeanEffect(means, f"{what}; mean of per-fit means, Student t over {means.size} fits (seeds nested in fits)")
+    method = f"{what}; mean of per-fit means, Student t over {means.size} fits ({units} nested in fits)"
+    return MeanEffect(means, method)
 
 
 def fit_mixed_effect(values: pd.Series, what: str) -> WaldEffect:

@@ -3,8 +3,9 @@ tables, its figure and its README.md from the record alone (lostmid.study.fix_re
 before anything is written, and written over a committed page only from its own record (lostmid.records).
 
 The page answers the plan's question in one sentence per n, every margin labelled ours, each fix's overall
-accuracy said plainly, then the primaries at their Holm levels, the gates, the exploratory contrasts per q, the
-profiles and the cost per token each arm adds (docs/performance.md's measured table, quoted: the record holds no
+accuracy said plainly, then the F fits (their windows, t_i, whether B is not 0, each one's gate readings), the
+primaries at their Holm levels, the gates, the exploratory contrasts per q, the profiles and the cost per token each
+arm adds (docs/performance.md's measured table, quoted: the record holds no
 timings of its own).
 """
 
@@ -34,10 +35,10 @@ def signed(x: float, digits: int = 2) -> str:
 
 
 def interval(row: fr.Primary, digits: int = 2) -> str:
-    """The estimate, its interval at its Holm level and the windows behind it."""
+    """The estimate, its interval at its Holm level and the fits and windows behind it."""
     return (
         f"{signed(row.effect.estimate, digits)} [{signed(row.low, digits)}, {signed(row.high, digits)}] "
-        f"({1 - row.level:.4g} Holm interval over {row.effect.n} windows)"
+        f"({1 - row.level:.4g} Holm interval over {row.effect.n} fits, {row.windows} windows)"
     )
 
 
@@ -51,11 +52,11 @@ def worst_clause(row: fr.Primary, positions) -> str:
     )
 
 
-def compare_clause(row: fr.Primary, strength: float) -> str:
+def compare_clause(row: fr.Primary, strengths: str) -> str:
     if row.effect is None:
-        return f"against Found-in-the-Middle's calibration (t = {strength:g}) no decision: {row.why}"
+        return f"against Found-in-the-Middle's calibration ({strengths}) no decision: {row.why}"
     return (
-        f"against Found-in-the-Middle's calibration (t = {strength:g}) blog minus fitm is {interval(row)} nats: "
+        f"against Found-in-the-Middle's calibration ({strengths}) blog minus fitm is {interval(row)} nats: "
         f"{row.outcome} (our margin ±{row.margin:g})"
     )
 
@@ -67,7 +68,7 @@ def overall_clause(row: fr.Primary) -> str:
     return f"{plainly}: {interval(row, 3)} in success rate, {row.outcome} (our margin -{row.margin:g})"
 
 
-def answer(plan: dict, rows: list[fr.Primary], n: int, strength: float) -> str:
+def answer(plan: dict, rows: list[fr.Primary], n: int, strengths: str) -> str:
     """The question's answer at n in one sentence: the blog against none at the worst position, the blog against
     the calibration there, and whether the blog lowers overall accuracy (the plan's primaries at n)."""
     by = {plan["primaries"][r.id]["direction"]: r for r in rows if r.n == n}  # one primary per direction at n
@@ -75,7 +76,7 @@ def answer(plan: dict, rows: list[fr.Primary], n: int, strength: float) -> str:
     if len(whys) == 1 and "" not in whys:  # one reason stops all three: said once
         return f"At n = {n}, no decision on any of the three questions: {whys.pop()}."
     worst = by["increase"]
-    clauses = [worst_clause(worst, plan["primaries"][worst.id]["positions"]), compare_clause(by["none"], strength)]
+    clauses = [worst_clause(worst, plan["primaries"][worst.id]["positions"]), compare_clause(by["none"], strengths)]
     return f"At n = {n}, {clauses[0]}; {clauses[1]}; {overall_clause(by['not_lowered'])}."
 
 
@@ -88,7 +89,8 @@ def plainly(contrasts: pd.DataFrame, arm: str, n: int, level: float) -> str:
     said = "LOWERS accuracy overall" if row.high < 0 else "does not lower accuracy overall detectably"
     return (
         f"{arm} at n = {n} {said}: {signed(row.estimate, 3)} [{signed(row.low, 3)}, {signed(row.high, 3)}] in success "
-        f"rate against none ({level:.0%} t interval over {row.windows} windows; exploratory)."
+        f"rate against none ({level:.0%} bootstrap interval over {row.fits} fits, then {row.windows} windows within "
+        "them; exploratory)."
     )
 
 
@@ -124,18 +126,34 @@ def windows_line(fix: fr.FixRecord) -> str:
     )
 
 
-def fits_line(fix: fr.FixRecord) -> str:
-    blog, fitm = fix.fits["blog"], fix.fits["fitm"]
-    draws = ", ".join(str(k) for k in blog["windows"]["draws"])
-    return (
-        f"The blog's bias was fitted on the draw's windows k = {draws} at n = {blog['windows']['n']} (corpus windows "
-        f"{', '.join(map(str, blog['windows']['corpus_windows']))}): its flatness there {blog['loss']:.4g} against "
-        f"none's {blog['none']:.4g} (`fits/blog.json`). The calibration was measured on k = "
-        f"{', '.join(str(k) for k in fitm['windows']['draws'])} shuffled (`fits/fitm.json`); its strength t per n, "
-        f"chosen on the selection windows: "
-        + ", ".join(f"{t:g} at n = {n}" for n, t in fix.fits["fitm_strength"]["strength"].items())
-        + " (`fits/fitm_strength.json`)."
+def strengths_words(fix: fr.FixRecord) -> str:
+    """The calibrations' strengths in a few words: t_i per fit, each chosen on its own window at the fits' n."""
+    strengths = [float(f["strength"]) for f in fix.fits["fitm"]]
+    counts = ", ".join(f"t = {t:g} in {strengths.count(t)}" for t in sorted(set(strengths)))
+    return f"{len(strengths)} calibrations, {counts}"
+
+
+def fits_markdown(fix: fr.FixRecord, table: pd.DataFrame) -> str:
+    """The F fits: each one's window, the blog fit's flatness on it against none's, whether B is not 0, the
+    calibration's strength t_i, and each gate's reading of that fit (its mean ratio over its gate windows)."""
+    plan = fix.plan
+    n = plan["arms"]["blog"]["fit"]["n"]
+    words = (
+        f"Each fix arm is {len(table)} fits, fit i on one reserved window (the draw's k at n = {n}, "
+        "its corpus window beside): the blog's bias fitted there, the calibration measured on it shuffled and its "
+        "strength t_i chosen on it; held-out window k is evaluated under fit k mod "
+        f"{len(table)} in both fix arms (`fits/blog_<i>.json`, `fits/fitm_<i>.json`, `tables/fits.parquet`). A gate "
+        "column is that fit's geometric mean ratio over its gate windows (passes on its own below "
+        f"{plan['run']['gates']['ratio']:g}):\n\n"
     )
+    gates = [c for c in table if "_gate_" in c]
+    cells = table.assign(
+        flatness=[f"{loss:.4g} (none {none:.4g})" for loss, none in table[["loss", "none"]].to_numpy()],
+        fitted=["yes" if f else "no (B = 0)" for f in table.fitted],
+        strength=[f"{t:g}" for t in table.strength],
+        **{c: [f"{v:.3g}" for v in table[c]] for c in gates},
+    )
+    return words + to_markdown(cells[["fit", "draw", "corpus_window", "flatness", "fitted", "strength", *gates]])
 
 
 def primaries_markdown(rows: list[fr.Primary], plan: dict) -> str:
@@ -149,7 +167,7 @@ def primaries_markdown(rows: list[fr.Primary], plan: dict) -> str:
         p=["–" if math.isnan(r.p) else f"{r.p:.3g}" for r in rows],
         outcome=[r.outcome + (f": {r.why}" if r.why else "") for r in rows],
     )
-    return to_markdown(table[["id", "question", "windows", "interval", "level", "p", "margin", "outcome"]])
+    return to_markdown(table[["id", "question", "fits", "windows", "interval", "level", "p", "margin", "outcome"]])
 
 
 def gates_markdown(plan: dict, fix: fr.FixRecord) -> str:
@@ -170,7 +188,11 @@ def contrasts_markdown(contrasts: pd.DataFrame) -> str:
         ]
     )
     wide = cells.pivot_table(
-        index=["n", "contrast", "outcome", "windows"], columns="positions", values="cell", aggfunc="first", sort=False
+        index=["n", "contrast", "outcome", "fits", "windows"],
+        columns="positions",
+        values="cell",
+        aggfunc="first",
+        sort=False,
     )
     return to_markdown(wide.reset_index())
 
@@ -180,16 +202,16 @@ def gate_readings_markdown(table: pd.DataFrame) -> str:
         return "No gate readings in the record."
     bounds = table[["log_ratio", "low", "high"]].to_numpy()
     cells = table.assign(ratio=[f"{math.exp(e):.3g} [{math.exp(lo):.3g}, {math.exp(h):.3g}]" for e, lo, h in bounds])
-    return to_markdown(cells[["n", "arm", "reading", "windows", "ratio"]])
+    return to_markdown(cells[["n", "arm", "reading", "fits", "windows", "ratio"]])
 
 
 def page(fix: fr.FixRecord, rows, tables: dict, repo: Path, model: str) -> str:
     """The record's page: its run, the answer per n, the plain overall lines, the primaries, the gates, the
     figure, the exploratory contrasts and gate readings, the cost."""
     plan, level = fix.plan, fix.plan["level"]
-    strengths = {int(n): float(t) for n, t in fix.fits["fitm_strength"]["strength"].items()}
+    strengths = strengths_words(fix)
     lengths = sorted(plan["run"]["windows_by_n"])
-    answers = "\n".join(f"- {answer(plan, rows, n, strengths[n])}" for n in lengths)
+    answers = "\n".join(f"- {answer(plan, rows, n, strengths)}" for n in lengths)
     plain = "\n".join(f"- {plainly(tables['contrasts'], arm, n, level)}" for n in lengths for arm in fr.ARMS)
     return io.wrap_prose(
         f"# Fix run `{fix.path.name}`\n\n"
@@ -197,26 +219,31 @@ def page(fix: fr.FixRecord, rows, tables: dict, repo: Path, model: str) -> str:
         f'record (docs/positional_bias.md, "The fix run\'s page").\n\n'
         + run_manifest.stamp(fix.manifest)
         + f"\n\nPlan: `{plan['path']}` ({fix.status}). Held-out windows recorded: {windows_line(fix)}.\n\n"
-        + fits_line(fix)
-        + f"\n\n## {QUESTION.format(model=model)}\n\n{answers}\n\nEvery margin is ours (the plan: no source gives a "
+        + f"## {QUESTION.format(model=model)}\n\n{answers}\n\nEvery margin is ours (the plan: no source gives a "
         "size that transfers to this model, corpus and position). Does either fix lower accuracy overall?\n\n"
         + plain
         + "\n\nThe held-out none arm's own worst position (lowest mean log p(answer); exploratory: the plan fixed its "
         f"positions on other windows): {worst_line(tables['positions'])}."
-        + "\n\n## The primaries\n\nThe plan's six, Holm across them; each interval at its Holm level, its outcome by "
-        "the plan's rule for its direction; a primary stopped by its gate or short of its windows makes no decision "
-        "and keeps its place in k (`tables/primaries.parquet`):\n\n"
+        + "\n\n## The fits\n\n"
+        + fits_markdown(fix, tables["fits"])
+        + "\n\n## The primaries\n\nThe plan's six, Holm across them; each the mean over the fits of the fit means "
+        "of the per-window paired difference, its Student t interval over the fits at its Holm level "
+        "(`retrieval_estimators.fit_cluster_difference`: the fitted bias a random draw, windows nested in fits), its "
+        "outcome by the plan's rule for its direction; a primary stopped by its gate or short of its windows makes "
+        "no decision and keeps its place in k (`tables/primaries.parquet`):\n\n"
         + primaries_markdown(rows, plan)
         + "\n\n## The gates: did each fix do what it is for?\n\n"
         + gates_markdown(plan, fix)
         + f"\n\n## Retrieval by needle position\n\n![accuracy and log p(answer) by q, a line per arm]({FIGURE})\n\n"
-        f"Lines: the mean over windows (tasks pooled per window); bands: {level:.0%} percentile bootstrap over "
-        "windows (`tables/positions.parquet`).\n\n"
-        f"## Each fix against none, per q (exploratory)\n\nMean paired difference over windows [{level:.0%} Student t "
-        "interval], no multiplicity correction, no outcome (`tables/contrasts.parquet`):\n\n"
+        f"Lines: the mean over windows (tasks pooled per window); bands: {level:.0%} percentile bootstrap, two-level: "
+        "the fits resampled, then the windows within each drawn fit (`tables/positions.parquet`).\n\n"
+        f"## Each fix against none, per q (exploratory)\n\nMean paired difference over windows [{level:.0%} percentile "
+        "bootstrap interval over fits, then windows within fits], no multiplicity correction, no outcome "
+        "(`tables/contrasts.parquet`):\n\n"
         + contrasts_markdown(tables["contrasts"])
         + "\n\n## The influence profile each arm produces (exploratory)\n\nOn the gate windows (held out): each fix's "
-        "reading over none's, the geometric mean with its t interval at the gates' level (`tables/gates.parquet`); "
+        "reading over none's, the geometric mean over the fits of the fit means with its t interval over the fits at "
+        "the gates' level (`tables/gates.parquet`); "
         "flatness below 1 is a flatter task-free profile, a content-free distance below 1 a more uniform "
         "content-free attention:\n\n"
         + gate_readings_markdown(tables["gates"])
@@ -239,9 +266,10 @@ def write_fix_page(record, repo=".", force: bool = False) -> Path:
     settings, level = fix.settings, fix.plan["level"]
     tables = {
         "primaries": fr.primary_table(rows),
-        "contrasts": fr.contrast_table(fix, level),
+        "contrasts": fr.contrast_table(fix, settings.resamples, settings.seed, level),
         "positions": fr.position_table(fix, settings.resamples, settings.seed, level),
         "gates": fr.gate_table(fix.plan, fix),
+        "fits": fr.fit_table(fix),
     }
     text = page(fix, rows, tables, Path(repo), display_name(fix.examples.model.iloc[0]))
     for name, table in tables.items():

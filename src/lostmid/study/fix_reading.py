@@ -2,16 +2,19 @@
 "The fix run's page"). The record is read whole (``read_fix_record``): the run's manifest and overlay, the plan
 check (lostmid.study.record.plan_status: the plan's SHA-256 and commit against every invocation), the fits with
 their windows, the zero-bias check, the none arm's held-out windows from its own record, the fix arms' windows
-under their stamps and the gates' readings. Windows are the unit of replication throughout.
+under their stamps and the gates' readings. The fits of the bias are the unit of replication (the plan's F fits,
+each a random draw; windows nested in them: window k under fit k mod F): the primaries' intervals are Student t
+over the fit means, the exploratory ones a bootstrap over fits, then windows within fits.
 
-    gate_ratios(gate, n, arm, column)   per gate window: log(the reading with the arm / without)
-    gate_reading(plan, record, arm, n)  whether a fix did what it is for (the plan's gates)
+    gate_ratios(gate, n, arm, column)   per gate window: log(the reading with the arm / without), with its fit
+    gate_reading(plan, record, arm, n)  whether a fix did what it is for (the plan's gates, over the fit means)
     non_inferiority_p(units, margin)    one-sided Student t p of mean >= -margin
     one_sided_outcome, two_sided_outcome, non_inferiority_outcome   the plan's outcome rules, in its words
-    primary_rows(plan, record)          every primary: paired difference, Holm over the plan's k, its outcome
-    contrast_table(record, level)       each fix against none and blog against fitm, per q and over q
-    position_table(record, ...)         per arm, n and q: success and log p(answer) with bootstrap bands
+    primary_rows(plan, record)          every primary: fit-cluster difference, Holm over the plan's k, its outcome
+    contrast_table(record, ...)         each fix against none and blog against fitm, per q and over q
+    position_table(record, ...)         per arm, n and q: success and log p(answer) with two-level bootstrap bands
     gate_table(record, level)           each arm's profile flatness and content-free distance against none
+    fit_table(record)                   per fit: its window, loss, B not 0, t_i, its gate readings
 """
 
 from __future__ import annotations
@@ -29,7 +32,16 @@ from scipy import stats
 from lostmid import manifest as run_manifest
 from lostmid.architectures import intervals
 from lostmid.architectures import retrieval_estimators as re
-from lostmid.architectures.fix_plan import ARMS, none_path, read_fix_plan, record, window_path
+from lostmid.architectures.fix_plan import (
+    ARMS,
+    bias_path,
+    fit_count,
+    fit_of,
+    none_path,
+    read_fix_plan,
+    record,
+    window_path,
+)
 from lostmid.errors import InputError
 from lostmid.stats import bootstrap
 from lostmid.stats.effects import MeanEffect
@@ -38,7 +50,6 @@ from lostmid.study import reading
 ARM_ORDER = ("none", *ARMS)
 CONTRASTS = (("blog", "none"), ("fitm", "none"), ("blog", "fitm"))
 OUTCOMES = {"success": "success", "logprob": "log p(answer)"}
-FITS = ("blog.json", "fitm.json", "fitm_strength.json", "none_check.json")
 
 INCONCLUSIVE = reading.INCONCLUSIVE
 ONE_SIDED_WORDS = {  # study/plan.yaml's four outcomes against OUR margin
@@ -55,13 +66,18 @@ LOWERED = "lowered"
 LOWERED_WITHIN = "lowered, by less than our margin"
 LOWERED_BEYOND = "lowered, beyond our margin"
 NO_DECISION = "no decision"
+NON_INFERIORITY_WORDS = {  # the claim "lowered" read against our margin: study/plan.yaml's outcomes, in its words
+    reading.AT_LEAST: LOWERED_BEYOND,
+    reading.SMALLER: LOWERED_WITHIN,
+    reading.NO_EFFECT: NOT_LOWERED,
+}
 
 
 @dataclass
 class FixRecord:
-    """The fix run's record as read back: the plan, the run's manifest, every arm's held-out examples (column
-    ``arm``), the fits' records (``FITS``, by name without .json), the gates' readings and the none arm's
-    retrieval settings (fractions, resamples, seed)."""
+    """The fix run's record as read back: the plan, the run's manifest, every arm's held-out examples (columns
+    ``arm`` and ``fit``), the fits' records (``fits``: per fix arm the list of its F fits' records, and
+    ``none_check``), the gates' readings and the none arm's retrieval settings (fractions, resamples, seed)."""
 
     path: Path
     plan: dict
@@ -82,30 +98,47 @@ def read_json(path: Path) -> dict:
     return json.loads(path.read_text())
 
 
+def read_fits(plan: dict) -> dict:
+    """{arm: [fit i's record, i = 0 .. F - 1]} of both fix arms, each bias file's SHA-256 the one its record holds,
+    and ``none_check``; one line naming a missing or changed file."""
+    from lostmid.architectures import fix_jobs
+
+    found = {"none_check": read_json(record(plan) / "fits" / "none_check.json")}
+    for arm in ARMS:
+        found[arm] = []
+        for fit in range(fit_count(plan)):
+            path = bias_path(plan, arm, fit)
+            said = read_json(path.with_suffix(".json"))
+            if not path.is_file() or fix_jobs.sha256(path) != said["bias_sha256"]:
+                raise InputError(
+                    f"{path}: missing, or its SHA-256 is not the {said['bias_sha256'][:12]} its fit recorded"
+                )
+            found[arm].append(said)
+    return found
+
+
 def held_out_examples(plan: dict, settings) -> pd.DataFrame:
-    """Every arm's examples of the plan's held-out windows that are recorded (none: its record's, under its config
-    hash; a fix arm: under its stamp, its bias file's SHA-256 the one its fit recorded)."""
+    """Every arm's examples of the plan's held-out windows that are recorded, each with its window's fit (column
+    ``fit``: k mod F; none: its record's, under its config hash; a fix arm: window k under the stamp of its fit's
+    bias file and strength)."""
     from lostmid.architectures import fix_jobs, retrieval_summary
 
     found = []
     for n, count in plan["run"]["windows_by_n"].items():
         none = [p for p in (none_path(plan, n, k) for k in range(count)) if p.exists()]
         if none:
-            rows = retrieval_summary.read_windows(none, settings.record_hash())
-            found.append(rows.assign(arm="none"))
+            found.append(retrieval_summary.read_windows(none, settings.record_hash()).assign(arm="none"))
         for arm in ARMS:
-            paths = [p for p in (window_path(plan, arm, n, k) for k in range(count)) if p.exists()]
-            if not paths:
-                continue
-            bias_file, strength = fix_jobs.arm_bias(plan, arm, n)
-            fitted = read_json(bias_file.with_suffix(".json"))["bias_sha256"]
-            if fix_jobs.sha256(bias_file) != fitted:
-                raise InputError(f"{bias_file}: its SHA-256 is not the {fitted[:12]} its fit recorded")
-            stamp = fix_jobs.window_hash(settings, arm, bias_file, strength)
-            found.append(retrieval_summary.read_windows(paths, stamp).assign(arm=arm))
+            for fit in range(fit_count(plan)):
+                draws = [k for k in range(fit, count, fit_count(plan))]
+                paths = [p for p in (window_path(plan, arm, n, k) for k in draws) if p.exists()]
+                if paths:
+                    stamp = fix_jobs.window_hash(settings, arm, *fix_jobs.arm_bias(plan, arm, fit))
+                    found.append(retrieval_summary.read_windows(paths, stamp).assign(arm=arm))
     if not found:
         raise InputError(f"{record(plan)}: no held-out window of any arm is recorded")
-    return pd.concat(found, ignore_index=True)
+    examples = pd.concat(found, ignore_index=True)
+    return examples.assign(fit=[fit_of(plan, k) for k in examples.draw])
 
 
 def read_gate(plan: dict) -> pd.DataFrame:
@@ -136,7 +169,7 @@ def read_fix_record(path, repo=".") -> FixRecord:
     primary, why = plan_status(repo, repo / named, manifest)
     if not primary:
         raise InputError(f"{path}: the plan check failed ({why}): no page from this record")
-    fits = {name.removesuffix(".json"): read_json(path / "fits" / name) for name in FITS}
+    fits = read_fits(plan)
     if not fits["none_check"].get("same"):
         raise InputError(f"{path / 'fits' / 'none_check.json'}: a zero bias did not give the none record's answers")
     settings = retrieval_settings(plan)
@@ -149,15 +182,18 @@ def read_fix_record(path, repo=".") -> FixRecord:
 
 @dataclass(frozen=True)
 class Gate:
-    """A gate's reading: ``passed`` None where it was not read; ``mean`` and ``upper`` the mean log ratio and the
-    upper bound of its Student t interval over ``windows`` gate windows; ``why`` in words."""
+    """A gate's reading: ``passed`` None where it was not read; ``mean`` and ``upper`` the mean over the fits of
+    their mean log ratio and the upper bound of its Student t interval over the ``fits`` fit means; ``passing``
+    the fits whose own mean lies below the margin; ``per_fit`` the fit means (index: fit); ``why`` in words."""
 
     arm: str
     n: int
     passed: bool | None
     mean: float
     upper: float
-    windows: int
+    fits: int
+    passing: int
+    per_fit: pd.Series
     why: str
 
 
@@ -169,36 +205,47 @@ def gate_ratios(gate: pd.DataFrame, n: int, arm: str, column: str) -> pd.Series:
     return np.log(wide[arm].astype(float) / wide["none"].astype(float)).dropna()
 
 
+def fit_means(plan: dict, per_window: pd.Series) -> pd.Series:
+    """Per fit (index): the mean of the per-window values (index: the draw k, its fit k mod F)."""
+    return per_window.groupby([fit_of(plan, k) for k in per_window.index]).mean().rename_axis("fit")
+
+
 def gate_reading(plan: dict, fix: FixRecord, arm: str, n: int) -> Gate:
-    """The plan's gate of ``arm`` at n: blog, the task-free profile's flatness at n (failed outright where the fit
-    kept B = 0); fitm, the content-free attention's distance from uniform at the calibration's n, which stands for
-    every n. Passed when the upper bound of the Student t interval (the gates' level) over the gate windows of the
-    mean log ratio lies below log(ratio); not read while a gate window is missing."""
+    """The plan's gate of ``arm`` at n, at the fit level: per gate window the log ratio (blog: the task-free
+    profile's flatness at n; fitm: the content-free attention's distance from uniform at the calibration's n, which
+    stands for every n), per fit the mean over its gate windows; passed when the upper bound of the Student t
+    interval (the gates' level) over the F fit means lies below log(ratio); not read while a gate window is
+    missing. The fits that pass on their own (their mean below log(ratio)) are counted beside."""
     gates = plan["run"]["gates"]
-    if arm == "blog" and not fix.fits["blog"].get("fitted", True):
-        return Gate(arm, n, False, math.nan, math.nan, 0, "the fit kept B = 0: no step beat none")
     calibrated = int(plan["arms"]["fitm"]["calibration"]["n"])
     column, at = ("flatness", n) if arm == "blog" else ("content_free_distance", calibrated)
     what = "task-free profile's flatness" if arm == "blog" else "content-free attention's distance from uniform"
     expected = int(gates["windows_by_n"][at])
     ratios = gate_ratios(fix.gate, at, arm, column)
+    empty = pd.Series(dtype=float)
     if len(ratios) < expected:
-        return Gate(arm, at, None, math.nan, math.nan, len(ratios), f"{len(ratios)} of its {expected} gate windows")
-    effect = re.t_effect(ratios, gates["level"])
-    passed = bool(effect.high < math.log(gates["ratio"]))
+        words = f"{len(ratios)} of its {expected} gate windows"
+        return Gate(arm, at, None, math.nan, math.nan, 0, 0, empty, words)
+    means = fit_means(plan, ratios)
+    effect = re.t_effect(means, gates["level"])
+    margin = math.log(gates["ratio"])
+    passed, passing = bool(effect.high < margin), int((means < margin).sum())
+    zero = sum(not f.get("fitted", True) for f in fix.fits["blog"]) if arm == "blog" else 0
     words = (
         f"the {what} with the fix over without, {math.exp(effect.estimate):.3g} (upper bound "
-        f"{math.exp(effect.high):.3g}, {gates['level']:.0%} t over {len(ratios)} windows at n = {at}; passes "
-        f"below {gates['ratio']:g}, our margin)"
+        f"{math.exp(effect.high):.3g}, {gates['level']:.0%} t over {len(means)} fit means of {len(ratios)} windows "
+        f"at n = {at}; passes below {gates['ratio']:g}, our margin); {passing} of {len(means)} fits pass on their own"
+        + (f"; {zero} kept B = 0" if zero else "")
     )
-    return Gate(arm, at, passed, effect.estimate, effect.high, len(ratios), words)
+    return Gate(arm, at, passed, effect.estimate, effect.high, len(means), passing, means, words)
 
 
 # --------------------------------------------------------------------------- the outcomes
 
 
 def non_inferiority_p(units: pd.Series, margin: float) -> float:
-    """The one-sided Student t p of H0: mean <= -margin (the per-window differences plus the margin against 0)."""
+    """The one-sided Student t p of H0: mean <= -margin (the units, the fit means of the per-window differences,
+    plus the margin against 0)."""
     x = units.to_numpy(np.float64) + margin
     if x.size < 2:
         return 1.0
@@ -225,16 +272,14 @@ def two_sided_outcome(low: float, high: float, margin: float) -> str:
 
 
 def non_inferiority_outcome(low: float, high: float, margin: float) -> str:
-    """Accuracy not lowered (direction not_lowered): lowered where the upper bound lies below 0 (beyond our margin
-    where below -margin; by less than it where the lower bound lies above -margin), not lowered where the lower
-    bound lies above -margin, else inconclusive."""
-    if math.isnan(low) or math.isnan(high):
-        return INCONCLUSIVE
-    if high < -margin:
-        return LOWERED_BEYOND
-    if high < 0:
-        return LOWERED_WITHIN if low > -margin else LOWERED
-    return NOT_LOWERED if low > -margin else INCONCLUSIVE
+    """Accuracy not lowered (direction not_lowered), read as study/plan.yaml's four outcomes of the claim
+    "lowered" (``reading.outcome``, direction decrease) against our margin: at least it, lowered beyond our margin;
+    smaller, lowered by less than it; no effect of its size, not lowered; inconclusive, but "lowered" where the
+    upper bound lies below 0 (as where it lies exactly on -margin: not beyond it)."""
+    decided = reading.outcome(low, high, "decrease", margin)
+    if decided == reading.INCONCLUSIVE or high == -margin:
+        return LOWERED if low <= high < 0 else INCONCLUSIVE  # a NaN bound: inconclusive
+    return NON_INFERIORITY_WORDS[decided]
 
 
 RULES = {"increase": one_sided_outcome, "none": two_sided_outcome, "not_lowered": non_inferiority_outcome}
@@ -245,12 +290,13 @@ RULES = {"increase": one_sided_outcome, "none": two_sided_outcome, "not_lowered"
 
 @dataclass(frozen=True)
 class Primary:
-    """A primary as read: its effect (None where it makes no decision, ``why`` saying why), its Holm level, its
-    interval at 1 - level, its outcome."""
+    """A primary as read: its effect over the fit means (None where it makes no decision, ``why`` saying why), the
+    held-out windows paired behind it, its Holm level, its interval at 1 - level, its outcome."""
 
     id: str
     n: int
     margin: float
+    windows: int
     effect: MeanEffect | None
     p: float
     level: float
@@ -265,6 +311,17 @@ def primary_units(fix: FixRecord, primary: dict) -> pd.Series:
     first, second = primary["arms"]
     n = int(primary["n"])
     return re.paired_difference(fix.at(first, n), fix.at(second, n), primary["positions"], primary["outcome"])
+
+
+def primary_effect(fix: FixRecord, primary: dict) -> MeanEffect:
+    """The plan's estimator (``retrieval_estimators.fit_cluster_difference``): the fit means of the per-window
+    paired differences, Student t over the F fits."""
+    first, second = primary["arms"]
+    n = int(primary["n"])
+    words = " ".join(primary["estimator_words"].split())
+    return re.fit_cluster_difference(
+        fix.at(first, n), fix.at(second, n), primary["positions"], primary["outcome"], words
+    )
 
 
 def stopped_by(plan: dict, fix: FixRecord, primary: dict, units: pd.Series) -> str:
@@ -296,17 +353,17 @@ def primary_rows(plan: dict, fix: FixRecord) -> list[Primary]:
     for name, primary in plan["primaries"].items():
         units = primary_units(fix, primary)
         why = stopped_by(plan, fix, primary, units)
-        effect = None if why else MeanEffect(units, f"{primary['estimator_words']}; Student t over windows")
-        found.append((name, primary, effect, why))
-    p_values = [1.0 if effect is None else primary_p(effect, primary) for _, primary, effect, _ in found]
+        effect = None if why else primary_effect(fix, primary)
+        found.append((name, primary, len(units), effect, why))
+    p_values = [1.0 if effect is None else primary_p(effect, primary) for _, primary, _, effect, _ in found]
     levels = reading.holm_levels(p_values, plan["alpha"])
     rows = []
-    for (name, primary, effect, why), p, level in zip(found, p_values, levels):
+    for (name, primary, windows, effect, why), p, level in zip(found, p_values, levels):
         margin = float(primary["margin"]["size"])
         low, high = (math.nan, math.nan) if effect is None else effect.interval(1 - level)
         outcome = NO_DECISION if effect is None else RULES[primary["direction"]](low, high, margin)
         p = math.nan if effect is None else p
-        rows.append(Primary(name, int(primary["n"]), margin, effect, p, level, low, high, outcome, why))
+        rows.append(Primary(name, int(primary["n"]), margin, windows, effect, p, level, low, high, outcome, why))
     return rows
 
 
@@ -314,7 +371,8 @@ def primary_table(rows: list[Primary]) -> pd.DataFrame:
     return pd.DataFrame(
         [
             dict(id=r.id, n=r.n, estimate=math.nan if r.effect is None else r.effect.estimate, low=r.low, high=r.high)
-            | dict(level=r.level, p=r.p, windows=0 if r.effect is None else r.effect.n, margin=r.margin)
+            | dict(level=r.level, p=r.p, windows=r.windows, fits=0 if r.effect is None else r.effect.n)
+            | dict(margin=r.margin)
             | dict(outcome=r.outcome, why=r.why)
             for r in rows
         ]
@@ -324,9 +382,24 @@ def primary_table(rows: list[Primary]) -> pd.DataFrame:
 # --------------------------------------------------------------------------- the secondaries
 
 
-def contrast_table(fix: FixRecord, level: float) -> pd.DataFrame:
+def window_fits(examples: pd.DataFrame, windows) -> np.ndarray:
+    """The fit each of ``windows`` (corpus window indices) was evaluated under."""
+    return examples.groupby("window").fit.first().loc[list(windows)].to_numpy()
+
+
+def nested_interval(per_window: pd.Series, fits: np.ndarray, resamples: int, seed: int, level: float) -> tuple:
+    """(estimate, low, high): the mean over windows with its percentile interval over two-level bootstrap draws
+    (``intervals.nested_draws``: fits, then windows within fits); NaN bounds with fewer than 2 fits."""
+    if len(set(fits)) < 2:
+        return (per_window.mean() if len(per_window) else math.nan), math.nan, math.nan
+    weights = intervals.nested_draws(fits, resamples, seed)
+    return bootstrap.percentile_interval(intervals.means(weights, per_window.to_numpy(float)), level)
+
+
+def contrast_table(fix: FixRecord, resamples: int, seed: int, level: float) -> pd.DataFrame:
     """Exploratory: per n, contrast (``CONTRASTS``), outcome and q (and over every q: ``positions`` "all"), the
-    mean paired difference over windows with its Student t interval at ``level`` (none with fewer than 2)."""
+    mean paired difference over windows with its percentile interval at ``level`` over two-level bootstrap draws
+    (fits, then windows within fits; ``nested_interval``)."""
     fractions = list(fix.settings.fractions)
     found = []
     for n in sorted(fix.examples.n.unique()):
@@ -334,48 +407,70 @@ def contrast_table(fix: FixRecord, level: float) -> pd.DataFrame:
             for column in OUTCOMES:
                 for positions in [[q] for q in fractions] + [fractions]:
                     units = re.paired_difference(fix.at(first, n), fix.at(second, n), positions, column)
-                    effect = re.t_effect(units, level) if len(units) >= 2 else None
+                    fits = window_fits(fix.at(first, n), units.index)
+                    estimate, low, high = nested_interval(units, fits, resamples, seed + int(n), level)
                     found.append(
                         dict(n=int(n), contrast=f"{first} - {second}", outcome=column, windows=len(units))
-                        | dict(positions=f"q = {positions[0]:g}" if len(positions) == 1 else "all")
-                        | dict(
-                            estimate=units.mean() if len(units) else math.nan,
-                            low=effect.low if effect else math.nan,
-                            high=effect.high if effect else math.nan,
-                        )
+                        | dict(fits=len(set(fits)), positions=f"q = {positions[0]:g}" if len(positions) == 1 else "all")
+                        | dict(estimate=estimate, low=low, high=high)
                     )
     return pd.DataFrame(found)
 
 
 def position_table(fix: FixRecord, resamples: int, seed: int, level: float) -> pd.DataFrame:
     """Per arm, n and q: the mean over windows of success and of log p(answer) (tasks pooled per window), each with
-    its percentile bootstrap interval over windows (``intervals.draws``, draw 0 the estimate)."""
+    its percentile interval over two-level bootstrap draws (fits, then windows within fits; ``nested_interval``,
+    the same draws at every q of an arm and n)."""
     found = []
     for (arm, n), part in fix.examples.groupby(["arm", "n"], sort=True):
         for q in fix.settings.fractions:
             row = dict(arm=arm, n=int(n), q=float(q))
             for column in OUTCOMES:
-                per_window = re.window_mean(part, [q], column).to_numpy(float)
-                weights = intervals.draws(len(per_window), resamples, seed + int(n))
-                estimate, low, high = bootstrap.percentile_interval(intervals.means(weights, per_window), level)
-                row |= {"windows": len(per_window), column: estimate, f"{column}_lo": low, f"{column}_hi": high}
+                per_window = re.window_mean(part, [q], column)
+                fits = window_fits(part, per_window.index)
+                estimate, low, high = nested_interval(per_window, fits, resamples, seed + int(n), level)
+                row |= {"windows": len(per_window), "fits": len(set(fits)), column: estimate}
+                row |= {f"{column}_lo": low, f"{column}_hi": high}
             found.append(row)
     return pd.DataFrame(found)
 
 
 def gate_table(plan: dict, fix: FixRecord) -> pd.DataFrame:
     """Exploratory beside the gates: per n, fix arm and reading (flatness; at the calibration's n the content-free
-    distance), the mean log ratio to none over the gate windows with its Student t interval at the gates' level."""
+    distance), the mean over the fits of the fit means of the log ratio to none, with its Student t interval over
+    the fit means at the gates' level."""
     found = []
     for n in sorted(fix.gate.n.unique()):
         for arm in ARMS:
             for column in ("flatness", "content_free_distance"):
                 ratios = gate_ratios(fix.gate, n, arm, column)
-                if len(ratios) < 2:
+                means = fit_means(plan, ratios)
+                if len(means) < 2:
                     continue
-                effect = re.t_effect(ratios, plan["run"]["gates"]["level"])
+                effect = re.t_effect(means, plan["run"]["gates"]["level"])
                 found.append(
-                    dict(n=int(n), arm=arm, reading=column, windows=len(ratios), log_ratio=effect.estimate)
-                    | dict(low=effect.low, high=effect.high)
+                    dict(n=int(n), arm=arm, reading=column, windows=len(ratios), fits=len(means))
+                    | dict(log_ratio=effect.estimate, low=effect.low, high=effect.high)
                 )
-    return pd.DataFrame(found, columns=["n", "arm", "reading", "windows", "log_ratio", "low", "high"])
+    columns = ["n", "arm", "reading", "windows", "fits", "log_ratio", "low", "high"]
+    return pd.DataFrame(found, columns=columns)
+
+
+def fit_table(fix: FixRecord) -> pd.DataFrame:
+    """Per fit i: its window (the draw's k and the corpus window), the blog fit's loss and none's on it, whether B
+    is not 0, the calibration's strength t_i, and each gate's fit mean ratio (blog at every n, fitm at its n)."""
+    plan = fix.plan
+    rows = []
+    for fit, (blog, fitm) in enumerate(zip(fix.fits["blog"], fix.fits["fitm"])):
+        rows.append(
+            dict(fit=fit, draw=blog["windows"]["draws"][0], corpus_window=blog["windows"]["corpus_windows"][0])
+            | dict(loss=blog["loss"], none=blog["none"], fitted=bool(blog["fitted"]), strength=fitm["strength"])
+        )
+    table = pd.DataFrame(rows)
+    gates = [("blog", int(n)) for n in plan["run"]["windows_by_n"]] + [
+        ("fitm", int(plan["arms"]["fitm"]["calibration"]["n"]))
+    ]
+    for arm, n in gates:
+        gate = gate_reading(plan, fix, arm, n)
+        table[f"{arm}_gate_n{gate.n}"] = np.exp(gate.per_fit.reindex(table.fit).to_numpy(float))
+    return table
