@@ -146,3 +146,21 @@ def gate(*reasons: str | None) -> str | None:
     """Why a row is not evaluable: the reasons given, joined (None when there are none)."""
     found = [r for r in reasons if r]
     return "; ".join(found) if found else None
+
+
+def fit_reasons(summary: pd.DataFrame, fits: list[str]) -> dict[str, str | None]:
+    """Per fit of a study's fix arm (``summary``: its bias_fit_summary rows), why it fails the fit checks on the
+    model it trains (``fit_not_evaluable``: the guard and ``CHECKS`` at the default evidence settings' level); None
+    where it passes. A fit without rows in the summary fails: it has no check."""
+    from lostmid.config import settings_from_section
+
+    ev = settings_from_section(EvidenceSettings, {}, "evidence")
+    reasons = {}
+    for fit in fits:
+        part = summary[summary.variant == fit]
+        if part.empty:
+            reasons[fit] = "no fit check in the record"
+            continue
+        inputs = Inputs(variants={fit: {}}, model={}, bias_summary=part)
+        reasons[fit] = fit_not_evaluable(inputs, ev, fit, int(part.L.iloc[0]), int(part.depth.iloc[0]))
+    return reasons

@@ -23,15 +23,13 @@ import pandas as pd
 import yaml
 
 from lostmid import io, records
-from lostmid.config import settings_from_section
 from lostmid.errors import InputError
-from lostmid.evidence.fit_checks import fit_not_evaluable
-from lostmid.evidence.inputs import Inputs
-from lostmid.evidence.settings import EvidenceSettings
+from lostmid.evidence.fit_checks import fit_reasons
 from lostmid.manifest import identity, stamp
 from lostmid.study import estimators as est
 from lostmid.study import reading
 from lostmid.study.plan import arm_variants, read_plan
+from lostmid.study.reading import number, text
 from lostmid.study.record import plan_line, plan_status, read_record
 
 NOT_YET_RUN = "not yet run"
@@ -73,13 +71,9 @@ def gate(record, plan: dict, arm: str) -> tuple[list[str], str]:
     variants = arm_variants(plan, arm)
     if record.bias_summary is None:
         raise _Unavailable(Missing(NOT_YET_RUN, f"no bias_fit_summary of the arm {arm}"))
-    summary = record.bias_summary[record.bias_summary.variant.isin(variants)]
-    if summary.empty:
+    if not record.bias_summary.variant.isin(variants).any():
         raise _Unavailable(Missing(NOT_YET_RUN, f"no fit of the arm {arm} in the record"))
-    inputs = Inputs(variants={v: {} for v in summary.variant.unique()}, model={}, bias_summary=summary)
-    ev = settings_from_section(EvidenceSettings, {}, "evidence")
-    L, depth = int(summary.L.iloc[0]), int(summary.depth.iloc[0])
-    reasons = {v: fit_not_evaluable(inputs, ev, v, L, depth) for v in variants}
+    reasons = fit_reasons(record.bias_summary, variants)
     passed = [v for v, why in reasons.items() if why is None]
     failed = "; ".join(f"{v}: {why}" for v, why in reasons.items() if why)
     note = f"{len(passed)} of {len(variants)} fits of {arm} flatten the model it trains" + (
@@ -105,8 +99,12 @@ def _needs(table, what: str) -> pd.DataFrame:
     return table
 
 
-def _fix_pair(record, plan: dict, fix_arm: str, base_arm: str) -> tuple[list[str], list[str], str]:
-    passed, note = gate(record, plan, fix_arm)
+def _fix_pair(record, plan: dict, row: dict, first: int = 0) -> tuple[list[str], list[str], str]:
+    """The row's fix arm (its arms from ``first``: the fix, then its baseline) as the fits that passed the gate,
+    the baseline's variants and the gate's note; every fit of the fix arm where the row is read ``ungated``
+    (``over_every_fit``)."""
+    fix_arm, base_arm = row["arms"][first : first + 2]
+    passed, note = (arm_variants(plan, fix_arm), "") if row.get("ungated") else gate(record, plan, fix_arm)
     return passed, arm_variants(plan, base_arm), note
 
 
@@ -140,7 +138,7 @@ def _windows(estimator, record, plan, row, step):
 def _fix_effect(estimator, record, plan, row, step):
     """The reading of a paired fix-minus-baseline estimator ``estimator(failure, fix, base, step)``; the gate's note."""
     failure = _failure(record)
-    fix, base, note = _fix_pair(record, plan, *row["arms"][:2])
+    fix, base, note = _fix_pair(record, plan, row)
     return estimator(failure, fix, base, step), note
 
 
@@ -148,7 +146,7 @@ def _interaction(per_seed, at, record, plan, row, step):
     """The Welch interaction of ``per_seed(failure, fix, base, step)`` (fix - baseline per seed) without the residual
     path minus with it (the row's arms: the no-residual pair, then the residual pair), at ``at(plan, step)``."""
     failure = _failure(record)
-    pairs = [_fix_pair(record, plan, *row["arms"][i : i + 2]) for i in (0, 2)]
+    pairs = [_fix_pair(record, plan, row, i) for i in (0, 2)]
     effect = est.speed_interaction(*(per_seed(failure, fix, base, at(plan, step)) for fix, base, _ in pairs))
     return effect, "; ".join(note for _, _, note in pairs)
 
@@ -229,16 +227,16 @@ def effect_of(row: dict, record, plan: dict) -> tuple[object, str]:
         return Missing(NOT_YET_RUN, str(err)), ""
 
 
+def over_every_fit(row: dict, record, plan: dict, missing):
+    """The effect of a row whose fix arm failed its gate (``missing``: NOT_BUILT), read on every fit of its trained
+    arms (exploratory); None for a row missing for another reason."""
+    if not isinstance(missing, Missing) or missing.kind != NOT_BUILT:
+        return None
+    effect, _ = effect_of({**row, "ungated": True}, record, plan)
+    return None if isinstance(effect, Missing) else effect
+
+
 # --------------------------------------------------------------------------- the reading
-
-
-def text(value) -> str:
-    """A plan's folded string on one line."""
-    return " ".join(str(value).split())
-
-
-def number(x: float) -> str:
-    return "nan" if math.isnan(x) else f"{x:.3g}"
 
 
 def sentence(primary: dict, effect, low: float, high: float, outcome: str, level: float) -> str:
@@ -246,11 +244,8 @@ def sentence(primary: dict, effect, low: float, high: float, outcome: str, level
     if isinstance(effect, Missing):
         return f"No answer: {effect.kind}."
     words = reading.answer(outcome, low, high, primary["direction"])
-    return (
-        f"{words}: {number(effect.estimate)} [{number(low)}, {number(high)}] "
-        f"{primary['scale']} ({1 - level:.4g} interval over {effect.n} units: {primary['unit']}; "
-        f"the source's size {primary['size']:.3g})."
-    )
+    said = reading.numbers(effect, low, high, primary, 1 - level)
+    return f"{words}: {said}; the source's size {primary['size']:.3g})."
 
 
 def rows(plan: dict, record, primary_status: bool) -> list[Row]:
@@ -277,17 +272,23 @@ def rows(plan: dict, record, primary_status: bool) -> list[Row]:
 SECONDARIES = Path(__file__).with_name("secondaries.yaml")
 
 
-def secondary_rows(plan: dict, record, path: Path = SECONDARIES) -> list[dict]:
+def secondary_rows(plan: dict, record, path: Path = SECONDARIES, every_fit: bool = False) -> list[dict]:
     """The exploratory secondaries (``secondaries.yaml``), each at the plan's level (95%, no multiplicity correction,
-    no outcome); a row whose data are not in the record reads "not yet run"."""
+    no outcome); a row whose data are not in the record reads "not yet run". ``every_fit``: a row whose fix arm
+    failed its gate is read on every fit of its trained arms (``over_every_fit``), its note saying so."""
     found = []
     for row in yaml.safe_load(path.read_text())["secondaries"]:
         effect, _ = effect_of(row, record, plan)
+        every = over_every_fit(row, record, plan, effect) if every_fit else None
+        if every is not None:
+            why, effect = effect.why, every
         if isinstance(effect, Missing):
             estimate = low = high = math.nan
             n, note = 0, f"{NOT_YET_RUN}: {effect.why}"
         else:
             (low, high), estimate, n, note = effect.interval(plan["level"]), effect.estimate, effect.n, effect.method
+        if every is not None:
+            note = f"the arm failed its gate ({why}); over every fit of its trained arm: {note}"
         what = text(row["what"]).format(step=step_of(row, plan))
         found.append(
             {"id": row["id"], "what": what, "estimate": estimate, "low": low, "high": high, "n": n, "note": note}
@@ -385,15 +386,31 @@ def markdown(plan: dict, record, found: list[Row], secondaries: list[dict], stat
         "correction, no outcome. The other pages:",
         ", ".join(f"[{p}]({p})" for p in EXPLORATORY_PAGES) + ".",
         "",
-        "| row | what | estimate | 95% interval | units | note |",
-        "|---|---|---|---|---|---|",
+        *secondaries_table(secondaries),
     ]
+    return "\n".join(out) + "\n"
+
+
+def secondaries_table(secondaries: list[dict]) -> list[str]:
+    """The exploratory rows (``secondary_rows``) as the lines of a Markdown table."""
+    lines = ["| row | what | estimate | 95% interval | units | note |", "|---|---|---|---|---|---|"]
     for row in secondaries:
-        out.append(
+        lines.append(
             f"| `{row['id']}` | {row['what']} | {number(row['estimate'])} | "
             f"[{number(row['low'])}, {number(row['high'])}] | {row['n']} | {row['note']} |"
         )
-    return "\n".join(out) + "\n"
+    return lines
+
+
+def relative(path, page) -> str:
+    """``path`` as a link from the page ``page``."""
+    return Path(os.path.relpath(path, Path(page).parent)).as_posix()
+
+
+def readme_with(readme, page, lines: list[str]) -> str:
+    """The README ``readme`` with the answers ``lines`` between its findings markers, from the page ``page``."""
+    block = f"From [{Path(page).name}]({relative(page, readme)}):\n\n" + io.wrap_prose("\n".join(lines)) + "\n"
+    return io.between_markers(Path(readme).read_text(), README_START, README_END, block, str(readme))
 
 
 def figure_row(row: Row, primary: dict) -> dict:
@@ -437,12 +454,10 @@ def write_findings(plan_path, run, out, figures_dir, repo, readme=None, force: b
     forest = Path(figures_dir) / "findings_primaries.png"  # one forest of every primary
     curves = Path(figures_dir) / "findings_failure.png"  # the blog's figure for the plan's flag-task arms
     drawn = {"primaries": forest, **({"failure": curves} if record.failure is not None else {})}
-    figures = {name: Path(os.path.relpath(path, Path(out).parent)).as_posix() for name, path in drawn.items()}
+    figures = {name: relative(path, out) for name, path in drawn.items()}
     page = io.wrap_prose(markdown(plan, record, found, secondary_rows(plan, record), status, figures))
     if readme is not None:
-        block = f"From [{Path(out).name}]({Path(os.path.relpath(out, Path(readme).parent)).as_posix()}):\n\n"
-        block += io.wrap_prose("\n".join(answers(found))) + "\n"
-        readme_text = io.between_markers(Path(readme).read_text(), README_START, README_END, block, str(readme))
+        readme_text = readme_with(readme, out, answers(found))
     finding_figure([figure_row(row, by_id[row.id]) for row in found], forest)
     if record.failure is not None:  # at the plan's fixed mid step
         arm_failure(record.failure, plan["run"]["arms"], plan["checkpoints"]["fixed_mid_step"], curves)

@@ -1,5 +1,6 @@
 """The plan's reading of a primary (study/plan.yaml, ``outcomes`` and ``multiplicity``): Holm's levels across
-the primaries, and the four outcomes read off an interval against 0 and the source's size."""
+the primaries, the four outcomes read off an interval against 0 and the source's size, and the words and numbers
+of an answer as the findings pages print them."""
 
 from __future__ import annotations
 
@@ -76,3 +77,21 @@ def holm_levels(p_values, alpha: float = 0.05) -> list[float]:
         if stopped is None and p[index] > level:
             stopped = level
     return levels
+
+
+def number(x: float) -> str:
+    """A number as the pages print it: three significant digits, "nan" where there is none."""
+    return "nan" if math.isnan(x) else f"{x:.3g}"
+
+
+def text(value) -> str:
+    """A plan's folded string on one line."""
+    return " ".join(str(value).split())
+
+
+def numbers(effect, low: float, high: float, primary: dict, confidence: float, units: str | None = None) -> str:
+    """ "estimate [low, high] scale (confidence interval over n units: unit" (the caller closes the bracket)."""
+    return (
+        f"{number(effect.estimate)} [{number(low)}, {number(high)}] {primary['scale']} ({confidence:.4g} interval "
+        f"over {effect.n} units: {units or text(primary['unit'])}"
+    )
