@@ -253,9 +253,7 @@ def read_beside(evaluations: list[Evaluation], ev: EvidenceSettings) -> None:
         i = other.estimate.interval
         first, second = dec.verdict_by(other.claim.rule, i, ev), dec.verdict_by(e.claim.rule, e.estimate.interval, ev)
         agree = "the two verdicts agree" if first == second else "THE TWO VERDICTS DIFFER"
-        e.row["note"] = (
-            f"{words} reads {i.estimate:.3g} [{i.low:.3g}, {i.high:.3g}], {first}; this one {second}: {agree}"
-        )
+        e.row["note"] = f"{words} reads {dec.interval_words(i)}, {first}; this one {second}: {agree}"
 
 
 def evidence_table(inputs: Inputs, ev: EvidenceSettings, claims: list[Claim] | None = None) -> pd.DataFrame:
