@@ -33,7 +33,6 @@ from lostmid.study.reading import number, text
 from lostmid.study.record import plan_line, plan_status, read_record
 
 NOT_YET_RUN = "not yet run"
-EXPLORATORY = "exploratory"  # every outcome and answer of a run the plan check does not call primary
 NOT_BUILT = "the fix could not be built for this network"
 MIN_PASSING_FITS = 2  # the plan's gate: an arm is decided when at least 2 of its fits pass
 
@@ -124,14 +123,11 @@ def _failure(record) -> pd.DataFrame:
     return _needs(record.failure, "failure")
 
 
-def _retrieval(record) -> pd.DataFrame:
-    return _needs(record.retrieval, "retrieval examples")
-
-
 def _windows(estimator, record, plan, row, step):
     """The reading of a retrieval estimator ``estimator(examples[, n])`` at the row's length ``n`` (if it names one),
     over enough windows (``enough_windows``)."""
-    effect = estimator(_retrieval(record), **({"n": row["n"]} if "n" in row else {}))
+    examples = _needs(record.retrieval, "retrieval examples")
+    effect = estimator(examples, **({"n": row["n"]} if "n" in row else {}))
     return enough_windows(row, effect), ""
 
 
@@ -264,7 +260,7 @@ def rows(plan: dict, record, primary_status: bool) -> list[Row]:
             outcome = reading.outcome(low, high, primary["direction"], primary["size"])
         said = sentence(primary, effect, low, high, outcome, level)
         if not primary_status:
-            outcome, said = f"{EXPLORATORY}: {outcome}", f"{EXPLORATORY.capitalize()}, not primary: {said}"
+            outcome, said = reading.exploratory(outcome, said)
         found.append(Row(primary["id"], text(primary["question"]), effect, level, low, high, outcome, said, note))
     return found
 
@@ -418,16 +414,16 @@ def figure_row(row: Row, primary: dict) -> dict:
     source's size signed on the estimate's axis, its unit and its answer's words (``answer``; a missing one: its
     outcome)."""
     sign = 1 if primary["direction"] == "increase" else -1
+    missing = isinstance(row.effect, Missing)
+    outcome = row.outcome.removeprefix(f"{reading.EXPLORATORY}: ")
     return {
         "name": f"{row.id} ({1 - row.level:.4g} interval)",
-        "estimate": math.nan if isinstance(row.effect, Missing) else row.effect.estimate,
+        "estimate": math.nan if missing else row.effect.estimate,
         "low": row.low,
         "high": row.high,
         "source_size": sign * primary["size"],
         "unit": primary["scale"],
-        "outcome": reading.answer(row.outcome.removeprefix("exploratory: "), row.low, row.high, primary["direction"])
-        if not isinstance(row.effect, Missing)
-        else row.outcome,
+        "outcome": row.outcome if missing else reading.answer(outcome, row.low, row.high, primary["direction"]),
     }
 
 

@@ -11,6 +11,7 @@ SMALLER = "an effect smaller than the source's"
 NO_EFFECT = "no effect of that size"
 INCONCLUSIVE = "inconclusive"
 OUTCOMES = (AT_LEAST, SMALLER, NO_EFFECT, INCONCLUSIVE)
+EXPLORATORY = "exploratory"  # every outcome and answer of a run the plan check does not call primary
 
 
 def oriented(low: float, high: float, direction: str) -> tuple[float, float]:
@@ -59,6 +60,11 @@ def answer(outcome: str, low: float, high: float, direction: str) -> str:
     if outcome == INCONCLUSIVE and oriented_low > 0:
         return IN_DIRECTION
     return words
+
+
+def exploratory(outcome: str, sentence: str) -> tuple[str, str]:
+    """An outcome and its sentence as read from a run the plan check does not call primary."""
+    return f"{EXPLORATORY}: {outcome}", f"{EXPLORATORY.capitalize()}, not primary: {sentence}"
 
 
 def holm_levels(p_values, alpha: float = 0.05) -> list[float]:

@@ -6,7 +6,7 @@
 Each question once: a question the second study answers again (``REVISES``) shows the answer that now stands,
 the second study's, with the first study's beside it and why it was asked again (plan2's ``answers``). Every
 size is labelled: plan2 labels each (``size_label``); study/plan.yaml labels none, and none of its sizes is a
-number in a source's words, so the page reads each as ``DEFAULT_SIZE_LABEL`` and says so once. Every (a)
+number in a source's words, so the page reads each as ``study2_reading.DEFAULT_SIZE_LABEL`` and says so once. Every (a)
 sentence names its step; the failure-by-position curves of each study-2 arm, with bands, follow the answers.
 """
 
@@ -17,13 +17,12 @@ from pathlib import Path
 from lostmid.errors import InputError
 from lostmid.study import findings
 from lostmid.study import study2_reading as s2
-from lostmid.study.reading import number, numbers, text
+from lostmid.study.reading import EXPLORATORY, exploratory, number, numbers, text
 
-DEFAULT_SIZE_LABEL = "our margin"  # the size label of a plan that labels none (study/plan.yaml)
 SIZES_LINE = (
     "Every size below is our margin, not a source's number: study/plan2.yaml labels each size (size_label); "
     "study/plan.yaml labels none, and none of its sizes is a number in a source's words, so each reads as "
-    f"{DEFAULT_SIZE_LABEL}."
+    f"{s2.DEFAULT_SIZE_LABEL}."
 )
 CURVE_STEPS = (500, 1500)  # plan2 secondary failure_by_position_curves: the two named steps
 
@@ -56,14 +55,14 @@ def ungated(row: findings.Row, primary: dict, plan: dict, record) -> str:
 
 
 def study1_sentence(row: findings.Row, primary: dict, plan: dict, record) -> str:
-    """A first-study row's sentence with its size labelled (``DEFAULT_SIZE_LABEL`` where its plan has none)."""
+    """A first-study row's sentence with its size labelled (``s2.DEFAULT_SIZE_LABEL`` where its plan has none)."""
     if isinstance(row.effect, findings.Missing):
         return ungated(row, primary, plan, record)
-    label = s2.size_label(primary, {"size_label": DEFAULT_SIZE_LABEL, **plan})
-    outcome = row.outcome.removeprefix(f"{findings.EXPLORATORY}: ")
+    label = s2.size_label(primary, plan)
+    outcome = row.outcome.removeprefix(f"{EXPLORATORY}: ")
     words = s2.answer_words(outcome, row.low, row.high, primary["direction"], label)
     said = f"{words}: {numbers(row.effect, row.low, row.high, primary, 1 - row.level)}; {label} {primary['size']:.3g})."
-    return said if row.outcome == outcome else f"{findings.EXPLORATORY.capitalize()}, not primary: {said}"
+    return said if row.outcome == outcome else exploratory(outcome, said)[1]
 
 
 def questions(plan1: dict, record1, rows1: list, rows2: list) -> list[dict]:

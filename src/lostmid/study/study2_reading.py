@@ -37,8 +37,8 @@ TABLES = ("failure", "influence", "bias_summary")
 SHOWN_ABSENT = "shown absent"  # plan2 outcomes.absent
 NOT_SHOWN_ABSENT = "not shown absent"  # plan2 outcomes.not_shown_absent
 GATED = "undecided: the arm failed its gate"
-EXPLORATORY = "exploratory"
 SOURCE = "source"  # a size label: the source's own number
+DEFAULT_SIZE_LABEL = "our margin"  # the size label of a plan that labels none (study/plan.yaml)
 
 
 def read_record2(run) -> Record:
@@ -213,7 +213,7 @@ class Reading:
 def size_label(primary: dict, plan: dict) -> str:
     """The primary's size label: its own (plan2: ``size_label``), else the page's default, our margin (study 1's
     plan labels none, and none of its sizes is a number in a source's words)."""
-    return primary.get("size_label", plan.get("size_label", "our margin"))
+    return primary.get("size_label", plan.get("size_label", DEFAULT_SIZE_LABEL))
 
 
 # The words of an answer or an outcome (lostmid.study.reading) for a size that is not the source's: each phrase
@@ -298,6 +298,6 @@ def read_plan2(plan: dict, record: Record, primary_status: bool, resamples: int 
         low, high, outcome = read_primary(primary, plan, c, level)
         said = sentence(primary, plan, c, step, level, low, high, outcome)
         if not primary_status:
-            outcome, said = f"{EXPLORATORY}: {outcome}", f"{EXPLORATORY.capitalize()}, not primary: {said}"
+            outcome, said = reading.exploratory(outcome, said)
         out.append(Reading(primary["id"], primary, c, step, level, low, high, outcome, said))
     return out
