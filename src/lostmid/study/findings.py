@@ -37,9 +37,10 @@ NOT_BUILT = "the fix could not be built for this network"
 MIN_PASSING_FITS = 2  # the plan's gate: an arm is decided when at least 2 of its fits pass
 
 
-@dataclass(frozen=True)
-class Missing:
-    """An endpoint without an estimate: ``kind`` is NOT_YET_RUN, NOT_BUILT or "not evaluable"; ``why`` says more."""
+@dataclass
+class Missing(Exception):
+    """An endpoint without an estimate: ``kind`` is NOT_YET_RUN, NOT_BUILT or "not evaluable"; ``why`` says more.
+    Raised where a reading finds it (``effect_of`` returns it as the endpoint's effect)."""
 
     kind: str
     why: str
@@ -69,9 +70,9 @@ def gate(record, plan: dict, arm: str) -> tuple[list[str], str]:
 
     variants = arm_variants(plan, arm)
     if record.bias_summary is None:
-        raise _Unavailable(Missing(NOT_YET_RUN, f"no bias_fit_summary of the arm {arm}"))
+        raise Missing(NOT_YET_RUN, f"no bias_fit_summary of the arm {arm}")
     if not record.bias_summary.variant.isin(variants).any():
-        raise _Unavailable(Missing(NOT_YET_RUN, f"no fit of the arm {arm} in the record"))
+        raise Missing(NOT_YET_RUN, f"no fit of the arm {arm} in the record")
     reasons = fit_reasons(record.bias_summary, variants)
     passed = [v for v, why in reasons.items() if why is None]
     failed = "; ".join(f"{v}: {why}" for v, why in reasons.items() if why)
@@ -79,14 +80,8 @@ def gate(record, plan: dict, arm: str) -> tuple[list[str], str]:
         f" ({failed})" if failed else ""
     )
     if len(passed) < MIN_PASSING_FITS:
-        raise _Unavailable(Missing(NOT_BUILT, note))
+        raise Missing(NOT_BUILT, note)
     return passed, note
-
-
-class _Unavailable(Exception):
-    def __init__(self, missing: Missing):
-        super().__init__(missing.why)
-        self.missing = missing
 
 
 # --------------------------------------------------------------------------- each primary's effect
@@ -94,7 +89,7 @@ class _Unavailable(Exception):
 
 def _needs(table, what: str) -> pd.DataFrame:
     if table is None:
-        raise _Unavailable(Missing(NOT_YET_RUN, f"the record has no {what} table"))
+        raise Missing(NOT_YET_RUN, f"the record has no {what} table")
     return table
 
 
@@ -111,7 +106,7 @@ def enough_windows(row: dict, effect):
     """The effect, or Missing (not yet run) when it rests on fewer windows than the row's ``n_min`` (if it has one)."""
     needed = int(str(row.get("n_min", 0)).split()[0])
     if effect.n < needed:
-        raise _Unavailable(Missing(NOT_YET_RUN, f"{effect.n} windows so far, the plan asks for at least {needed}"))
+        raise Missing(NOT_YET_RUN, f"{effect.n} windows so far, the plan asks for at least {needed}")
     return effect
 
 
@@ -217,8 +212,8 @@ def effect_of(row: dict, record, plan: dict) -> tuple[object, str]:
         raise InputError(f"plan primary {row['id']}: no estimator {row['estimator']}")
     try:
         return ENDPOINTS[name](record, plan, row, step_of(row, plan))
-    except _Unavailable as missing:
-        return missing.missing, ""
+    except Missing as missing:
+        return missing, ""
     except InputError as err:
         return Missing(NOT_YET_RUN, str(err)), ""
 
