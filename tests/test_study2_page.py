@@ -207,8 +207,9 @@ def test_the_page_for_both_studies_answers_each_question_once_with_its_step_and_
 
 def test_a_record_whose_plan_hash_differs_is_read_as_exploratory_everywhere(tmp_path):
     from lostmid.study.plan import read_plan
+    from lostmid.study.reading import EXPLORATORY
     from lostmid.study.record import plan_status
-    from lostmid.study.study2_reading import EXPLORATORY, read_plan2, read_record2
+    from lostmid.study.study2_reading import read_plan2, read_record2
 
     repo = checkout(tmp_path)
     record = write_record(tmp_path / "study2", repo, {"fix_res": 3, "fix_nores": 3}, plan_sha256="0" * 64)

@@ -11,6 +11,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
+from lostmid.evidence.decisions import interval_words
 from lostmid.evidence.fit_checks import fit_not_evaluable, fit_rows, gate
 from lostmid.evidence.inputs import Effects, Estimate, EvidenceError, Inputs, NotRun, Setting, pair_settings, runs_of
 from lostmid.evidence.readings import (
@@ -54,9 +55,7 @@ def baseline_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
             step, best = mid_training_step(inputs.failure, name, L, depth, ev.mid_accuracy)
             checkpoint = f"step {step} (mid-training)" if step is not None else "mid-training not reached"
             found.append(Setting(name, L, depth, inputs.residual(name), checkpoint))
-    if not found:
-        raise NotRun("no variant without a remedy in the failure table")
-    return found
+    return NotRun.unless(found, "no variant without a remedy in the failure table")
 
 
 # ======================================================================= blog (b): influence at init grows with depth
@@ -220,9 +219,8 @@ def debiased_trains_faster(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> 
         diff = st.paired_difference(*late, st.t_interval, level=ev.level)
         note += (
             f"; (e)'s second half, the same slowness at one checkpoint: failure on late flags (p > 1/2) at "
-            f"step {step} ({s.reference}'s mid-training), debiased - baseline {diff.estimate:.3g} "
-            f"[{diff.low:.3g}, {diff.high:.3g}] over {diff.n} seeds (debiased {late[0].mean():.3f}, "
-            f"baseline {late[1].mean():.3f})"
+            f"step {step} ({s.reference}'s mid-training), debiased - baseline {interval_words(diff)} over {diff.n} "
+            f"seeds (debiased {late[0].mean():.3f}, baseline {late[1].mean():.3f})"
         )
     method = f"per-seed area under the failure curve, steps 0-{horizon}, divided by the span"
     return Effects((debiased, baseline), method, note)

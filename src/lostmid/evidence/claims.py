@@ -135,32 +135,19 @@ def _evaluation(claim: Claim, inputs: Inputs, ev: EvidenceSettings, setting: Set
     return Evaluation(claim, setting, estimate, *_row_of(claim, setting, estimate, ev))
 
 
-def _settings(claim: Claim, inputs: Inputs, ev: EvidenceSettings) -> list[Setting] | Evaluation:
-    """The settings ``claim`` is evaluated in, or the one "not run" row saying why there are none."""
+def _evaluations(claim: Claim, inputs: Inputs, ev: EvidenceSettings, made: list | None = None) -> list[Evaluation]:
+    """The rows of ``claim`` under the evidence settings ``ev``: one per setting it is evaluated in, or the one "not
+    run" row saying why there are none. With ``made`` (its rows under other rules), an estimate already made is
+    decided again: the settings are derived again (a gate may fall otherwise: cheap), and a reading is made only
+    for a setting that exists under ``ev`` alone."""
     missing = [name for name in claim.needs if getattr(inputs, name) is None]
     if missing:
-        return _not_run(claim, Setting(), f"table {', '.join(missing)} not given", ev)
+        return [_not_run(claim, Setting(), f"table {', '.join(missing)} not given", ev)]
     try:
-        return claim.settings(inputs, ev)
+        settings = claim.settings(inputs, ev)
     except NotRun as why:
-        return _not_run(claim, Setting(), why, ev)
-
-
-def _evaluations(claim: Claim, inputs: Inputs, ev: EvidenceSettings) -> list[Evaluation]:
-    settings = _settings(claim, inputs, ev)
-    if isinstance(settings, Evaluation):
-        return [settings]
-    return [_evaluation(claim, inputs, ev, setting) for setting in settings]
-
-
-def _decided_again(claim: Claim, made: list[Evaluation], inputs: Inputs, ev: EvidenceSettings) -> list[Evaluation]:
-    """The rows of ``claim`` under other evidence settings ``ev`` from the estimates ``made`` already: its
-    settings are derived again (a gate may fall otherwise: cheap) and each estimate is decided again; a reading
-    is made only for a setting that exists under ``ev`` alone."""
-    settings = _settings(claim, inputs, ev)
-    if isinstance(settings, Evaluation):
-        return [settings]
-    by_setting = {replace(e.setting, not_evaluable=None): e for e in made}
+        return [_not_run(claim, Setting(), why, ev)]
+    by_setting = {replace(e.setting, not_evaluable=None): e for e in made or ()}
     found = []
     for setting in settings:
         e = by_setting.get(replace(setting, not_evaluable=None))
@@ -212,7 +199,7 @@ def family_wise(evaluations: list[Evaluation], ev: EvidenceSettings) -> None:
 
 def as_first_written(evaluations: list[Evaluation], inputs: Inputs, ev: EvidenceSettings) -> None:
     """Deviations on the record (``lostmid.evidence.deviations``): every row decided again with every rule as
-    first written, from the estimates already made (``_decided_again``); only a claim whose reading itself
+    first written, from the estimates already made (``_evaluations`` given them); only a claim whose reading itself
     reads a restored setting (``deviations.rereads``) is read again. A row whose claim a deviation names, or
     whose verdict (or "not evaluable") the first rules change, gets that verdict in ``verdict_as_first_written``
     and the deviations in ``deviations``. Other rows leave both empty. In place."""
@@ -223,9 +210,7 @@ def as_first_written(evaluations: list[Evaluation], inputs: Inputs, ev: Evidence
     earlier = {
         (e.row["claim"], e.row["setting"]): e.row
         for claim, own in made.items()
-        for e in (
-            _evaluations(claim, inputs, first) if claim.name in reread else _decided_again(claim, own, inputs, first)
-        )
+        for e in _evaluations(claim, inputs, first, None if claim.name in reread else own)
     }
     for e in evaluations:
         old = earlier.get((e.row["claim"], e.row["setting"]))
@@ -253,9 +238,7 @@ def read_beside(evaluations: list[Evaluation], ev: EvidenceSettings) -> None:
         i = other.estimate.interval
         first, second = dec.verdict_by(other.claim.rule, i, ev), dec.verdict_by(e.claim.rule, e.estimate.interval, ev)
         agree = "the two verdicts agree" if first == second else "THE TWO VERDICTS DIFFER"
-        e.row["note"] = (
-            f"{words} reads {i.estimate:.3g} [{i.low:.3g}, {i.high:.3g}], {first}; this one {second}: {agree}"
-        )
+        e.row["note"] = f"{words} reads {dec.interval_words(i)}, {first}; this one {second}: {agree}"
 
 
 def evidence_table(inputs: Inputs, ev: EvidenceSettings, claims: list[Claim] | None = None) -> pd.DataFrame:

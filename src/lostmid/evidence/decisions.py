@@ -108,6 +108,11 @@ def verdict(low: float, high: float, rule: DecisionRule) -> str:
     return SUPPORTED if low >= m else CONTRADICTED if high < m else INCONCLUSIVE
 
 
+def interval_words(i: Interval) -> str:
+    """``estimate [low, high]`` to three significant digits: an interval in a row's note or reason."""
+    return f"{i.estimate:.3g} [{i.low:.3g}, {i.high:.3g}]"
+
+
 # --------------------------------------------------------------------------- rules as declared with a claim
 
 

@@ -73,8 +73,9 @@ def made_by(claim: Claim, inputs: Inputs, ev: EvidenceSettings, setting: Setting
     return inputs.made[key]
 
 
-def check_verdict(check: Claim, inputs: Inputs, ev: EvidenceSettings, setting: Setting) -> tuple[Estimate, str]:
-    """The estimate and verdict of the declared ``check`` in ``setting``, for a gate that reads it (the fit's
-    checks, the position shift's): made by ``made_by`` and decided by the check's own rule."""
+def failed_check(check: Claim, inputs: Inputs, ev: EvidenceSettings, setting: Setting) -> str | None:
+    """Why the declared ``check`` does not pass in ``setting``, for a gate that reads it (the fit's checks, the
+    position shift's): its verdict by its own rule and its interval, made by ``made_by``; None where supported."""
     found = made_by(check, inputs, ev, setting)
-    return found, dec.verdict_by(check.rule, found.interval, ev, found.terms)
+    verdict = dec.verdict_by(check.rule, found.interval, ev, found.terms)
+    return None if verdict == dec.SUPPORTED else f"{verdict}: {dec.interval_words(found.interval)}"

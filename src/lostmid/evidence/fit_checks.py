@@ -13,9 +13,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from lostmid.evidence import decisions as dec
 from lostmid.evidence import registry
-from lostmid.evidence.estimators import check_verdict
+from lostmid.evidence.estimators import failed_check
 from lostmid.evidence.inputs import Effects, EvidenceError, Inputs, NotRun, Setting, runs_of
 from lostmid.evidence.settings import EvidenceSettings
 
@@ -135,10 +134,9 @@ def fit_not_evaluable(
         return f"the fit's effect is unchecked ({why})"
     problems = [] if part.accepted.astype(bool).all() else ["the fit failed its own guard (accepted false)"]
     for check in (registry.CLAIMS_BY_NAME[name] for name in CHECKS) if checks else ():
-        estimate, found = check_verdict(check, inputs, ev, s)
-        i = estimate.interval
-        if found != dec.SUPPORTED:
-            problems.append(f"{check.name} is {found}: {i.estimate:.3g} [{i.low:.3g}, {i.high:.3g}]")
+        failed = failed_check(check, inputs, ev, s)
+        if failed:
+            problems.append(f"{check.name} is {failed}")
     return "the fit did not do what it is for: " + "; ".join(problems) if problems else None
 
 
@@ -146,3 +144,21 @@ def gate(*reasons: str | None) -> str | None:
     """Why a row is not evaluable: the reasons given, joined (None when there are none)."""
     found = [r for r in reasons if r]
     return "; ".join(found) if found else None
+
+
+def fit_reasons(summary: pd.DataFrame, fits: list[str]) -> dict[str, str | None]:
+    """Per fit of a study's fix arm (``summary``: its bias_fit_summary rows), why it fails the fit checks on the
+    model it trains (``fit_not_evaluable``: the guard and ``CHECKS`` at the default evidence settings' level); None
+    where it passes. A fit without rows in the summary fails: it has no check."""
+    from lostmid.config import settings_from_section
+
+    ev = settings_from_section(EvidenceSettings, {}, "evidence")
+    reasons = {}
+    for fit in fits:
+        part = summary[summary.variant == fit]
+        if part.empty:
+            reasons[fit] = "no fit check in the record"
+            continue
+        inputs = Inputs(variants={fit: {}}, model={}, bias_summary=part)
+        reasons[fit] = fit_not_evaluable(inputs, ev, fit, int(part.L.iloc[0]), int(part.depth.iloc[0]))
+    return reasons

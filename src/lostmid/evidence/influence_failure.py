@@ -98,9 +98,7 @@ def influence_failure_settings(reading: str, inputs: Inputs, ev: EvidenceSetting
                 else f"step {step} (mid-training)"
             )
             found.append(Setting(name, L, depth, inputs.residual(name), checkpoint))
-    if not found:
-        raise NotRun("no variant in the failure table")
-    return found
+    return NotRun.unless(found, "no variant in the failure table")
 
 
 # The stronger reading in the note of every row: rho at most -influence_failure_margin.
@@ -131,7 +129,7 @@ def influence_predicts_failure(measure: str, reading: str, inputs: Inputs, ev: E
         f"influence at step {influence_step}, failure at step {step} (mid-training, best mean accuracy "
         f"{best:.3f}); {MEASURES[measure]}; stronger reading rho <= -{margin:g}: {strong}; "
         + (
-            f"Fisher-z reading {z.estimate:.3g} [{z.low:.3g}, {z.high:.3g}], {dec.verdict_by(rule, z, ev)}"
+            f"Fisher-z reading {dec.interval_words(z)}, {dec.verdict_by(rule, z, ev)}"
             if z is not None
             else "Fisher-z reading undefined (a seed has |rho| = 1)"
         )
@@ -179,9 +177,7 @@ def across_arms_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
         for (L, depth), n in counts.items()
         if n >= 3
     ]
-    if not found:
-        raise NotRun("no (L, depth) with three or more variants in the failure table")
-    return found
+    return NotRun.unless(found, "no (L, depth) with three or more variants in the failure table")
 
 
 def flatness_predicts_preference_across_arms(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:

@@ -62,6 +62,13 @@ class NotRun(Exception):
 
     status = NOT_RUN
 
+    @classmethod
+    def unless(cls, found: list, why: str) -> list:
+        """``found`` (a claim's settings), or this exception saying ``why`` where there are none."""
+        if not found:
+            raise cls(why)
+        return found
+
 
 class NotEvaluable(NotRun):
     """A claim cannot be decided on this run although its inputs are there (its row says why)."""
@@ -277,9 +284,7 @@ def pair_settings(kind: str, table: str, checkpoint: str, inputs: Inputs, ev: Ev
             elif (L, depth) not in runs_of(data, reference):
                 missing = f"{reference} (the reference of {name}) has no {table} rows at L {L}, depth {depth}"
             found.append(Setting(name, L, depth, inputs.residual(name), checkpoint, reference, missing))
-    if not found:
-        raise NotRun(f"no variant with remedy {kind} in the {table} table")
-    return found
+    return NotRun.unless(found, f"no variant with remedy {kind} in the {table} table")
 
 
 def every_kind(settings, kinds, inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
@@ -291,6 +296,4 @@ def every_kind(settings, kinds, inputs: Inputs, ev: EvidenceSettings) -> list[Se
             found += settings(kind, inputs, ev)
         except NotRun as why:
             reasons.append(str(why))
-    if not found:
-        raise NotRun("; ".join(reasons))
-    return found
+    return NotRun.unless(found, "; ".join(reasons))

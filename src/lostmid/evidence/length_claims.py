@@ -100,9 +100,7 @@ def fit_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
             words = f"initialization, {param}-form B fitted at each L {lengths[0]}-{lengths[-1]}, {where}"
             depth = int(table.depth.iloc[0])
             found.append(Setting(None, None, depth, bool(residual), words, reading=param, not_evaluable=why))
-    if not found:
-        raise NotRun("the length study fitted B at fewer than 2 lengths")
-    return found
+    return NotRun.unless(found, "the length study fitted B at fewer than 2 lengths")
 
 
 def fit_statistics(inputs: Inputs, s: Setting, bias: str) -> pd.DataFrame:
@@ -185,9 +183,7 @@ def trained_growth_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Settin
             (short_L, short), (long_L, long) = min(runs), max(runs)
             words = f"L {long_L} against L {short_L}, each at its own mid-training"
             found.append(Setting(long, long_L, depth, inputs.residual(long), words, short))
-    if not found:
-        raise NotRun("no baseline arm trained at two or more lengths")
-    return found
+    return NotRun.unless(found, "no baseline arm trained at two or more lengths")
 
 
 def _at_mid(inputs: Inputs, ev: EvidenceSettings, variant: str, L: int, depth: int, per_seed=slopes_at) -> pd.Series:
@@ -253,9 +249,7 @@ def model_free_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
         if inputs.reference(v) is not None
         for L, depth in runs_of(inputs.failure, v)
     ]
-    if not found:
-        raise NotRun("no bias variant with a reference in the failure table")
-    return found
+    return NotRun.unless(found, "no bias variant with a reference in the failure table")
 
 
 def fix_lowers_model_free_preference(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:

@@ -58,9 +58,7 @@ def arm_settings(checkpoint: str, inputs: Inputs, ev: EvidenceSettings) -> list[
         for s in settings:
             why = None if s.missing else gate(_fit_failed(inputs, ev, s), never_learns(inputs, ev, s))
             found.append(replace(s, reading=s.variant, not_evaluable=why))
-    if not found:
-        raise NotRun("no bias or control variant in the failure table")
-    return found
+    return NotRun.unless(found, "no bias or control variant in the failure table")
 
 
 def literal_reading(inputs: Inputs) -> str:
@@ -89,9 +87,7 @@ def literal_settings(checkpoint: str, inputs: Inputs, ev: EvidenceSettings) -> l
         else:
             pair = replace(pair, not_evaluable=gate(pair.not_evaluable, _fit_failed(inputs, ev, pair)))
         found.append(pair)
-    if not found:
-        raise NotRun(f"no arm beside the literal reading {literal} with its baseline")
-    return found
+    return NotRun.unless(found, f"no arm beside the literal reading {literal} with its baseline")
 
 
 # ----------------------------------------------------------------------------- per-seed effects
@@ -147,6 +143,4 @@ def flatness_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
         for name in inputs.of_kind(kind)
         for L, depth in runs_of(inputs.bias_summary, name)
     ]
-    if not found:
-        raise NotRun("no bias or control variant in bias_fit_summary")
-    return found
+    return NotRun.unless(found, "no bias or control variant in bias_fit_summary")

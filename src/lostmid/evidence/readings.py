@@ -97,22 +97,16 @@ def mean_failure_over_training(accuracy: pd.DataFrame, horizon: int) -> pd.Serie
     return pd.Series(areas, dtype=np.float64)
 
 
-def area_under_failure_per_seed(accuracy: pd.DataFrame, variant: str, L: int, depth: int, horizon: int) -> pd.Series:
-    """``mean_failure_over_training`` of ``variant`` at (L, depth)."""
-    return mean_failure_over_training(rows_of(accuracy, "failure", variant, L, depth), horizon)
-
-
 def training_speed_per_seed(failure: pd.DataFrame, s: Setting) -> tuple[pd.Series, pd.Series, int]:
     """Claim (d)'s per-seed effect: the mean failure over training (area under the failure curve
     over the span) of the variant and of its reference, from step 0 to the last checkpoint both
     have; returns (variant's, reference's, that step)."""
     acc = accuracy_per_checkpoint(failure)
     horizon = last_common_step(acc, s)
-    return (
-        area_under_failure_per_seed(acc, s.variant, s.L, s.depth, horizon),
-        area_under_failure_per_seed(acc, s.reference, s.L, s.depth, horizon),
-        horizon,
+    variant, reference = (
+        mean_failure_over_training(rows_of(acc, "failure", v, s.L, s.depth), horizon) for v in (s.variant, s.reference)
     )
+    return variant, reference, horizon
 
 
 def paired(a: pd.Series, b: pd.Series) -> pd.Series:

@@ -35,9 +35,7 @@ def retrieval_settings(measure: str, inputs: Inputs, ev: EvidenceSettings) -> li
             found.append(Setting(variant, int(n), missing=f"no example at n = {n} has the {measure} influence"))
         else:
             found.append(Setting(variant, int(n)))
-    if not found:
-        raise NotRun("the retrieval table has no rows")
-    return found
+    return NotRun.unless(found, "the retrieval table has no rows")
 
 
 def influence_predicts_retrieval(measure: str, inputs: Inputs, ev: EvidenceSettings, setting: Setting):

@@ -21,7 +21,7 @@ import pandas as pd
 from lostmid.core.density import imbalance
 from lostmid.evidence import decisions as dec
 from lostmid.evidence import registry
-from lostmid.evidence.estimators import check_verdict
+from lostmid.evidence.estimators import failed_check
 from lostmid.evidence.inputs import (
     Effects,
     Inputs,
@@ -92,9 +92,9 @@ def uniform_arm_settings(kind: str, table: str, readings: list[str], inputs: Inp
         if aimed_at_uniform(inputs, s.variant)
         for name in readings
     ]
-    if not found:
-        raise NotRun(f"no {kind} variant trained on the uniform flag law for the uniform target in the {table} table")
-    return found
+    return NotRun.unless(
+        found, f"no {kind} variant trained on the uniform flag law for the uniform target in the {table} table"
+    )
 
 
 def arm_steps(inputs: Inputs, ev: EvidenceSettings, s: Setting, table: pd.DataFrame) -> tuple[int, int]:
@@ -118,8 +118,7 @@ def own_mid_training(inputs: Inputs, ev: EvidenceSettings, name: str, s: Setting
 
 
 def _interval_words(values: pd.Series, ev: EvidenceSettings) -> str:
-    ci = st.t_interval(values.to_numpy(), ev.level)
-    return f"{ci.estimate:.3g} [{ci.low:.3g}, {ci.high:.3g}]"
+    return dec.interval_words(st.t_interval(values.to_numpy(), ev.level))
 
 
 def _steps_words(s: Setting, steps: tuple[int, int]) -> str:
@@ -247,12 +246,11 @@ def shift_settings(gated_by: str | None, inputs: Inputs, ev: EvidenceSettings) -
                 if remedies and missing is None:
                     setting = replace(setting, not_evaluable=shift_not_evaluable(inputs, ev, setting, gated_by))
                 found.append(setting)
-    if not found:
-        raise NotRun(
-            "no variant trained on a shifted flag law (train.flag_law early or late)"
-            + (" with a remedy" if remedies else "")
-        )
-    return found
+    return NotRun.unless(
+        found,
+        "no variant trained on a shifted flag law (train.flag_law early or late)"
+        + (" with a remedy" if remedies else ""),
+    )
 
 
 def shift_not_evaluable(inputs: Inputs, ev: EvidenceSettings, s: Setting, check_name: str) -> str | None:
@@ -264,16 +262,8 @@ def shift_not_evaluable(inputs: Inputs, ev: EvidenceSettings, s: Setting, check_
     if uniform is None or (s.L, s.depth) not in runs_of(inputs.failure, uniform):
         return f"the shift is unchecked: {s.reference} has no uniform-law counterpart at L {s.L}, depth {s.depth}"
     check = registry.CLAIMS_BY_NAME[check_name]
-    estimate, found = check_verdict(
-        check, inputs, ev, replace(s, variant=s.reference, reference=uniform, not_evaluable=None)
-    )
-    i = estimate.interval
-    if found == dec.SUPPORTED:
-        return None
-    return (
-        f"the shift does not bite: {check.name} for {s.reference} vs {uniform} is "
-        f"{found}: {i.estimate:.3g} [{i.low:.3g}, {i.high:.3g}]"
-    )
+    failed = failed_check(check, inputs, ev, replace(s, variant=s.reference, reference=uniform, not_evaluable=None))
+    return f"the shift does not bite: {check.name} for {s.reference} vs {uniform} is {failed}" if failed else None
 
 
 def uniform_counterpart(inputs: Inputs, name: str) -> str | None:
@@ -357,9 +347,7 @@ def strength_settings(kind: str, inputs: Inputs, ev: EvidenceSettings) -> list[S
         runs = set(runs_of(table, reference)).intersection(*(runs_of(table, n) for n in names))
         for L, depth in sorted(runs):
             found.append(Setting(",".join(sorted(names)), L, depth, inputs.residual(reference), MATCHED, reference))
-    if not found:
-        raise NotRun(f"no two {kind} variants that differ only in {STRENGTH_KEY[kind]}")
-    return found
+    return NotRun.unless(found, f"no two {kind} variants that differ only in {STRENGTH_KEY[kind]}")
 
 
 def ladder_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
@@ -443,9 +431,7 @@ def overhead_pairs(kind: str, inputs: Inputs, ev: EvidenceSettings) -> list[Sett
         for s in pair_settings(kind, "train", "every training step", inputs, ev)
         if sequential(inputs, s.variant) and (s.reference is None or sequential(inputs, s.reference))
     ]
-    if not found:
-        raise NotRun(f"no {kind} variant and baseline that both train with seed_batch 1")
-    return found
+    return NotRun.unless(found, f"no {kind} variant and baseline that both train with seed_batch 1")
 
 
 def overhead_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:

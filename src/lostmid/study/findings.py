@@ -23,26 +23,24 @@ import pandas as pd
 import yaml
 
 from lostmid import io, records
-from lostmid.config import settings_from_section
 from lostmid.errors import InputError
-from lostmid.evidence.fit_checks import fit_not_evaluable
-from lostmid.evidence.inputs import Inputs
-from lostmid.evidence.settings import EvidenceSettings
+from lostmid.evidence.fit_checks import fit_reasons
 from lostmid.manifest import identity, stamp
 from lostmid.study import estimators as est
 from lostmid.study import reading
 from lostmid.study.plan import arm_variants, read_plan
+from lostmid.study.reading import number, text
 from lostmid.study.record import plan_line, plan_status, read_record
 
 NOT_YET_RUN = "not yet run"
-EXPLORATORY = "exploratory"  # every outcome and answer of a run the plan check does not call primary
 NOT_BUILT = "the fix could not be built for this network"
 MIN_PASSING_FITS = 2  # the plan's gate: an arm is decided when at least 2 of its fits pass
 
 
-@dataclass(frozen=True)
-class Missing:
-    """An endpoint without an estimate: ``kind`` is NOT_YET_RUN, NOT_BUILT or "not evaluable"; ``why`` says more."""
+@dataclass
+class Missing(Exception):
+    """An endpoint without an estimate: ``kind`` is NOT_YET_RUN, NOT_BUILT or "not evaluable"; ``why`` says more.
+    Raised where a reading finds it (``effect_of`` returns it as the endpoint's effect)."""
 
     kind: str
     why: str
@@ -72,28 +70,18 @@ def gate(record, plan: dict, arm: str) -> tuple[list[str], str]:
 
     variants = arm_variants(plan, arm)
     if record.bias_summary is None:
-        raise _Unavailable(Missing(NOT_YET_RUN, f"no bias_fit_summary of the arm {arm}"))
-    summary = record.bias_summary[record.bias_summary.variant.isin(variants)]
-    if summary.empty:
-        raise _Unavailable(Missing(NOT_YET_RUN, f"no fit of the arm {arm} in the record"))
-    inputs = Inputs(variants={v: {} for v in summary.variant.unique()}, model={}, bias_summary=summary)
-    ev = settings_from_section(EvidenceSettings, {}, "evidence")
-    L, depth = int(summary.L.iloc[0]), int(summary.depth.iloc[0])
-    reasons = {v: fit_not_evaluable(inputs, ev, v, L, depth) for v in variants}
+        raise Missing(NOT_YET_RUN, f"no bias_fit_summary of the arm {arm}")
+    if not record.bias_summary.variant.isin(variants).any():
+        raise Missing(NOT_YET_RUN, f"no fit of the arm {arm} in the record")
+    reasons = fit_reasons(record.bias_summary, variants)
     passed = [v for v, why in reasons.items() if why is None]
     failed = "; ".join(f"{v}: {why}" for v, why in reasons.items() if why)
     note = f"{len(passed)} of {len(variants)} fits of {arm} flatten the model it trains" + (
         f" ({failed})" if failed else ""
     )
     if len(passed) < MIN_PASSING_FITS:
-        raise _Unavailable(Missing(NOT_BUILT, note))
+        raise Missing(NOT_BUILT, note)
     return passed, note
-
-
-class _Unavailable(Exception):
-    def __init__(self, missing: Missing):
-        super().__init__(missing.why)
-        self.missing = missing
 
 
 # --------------------------------------------------------------------------- each primary's effect
@@ -101,12 +89,16 @@ class _Unavailable(Exception):
 
 def _needs(table, what: str) -> pd.DataFrame:
     if table is None:
-        raise _Unavailable(Missing(NOT_YET_RUN, f"the record has no {what} table"))
+        raise Missing(NOT_YET_RUN, f"the record has no {what} table")
     return table
 
 
-def _fix_pair(record, plan: dict, fix_arm: str, base_arm: str) -> tuple[list[str], list[str], str]:
-    passed, note = gate(record, plan, fix_arm)
+def _fix_pair(record, plan: dict, row: dict, first: int = 0) -> tuple[list[str], list[str], str]:
+    """The row's fix arm (its arms from ``first``: the fix, then its baseline) as the fits that passed the gate,
+    the baseline's variants and the gate's note; every fit of the fix arm where the row is read ``ungated``
+    (``over_every_fit``)."""
+    fix_arm, base_arm = row["arms"][first : first + 2]
+    passed, note = (arm_variants(plan, fix_arm), "") if row.get("ungated") else gate(record, plan, fix_arm)
     return passed, arm_variants(plan, base_arm), note
 
 
@@ -114,7 +106,7 @@ def enough_windows(row: dict, effect):
     """The effect, or Missing (not yet run) when it rests on fewer windows than the row's ``n_min`` (if it has one)."""
     needed = int(str(row.get("n_min", 0)).split()[0])
     if effect.n < needed:
-        raise _Unavailable(Missing(NOT_YET_RUN, f"{effect.n} windows so far, the plan asks for at least {needed}"))
+        raise Missing(NOT_YET_RUN, f"{effect.n} windows so far, the plan asks for at least {needed}")
     return effect
 
 
@@ -126,21 +118,18 @@ def _failure(record) -> pd.DataFrame:
     return _needs(record.failure, "failure")
 
 
-def _retrieval(record) -> pd.DataFrame:
-    return _needs(record.retrieval, "retrieval examples")
-
-
 def _windows(estimator, record, plan, row, step):
     """The reading of a retrieval estimator ``estimator(examples[, n])`` at the row's length ``n`` (if it names one),
     over enough windows (``enough_windows``)."""
-    effect = estimator(_retrieval(record), **({"n": row["n"]} if "n" in row else {}))
+    examples = _needs(record.retrieval, "retrieval examples")
+    effect = estimator(examples, **({"n": row["n"]} if "n" in row else {}))
     return enough_windows(row, effect), ""
 
 
 def _fix_effect(estimator, record, plan, row, step):
     """The reading of a paired fix-minus-baseline estimator ``estimator(failure, fix, base, step)``; the gate's note."""
     failure = _failure(record)
-    fix, base, note = _fix_pair(record, plan, *row["arms"][:2])
+    fix, base, note = _fix_pair(record, plan, row)
     return estimator(failure, fix, base, step), note
 
 
@@ -148,7 +137,7 @@ def _interaction(per_seed, at, record, plan, row, step):
     """The Welch interaction of ``per_seed(failure, fix, base, step)`` (fix - baseline per seed) without the residual
     path minus with it (the row's arms: the no-residual pair, then the residual pair), at ``at(plan, step)``."""
     failure = _failure(record)
-    pairs = [_fix_pair(record, plan, *row["arms"][i : i + 2]) for i in (0, 2)]
+    pairs = [_fix_pair(record, plan, row, i) for i in (0, 2)]
     effect = est.speed_interaction(*(per_seed(failure, fix, base, at(plan, step)) for fix, base, _ in pairs))
     return effect, "; ".join(note for _, _, note in pairs)
 
@@ -223,22 +212,22 @@ def effect_of(row: dict, record, plan: dict) -> tuple[object, str]:
         raise InputError(f"plan primary {row['id']}: no estimator {row['estimator']}")
     try:
         return ENDPOINTS[name](record, plan, row, step_of(row, plan))
-    except _Unavailable as missing:
-        return missing.missing, ""
+    except Missing as missing:
+        return missing, ""
     except InputError as err:
         return Missing(NOT_YET_RUN, str(err)), ""
 
 
+def over_every_fit(row: dict, record, plan: dict, missing):
+    """The effect of a row whose fix arm failed its gate (``missing``: NOT_BUILT), read on every fit of its trained
+    arms (exploratory); None for a row missing for another reason."""
+    if not isinstance(missing, Missing) or missing.kind != NOT_BUILT:
+        return None
+    effect, _ = effect_of({**row, "ungated": True}, record, plan)
+    return None if isinstance(effect, Missing) else effect
+
+
 # --------------------------------------------------------------------------- the reading
-
-
-def text(value) -> str:
-    """A plan's folded string on one line."""
-    return " ".join(str(value).split())
-
-
-def number(x: float) -> str:
-    return "nan" if math.isnan(x) else f"{x:.3g}"
 
 
 def sentence(primary: dict, effect, low: float, high: float, outcome: str, level: float) -> str:
@@ -246,11 +235,8 @@ def sentence(primary: dict, effect, low: float, high: float, outcome: str, level
     if isinstance(effect, Missing):
         return f"No answer: {effect.kind}."
     words = reading.answer(outcome, low, high, primary["direction"])
-    return (
-        f"{words}: {number(effect.estimate)} [{number(low)}, {number(high)}] "
-        f"{primary['scale']} ({1 - level:.4g} interval over {effect.n} units: {primary['unit']}; "
-        f"the source's size {primary['size']:.3g})."
-    )
+    said = reading.numbers(effect, low, high, primary, 1 - level)
+    return f"{words}: {said}; the source's size {primary['size']:.3g})."
 
 
 def rows(plan: dict, record, primary_status: bool) -> list[Row]:
@@ -269,7 +255,7 @@ def rows(plan: dict, record, primary_status: bool) -> list[Row]:
             outcome = reading.outcome(low, high, primary["direction"], primary["size"])
         said = sentence(primary, effect, low, high, outcome, level)
         if not primary_status:
-            outcome, said = f"{EXPLORATORY}: {outcome}", f"{EXPLORATORY.capitalize()}, not primary: {said}"
+            outcome, said = reading.exploratory(outcome, said)
         found.append(Row(primary["id"], text(primary["question"]), effect, level, low, high, outcome, said, note))
     return found
 
@@ -277,17 +263,23 @@ def rows(plan: dict, record, primary_status: bool) -> list[Row]:
 SECONDARIES = Path(__file__).with_name("secondaries.yaml")
 
 
-def secondary_rows(plan: dict, record, path: Path = SECONDARIES) -> list[dict]:
+def secondary_rows(plan: dict, record, path: Path = SECONDARIES, every_fit: bool = False) -> list[dict]:
     """The exploratory secondaries (``secondaries.yaml``), each at the plan's level (95%, no multiplicity correction,
-    no outcome); a row whose data are not in the record reads "not yet run"."""
+    no outcome); a row whose data are not in the record reads "not yet run". ``every_fit``: a row whose fix arm
+    failed its gate is read on every fit of its trained arms (``over_every_fit``), its note saying so."""
     found = []
     for row in yaml.safe_load(path.read_text())["secondaries"]:
         effect, _ = effect_of(row, record, plan)
+        every = over_every_fit(row, record, plan, effect) if every_fit else None
+        if every is not None:
+            why, effect = effect.why, every
         if isinstance(effect, Missing):
             estimate = low = high = math.nan
             n, note = 0, f"{NOT_YET_RUN}: {effect.why}"
         else:
             (low, high), estimate, n, note = effect.interval(plan["level"]), effect.estimate, effect.n, effect.method
+        if every is not None:
+            note = f"the arm failed its gate ({why}); over every fit of its trained arm: {note}"
         what = text(row["what"]).format(step=step_of(row, plan))
         found.append(
             {"id": row["id"], "what": what, "estimate": estimate, "low": low, "high": high, "n": n, "note": note}
@@ -385,15 +377,31 @@ def markdown(plan: dict, record, found: list[Row], secondaries: list[dict], stat
         "correction, no outcome. The other pages:",
         ", ".join(f"[{p}]({p})" for p in EXPLORATORY_PAGES) + ".",
         "",
-        "| row | what | estimate | 95% interval | units | note |",
-        "|---|---|---|---|---|---|",
+        *secondaries_table(secondaries),
     ]
+    return "\n".join(out) + "\n"
+
+
+def secondaries_table(secondaries: list[dict]) -> list[str]:
+    """The exploratory rows (``secondary_rows``) as the lines of a Markdown table."""
+    lines = ["| row | what | estimate | 95% interval | units | note |", "|---|---|---|---|---|---|"]
     for row in secondaries:
-        out.append(
+        lines.append(
             f"| `{row['id']}` | {row['what']} | {number(row['estimate'])} | "
             f"[{number(row['low'])}, {number(row['high'])}] | {row['n']} | {row['note']} |"
         )
-    return "\n".join(out) + "\n"
+    return lines
+
+
+def relative(path, page) -> str:
+    """``path`` as a link from the page ``page``."""
+    return Path(os.path.relpath(path, Path(page).parent)).as_posix()
+
+
+def readme_with(readme, page, lines: list[str]) -> str:
+    """The README ``readme`` with the answers ``lines`` between its findings markers, from the page ``page``."""
+    block = f"From [{Path(page).name}]({relative(page, readme)}):\n\n" + io.wrap_prose("\n".join(lines)) + "\n"
+    return io.between_markers(Path(readme).read_text(), README_START, README_END, block, str(readme))
 
 
 def figure_row(row: Row, primary: dict) -> dict:
@@ -401,16 +409,16 @@ def figure_row(row: Row, primary: dict) -> dict:
     source's size signed on the estimate's axis, its unit and its answer's words (``answer``; a missing one: its
     outcome)."""
     sign = 1 if primary["direction"] == "increase" else -1
+    missing = isinstance(row.effect, Missing)
+    outcome = row.outcome.removeprefix(f"{reading.EXPLORATORY}: ")
     return {
         "name": f"{row.id} ({1 - row.level:.4g} interval)",
-        "estimate": math.nan if isinstance(row.effect, Missing) else row.effect.estimate,
+        "estimate": math.nan if missing else row.effect.estimate,
         "low": row.low,
         "high": row.high,
         "source_size": sign * primary["size"],
         "unit": primary["scale"],
-        "outcome": reading.answer(row.outcome.removeprefix("exploratory: "), row.low, row.high, primary["direction"])
-        if not isinstance(row.effect, Missing)
-        else row.outcome,
+        "outcome": row.outcome if missing else reading.answer(outcome, row.low, row.high, primary["direction"]),
     }
 
 
@@ -437,12 +445,10 @@ def write_findings(plan_path, run, out, figures_dir, repo, readme=None, force: b
     forest = Path(figures_dir) / "findings_primaries.png"  # one forest of every primary
     curves = Path(figures_dir) / "findings_failure.png"  # the blog's figure for the plan's flag-task arms
     drawn = {"primaries": forest, **({"failure": curves} if record.failure is not None else {})}
-    figures = {name: Path(os.path.relpath(path, Path(out).parent)).as_posix() for name, path in drawn.items()}
+    figures = {name: relative(path, out) for name, path in drawn.items()}
     page = io.wrap_prose(markdown(plan, record, found, secondary_rows(plan, record), status, figures))
     if readme is not None:
-        block = f"From [{Path(out).name}]({Path(os.path.relpath(out, Path(readme).parent)).as_posix()}):\n\n"
-        block += io.wrap_prose("\n".join(answers(found))) + "\n"
-        readme_text = io.between_markers(Path(readme).read_text(), README_START, README_END, block, str(readme))
+        readme_text = readme_with(readme, out, answers(found))
     finding_figure([figure_row(row, by_id[row.id]) for row in found], forest)
     if record.failure is not None:  # at the plan's fixed mid step
         arm_failure(record.failure, plan["run"]["arms"], plan["checkpoints"]["fixed_mid_step"], curves)

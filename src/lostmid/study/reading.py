@@ -1,5 +1,6 @@
 """The plan's reading of a primary (study/plan.yaml, ``outcomes`` and ``multiplicity``): Holm's levels across
-the primaries, and the four outcomes read off an interval against 0 and the source's size."""
+the primaries, the four outcomes read off an interval against 0 and the source's size, and the words and numbers
+of an answer as the findings pages print them."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ SMALLER = "an effect smaller than the source's"
 NO_EFFECT = "no effect of that size"
 INCONCLUSIVE = "inconclusive"
 OUTCOMES = (AT_LEAST, SMALLER, NO_EFFECT, INCONCLUSIVE)
+EXPLORATORY = "exploratory"  # every outcome and answer of a run the plan check does not call primary
 
 
 def oriented(low: float, high: float, direction: str) -> tuple[float, float]:
@@ -60,6 +62,11 @@ def answer(outcome: str, low: float, high: float, direction: str) -> str:
     return words
 
 
+def exploratory(outcome: str, sentence: str) -> tuple[str, str]:
+    """An outcome and its sentence as read from a run the plan check does not call primary."""
+    return f"{EXPLORATORY}: {outcome}", f"{EXPLORATORY.capitalize()}, not primary: {sentence}"
+
+
 def holm_levels(p_values, alpha: float = 0.05) -> list[float]:
     """Each primary's error level by Holm's step-down: sorted ascending, rank r (1-based) of k is compared with
     alpha / (k - r + 1); every primary up to and including the first not rejected gets the level of its own rank,
@@ -76,3 +83,21 @@ def holm_levels(p_values, alpha: float = 0.05) -> list[float]:
         if stopped is None and p[index] > level:
             stopped = level
     return levels
+
+
+def number(x: float) -> str:
+    """A number as the pages print it: three significant digits, "nan" where there is none."""
+    return "nan" if math.isnan(x) else f"{x:.3g}"
+
+
+def text(value) -> str:
+    """A plan's folded string on one line."""
+    return " ".join(str(value).split())
+
+
+def numbers(effect, low: float, high: float, primary: dict, confidence: float, units: str | None = None) -> str:
+    """ "estimate [low, high] scale (confidence interval over n units: unit" (the caller closes the bracket)."""
+    return (
+        f"{number(effect.estimate)} [{number(low)}, {number(high)}] {primary['scale']} ({confidence:.4g} interval "
+        f"over {effect.n} units: {units or text(primary['unit'])}"
+    )

@@ -19,6 +19,7 @@ from dataclasses import make_dataclass
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
 from lostmid import io, records
 from lostmid import manifest as run_manifest
@@ -53,9 +54,11 @@ RECORD_KEYS = {
 }
 
 
-# ``Record(failure=..., ..., manifest=...)``: the run record as read back, its tables (None where the record has
-# none) and the run's manifest.
-Record = make_dataclass("Record", [(name, "pd.DataFrame | None", None) for name in [*RECORD_KEYS, "manifest"]])
+# ``Record(failure=..., ..., manifest=..., overlay=...)``: the run record as read back, its tables (None where the
+# record has none), the run's manifest and its overlay as run.
+Record = make_dataclass(
+    "Record", [(name, "pd.DataFrame | None", None) for name in (*RECORD_KEYS, "manifest", "overlay")]
+)
 
 
 def collected(results, source: str, name: str | None, variants) -> pd.DataFrame | None:
@@ -126,20 +129,18 @@ def write_record(results, plan: dict, out, overlay, retrieval=None, force: bool 
     return written
 
 
-def read_record(run) -> Record:
+def read_record(run, names=tuple(RECORD_KEYS)) -> Record:
     """The record folder ``run`` as written by ``write_record``, checked whole (lostmid.records): one line
-    naming the file and the problem when the folder, its manifest, its overlay or a table is missing or wrong."""
+    naming the file and the problem when the folder, its manifest, its overlay or a table of ``names`` (every
+    table of ``RECORD_KEYS`` unless fewer are named; the others are None) is missing or wrong."""
 
     run = Path(run)
     if not run.is_dir():
         raise InputError(f"{run}: no such run record folder")
     manifest = run_manifest.read(run / run_manifest.FILE)
     records.check_overlay(run / records.OVERLAY, manifest)
-    tables = {
-        name: records.read_table(run / "tables" / f"{name}.parquet", keys, nullable)
-        for name, (keys, nullable) in RECORD_KEYS.items()
-    }
-    return Record(**tables, manifest=manifest)
+    tables = {name: records.read_table(run / "tables" / f"{name}.parquet", *RECORD_KEYS[name]) for name in names}
+    return Record(**tables, manifest=manifest, overlay=yaml.safe_load((run / records.OVERLAY).read_text()))
 
 
 def plan_status(repo, plan, manifest: dict | None) -> tuple[bool, str]:

@@ -6,26 +6,23 @@
 Each question once: a question the second study answers again (``REVISES``) shows the answer that now stands,
 the second study's, with the first study's beside it and why it was asked again (plan2's ``answers``). Every
 size is labelled: plan2 labels each (``size_label``); study/plan.yaml labels none, and none of its sizes is a
-number in a source's words, so the page reads each as ``DEFAULT_SIZE_LABEL`` and says so once. Every (a)
+number in a source's words, so the page reads each as ``study2_reading.DEFAULT_SIZE_LABEL`` and says so once. Every (a)
 sentence names its step; the failure-by-position curves of each study-2 arm, with bands, follow the answers.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from lostmid.errors import InputError
-from lostmid.study import estimators as est
 from lostmid.study import findings
 from lostmid.study import study2_reading as s2
-from lostmid.study.plan import arm_variants
+from lostmid.study.reading import EXPLORATORY, exploratory, number, numbers, text
 
-DEFAULT_SIZE_LABEL = "our margin"  # the size label of a plan that labels none (study/plan.yaml)
 SIZES_LINE = (
     "Every size below is our margin, not a source's number: study/plan2.yaml labels each size (size_label); "
     "study/plan.yaml labels none, and none of its sizes is a number in a source's words, so each reads as "
-    f"{DEFAULT_SIZE_LABEL}."
+    f"{s2.DEFAULT_SIZE_LABEL}."
 )
 CURVE_STEPS = (500, 1500)  # plan2 secondary failure_by_position_curves: the two named steps
 
@@ -44,77 +41,28 @@ REVISES = {
 }
 
 
-# A first-study row (primary or secondary) whose fix arm failed its gate, read on every fit of its trained arms
-# (exploratory): fn(failure, the arms' variants, plan, step) -> effect, by the estimator the row names.
-UNGATED = {
-    "speed_difference": lambda failure, arms, plan, step: est.speed_difference(
-        failure, *arms[:2], plan["checkpoints"]["horizon"]
-    ),
-    "preference_difference": lambda failure, arms, plan, step: est.preference_difference(failure, *arms[:2], step),
-    "slope_difference": lambda failure, arms, plan, step: est.slope_difference(failure, *arms[:2], step),
-    "speed_interaction": lambda failure, arms, plan, step: est.speed_interaction(
-        *(est.speed_differences(failure, *arms[i : i + 2], plan["checkpoints"]["horizon"]) for i in (0, 2))
-    ),
-    "preference_interaction": lambda failure, arms, plan, step: est.speed_interaction(
-        *(est.preference_difference(failure, *arms[i : i + 2], step).units for i in (0, 2))
-    ),
-}
-
-
-def ungated_effect(row: dict, plan: dict, record, missing: findings.Missing):
-    """The effect of a first-study row the gate left undecided, on every fit of its trained arms; None for a row
-    missing for another reason (its data not in the record)."""
-    name = row["estimator"].rsplit(".", 1)[-1]
-    if missing.kind != findings.NOT_BUILT or name not in UNGATED or record.failure is None:
-        return None
-    variants = [arm_variants(plan, arm) for arm in row["arms"]]
-    return UNGATED[name](record.failure, variants, plan, findings.step_of(row, plan))
-
-
 def ungated(row: findings.Row, primary: dict, plan: dict, record) -> str:
     """A gated first-study primary's sentence: undecided, and its trained arms' numbers over every fit,
     exploratory at the plan's level (never "not yet run" for a trained arm); another missing row keeps its own."""
-    effect = ungated_effect(primary, plan, record, row.effect)
+    effect = findings.over_every_fit(primary, record, plan, row.effect)
     if effect is None:
         return row.sentence
     low, high = effect.interval(plan["level"])
     return (
         f"Undecided: the arm failed its gate ({row.effect.why}); exploratory, over every fit of its trained arm: "
-        f"{s2.numbers(effect, low, high, primary, plan['level'])})."
+        f"{numbers(effect, low, high, primary, plan['level'])})."
     )
-
-
-def secondaries1(plan: dict, record) -> list[dict]:
-    """The first study's exploratory rows (``findings.secondary_rows``), a gated arm's read on every fit."""
-    import yaml
-
-    found = findings.secondary_rows(plan, record)
-    declared = {row["id"]: row for row in yaml.safe_load(findings.SECONDARIES.read_text())["secondaries"]}
-    for row in found:
-        missing = findings.effect_of(declared[row["id"]], record, plan)[0] if row["n"] == 0 else None
-        effect = (
-            ungated_effect(declared[row["id"]], plan, record, missing)
-            if isinstance(missing, findings.Missing)
-            else None
-        )
-        if effect is not None:
-            low, high = effect.interval(plan["level"])
-            row.update(estimate=effect.estimate, low=low, high=high, n=effect.n)
-            row["note"] = f"the arm failed its gate ({missing.why}); over every fit of its trained arm: {effect.method}"
-    return found
 
 
 def study1_sentence(row: findings.Row, primary: dict, plan: dict, record) -> str:
-    """A first-study row's sentence with its size labelled (``DEFAULT_SIZE_LABEL`` where its plan has none)."""
+    """A first-study row's sentence with its size labelled (``s2.DEFAULT_SIZE_LABEL`` where its plan has none)."""
     if isinstance(row.effect, findings.Missing):
         return ungated(row, primary, plan, record)
-    label = s2.size_label(primary, {"size_label": DEFAULT_SIZE_LABEL, **plan})
-    outcome = row.outcome.removeprefix(f"{findings.EXPLORATORY}: ")
+    label = s2.size_label(primary, plan)
+    outcome = row.outcome.removeprefix(f"{EXPLORATORY}: ")
     words = s2.answer_words(outcome, row.low, row.high, primary["direction"], label)
-    said = (
-        f"{words}: {s2.numbers(row.effect, row.low, row.high, primary, 1 - row.level)}; {label} {primary['size']:.3g})."
-    )
-    return said if row.outcome == outcome else f"{findings.EXPLORATORY.capitalize()}, not primary: {said}"
+    said = f"{words}: {numbers(row.effect, row.low, row.high, primary, 1 - row.level)}; {label} {primary['size']:.3g})."
+    return said if row.outcome == outcome else exploratory(outcome, said)[1]
 
 
 def questions(plan1: dict, record1, rows1: list, rows2: list) -> list[dict]:
@@ -136,7 +84,7 @@ def questions(plan1: dict, record1, rows1: list, rows2: list) -> list[dict]:
         if old in index:
             found[index[old]]["study2"].append(row)
         else:
-            found.append({"question": findings.text(row.primary["question"]), "study2": [row], "study1": None})
+            found.append({"question": text(row.primary["question"]), "study2": [row], "study1": None})
     return found
 
 
@@ -161,7 +109,7 @@ def table2(rows2: list) -> list[str]:
     for row in rows2:
         effect = row.computed.effect
         out.append(
-            f"| `{row.id}` | {row.step} | {s2.number(effect.estimate)} | [{s2.number(row.low)}, {s2.number(row.high)}] "
+            f"| `{row.id}` | {row.step} | {number(effect.estimate)} | [{number(row.low)}, {number(row.high)}] "
             f"| {row.level:.3g} | {row.computed.p:.3g} | {effect.n} | "
             f"{s2.labelled(row.outcome, s2.size_label(row.primary, {}))} |"
         )
@@ -170,10 +118,10 @@ def table2(rows2: list) -> list[str]:
 
 def resolved(primary: dict, key: str, plan: dict) -> str:
     """The primary's ``key`` in words, where the plan says "as <another primary>" that primary's."""
-    words = findings.text(primary[key])
+    words = text(primary[key])
     by_id = {p["id"]: p for p in plan["primaries"]}
     named = words.removeprefix("as ")
-    return findings.text(by_id[named][key]) if named in by_id and named != primary["id"] else words
+    return text(by_id[named][key]) if named in by_id and named != primary["id"] else words
 
 
 def section(q: dict, plan1: dict, plan2: dict) -> list[str]:
@@ -181,18 +129,18 @@ def section(q: dict, plan1: dict, plan2: dict) -> list[str]:
     out = ["", f"## {q['question']}", ""]
     for row in q["study2"]:
         primary = row.primary
-        out += [f"{row.sentence} (`{row.id}`, study 2, {findings.text(primary['source'])})", ""]
+        out += [f"{row.sentence} (`{row.id}`, study 2, {text(primary['source'])})", ""]
         out.append(f"Estimator: {row.computed.effect.method}. Size: {resolved(primary, 'size_why', plan2)}.")
         if row.computed.gate is not None:
             out += ["", f"Gate: {row.computed.gate.words()}."]
         if q["study1"] is not None:
-            out += ["", f"Asked again because: {findings.text(primary['answers'])}."]
+            out += ["", f"Asked again because: {text(primary['answers'])}."]
         out.append("")
     if q["study1"] is not None:
         row = q["study1"]
         primary = {p["id"]: p for p in plan1["primaries"]}[row.id]
         heading = "Study 1 answered" if q["study2"] else "Answer"
-        out += [f"{heading}: {q['said1']} (`{row.id}`, study 1, {findings.text(primary['source'])})"]
+        out += [f"{heading}: {q['said1']} (`{row.id}`, study 1, {text(primary['source'])})"]
         if row.note:
             out += ["", row.note + "."]
     return out
@@ -246,14 +194,8 @@ def markdown(plan1, record1, rows1, status1, plan2, record2, rows2, status2, fig
         "",
         "**Exploratory rows of study 1.** 95% intervals, no multiplicity correction, no outcome.",
         "",
-        "| row | what | estimate | 95% interval | units | note |",
-        "|---|---|---|---|---|---|",
+        *findings.secondaries_table(findings.secondary_rows(plan1, record1, every_fit=True)),
     ]
-    for row in secondaries1(plan1, record1):
-        out.append(
-            f"| `{row['id']}` | {row['what']} | {s2.number(row['estimate'])} | "
-            f"[{s2.number(row['low'])}, {s2.number(row['high'])}] | {row['n']} | {row['note']} |"
-        )
     return "\n".join(out) + "\n"
 
 
@@ -282,14 +224,10 @@ def write_combined(
     rows1 = findings.rows(plan1, record1, status1[0])
     rows2 = s2.read_plan2(plan2, record2, status2[0], resamples)
     curves = Path(figures_dir) / "findings_study2_failure.png"
-    figures = {"curves": Path(os.path.relpath(curves, Path(out).parent)).as_posix()}
+    figures = {"curves": findings.relative(curves, out)}
     page = io.wrap_prose(markdown(plan1, record1, rows1, status1, plan2, record2, rows2, status2, figures))
     if readme is not None:
-        block = f"From [{Path(out).name}]({Path(os.path.relpath(out, Path(readme).parent)).as_posix()}):\n\n"
-        block += io.wrap_prose("\n".join(answer_lines(questions(plan1, record1, rows1, rows2)))) + "\n"
-        readme_text = io.between_markers(
-            Path(readme).read_text(), findings.README_START, findings.README_END, block, str(readme)
-        )
+        readme_text = findings.readme_with(readme, out, answer_lines(questions(plan1, record1, rows1, rows2)))
     arms = s2.with_variants(plan2, record2.overlay)["run"]["arms"]
     failure_curves(record2.failure, arms, CURVE_STEPS, curves)
     io.write_text(page, out)

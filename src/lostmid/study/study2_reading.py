@@ -19,15 +19,16 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pandas as pd
-import yaml
 
 from lostmid.errors import InputError
+from lostmid.evidence.fit_checks import fit_reasons
 from lostmid.stats import study2
 from lostmid.study import estimators as est
 from lostmid.study import reading
+from lostmid.study.reading import number, numbers
+from lostmid.study.record import Record, read_record
 
 VARIANT_PREFIX = "study2_"
 RESAMPLES = 2000  # plan2's (a) estimator_words: a cluster bootstrap of 2000 resamples
@@ -36,35 +37,13 @@ TABLES = ("failure", "influence", "bias_summary")
 SHOWN_ABSENT = "shown absent"  # plan2 outcomes.absent
 NOT_SHOWN_ABSENT = "not shown absent"  # plan2 outcomes.not_shown_absent
 GATED = "undecided: the arm failed its gate"
-EXPLORATORY = "exploratory"
 SOURCE = "source"  # a size label: the source's own number
+DEFAULT_SIZE_LABEL = "our margin"  # the size label of a plan that labels none (study/plan.yaml)
 
 
-@dataclass(frozen=True)
-class Record2:
-    """A study-2 run record as read back: its tables, manifest and overlay."""
-
-    failure: pd.DataFrame
-    influence: pd.DataFrame
-    bias_summary: pd.DataFrame
-    manifest: dict
-    overlay: dict
-
-
-def read_record2(run) -> Record2:
-    """The record folder ``run`` checked whole (lostmid.records): its manifest, its overlay with the sha256 the
-    manifest records, and the tables ``TABLES`` (present, keys unique, measured columns finite); one line if not."""
-    from lostmid import manifest as run_manifest
-    from lostmid import records
-    from lostmid.study.record import RECORD_KEYS
-
-    run = Path(run)
-    if not run.is_dir():
-        raise InputError(f"{run}: no such run record folder")
-    manifest = run_manifest.read(run / run_manifest.FILE)
-    records.check_overlay(run / records.OVERLAY, manifest)
-    tables = {name: records.read_table(run / "tables" / f"{name}.parquet", *RECORD_KEYS[name]) for name in TABLES}
-    return Record2(**tables, manifest=manifest, overlay=yaml.safe_load((run / records.OVERLAY).read_text()))
+def read_record2(run) -> Record:
+    """The record folder ``run`` checked whole (``lostmid.study.record.read_record``) with the tables ``TABLES``."""
+    return read_record(run, TABLES)
 
 
 def arm_variants(overlay: dict, arm: str) -> list[str]:
@@ -107,28 +86,7 @@ class Gate:
         return said + (f"; the others: {'; '.join(failed)}" if failed else "")
 
 
-def fit_reasons(summary: pd.DataFrame, fits: list[str]) -> dict[str, str | None]:
-    """Per fit, why it fails the fit checks on the model it trains (lostmid.evidence.fit_checks.fit_not_evaluable:
-    the guard, bias_fit_flattens_profile and bias_fit_keeps_context_share at the evidence settings' level); None
-    where it passes. A fit without rows in the summary fails: it has no check."""
-    from lostmid.config import settings_from_section
-    from lostmid.evidence.fit_checks import fit_not_evaluable
-    from lostmid.evidence.inputs import Inputs
-    from lostmid.evidence.settings import EvidenceSettings
-
-    ev = settings_from_section(EvidenceSettings, {}, "evidence")
-    reasons = {}
-    for fit in fits:
-        part = summary[summary.variant == fit]
-        if part.empty:
-            reasons[fit] = "no fit check in the record"
-            continue
-        inputs = Inputs(variants={fit: {}}, model={}, bias_summary=part)
-        reasons[fit] = fit_not_evaluable(inputs, ev, fit, int(part.L.iloc[0]), int(part.depth.iloc[0]))
-    return reasons
-
-
-def gate(record: Record2, arm: str) -> Gate:
+def gate(record: Record, arm: str) -> Gate:
     """The plan's gate of the fix ``arm``: at least 16 of 24 (the same share of a shrunk run's fits) pass."""
     fits = arm_variants(record.overlay, arm)
     reasons = fit_reasons(record.bias_summary, fits)
@@ -168,20 +126,20 @@ class Computed:
     fits: dict | None = None
 
 
-def _fix_fits(record: Record2, primary: dict) -> tuple[list[str], Gate]:
+def _fix_fits(record: Record, primary: dict) -> tuple[list[str], Gate]:
     """The fits a fix-arm primary uses: those that passed when the arm is decided, else all (exploratory)."""
     found = gate(record, primary["arms"][0])
     return (found.passed if found.decided else found.fits), found
 
 
-def _slope(record: Record2, plan: dict, primary: dict, step: int, resamples: int) -> Computed:
+def _slope(record: Record, plan: dict, primary: dict, step: int, resamples: int) -> Computed:
     variants = arm_variants(record.overlay, primary["arms"][0])
     rows = est.arm_rows(record.failure, variants, step=step)[["seed", "p", "failures", "n"]]
     effect = study2.common_slope_effect(rows, resamples)
     return Computed(effect, effect.p_value)
 
 
-def _fix_pair(record: Record2, plan: dict, primary: dict, step: int, resamples: int) -> Computed:
+def _fix_pair(record: Record, plan: dict, primary: dict, step: int, resamples: int) -> Computed:
     """A paired fix-minus-baseline primary, the fit the unit: (d) by its speed, (e) by late minus early."""
     fits, found = _fix_fits(record, primary)
     base = arm_variants(record.overlay, primary["arms"][1])
@@ -197,7 +155,7 @@ def _fix_pair(record: Record2, plan: dict, primary: dict, step: int, resamples: 
     return Computed(effect, effect.p_value if found.decided else 1.0, found)
 
 
-def _absence(record: Record2, plan: dict, primary: dict, step: int, resamples: int) -> Computed:
+def _absence(record: Record, plan: dict, primary: dict, step: int, resamples: int) -> Computed:
     fits, found = _fix_fits(record, primary)
     per_seed = est.late_minus_early(record.failure, fits, step)
     what = f"per seed of the fix arm, late minus early failure at step {step}"
@@ -206,7 +164,7 @@ def _absence(record: Record2, plan: dict, primary: dict, step: int, resamples: i
     return Computed(effect, p if found.decided else 1.0, found)
 
 
-def _influence(record: Record2, plan: dict, primary: dict, step: int, resamples: int) -> Computed:
+def _influence(record: Record, plan: dict, primary: dict, step: int, resamples: int) -> Computed:
     variants = arm_variants(record.overlay, primary["arms"][0])
     fits = study2.influence_fits(est.influence_and_failure(record.failure, record.influence, variants, step))
     fixed = fits[study2.INFLUENCE_FITS[0]]
@@ -222,7 +180,7 @@ ESTIMATORS = {
 }
 
 
-def computed(primary: dict, record: Record2, plan: dict, resamples: int = RESAMPLES) -> Computed:
+def computed(primary: dict, record: Record, plan: dict, resamples: int = RESAMPLES) -> Computed:
     """The primary's effect by the estimator it names (``resamples``: its bootstrap's, where it has one); an
     estimator the reading does not know is one line."""
     if primary["estimator"] not in ESTIMATORS:
@@ -255,7 +213,7 @@ class Reading:
 def size_label(primary: dict, plan: dict) -> str:
     """The primary's size label: its own (plan2: ``size_label``), else the page's default, our margin (study 1's
     plan labels none, and none of its sizes is a number in a source's words)."""
-    return primary.get("size_label", plan.get("size_label", "our margin"))
+    return primary.get("size_label", plan.get("size_label", DEFAULT_SIZE_LABEL))
 
 
 # The words of an answer or an outcome (lostmid.study.reading) for a size that is not the source's: each phrase
@@ -282,18 +240,6 @@ def labelled(words: str, label: str) -> str:
 def answer_words(outcome: str, low: float, high: float, direction: str, label: str) -> str:
     """``reading.answer``'s words, ``labelled``."""
     return labelled(reading.answer(outcome, low, high, direction), label)
-
-
-def number(x: float) -> str:
-    return "nan" if math.isnan(x) else f"{x:.3g}"
-
-
-def numbers(effect, low: float, high: float, primary: dict, confidence: float, units: str | None = None) -> str:
-    """ "estimate [low, high] scale (confidence interval over n units: unit" (the caller closes the bracket)."""
-    return (
-        f"{number(effect.estimate)} [{number(low)}, {number(high)}] {primary['scale']} ({confidence:.4g} interval "
-        f"over {effect.n} units: {units or ' '.join(str(primary['unit']).split())}"
-    )
 
 
 def sentence(primary: dict, plan: dict, found: Computed, step: int, level: float, low, high, outcome: str) -> str:
@@ -340,7 +286,7 @@ def read_primary(primary: dict, plan: dict, found: Computed, level: float) -> tu
     return low, high, reading.outcome(low, high, primary["direction"], primary["size"])
 
 
-def read_plan2(plan: dict, record: Record2, primary_status: bool, resamples: int = RESAMPLES) -> list[Reading]:
+def read_plan2(plan: dict, record: Record, primary_status: bool, resamples: int = RESAMPLES) -> list[Reading]:
     """Every primary of ``plan``, read from ``record``: Holm's levels over all of them (p = 1 for a gated arm),
     each interval at its level, its outcome and its sentence; exploratory words everywhere unless primary.
     ``resamples``: the (a) primaries' bootstrap resamples (the plan's 2000; fewer only in a test)."""
@@ -352,6 +298,6 @@ def read_plan2(plan: dict, record: Record2, primary_status: bool, resamples: int
         low, high, outcome = read_primary(primary, plan, c, level)
         said = sentence(primary, plan, c, step, level, low, high, outcome)
         if not primary_status:
-            outcome, said = f"{EXPLORATORY}: {outcome}", f"{EXPLORATORY.capitalize()}, not primary: {said}"
+            outcome, said = reading.exploratory(outcome, said)
         out.append(Reading(primary["id"], primary, c, step, level, low, high, outcome, said))
     return out
