@@ -69,7 +69,7 @@ def pytest_collection_modifyitems(items):
     module fixtures are built once; the files that load SmolLM2 share one. Files run in the order that keeps both
     workers busy while the smoke run is made (SMOKE_FIRST)."""
     reads_smoke = {item.path.stem for item in items if "smoke_run" in item.fixturenames}
-    other = next(item.path.stem for item in items if item.path.stem not in reads_smoke)
+    other = next((item.path.stem for item in items if item.path.stem not in reads_smoke), None)  # none: one file
 
     def rank(item) -> int:
         stem = item.path.stem
