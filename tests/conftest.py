@@ -66,8 +66,10 @@ SMOKE_FIRST, SMOKE_LONGEST = "test_fingerprint", "test_slurm"
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups into the test ids
 def pytest_collection_modifyitems(items):
     """Under pytest-xdist (`-n`, with pyproject's `--dist loadgroup`) a test file runs on one worker, so its
-    module fixtures are built once; the files that load SmolLM2 share one. Files run in the order that keeps both
-    workers busy while the smoke run is made (SMOKE_FIRST)."""
+    module fixtures are built once; the files that load SmolLM2 share one; a test that names its own group
+    (``pytest.mark.xdist_group``: a long test that needs no module fixture) keeps it, so two long tests of one
+    file can run side by side. Files run in the order that keeps both workers busy while the smoke run is made
+    (SMOKE_FIRST)."""
     reads_smoke = {item.path.stem for item in items if "smoke_run" in item.fixturenames}
     other = next((item.path.stem for item in items if item.path.stem not in reads_smoke), None)  # none: one file
 
@@ -77,6 +79,8 @@ def pytest_collection_modifyitems(items):
 
     items.sort(key=rank)  # stable: the collection order within a rank
     for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
         group = "smollm2" if item.path.stem in SMOLLM2_FILES else item.path.stem
         item.add_marker(pytest.mark.xdist_group(group))
 
