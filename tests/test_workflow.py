@@ -22,6 +22,9 @@ from lostmid.tables.keys import without_measurements
 from conftest import REPO, SCHEMA, lostmid_arguments, run_snakemake
 
 pytestmark = pytest.mark.slow
+# The longest tests (a minute or more each, no module fixture) are pytest-xdist groups of their own (conftest.py),
+# so the two workers share them rather than one worker running the whole file at the end of the suite.
+ALONE = pytest.mark.xdist_group
 
 
 def planned_jobs(workdir, configfile=None, *targets) -> dict[str, int]:
@@ -212,6 +215,7 @@ def test_every_rule_declares_log_benchmark_threads_resources_and_conda(tmp_path,
             assert re.search(r"\n[ ]+threads:", block), f"{smk.name}: {block.splitlines()[0]} declares no threads"
 
 
+@ALONE("workflow_kill_9")
 def test_a_plain_rerun_after_kill_9_completes(tmp_path):
     """kill -9 Snakemake while a training job runs: the job, orphaned, still writes its outputs,
     which Snakemake's metadata then marks incomplete. `snakemake --unlock` and a plain rerun
@@ -356,6 +360,7 @@ def test_every_table_folder_holds_one_table(smoke_run):
     assert {top: schemas for top, schemas in folders.items() if len(schemas) > 1} == {}
 
 
+@ALONE("workflow_retries")
 def test_a_retried_job_keeps_the_log_of_every_attempt(tmp_path):
     """With --retries (the Slurm profile sets 2) a retry must not lose the first attempt's log:
     Snakemake deletes the rule's log before each attempt, so each attempt writes its own
@@ -452,6 +457,7 @@ def test_a_damaged_input_is_named_in_one_line_and_moved_aside(smoke_run, tmp_pat
     moved_aside(copy_of(smoke_run, tmp_path)[1], damage)
 
 
+@ALONE("workflow_rebuild")
 def test_one_plain_rerun_rebuilds_a_damaged_checkpoint_and_table_and_every_table_after_them(smoke_run, tmp_path):
     """A zero-byte table, then a truncated checkpoint, each named in one line and moved aside by the job that
     reads it (``moved_aside``); then one plain rerun rebuilds both and everything after them, equal to the
