@@ -59,24 +59,32 @@ SMOLLM2_FILES = ("test_api", "test_pretrained")
 # The order of the files that read the session's smoke run: the first makes it while the other worker runs the
 # files that do not need it; the longest (the whole DAG again under Slurm) is the first worker's next file; the rest
 # come last, when the run is made. (pytest-xdist gives the first two files to the two workers, then the third to the
-# first: pyproject's --no-loadscope-reorder keeps this order.)
+# first: pyproject's --no-loadscope-reorder keeps this order.) Within each part, the long tests that are groups of
+# their own come first, so the workers end on short tests rather than one worker on a long one.
 SMOKE_FIRST, SMOKE_LONGEST = "test_fingerprint", "test_slurm"
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups into the test ids
 def pytest_collection_modifyitems(items):
     """Under pytest-xdist (`-n`, with pyproject's `--dist loadgroup`) a test file runs on one worker, so its
-    module fixtures are built once; the files that load SmolLM2 share one. Files run in the order that keeps both
-    workers busy while the smoke run is made (SMOKE_FIRST)."""
+    module fixtures are built once; the files that load SmolLM2 share one; a test that names its own group
+    (``pytest.mark.xdist_group``: a long test that needs no module fixture) keeps it, so two long tests of one
+    file can run side by side. Files run in the order that keeps both workers busy while the smoke run is made
+    (SMOKE_FIRST)."""
     reads_smoke = {item.path.stem for item in items if "smoke_run" in item.fixturenames}
-    other = next(item.path.stem for item in items if item.path.stem not in reads_smoke)
+    other = next((item.path.stem for item in items if item.path.stem not in reads_smoke), None)  # none: one file
+
+    first = {SMOKE_FIRST: 0, other: 1, SMOKE_LONGEST: 2}
 
     def rank(item) -> int:
-        stem = item.path.stem
-        return {SMOKE_FIRST: 0, other: 1, SMOKE_LONGEST: 2}.get(stem, 4 if stem in reads_smoke else 3)
+        alone = item.get_closest_marker("xdist_group") is not None  # a long test, a group of its own
+        waits = "smoke_run" in item.fixturenames or (item.path.stem in reads_smoke and not alone)
+        return first.get(item.path.stem, 3 + 2 * waits + (not alone))
 
     items.sort(key=rank)  # stable: the collection order within a rank
     for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
         group = "smollm2" if item.path.stem in SMOLLM2_FILES else item.path.stem
         item.add_marker(pytest.mark.xdist_group(group))
 

@@ -14,14 +14,15 @@ from conftest import REPO
 sys.path.insert(0, str(REPO / "scripts"))
 import regenerate_pages  # noqa: E402
 
-# The two pages whose writers recompute a cluster bootstrap (~30 CPU s each); the others take a second or two.
+# The two pages whose writers recompute a cluster bootstrap (a minute each); the others take a second or two. Each
+# is a pytest-xdist group of its own (conftest.py), so the two run on different workers.
 HEAVY = {"findings", "retrieval"}
 LINE_LIMIT = 200
 README_LINES = 150
 
 
 def marks(page):
-    return [pytest.mark.slow] if page.name in HEAVY else []
+    return [pytest.mark.slow, pytest.mark.xdist_group(f"page_{page.name}")] if page.name in HEAVY else []
 
 
 @pytest.mark.parametrize(

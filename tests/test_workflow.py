@@ -22,6 +22,9 @@ from lostmid.tables.keys import without_measurements
 from conftest import REPO, SCHEMA, lostmid_arguments, run_snakemake
 
 pytestmark = pytest.mark.slow
+# The longest tests (a minute or more each, no module fixture) are pytest-xdist groups of their own (conftest.py),
+# so the two workers share them rather than one worker running the whole file at the end of the suite.
+ALONE = pytest.mark.xdist_group
 
 
 def planned_jobs(workdir, configfile=None, *targets) -> dict[str, int]:
@@ -212,6 +215,7 @@ def test_every_rule_declares_log_benchmark_threads_resources_and_conda(tmp_path,
             assert re.search(r"\n[ ]+threads:", block), f"{smk.name}: {block.splitlines()[0]} declares no threads"
 
 
+@ALONE("workflow_kill_9")
 def test_a_plain_rerun_after_kill_9_completes(tmp_path):
     """kill -9 Snakemake while a training job runs: the job, orphaned, still writes its outputs,
     which Snakemake's metadata then marks incomplete. `snakemake --unlock` and a plain rerun
@@ -356,6 +360,7 @@ def test_every_table_folder_holds_one_table(smoke_run):
     assert {top: schemas for top, schemas in folders.items() if len(schemas) > 1} == {}
 
 
+@ALONE("workflow_retries")
 def test_a_retried_job_keeps_the_log_of_every_attempt(tmp_path):
     """With --retries (the Slurm profile sets 2) a retry must not lose the first attempt's log:
     Snakemake deletes the rule's log before each attempt, so each attempt writes its own
@@ -419,20 +424,10 @@ def copy_of(smoke_run, tmp_path):
     return workdir, copy
 
 
-@pytest.mark.parametrize(
-    "damage, rebuild",
-    [
-        ("truncated checkpoint", True),
-        ("checkpoint of another run", False),  # the same file as above, rebuilt the same way
-        ("zero-byte table", True),
-        ("renamed columns", False),  # the same file kind as above, rebuilt the same way
-    ],
-)
-def test_a_damaged_input_is_moved_aside_and_one_plain_rerun_rebuilds_every_table(smoke_run, tmp_path, damage, rebuild):
-    """The job that reads the damaged file says so in one line, moves the file aside and fails; the next
-    plain run rebuilds it and everything after it, equal to the untouched run (a plain run is the whole DAG's
-    check: made once per kind of file, a checkpoint and a table)."""
-    reference, workdir = copy_of(smoke_run, tmp_path)
+def moved_aside(workdir, damage):
+    """Damage one input of the run in ``workdir`` as ``damage`` names, run Snakemake on the balance arm's tables
+    and the remedies table, and check that the job that reads the damaged file said so in one line, moved the
+    file aside and failed."""
     checkpoint = workdir / "results/checkpoints/balance/L8_M1_seed0/step10.pt"
     if damage == "truncated checkpoint":
         os.truncate(checkpoint, 3000)
@@ -452,16 +447,33 @@ def test_a_damaged_input_is_moved_aside_and_one_plain_rerun_rebuilds_every_table
     assert failed.returncode != 0 and not damaged.exists() and aside.is_file()
     printed = [text for text in failed.stderr.splitlines() if f"moved it aside to {aside.relative_to(workdir)}" in text]
     assert printed and line in printed[0] and "(log: results/logs/" in printed[0], failed.stderr[-3000:]
-    if not rebuild:
-        return
-    # One plain rerun (the default target: every checkpoint and per-run table). With only the tables
-    # above as targets Snakemake would not rebuild the checkpoints: their consumers are up to date.
+
+
+@pytest.mark.parametrize("damage", ["checkpoint of another run", "renamed columns"])
+def test_a_damaged_input_is_named_in_one_line_and_moved_aside(smoke_run, tmp_path, damage):
+    """A checkpoint of another run, a table with renamed columns: the job that reads it says so in one line,
+    moves it aside and fails (the next plain run rebuilds it as the test below shows for the other damage of
+    each kind of file)."""
+    moved_aside(copy_of(smoke_run, tmp_path)[1], damage)
+
+
+@ALONE("workflow_rebuild")
+def test_one_plain_rerun_rebuilds_a_damaged_checkpoint_and_table_and_every_table_after_them(smoke_run, tmp_path):
+    """A zero-byte table, then a truncated checkpoint, each named in one line and moved aside by the job that
+    reads it (``moved_aside``); then one plain rerun rebuilds both and everything after them, equal to the
+    untouched run. A plain run (the default target: every checkpoint and per-run table) is the whole DAG's
+    check: with only the tables as targets Snakemake would not rebuild the checkpoints, whose consumers are up
+    to date. Both damages in one copy: one plain rerun checks them together."""
+    reference, workdir = copy_of(smoke_run, tmp_path)
+    moved_aside(workdir, "zero-byte table")
+    moved_aside(workdir, "truncated checkpoint")  # a job of its chain reads it while rebuilding the table
     run_snakemake(workdir)
     trained = [f"results/train/balance/L8_M1_seed0_step{step}.parquet" for step in (10, 20)]
     for table in [*BALANCE_TABLES, *trained, "results/remedies/remedies.parquet"]:
         pd.testing.assert_frame_equal(
             *(without_measurements(pd.read_parquet(folder / table)) for folder in (workdir, reference))
         )
+    assert (workdir / "results/checkpoints/balance/L8_M1_seed0/step10.pt").is_file()
 
 
 def test_the_smoke_config_stands_alone_whatever_the_working_directory_holds(smoke_run, tmp_path):

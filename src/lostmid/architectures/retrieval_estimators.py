@@ -110,17 +110,25 @@ def informative(rows: pd.DataFrame, outcome: str = "success") -> pd.DataFrame:
     if outcome != "success":
         return rows
     for factor in ("q", "task"):
-        varies = rows.groupby(factor).success.transform(lambda s: 0 < s.mean() < 1).astype(bool)
-        rows = rows[varies]
+        _, stratum = np.unique(rows[factor].to_numpy(), return_inverse=True)
+        successes = np.bincount(stratum, rows.success.to_numpy(float))[stratum]  # of the row's stratum
+        rows = rows[(successes > 0) & (successes < np.bincount(stratum)[stratum])]
     return rows
 
 
 def design(rows: pd.DataFrame) -> np.ndarray:
     """Columns: intercept, the standardized log share (column ``z``), one dummy per q but the first, one per
     task but the first (the model success ~ share + factor(q) + factor(task))."""
-    q = pd.get_dummies(rows.q.round(9), prefix="q", drop_first=True, dtype=float)
-    task = pd.get_dummies(rows.task, prefix="task", drop_first=True, dtype=float)
-    return np.column_stack([np.ones(len(rows)), rows.z.to_numpy(), q.to_numpy(), task.to_numpy()])
+    q, task = (dummies(values) for values in (rows.q.round(9).to_numpy(), rows.task.to_numpy()))
+    return np.column_stack([np.ones(len(rows)), rows.z.to_numpy(), q, task])
+
+
+def dummies(values: np.ndarray) -> np.ndarray:
+    """(N, K - 1): one 0/1 column per distinct value of ``values`` but the least, as pandas.get_dummies(values,
+    drop_first=True) gives them: sorted, in column-major order (the fit's sums, and so its last digits, depend
+    on the layout)."""
+    levels = np.unique(values)
+    return (values[:, None] == levels[None, 1:]).astype(float, order="F")
 
 
 def share_fit(rows: pd.DataFrame, outcome: str = "success"):
