@@ -26,7 +26,8 @@ named (likely undecided at this budget).
 Cost (``--cost``: the benchmark's record, ``bench_positional_bias.py --fit``; ``--window-costs``: the retrieval
 window's cost record, whose 4096 window is scaled by the bias's measured overhead at 1024): the F fits (restarts x
 steps at one window each), the F calibrations and their strength's choice (the grid at n = 1024 on each one's
-window), the gate's profiles and the two fix arms' held-out windows.
+window), the gate's profiles and the two fix arms' held-out windows (at the plan's gate-first n, those below its
+floor and those beyond it apart: the latter run only where its gate passes; a total without them beside).
 
 Writes power.parquet, power.md and power.yaml into --out.
 """
@@ -48,6 +49,7 @@ from lostmid.architectures import retrieval_record
 from lostmid.architectures.summary import to_markdown
 
 SIZING, STRESS = "kjv", "pydoc"
+GATED = "blog and fitm held-out windows beyond the gate-first floor"  # the cost the gate-first order can save
 FRACTIONS = (0.0, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0)
 
 
@@ -196,9 +198,24 @@ def run_cost(plan: dict, cost: dict, windows_4096: float) -> pd.DataFrame:
     for n in (1024, 4096):
         arms = len(run["gates"]["arms"])
         rows.append((f"gate profiles (n = {n})", arms * run["gates"]["windows_by_n"][n] * profile[n]))
-        rows.append((f"blog and fitm held-out windows (n = {n})", 2 * run["windows_by_n"][n] * window[n]))
+        rows += held_out_cost(plan, n, window[n])
     table = pd.DataFrame(rows, columns=["piece", "cpu_s"])
-    return pd.concat([table, pd.DataFrame([("total", table.cpu_s.sum())], columns=table.columns)], ignore_index=True)
+    gated = table.piece.str.startswith(GATED)
+    totals = [("total", table.cpu_s.sum()), ("total where the blog gate fails", table.cpu_s[~gated].sum())]
+    return pd.concat([table, pd.DataFrame(totals, columns=table.columns)], ignore_index=True)
+
+
+def held_out_cost(plan: dict, n: int, window: float) -> list[tuple[str, float]]:
+    """The two fix arms' held-out windows at n: at the gate-first n (run.gate_first) the floor's, run in any case,
+    and those beyond it, run only where its gate passes (the saving where it fails); elsewhere all of them."""
+    count, first = plan["run"]["windows_by_n"][n], plan["run"].get("gate_first", {})
+    if first.get("n") != n:
+        return [(f"blog and fitm held-out windows (n = {n})", 2 * count * window)]
+    floor, beyond = int(first["floor"]), count - int(first["floor"])
+    return [
+        (f"blog and fitm held-out windows below the gate-first floor (n = {n}: {floor})", 2 * floor * window),
+        (f"{GATED} (n = {n}: {beyond}, only where the {first['arm']} gate passes)", 2 * beyond * window),
+    ]
 
 
 def t_quantiles(plan: dict, choices=(6, 8, 12, 24)) -> dict:

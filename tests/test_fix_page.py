@@ -37,6 +37,7 @@ def write_plan(repo, record, none):
     plan["fits"] |= {"count": FITS, "windows": plan["fits"]["windows"][:FITS]}
     plan["run"] |= {"record": str(record), "none_record": str(none), "windows_by_n": {1024: WINDOWS, 4096: WINDOWS}}
     plan["run"]["gates"]["windows_by_n"] = {1024: GATE, 4096: GATE}
+    plan["run"] |= {"floor_by_n": {1024: GATE, 4096: GATE}, "gate_first": plan["run"]["gate_first"] | {"floor": GATE}}
     for folder in ("study", "docs"):
         (repo / folder).mkdir(parents=True)
     (repo / "study" / "fix_plan.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
@@ -179,15 +180,23 @@ def test_a_planted_harm_is_said_plainly(tmp_path, unsaved):
     assert "fitm at n = 1024 does not lower accuracy overall detectably" in text
 
 
-def test_a_failed_gate_makes_no_decision_and_says_so(tmp_path, unsaved):
+def test_a_failed_gate_makes_no_decision_and_says_so_and_at_4096_the_run_stopped_at_the_floor(tmp_path, unsaved):
     record, repo = make_record(tmp_path, blog_flatness=(1.0,) * FITS)  # no fit flattens the held-out profiles
+    for arm in fix_reading.ARMS:  # the gate-first order: at 4096 the windows beyond the floor never ran
+        for k in range(GATE, WINDOWS):
+            (record / "windows" / f"{arm}_n4096_w{k}.parquet").unlink()
     rows = read(record, repo)
     for row in rows.values():  # every primary has the blog as an arm
         assert row.effect is None and row.outcome == fix_reading.NO_DECISION
-        assert row.why.startswith("the fix did not do what it is for: the blog gate failed")
+        at_4096 = "stopped by the gate: the blog gate at n = 4096"
+        assert row.why.startswith("the fix did not do what it is for" if row.n == 1024 else at_4096)
     text = page(record, repo)
     assert "At n = 1024, no decision on any of the three questions: the fix did not do what it is for" in text
     assert "- blog at n = 1024: FAILED" in text and "- fitm at n = 1024: passed" in text
+    assert f"n = 4096: none {WINDOWS}, blog {GATE}, fitm {GATE} of {WINDOWS} (stopped by the gate at {GATE})" in text
+    assert "At n = 4096, no decision on any of the three questions: stopped by the gate: the blog gate at n = 4096 " \
+        "failed (" in text and f"so the run stopped at the first {GATE} of the plan's {WINDOWS} held-out windows " \
+        "there, as the plan's gate-first order says" in text  # fmt: skip
 
 
 def test_too_few_windows_make_no_decision(tmp_path, unsaved):

@@ -7,6 +7,7 @@ the windows it came from."""
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -18,6 +19,7 @@ from test_retrieval import saved_tiny, tokenizer
 from lostmid.architectures import fix_jobs, fix_plan, models, positional_bias, retrieval, retrieval_estimators
 from lostmid.cli.main import main
 from lostmid.errors import ConfigError
+from lostmid.study import fix_reading
 
 from conftest import REPO
 
@@ -180,6 +182,66 @@ def test_the_workflow_lists_two_arms_jobs_over_the_held_out_windows_and_a_window
     assert fix_plan.fit_window(plan, 3) == 903
 
 
+def test_gate_first_lists_the_4096_windows_beyond_the_floor_only_where_the_blog_gate_passes():
+    plan = {"run": {"windows_by_n": {1024: 108, 4096: 144}, "gate_first": {"n": 4096, "arm": "blog", "floor": 60}}}
+    plan["fits"] = {"count": 12, "windows": list(range(900, 912))}
+
+    def windows(passed, size=10):  # per n, the held-out windows of one arm's jobs that run
+        jobs = [(n, b) for arm, n, b in fix_plan.block_jobs(plan, size, passed) if arm == "blog"]
+        return {n: sum(len(fix_plan.block_draws(plan, m, b, size)) for m, b in jobs if m == n) for n in (1024, 4096)}
+
+    assert windows(passed=False) == {1024: 108, 4096: 60}  # the floor: 5 a fit, the 24 gate windows among them
+    assert windows(passed=True) == {1024: 108, 4096: 144}
+    assert windows(passed=False, size=7) == {1024: 108, 4096: 60}  # a block never crosses the floor
+    assert [fix_plan.block_draws(plan, 4096, b, 7) for b in (8, 9)] == [range(56, 60), range(60, 67)]
+    assert fix_plan.held_out_count(plan, 1024, False) == 108  # the gate-first order stops 4096 alone
+
+
+@pytest.mark.slow
+def test_the_workflow_asks_the_gate_checkpoint_before_it_lists_the_blocks_beyond_the_floor(tmp_path):
+    """Dry runs of `snakemake fix` on a plan of 2 fits, 6 held-out windows at n = 48 and a gate-first floor of 2
+    (blocks of 1): before the gate has run no block is listed (the checkpoint is asked first); once it has, the
+    blocks of the floor alone where the blog gate failed, every block where it passed."""
+    from conftest import run_snakemake
+
+    record, none = tmp_path / "fix", tmp_path / "none"
+    plan = {
+        "fits": {"count": 2, "windows": [5, 6], "reserved_from": 5},
+        "arms": {"blog": {"fit": {"n": N}}, "fitm": {"calibration": {"n": N}}},
+        "run": {"record": str(record), "none_record": str(none), "windows_by_n": {N: 6}, "floor_by_n": {N: 2}}
+        | {"gate_first": {"n": N, "arm": "blog", "floor": 2}}
+        | {"gates": {"windows_by_n": {N: 2}, "ratio": 0.75, "level": 0.95}},
+    }
+    (tmp_path / "plan.yaml").write_text(yaml.safe_dump(plan))
+    for k in range(6):  # the none arm's windows the blocks pair with (a dry run asks only that they exist)
+        path = fix_plan.none_path(plan, N, k)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+    work = tmp_path / "work"
+    work.mkdir()
+    smoke = yaml.safe_load((REPO / "tests" / "smoke.yaml").read_text())  # it stands alone: the fix block added
+    smoke |= {"plan": str(tmp_path / "plan.yaml"), "fix": {"block": 1}}
+    (work / "config.yaml").write_text(yaml.safe_dump(smoke))
+
+    def planned():
+        out = run_snakemake(work, "--dry-run", "fix").stdout
+        return out, sorted({int(b) for b in re.findall(r"blocks/blog_n48_b(\d+)\.json", out)})
+
+    out, blocks = planned()
+    assert "checkpoint fix_gate" in out and blocks == []  # the gate first: its reading decides the blocks
+    for name in ("fit_0", "fit_1", "calibrate_0", "calibrate_1", f"gate_n{N}"):  # the fits and the gate have run
+        (work / "results" / "fix").mkdir(parents=True, exist_ok=True)
+        (work / "results" / "fix" / f"{name}.json").write_text("[]")
+    (record / "gate").mkdir(parents=True)
+    for flattened, expected in ((1.0, [0, 1]), (0.5, [0, 1, 2, 3, 4, 5])):  # failed: the floor; passed: all
+        for k in range(2):
+            rows = [("none", 1.0), ("blog", flattened * (1 + 0.01 * k)), ("fitm", 1.0)]
+            gate = pd.DataFrame(rows, columns=["arm", "flatness"]).assign(n=N, draw=k, content_free_distance=np.nan)
+            gate.to_parquet(record / "gate" / f"n{N}_w{k}.parquet")
+        assert fix_reading.gate_first_passed(fix_plan.read_fix_plan(tmp_path / "plan.yaml")) == (flattened < 1)
+        assert planned()[1] == expected
+
+
 def test_the_committed_plan_lists_12_fits_on_distinct_reserved_windows_and_reads_them_as_clusters(monkeypatch):
     from importlib import import_module
 
@@ -204,6 +266,8 @@ def test_the_run_overlay_answers_the_committed_plan_and_a_fix_block_needs_one(mo
     plan = fix_plan.config_plan(overlay)  # the plan names the record, the none arm's record and the windows
     assert overlay["plan"] == "study/fix_plan.yaml" and plan["run"]["record"] == "runs/fix"
     assert len(fix_plan.block_jobs(plan, overlay["fix"]["block"])) == 2 * (11 + 15)  # 108 and 144, blocks of 10
+    assert len(fix_plan.block_jobs(plan, overlay["fix"]["block"], False)) == 2 * (11 + 6)  # the blog gate failed
+    assert fix_plan.gate_first(plan) == (4096, "blog", 60)
     assert fix_plan.config_plan({"plan": "study/fix_plan.yaml"}) is None  # no fix block: no fix run
     with pytest.raises(ConfigError, match="config key fix: the fix run needs the plan it answers"):
         fix_plan.config_plan({"fix": {"block": 10}})

@@ -177,6 +177,19 @@ def fix_rule(job, *options):
     )
 
 
+def fix_blocks(wildcards):
+    """The fix run's block jobs (fix_plan.block_jobs), listed once the gate of the plan's gate-first order has run
+    (the checkpoint fix_gate at its n): beyond the floor there only where that gate passed, as the page reads it
+    (fix_reading.gate_first_passed; imported here, not at parse: the other targets need none of it)."""
+    first = fix_plan.gate_first(FIX_PLAN)
+    if first is not None:
+        checkpoints.fix_gate.get(n=first[0])
+    from lostmid.study.fix_reading import gate_first_passed
+
+    jobs = fix_plan.block_jobs(FIX_PLAN, config["fix"]["block"], gate_first_passed(FIX_PLAN))
+    return [f"results/fix/blocks/{arm}_n{n}_b{b}.json" for arm, n, b in jobs]
+
+
 def fix_none_windows(wildcards):
     """The none arm's window files of a fix block (its own record: the run needs them done)."""
     draws = fix_plan.block_draws(FIX_PLAN, int(wildcards.n), int(wildcards.block), config["fix"]["block"])

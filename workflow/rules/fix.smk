@@ -1,7 +1,8 @@
 # Issue 55's fix run (docs/positional_bias.md, "The fix run"): with a `fix` block and the plan it answers
 # (`plan: study/fix_plan.yaml`, which holds the recipe, the fits, the windows and the record folder), F fits of the
 # blog's bias and F calibrations (each with its strength), fit i on reserved window i, a zero-bias check against
-# the none record, then each fix arm's held-out windows in blocks (window k under fit k mod F) and the gates.
+# the none record and the gates first, then each fix arm's held-out windows in blocks (window k under fit k mod F):
+# at the plan's gate-first n (run.gate_first) those beyond its floor only where its gate there passed.
 # Every job writes into the plan's record (a fit or a window already there is kept, so a stopped run resumes);
 # its own output is the list of what it wrote, under results/fix/. Its own target: `snakemake fix`.
 
@@ -124,8 +125,9 @@ if FIX_PLAN is not None:
                 " --done {output}"
             )
 
-    # The gates: each arm's task-free profile on the gate windows at n, each under its fit (checkpointed at 4096).
-    rule fix_gate:
+    # The gates: each arm's task-free profile on the gate windows at n, each under its fit. A checkpoint: the run's
+    # target asks its reading at the gate-first n before it lists the held-out windows (common.smk, fix_blocks).
+    checkpoint fix_gate:
         input:
             expand("results/fix/{job}_{fit}.json", job=["fit", "calibrate"], fit=FIX_FITS),
         output:
@@ -151,14 +153,11 @@ if FIX_PLAN is not None:
         shell:
             fix_rule("gate", "n")
 
-    # The run's target: every block of both fix arms and the gates.
+    # The run's target: the gates, then the blocks of both fix arms that the gate-first order runs.
     rule fix:
         input:
-            [
-                f"results/fix/blocks/{a}_n{n}_b{b}.json"
-                for a, n, b in fix_plan.block_jobs(FIX_PLAN, config["fix"]["block"])
-            ],
             expand("results/fix/gate_n{n}.json", n=fix_plan.gate_jobs(FIX_PLAN)),
+            fix_blocks,
         localrule: True
         threads: 1
         resources:

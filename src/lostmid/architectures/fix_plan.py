@@ -8,8 +8,15 @@ k is evaluated under fit ``fit_of(plan, k)`` = k mod F, in both fix arms (so blo
     read_fix_plan(path)        the plan, checked for the keys the jobs read and for its fits (one line each)
     config_plan(config)        the plan of a config with a ``fix`` block (None without one)
     fit_count, fit_window, fit_of   F, fit i's reserved window, the fit of held-out window k
-    block_jobs(plan, size)     (arm, n, b) of every job of ``size`` held-out windows
+    gate_first(plan)           (n, arm, floor) of the plan's gate-first order (run.gate_first), None without one
+    held_out_count(plan, n, gate_passed)   the held-out windows that run at n (the floor only where the gate failed)
+    blocks(plan, n, size)      the held-out windows of each job of ``size`` at n (never across the floor)
+    block_jobs(plan, size, gate_passed)    (arm, n, b) of every job that runs
     block_draws(plan, n, b, size), window_path, selection_path, none_path, bias_path: which windows, which files
+
+The gate-first order (``run.gate_first``): at its n the first ``floor`` held-out windows run in any case and the
+others only where the gate of its arm at that n passes (a failed gate there stops every primary at n, so they
+could decide nothing); the workflow asks the gate (a checkpoint) before it lists them.
 """
 
 from __future__ import annotations
@@ -62,10 +69,19 @@ def check_fits(plan: dict, path) -> None:
     if min(windows) < int(fits["reserved_from"]) or excluded & set(windows):
         raise ConfigError(f"fix plan {path}: fits.windows must be reserved windows (k >= {fits['reserved_from']}, "
                           f"not {sorted(excluded)})")  # fmt: skip
+    first = plan["run"].get("gate_first")
+    floor = [(first["n"], first["floor"])] if first else []
     counts = [*plan["run"]["windows_by_n"].items(), *plan["run"].get("gates", {}).get("windows_by_n", {}).items()]
-    for n, windows_at_n in counts:
+    for n, windows_at_n in counts + floor:
         if int(windows_at_n) % count:
             raise ConfigError(f"fix plan {path}: {windows_at_n} windows at n = {n} is not a multiple of {count} fits")
+    if first:
+        n, least = int(first["n"]), int(plan["run"].get("floor_by_n", {}).get(first["n"], 0))
+        gated = int(plan["run"].get("gates", {}).get("windows_by_n", {}).get(first["n"], 0))
+        if not max(least, gated) <= int(first["floor"]) <= int(plan["run"]["windows_by_n"].get(n, -1)):
+            raise ConfigError(f"fix plan {path}: run.gate_first.floor {first['floor']} at n = {n} must hold the "
+                              f"issue's floor ({least}) and the gate windows ({gated}) and lie within the held-out "
+                              "windows")  # fmt: skip
 
 
 def config_plan(config: dict) -> dict | None:
@@ -105,18 +121,48 @@ def record(plan: dict) -> Path:
     return Path(plan["run"]["record"])
 
 
+def gate_first(plan: dict) -> tuple[int, str, int] | None:
+    """(n, arm, floor) of the plan's gate-first order (``run.gate_first``): at n the first ``floor`` held-out
+    windows run in any case, the others only where ``arm``'s gate at n passes; None where the plan has none."""
+    first = plan["run"].get("gate_first")
+    return None if first is None else (int(first["n"]), str(first["arm"]), int(first["floor"]))
+
+
+def held_out_count(plan: dict, n: int, gate_passed: bool = True) -> int:
+    """The held-out windows that run at n: all the plan's, but only the floor at the gate-first n where its gate
+    did not pass."""
+    first = gate_first(plan)
+    if first is not None and first[0] == n and not gate_passed:
+        return first[2]
+    return int(plan["run"]["windows_by_n"][n])
+
+
+def blocks(plan: dict, n: int, size: int) -> list[range]:
+    """The held-out windows k of each job of ``size`` windows at n, in order: at the gate-first n those below the
+    floor and those from it blocked apart, so that the run can stop at the floor."""
+    count, first = int(plan["run"]["windows_by_n"][n]), gate_first(plan)
+    edges = [0, first[2], count] if first is not None and first[0] == n else [0, count]
+    return [range(k, min(k + size, stop)) for start, stop in zip(edges, edges[1:]) for k in range(start, stop, size)]
+
+
 def block_draws(plan: dict, n: int, block: int, size: int) -> range:
-    """The held-out windows k of the ``block``-th job of ``size`` windows at n."""
-    count = plan["run"]["windows_by_n"].get(n)
-    if count is None or not 0 <= block * size < count:
+    """The held-out windows k of the ``block``-th job of ``size`` windows at n (``blocks``)."""
+    found = blocks(plan, n, size) if n in plan["run"]["windows_by_n"] else []
+    if not 0 <= block < len(found):
         raise ConfigError(f"fix: block {block} of {size} windows at n = {n} is beyond the plan's held-out windows")
-    return range(block * size, min((block + 1) * size, count))
+    return found[block]
 
 
-def block_jobs(plan: dict, size: int) -> list[tuple[str, int, int]]:
-    """(arm, n, b) of every fix arm's job at every n of the held-out windows."""
-    counts = plan["run"]["windows_by_n"].items()
-    return [(arm, n, b) for arm in ARMS for n, count in counts for b in range(-(-count // size))]
+def block_jobs(plan: dict, size: int, gate_passed: bool = True) -> list[tuple[str, int, int]]:
+    """(arm, n, b) of every fix arm's job at every n of the held-out windows that run (``held_out_count``: at the
+    gate-first n the blocks beyond the floor only where ``gate_passed``)."""
+    return [
+        (arm, n, b)
+        for arm in ARMS
+        for n in plan["run"]["windows_by_n"]
+        for b, draws in enumerate(blocks(plan, n, size))
+        if draws.stop <= held_out_count(plan, n, gate_passed)
+    ]
 
 
 def window_path(plan: dict, arm: str, n: int, k: int) -> Path:

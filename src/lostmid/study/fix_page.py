@@ -118,10 +118,20 @@ def cost_block(repo: Path) -> str:
 
 
 def windows_line(fix: fr.FixRecord) -> str:
+    """The held-out windows recorded per n and arm, of the plan's; where the gate-first order's gate failed, "stopped
+    by the gate" at its floor."""
     counts = fix.examples.groupby(["n", "arm"]).window.nunique()
     planned = fix.plan["run"]["windows_by_n"]
+
+    def stopped(n):
+        floor = fr.held_out_count(fix.plan, n, False)
+        return f" ({fr.STOPPED_BY_GATE} at {floor})" if fr.gate_stop(fix.plan, fix, n) else ""
+
     return "; ".join(
-        f"n = {n}: " + ", ".join(f"{arm} {counts.get((n, arm), 0)}" for arm in fr.ARM_ORDER) + f" of {planned[n]}"
+        f"n = {n}: "
+        + ", ".join(f"{arm} {counts.get((n, arm), 0)}" for arm in fr.ARM_ORDER)
+        + f" of {planned[n]}"
+        + stopped(n)
         for n in planned
     )
 

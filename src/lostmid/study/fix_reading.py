@@ -7,7 +7,8 @@ each a random draw; windows nested in them: window k under fit k mod F): the pri
 over the fit means, the exploratory ones a bootstrap over fits, then windows within fits.
 
     gate_ratios(gate, n, arm, column)   per gate window: log(the reading with the arm / without), with its fit
-    gate_reading(plan, record, arm, n)  whether a fix did what it is for (the plan's gates, over the fit means)
+    gate_of(plan, gate, arm, n)         whether a fix did what it is for (the plan's gates, over the fit means)
+    gate_reading(plan, record, arm, n)  the same on a record; gate_first_passed(plan): the gate-first order's gate
     non_inferiority_p(units, margin)    one-sided Student t p of mean >= -margin
     one_sided_outcome, two_sided_outcome, non_inferiority_outcome   the plan's outcome rules, in its words
     primary_rows(plan, record)          every primary: fit-cluster difference, Holm over the plan's k, its outcome
@@ -37,6 +38,8 @@ from lostmid.architectures.fix_plan import (
     bias_path,
     fit_count,
     fit_of,
+    gate_first,
+    held_out_count,
     none_path,
     read_fix_plan,
     record,
@@ -66,6 +69,7 @@ LOWERED = "lowered"
 LOWERED_WITHIN = "lowered, by less than our margin"
 LOWERED_BEYOND = "lowered, beyond our margin"
 NO_DECISION = "no decision"
+STOPPED_BY_GATE = "stopped by the gate"
 NON_INFERIORITY_WORDS = {  # the claim "lowered" read against our margin: study/plan.yaml's outcomes, in its words
     reading.AT_LEAST: LOWERED_BEYOND,
     reading.SMALLER: LOWERED_WITHIN,
@@ -211,17 +215,33 @@ def fit_means(plan: dict, per_window: pd.Series) -> pd.Series:
 
 
 def gate_reading(plan: dict, fix: FixRecord, arm: str, n: int) -> Gate:
-    """The plan's gate of ``arm`` at n, at the fit level: per gate window the log ratio (blog: the task-free
-    profile's flatness at n; fitm: the content-free attention's distance from uniform at the calibration's n, which
-    stands for every n), per fit the mean over its gate windows; passed when the upper bound of the Student t
-    interval (the gates' level) over the F fit means lies below log(ratio); not read while a gate window is
-    missing. The fits that pass on their own (their mean below log(ratio)) are counted beside."""
+    """The plan's gate of ``arm`` at n on the record's gate readings (``gate_of``), the blog fits that kept B = 0
+    named."""
+    zero = sum(not f.get("fitted", True) for f in fix.fits["blog"]) if arm == "blog" else 0
+    return gate_of(plan, fix.gate, arm, n, zero)
+
+
+def gate_first_passed(plan: dict) -> bool:
+    """Whether the gate of the plan's gate-first order (``fix_plan.gate_first``) passed on the gate readings in its
+    record (``gate_of``, the page's reading): the workflow asks it, once the gate has run, before it lists the
+    held-out windows beyond the floor; True where the plan has no such order."""
+    first = gate_first(plan)
+    return first is None or gate_of(plan, read_gate(plan), first[1], first[0]).passed is True
+
+
+def gate_of(plan: dict, gate: pd.DataFrame, arm: str, n: int, zero: int = 0) -> Gate:
+    """The plan's gate of ``arm`` at n on the gate readings ``gate``, at the fit level: per gate window the log
+    ratio (blog: the task-free profile's flatness at n; fitm: the content-free attention's distance from uniform
+    at the calibration's n, which stands for every n), per fit the mean over its gate windows; passed when the
+    upper bound of the Student t interval (the gates' level) over the F fit means lies below log(ratio); not read
+    while a gate window is missing. The fits that pass on their own (their mean below log(ratio)) are counted
+    beside, and the ``zero`` fits that kept B = 0."""
     gates = plan["run"]["gates"]
     calibrated = int(plan["arms"]["fitm"]["calibration"]["n"])
     column, at = ("flatness", n) if arm == "blog" else ("content_free_distance", calibrated)
     what = "task-free profile's flatness" if arm == "blog" else "content-free attention's distance from uniform"
     expected = int(gates["windows_by_n"][at])
-    ratios = gate_ratios(fix.gate, at, arm, column)
+    ratios = gate_ratios(gate, at, arm, column)
     empty = pd.Series(dtype=float)
     if len(ratios) < expected:
         words = f"{len(ratios)} of its {expected} gate windows"
@@ -230,7 +250,6 @@ def gate_reading(plan: dict, fix: FixRecord, arm: str, n: int) -> Gate:
     effect = re.t_effect(means, gates["level"])
     margin = math.log(gates["ratio"])
     passed, passing = bool(effect.high < margin), int((means < margin).sum())
-    zero = sum(not f.get("fitted", True) for f in fix.fits["blog"]) if arm == "blog" else 0
     words = (
         f"the {what} with the fix over without, {math.exp(effect.estimate):.3g} (upper bound "
         f"{math.exp(effect.high):.3g}, {gates['level']:.0%} t over {len(means)} fit means of {len(ratios)} windows "
@@ -324,10 +343,30 @@ def primary_effect(fix: FixRecord, primary: dict) -> MeanEffect:
     )
 
 
+def gate_stop(plan: dict, fix: FixRecord, n: int) -> str:
+    """Where the gate of the plan's gate-first order failed at n (``fix_plan.gate_first``), the sentence that says
+    the run stopped at its floor there; "" otherwise."""
+    first = gate_first(plan)
+    if first is None or first[0] != n:
+        return ""
+    gate = gate_reading(plan, fix, first[1], n)
+    if gate.passed is not False:
+        return ""
+    return (
+        f"{STOPPED_BY_GATE}: the {first[1]} gate at n = {n} failed ({gate.why}), so the run stopped at the first "
+        f"{held_out_count(plan, n, False)} of the plan's {held_out_count(plan, n)} held-out windows there, as the "
+        "plan's gate-first order says (run.gate_first: a failed gate at n stops every primary at n)"
+    )
+
+
 def stopped_by(plan: dict, fix: FixRecord, primary: dict, units: pd.Series) -> str:
-    """Why a primary makes no decision ("" when it does): the plan's held-out windows not all paired (no interim
-    look), or a gate of one of its fix arms failed or not read."""
+    """Why a primary makes no decision ("" when it does): the gate-first order's gate failed at its n (``gate_stop``:
+    "stopped by the gate"), the plan's held-out windows not all paired (no interim look), or a gate of one of its fix
+    arms failed or not read."""
     n, expected = int(primary["n"]), int(plan["run"]["windows_by_n"][int(primary["n"])])
+    stop = gate_stop(plan, fix, n)
+    if stop:
+        return stop
     if len(units) < expected:
         return f"{len(units)} of the plan's {expected} held-out windows paired in its arms (no interim look)"
     for arm in (a for a in primary["arms"] if a in ARMS):
