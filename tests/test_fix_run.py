@@ -18,7 +18,7 @@ from test_retrieval import saved_tiny, tokenizer
 
 from lostmid.architectures import fix_jobs, fix_plan, models, positional_bias, retrieval, retrieval_estimators
 from lostmid.cli.main import main
-from lostmid.errors import ConfigError
+from lostmid.errors import ConfigError, InputError
 from lostmid.study import fix_reading
 
 from conftest import REPO
@@ -233,6 +233,8 @@ def test_the_workflow_asks_the_gate_checkpoint_before_it_lists_the_blocks_beyond
         (work / "results" / "fix").mkdir(parents=True, exist_ok=True)
         (work / "results" / "fix" / f"{name}.json").write_text("[]")
     (record / "gate").mkdir(parents=True)
+    with pytest.raises(InputError, match="the blog gate at n = 48 is not read .0 of its 2 gate windows."):
+        fix_reading.gate_first_passed(fix_plan.read_fix_plan(tmp_path / "plan.yaml"))  # never the floor unasked
     for flattened, expected in ((1.0, [0, 1]), (0.5, [0, 1, 2, 3, 4, 5])):  # failed: the floor; passed: all
         for k in range(2):
             rows = [("none", 1.0), ("blog", flattened * (1 + 0.01 * k)), ("fitm", 1.0)]

@@ -224,9 +224,16 @@ def gate_reading(plan: dict, fix: FixRecord, arm: str, n: int) -> Gate:
 def gate_first_passed(plan: dict) -> bool:
     """Whether the gate of the plan's gate-first order (``fix_plan.gate_first``) passed on the gate readings in its
     record (``gate_of``, the page's reading): the workflow asks it, once the gate has run, before it lists the
-    held-out windows beyond the floor; True where the plan has no such order."""
+    held-out windows beyond the floor; True where the plan has no such order; one line where the gate is not read
+    (its windows missing from the record: the run would otherwise stop at the floor unasked)."""
     first = gate_first(plan)
-    return first is None or gate_of(plan, read_gate(plan), first[1], first[0]).passed is True
+    if first is None:
+        return True
+    gate = gate_of(plan, read_gate(plan), first[1], first[0])
+    if gate.passed is None:
+        raise InputError(f"{record(plan) / 'gate'}: the {first[1]} gate at n = {first[0]} is not read ({gate.why}): "
+                         "the gate-first order cannot say whether the windows beyond its floor run")  # fmt: skip
+    return gate.passed
 
 
 def gate_of(plan: dict, gate: pd.DataFrame, arm: str, n: int, zero: int = 0) -> Gate:
