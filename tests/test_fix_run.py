@@ -166,6 +166,13 @@ def test_bad_plans_and_blocks_are_one_line(plan, capsys):
     plan.write_text(yaml.safe_dump(broken))
     assert job("fit", plan, "--fit", "0") == 2
     assert "3 windows at n = 48 is not a multiple of 2 fits" in capsys.readouterr().err
+    floors = ((1, "1 windows at n = 48 is not a multiple of 2 fits"), (4, "run.gate_first.floor 4 at n = 48 must"))
+    for floor, words in floors:
+        broken = yaml.safe_load(good)  # the gate-first floor: whole fits, the gate windows within, W beyond
+        broken["run"]["gate_first"] = {"n": N, "arm": "blog", "floor": floor}
+        plan.write_text(yaml.safe_dump(broken))
+        assert job("fit", plan, "--fit", "0") == 2
+        assert words in capsys.readouterr().err
     broken = yaml.safe_load(plan.read_text())
     del broken["run"]["none_record"]
     plan.write_text(yaml.safe_dump(broken))
