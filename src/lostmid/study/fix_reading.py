@@ -26,10 +26,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import yaml
 from scipy import stats
 
-from lostmid import manifest as run_manifest
 from lostmid.architectures import intervals
 from lostmid.architectures import retrieval_estimators as re
 from lostmid.architectures.fix_plan import (
@@ -148,25 +146,22 @@ def read_gate(plan: dict) -> pd.DataFrame:
 
 
 def read_fix_record(path, repo=".") -> FixRecord:
-    """The fix run's record folder ``path`` checked whole: its manifest, its overlay as run (lostmid.records), the
+    """The fix run's record folder ``path`` checked whole: its manifest, its overlay as run (record.read_record), the
     plan its overlay names (under ``repo``) passing the plan check and naming this folder as its record, the fits'
     records, the zero-bias check passed, the windows under their stamps; one line naming the problem otherwise."""
     from lostmid import records
     from lostmid.architectures.fix_jobs import retrieval_settings
-    from lostmid.study.record import plan_status
+    from lostmid.study.record import plan_status, read_record
 
     path, repo = Path(path), Path(repo)
-    if not path.is_dir():
-        raise InputError(f"{path}: no such fix run record folder")
-    manifest = run_manifest.read(path / run_manifest.FILE)
-    records.check_overlay(path / records.OVERLAY, manifest)
-    named = (yaml.safe_load((path / records.OVERLAY).read_text()) or {}).get("plan")
+    run = read_record(path, names=())
+    named = (run.overlay or {}).get("plan")
     if not named:
         raise InputError(f"{path / records.OVERLAY}: names no plan (its key plan)")
     plan = read_fix_plan(repo / named)
     if record(plan).resolve() != path.resolve():
         raise InputError(f"{path}: the plan {named} names another record folder ({record(plan)})")
-    primary, why = plan_status(repo, repo / named, manifest)
+    primary, why = plan_status(repo, repo / named, run.manifest)
     if not primary:
         raise InputError(f"{path}: the plan check failed ({why}): no page from this record")
     fits = read_fits(plan)
@@ -174,7 +169,7 @@ def read_fix_record(path, repo=".") -> FixRecord:
         raise InputError(f"{path / 'fits' / 'none_check.json'}: a zero bias did not give the none record's answers")
     settings = retrieval_settings(plan)
     examples = held_out_examples(plan, settings)
-    return FixRecord(path, plan, manifest, why, examples, fits, read_gate(plan), settings)
+    return FixRecord(path, plan, run.manifest, why, examples, fits, read_gate(plan), settings)
 
 
 # --------------------------------------------------------------------------- the gates
