@@ -145,7 +145,7 @@ def test_a_planted_improvement_is_decided_as_one_at_holm_levels_over_the_six(tmp
     assert [rows[f"blog_none_overall_{n}"].level for n in (1024, 4096)] == [0.05 / 6, 0.05 / 5]
     rank = 3 if worst.p < rows["blog_none_worst_4096"].p else 4  # then the two worst-position ones, by their p
     assert worst.level == pytest.approx(0.05 / (6 - rank + 1))
-    assert rows["blog_fitm_worst_4096"].outcome == "no effect of our margin's size"  # 1.5 against 1.5: inside ±0.5
+    assert rows["blog_fitm_worst_4096"].outcome == "no effect of that size"  # 1.5 against 1.5: inside ±0.5
     assert rows["blog_none_overall_1024"].outcome == "not lowered"
     text = page(record, repo)
     assert "At n = 1024, the blog's bias changes the answer's log-probability at its worst position (q = 1)" in text
@@ -215,7 +215,7 @@ def test_a_record_whose_plan_changed_is_refused_and_nothing_is_written(tmp_path,
 
 
 def test_the_outcome_rules_read_intervals_as_the_plan_words_them():
-    assert fix_reading.one_sided_outcome(-0.9, -0.6, 0.5) == "no effect of our margin's size (the other way)"
+    assert fix_reading.one_sided_outcome(-0.9, -0.6, 0.5) == "no effect of that size (the other way)"
     assert fix_reading.one_sided_outcome(0.1, 0.4, 0.5) == "an effect smaller than our margin"
     assert fix_reading.two_sided_outcome(-0.3, -0.1, 0.5) == "an effect (negative)"
     assert fix_reading.two_sided_outcome(-0.3, 0.6, 0.5) == fix_reading.INCONCLUSIVE

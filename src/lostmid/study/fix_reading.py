@@ -44,18 +44,15 @@ from lostmid.errors import InputError
 from lostmid.stats import bootstrap
 from lostmid.stats.effects import MeanEffect
 from lostmid.study import reading
+from lostmid.study.study2_reading import DEFAULT_SIZE_LABEL, labelled
 
 ARM_ORDER = ("none", *ARMS)
 CONTRASTS = (("blog", "none"), ("fitm", "none"), ("blog", "fitm"))
 OUTCOMES = {"success": "success", "logprob": "log p(answer)"}
 
 INCONCLUSIVE = reading.INCONCLUSIVE
-ONE_SIDED_WORDS = {  # study/plan.yaml's four outcomes against OUR margin
-    reading.AT_LEAST: "at least our margin",
-    reading.SMALLER: "an effect smaller than our margin",
-    reading.NO_EFFECT: "no effect of our margin's size",
-    reading.INCONCLUSIVE: INCONCLUSIVE,
-}
+# study/plan.yaml's four outcomes against OUR margin, in the fix plan's words (outcomes.one_sided, two_sided)
+ONE_SIDED_WORDS = {outcome: labelled(outcome, DEFAULT_SIZE_LABEL) for outcome in reading.OUTCOMES}
 OTHER_WAY = " (the other way)"
 AN_EFFECT = "an effect"
 NO_EFFECT = ONE_SIDED_WORDS[reading.NO_EFFECT]
