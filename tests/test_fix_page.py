@@ -20,7 +20,7 @@ from lostmid.architectures import positional_bias as pb
 from lostmid.architectures import retrieval_estimators as re
 from lostmid.cli.main import main
 from lostmid.plots import fix as fix_plots
-from lostmid.study import fix_reading
+from lostmid.study import fix_reading, reading
 
 from conftest import REPO, git
 
@@ -217,8 +217,8 @@ def test_a_record_whose_plan_changed_is_refused_and_nothing_is_written(tmp_path,
 def test_the_outcome_rules_read_intervals_as_the_plan_words_them():
     assert fix_reading.one_sided_outcome(-0.9, -0.6, 0.5) == "no effect of that size (the other way)"
     assert fix_reading.one_sided_outcome(0.1, 0.4, 0.5) == "an effect smaller than our margin"
-    assert fix_reading.two_sided_outcome(-0.3, -0.1, 0.5) == "an effect (negative)"
-    assert fix_reading.two_sided_outcome(-0.3, 0.6, 0.5) == fix_reading.INCONCLUSIVE
+    assert reading.two_sided_outcome(-0.3, -0.1, 0.5) == "an effect (negative)"
+    assert reading.two_sided_outcome(-0.3, 0.6, 0.5) == reading.INCONCLUSIVE
     assert fix_reading.non_inferiority_outcome(-0.015, -0.005, 0.02) == fix_reading.LOWERED_WITHIN
     assert fix_reading.non_inferiority_outcome(-0.03, 0.01, 0.02) == fix_reading.INCONCLUSIVE
     assert fix_reading.non_inferiority_outcome(-0.05, -0.01, 0.02) == fix_reading.LOWERED  # below 0, size undecided

@@ -9,7 +9,7 @@ over the fit means, the exploratory ones a bootstrap over fits, then windows wit
     gate_ratios(gate, n, arm, column)   per gate window: log(the reading with the arm / without), with its fit
     gate_reading(plan, record, arm, n)  whether a fix did what it is for (the plan's gates, over the fit means)
     non_inferiority_p(units, margin)    one-sided Student t p of mean >= -margin
-    one_sided_outcome, two_sided_outcome, non_inferiority_outcome   the plan's outcome rules, in its words
+    one_sided_outcome, non_inferiority_outcome   the plan's outcome rules, in its words (two-sided: reading's)
     primary_rows(plan, record)          every primary: fit-cluster difference, Holm over the plan's k, its outcome
     contrast_table(record, ...)         each fix against none and blog against fitm, per q and over q
     position_table(record, ...)         per arm, n and q: success and log p(answer) with two-level bootstrap bands
@@ -54,8 +54,6 @@ INCONCLUSIVE = reading.INCONCLUSIVE
 # study/plan.yaml's four outcomes against OUR margin, in the fix plan's words (outcomes.one_sided, two_sided)
 ONE_SIDED_WORDS = {outcome: labelled(outcome, DEFAULT_SIZE_LABEL) for outcome in reading.OUTCOMES}
 OTHER_WAY = " (the other way)"
-AN_EFFECT = "an effect"
-NO_EFFECT = ONE_SIDED_WORDS[reading.NO_EFFECT]
 NOT_LOWERED = "not lowered"
 LOWERED = "lowered"
 LOWERED_WITHIN = "lowered, by less than our margin"
@@ -253,16 +251,6 @@ def one_sided_outcome(low: float, high: float, margin: float) -> str:
     return found + OTHER_WAY if found != INCONCLUSIVE and high < 0 else found
 
 
-def two_sided_outcome(low: float, high: float, margin: float) -> str:
-    """One fix against the other (no direction): an effect (its sign) where the interval excludes 0, no effect of
-    our margin's size where it lies inside (-margin, margin), else inconclusive."""
-    if math.isnan(low) or math.isnan(high):
-        return INCONCLUSIVE
-    if low > 0 or high < 0:
-        return f"{AN_EFFECT} ({'positive' if low > 0 else 'negative'})"
-    return NO_EFFECT if -margin < low and high < margin else INCONCLUSIVE
-
-
 def non_inferiority_outcome(low: float, high: float, margin: float) -> str:
     """Accuracy not lowered (direction not_lowered), read as study/plan.yaml's four outcomes of the claim
     "lowered" (``reading.outcome``, direction decrease) against our margin: at least it, lowered beyond our margin;
@@ -274,7 +262,7 @@ def non_inferiority_outcome(low: float, high: float, margin: float) -> str:
     return NON_INFERIORITY_WORDS[decided]
 
 
-RULES = {"increase": one_sided_outcome, "none": two_sided_outcome, "not_lowered": non_inferiority_outcome}
+RULES = {"increase": one_sided_outcome, "none": reading.two_sided_outcome, "not_lowered": non_inferiority_outcome}
 
 
 # --------------------------------------------------------------------------- the primaries
