@@ -96,9 +96,15 @@ def holm_levels(p_values, alpha: float = 0.05) -> list[float]:
     return levels
 
 
-def number(x: float) -> str:
-    """A number as the pages print it: three significant digits, "nan" where there is none."""
-    return "nan" if math.isnan(x) else f"{x:.3g}"
+def number(x: float, spec: str = ".3g") -> str:
+    """A number as the pages print it: three significant digits (or the format ``spec``, e.g. "+.2f": signed, two
+    decimals), "nan" where there is none."""
+    return "nan" if math.isnan(x) else f"{x:{spec}}"
+
+
+def bounded(estimate: float, low: float, high: float, spec: str = ".3g") -> str:
+    """ "estimate [low, high]", each a ``number`` in the format ``spec``."""
+    return f"{number(estimate, spec)} [{number(low, spec)}, {number(high, spec)}]"
 
 
 def text(value) -> str:
@@ -109,6 +115,6 @@ def text(value) -> str:
 def numbers(effect, low: float, high: float, primary: dict, confidence: float, units: str | None = None) -> str:
     """ "estimate [low, high] scale (confidence interval over n units: unit" (the caller closes the bracket)."""
     return (
-        f"{number(effect.estimate)} [{number(low)}, {number(high)}] {primary['scale']} ({confidence:.4g} interval "
+        f"{bounded(effect.estimate, low, high)} {primary['scale']} ({confidence:.4g} interval "
         f"over {effect.n} units: {units or text(primary['unit'])}"
     )
