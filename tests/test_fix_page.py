@@ -20,7 +20,7 @@ from lostmid.architectures import positional_bias as pb
 from lostmid.architectures import retrieval_estimators as re
 from lostmid.cli.main import main
 from lostmid.plots import fix as fix_plots
-from lostmid.study import fix_reading
+from lostmid.study import fix_reading, reading
 
 from conftest import REPO, git
 
@@ -146,7 +146,7 @@ def test_a_planted_improvement_is_decided_as_one_at_holm_levels_over_the_six(tmp
     assert [rows[f"blog_none_overall_{n}"].level for n in (1024, 4096)] == [0.05 / 6, 0.05 / 5]
     rank = 3 if worst.p < rows["blog_none_worst_4096"].p else 4  # then the two worst-position ones, by their p
     assert worst.level == pytest.approx(0.05 / (6 - rank + 1))
-    assert rows["blog_fitm_worst_4096"].outcome == "no effect of our margin's size"  # 1.5 against 1.5: inside ±0.5
+    assert rows["blog_fitm_worst_4096"].outcome == "no effect of that size"  # 1.5 against 1.5: inside ±0.5
     assert rows["blog_none_overall_1024"].outcome == "not lowered"
     text = page(record, repo)
     assert "At n = 1024, the blog's bias changes the answer's log-probability at its worst position (q = 1)" in text
@@ -224,10 +224,10 @@ def test_a_record_whose_plan_changed_is_refused_and_nothing_is_written(tmp_path,
 
 
 def test_the_outcome_rules_read_intervals_as_the_plan_words_them():
-    assert fix_reading.one_sided_outcome(-0.9, -0.6, 0.5) == "no effect of our margin's size (the other way)"
+    assert fix_reading.one_sided_outcome(-0.9, -0.6, 0.5) == "no effect of that size (the other way)"
     assert fix_reading.one_sided_outcome(0.1, 0.4, 0.5) == "an effect smaller than our margin"
-    assert fix_reading.two_sided_outcome(-0.3, -0.1, 0.5) == "an effect (negative)"
-    assert fix_reading.two_sided_outcome(-0.3, 0.6, 0.5) == fix_reading.INCONCLUSIVE
+    assert reading.two_sided_outcome(-0.3, -0.1, 0.5) == "an effect (negative)"
+    assert reading.two_sided_outcome(-0.3, 0.6, 0.5) == reading.INCONCLUSIVE
     assert fix_reading.non_inferiority_outcome(-0.015, -0.005, 0.02) == fix_reading.LOWERED_WITHIN
     assert fix_reading.non_inferiority_outcome(-0.03, 0.01, 0.02) == fix_reading.INCONCLUSIVE
     assert fix_reading.non_inferiority_outcome(-0.05, -0.01, 0.02) == fix_reading.LOWERED  # below 0, size undecided

@@ -69,7 +69,7 @@ def test_a_planted_slope_is_found_by_per_seed_slopes_and_a_t_interval_over_seeds
     assert interval.n == 20
     assert interval.low < 2.0 < interval.high
     assert interval.low > 0
-    assert D.verdict(interval.low, interval.high, D.DecisionRule("greater_than_zero", 0.5)) == D.SUPPORTED
+    assert D.verdict(interval.low, interval.high, D.Rule("greater_than_zero", 0.5)) == D.SUPPORTED
 
 
 def test_a_null_slopes_95_percent_t_interval_covers_zero_at_about_the_nominal_rate():
@@ -97,8 +97,8 @@ def test_a_constant_predictor_on_the_balanced_set_has_slope_exactly_zero():
     assert slopes == [0.0] * 5
     interval = S.t_interval(slopes)
     assert (interval.low, interval.high) == (0.0, 0.0)
-    assert D.verdict(interval.low, interval.high, D.DecisionRule("equivalent_to_zero", 0.5)) == D.SUPPORTED
-    assert D.verdict(interval.low, interval.high, D.DecisionRule("greater_than_zero", 0.5)) == D.CONTRADICTED
+    assert D.verdict(interval.low, interval.high, D.Rule("equivalent_to_zero", 0.5)) == D.SUPPORTED
+    assert D.verdict(interval.low, interval.high, D.Rule("greater_than_zero", 0.5)) == D.CONTRADICTED
 
 
 def test_on_the_stratified_set_a_constant_predictor_shows_a_spurious_slope():
@@ -357,11 +357,11 @@ CASES = {
     "kind, margin, bounds, expected", [(k, m, b, e) for (k, m), cases in CASES.items() for b, e in cases]
 )
 def test_each_rule_on_hand_made_intervals_including_the_boundaries(kind, margin, bounds, expected):
-    assert D.verdict(*bounds, D.DecisionRule(kind, margin)) == expected
+    assert D.verdict(*bounds, D.Rule(kind, margin)) == expected
 
 
 def test_missing_bounds_are_inconclusive_and_bounds_out_of_order_an_error():
-    rule = D.DecisionRule("greater_than_zero", 0.5)
+    rule = D.Rule("greater_than_zero", 0.5)
     assert D.verdict(math.nan, math.nan, rule) == D.INCONCLUSIVE
     with pytest.raises(ValueError, match="out of order"):
         D.verdict(0.5, 0.1, rule)
@@ -369,7 +369,7 @@ def test_missing_bounds_are_inconclusive_and_bounds_out_of_order_an_error():
 
 def test_rounding_level_perturbations_far_from_thresholds_never_change_a_verdict():
     rng = np.random.default_rng(6)
-    rules = [D.DecisionRule(kind, margin) for kind, margin in CASES]
+    rules = [D.Rule(kind, margin) for kind, margin in CASES]
     changed = checked = 0
     for low, width in zip(rng.uniform(-1, 1, 3000), rng.exponential(0.3, 3000)):
         high = low + width
@@ -384,14 +384,14 @@ def test_rounding_level_perturbations_far_from_thresholds_never_change_a_verdict
 
 
 def test_rules_need_a_margin_fixed_in_advance_and_say_it_in_words():
-    rule = D.DecisionRule("equivalent_to_zero", 0.25, quantity="the logistic slope of failure on p")
+    rule = D.Rule("equivalent_to_zero", 0.25, quantity="the logistic slope of failure on p", level=0.95)
     assert "0.25" in rule.words and "the logistic slope of failure on p" in rule.words and "95%" in rule.words
     for kind in D.RULE_KINDS:
-        assert "inconclusive" in D.DecisionRule(kind, 0.1).words
+        assert "inconclusive" in D.Rule(kind, 0.1, level=0.95).words
     with pytest.raises(ValueError, match="margin > 0"):
-        D.DecisionRule("greater_than_zero", 0.0)
+        D.Rule("greater_than_zero", 0.0)
     with pytest.raises(ValueError, match="unknown rule kind"):
-        D.DecisionRule("positive", 0.1)
+        D.Rule("positive", 0.1)
     with pytest.raises(dataclasses.FrozenInstanceError):
         rule.margin = 1.0  # frozen: a rule cannot be moved after the fact
 
@@ -407,7 +407,7 @@ def test_decide_builds_the_declared_rule_from_the_settings_and_takes_the_family_
     sample = S.Sample((values,), S.t_interval)
     estimate = Estimate(sample.at(0.95), sample=sample, terms={"step": 100})
     decision = D.decide(rule, estimate, ev)
-    assert decision.rule == D.DecisionRule("greater_than_zero", 0.5, 0.95, "the slope at step 100")
+    assert decision.rule == D.Rule("greater_than_zero", 0.5, "the slope at step 100", level=0.95)
     assert (decision.verdict, decision.words) == (D.SUPPORTED, decision.rule.words)
     assert (decision.adjusted_low, decision.adjusted_verdict) == (estimate.interval.low, D.SUPPORTED)
     family = D.decide(rule, estimate, ev, family_size=3)

@@ -1,7 +1,7 @@
 """Verdicts of the evidence stage.
 
 A claim's verdict is read off its 95% interval over seeds (``lostmid.stats.statistics``) with a
-``DecisionRule`` fixed in advance: the kind of claim and its margin or threshold, rendered in
+``Rule`` fixed in advance: the kind of claim and its margin or threshold, rendered in
 words in the evidence table. How many seeds a decision needs: ``lostmid.stats.planning``.
 """
 
@@ -26,36 +26,6 @@ VERDICTS = (SUPPORTED, CONTRADICTED, INCONCLUSIVE)
 RULE_KINDS = ("greater_than_zero", "less_than_zero", "equivalent_to_zero", "at_most", "at_least")
 
 
-@dataclass(frozen=True)
-class DecisionRule:
-    """How a verdict is read off an interval, fixed before the data are seen.
-
-    ``kind`` is one of RULE_KINDS. ``margin``: for greater_than_zero, less_than_zero and
-    equivalent_to_zero the smallest effect size that matters (> 0); for at_most and
-    at_least the threshold itself (e.g. a relative error of 1e-6). ``level`` is the level
-    of the interval the rule is applied to (for the words); ``quantity`` names the effect.
-    """
-
-    kind: str
-    margin: float
-    level: float = 0.95
-    quantity: str = "the effect"
-
-    def __post_init__(self):
-        if self.kind not in RULE_KINDS:
-            raise ValueError(f"unknown rule kind {self.kind!r}; expected one of {RULE_KINDS}")
-        if not math.isfinite(self.margin):
-            raise ValueError("the margin must be finite")
-        if self.kind in RULE_KINDS[:3] and self.margin <= 0:
-            raise ValueError(f"{self.kind} needs a margin > 0")
-
-    @property
-    def words(self) -> str:
-        """The rule in plain English, for the evidence table."""
-        ci, q, m = f"the {self.level:.0%} interval over seeds", self.quantity, f"{self.margin:g}"
-        return RULE_WORDS[self.kind].format(ci=ci, q=q, m=m)
-
-
 # Each kind of rule in words: {q} the quantity, {ci} the interval, {m} the margin.
 RULE_WORDS = {
     "greater_than_zero": "Claim: {q} is positive. Supported if the lower bound of {ci} is above 0; contradicted if "
@@ -74,7 +44,7 @@ RULE_WORDS = {
 }
 
 
-def verdict(low: float, high: float, rule: DecisionRule) -> str:
+def verdict(low: float, high: float, rule: Rule) -> str:
     """supported, contradicted or inconclusive: the interval [low, high] against a rule fixed in advance, each kind
     as ``RULE_WORDS`` says it. A sign claim (greater or less than zero) is supported by an interval inside (0, m):
     the claim is about the sign, the margin only decides when it is refuted. equivalent_to_zero, "no effect that
@@ -118,31 +88,45 @@ def interval_words(i: Interval) -> str:
 
 @dataclass(frozen=True)
 class Rule:
-    """A claim's decision rule as its declaration states it (``lostmid.evidence.inputs.Claim.rule``).
+    """A claim's decision rule, fixed before the data are seen: as its declaration states it
+    (``lostmid.evidence.inputs.Claim.rule``) and, fixed by the evidence settings (``build``), as a verdict reads it.
 
-    ``kind``: one of RULE_KINDS. ``margin``: the name of the evidence setting (the config's
-    ``evidence`` block) that holds the margin or threshold, or a number fixed here; ``factor``
-    multiplies it (-1: a fall of at least the margin; 2: the margin of a squared measure).
-    ``quantity``: the effect in words; ``{name}`` takes an evidence setting or one of the words
-    the estimate carries about its data (``terms``: a checkpoint, a flag law). ``level``: the
-    evidence setting holding the interval's level.
+    ``kind``: one of RULE_KINDS. ``margin``: for greater_than_zero, less_than_zero and equivalent_to_zero the
+    smallest effect size that matters (> 0); for at_most and at_least the threshold itself (e.g. a relative error
+    of 1e-6); as declared, the name of the evidence setting (the config's ``evidence`` block) that holds it, or a
+    number fixed here. ``factor`` multiplies it (-1: a fall of at least the margin; 2: the margin of a squared
+    measure). ``quantity``: the effect in words; as declared, ``{name}`` takes an evidence setting or one of the
+    words the estimate carries about its data (``terms``: a checkpoint, a flag law). ``level``: the level of the
+    interval the rule is applied to (for the words); as declared, the evidence setting holding it.
     """
 
     kind: str
     margin: str | float
     quantity: str = "the effect"
     factor: float = 1.0
-    level: str = "level"
+    level: str | float = "level"
 
     def __post_init__(self):
         if self.kind not in RULE_KINDS:
             raise ValueError(f"unknown rule kind {self.kind!r}; expected one of {RULE_KINDS}")
+        if isinstance(self.margin, str):
+            return  # an evidence setting's name: checked when the rule is fixed (``build``)
+        if not math.isfinite(self.margin):
+            raise ValueError("the margin must be finite")
+        if self.kind in RULE_KINDS[:3] and self.factor * self.margin <= 0:
+            raise ValueError(f"{self.kind} needs a margin > 0")
+
+    @property
+    def words(self) -> str:
+        """The rule in plain English, for the evidence table (a rule fixed by ``build``)."""
+        ci, q, m = f"the {self.level:.0%} interval over seeds", self.quantity, f"{self.margin:g}"
+        return RULE_WORDS[self.kind].format(ci=ci, q=q, m=m)
 
     def margin_in(self, ev) -> float:
         value = getattr(ev, self.margin) if isinstance(self.margin, str) else self.margin
         return value if self.factor == 1.0 else self.factor * value
 
-    def build(self, ev, terms: Mapping | None = None) -> DecisionRule:
+    def build(self, ev, terms: Mapping | None = None) -> Rule:
         """The rule fixed by the evidence settings ``ev`` and the words of the estimate's data (``terms``;
         None: there is no estimate, and a quantity that needs such words keeps its placeholders)."""
         try:
@@ -151,13 +135,13 @@ class Rule:
             if terms is not None:
                 raise
             words = self.quantity  # no estimate, no words from its data: the row says why it has no verdict
-        return DecisionRule(self.kind, self.margin_in(ev), getattr(ev, self.level), words)
+        return Rule(self.kind, self.margin_in(ev), words, level=getattr(ev, self.level))
 
 
-def stored_rule(kind: str, margin: float) -> DecisionRule:
+def stored_rule(kind: str, margin: float) -> Rule:
     """The rule an evidence row was decided by, read back from its ``rule_kind`` and ``margin`` columns (a row
     without a verdict has kind "none": a ValueError, as for any kind outside RULE_KINDS)."""
-    return DecisionRule(kind, float(margin))
+    return Rule(kind, float(margin), level=0.95)
 
 
 def verdict_by(rule: Rule, interval: Interval, ev, terms: Mapping | None = None) -> str:
@@ -169,7 +153,7 @@ class Decision(NamedTuple):
     """What ``decide`` reads off one estimate: the rule, the verdict, the rule in words, and the interval
     and verdict at the family-wise level (the row's own ones outside a family)."""
 
-    rule: DecisionRule
+    rule: Rule
     verdict: str
     words: str
     adjusted_level: float
@@ -189,7 +173,7 @@ NO_VERDICT_WORDS = {
 }
 
 
-def rule_words(rule: DecisionRule, interval: Interval) -> str:
+def rule_words(rule: Rule, interval: Interval) -> str:
     """The rule in words; for a deterministic claim (no seeds) "the interval over seeds" is the value itself."""
     words = rule.words
     if interval.n == 0 and not math.isnan(interval.estimate):

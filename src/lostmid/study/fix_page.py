@@ -20,6 +20,7 @@ from lostmid import io
 from lostmid import manifest as run_manifest
 from lostmid.architectures.summary import to_markdown
 from lostmid.study import fix_reading as fr
+from lostmid.study.reading import bounded
 
 PAGE = "README.md"
 FIGURE = "fix_by_position.png"
@@ -30,14 +31,13 @@ QUESTION = (
 )
 
 
-def signed(x: float, digits: int = 2) -> str:
-    return "nan" if math.isnan(x) else f"{x:+.{digits}f}"
+SIGNED = "+.3f"  # a difference as the page's tables print it: signed, three decimals
 
 
 def interval(row: fr.Primary, digits: int = 2) -> str:
     """The estimate, its interval at its Holm level and the fits and windows behind it."""
     return (
-        f"{signed(row.effect.estimate, digits)} [{signed(row.low, digits)}, {signed(row.high, digits)}] "
+        f"{bounded(row.effect.estimate, row.low, row.high, f'+.{digits}f')} "
         f"({1 - row.level:.4g} Holm interval over {row.effect.n} fits, {row.windows} windows)"
     )
 
@@ -88,7 +88,7 @@ def plainly(contrasts: pd.DataFrame, arm: str, n: int, level: float) -> str:
     row = row.iloc[0]
     said = "LOWERS accuracy overall" if row.high < 0 else "does not lower accuracy overall detectably"
     return (
-        f"{arm} at n = {n} {said}: {signed(row.estimate, 3)} [{signed(row.low, 3)}, {signed(row.high, 3)}] in success "
+        f"{arm} at n = {n} {said}: {bounded(row.estimate, row.low, row.high, SIGNED)} in success "
         f"rate against none ({level:.0%} bootstrap interval over {row.fits} fits, then {row.windows} windows within "
         "them; exploratory)."
     )
@@ -169,10 +169,7 @@ def fits_markdown(fix: fr.FixRecord, table: pd.DataFrame) -> str:
 def primaries_markdown(rows: list[fr.Primary], plan: dict) -> str:
     table = fr.primary_table(rows).assign(
         question=[" ".join(plan["primaries"][r.id]["question"].split()) for r in rows],
-        interval=[
-            "–" if r.effect is None else f"{signed(r.effect.estimate, 3)} [{signed(r.low, 3)}, {signed(r.high, 3)}]"
-            for r in rows
-        ],
+        interval=["–" if r.effect is None else bounded(r.effect.estimate, r.low, r.high, SIGNED) for r in rows],
         level=[f"{1 - r.level:.4g}" for r in rows],
         p=["–" if math.isnan(r.p) else f"{r.p:.3g}" for r in rows],
         outcome=[r.outcome + (f": {r.why}" if r.why else "") for r in rows],
@@ -193,7 +190,7 @@ def gates_markdown(plan: dict, fix: fr.FixRecord) -> str:
 def contrasts_markdown(contrasts: pd.DataFrame) -> str:
     cells = contrasts.assign(
         cell=[
-            "–" if math.isnan(h) else f"{signed(e, 3)} [{signed(lo, 3)}, {signed(h, 3)}]"
+            "–" if math.isnan(h) else bounded(e, lo, h, SIGNED)
             for e, lo, h in contrasts[["estimate", "low", "high"]].values
         ]
     )

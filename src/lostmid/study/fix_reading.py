@@ -10,7 +10,7 @@ over the fit means, the exploratory ones a bootstrap over fits, then windows wit
     gate_of(plan, gate, arm, n)         whether a fix did what it is for (the plan's gates, over the fit means)
     gate_reading(plan, record, arm, n)  the same on a record; gate_first_passed(plan): the gate-first order's gate
     non_inferiority_p(units, margin)    one-sided Student t p of mean >= -margin
-    one_sided_outcome, two_sided_outcome, non_inferiority_outcome   the plan's outcome rules, in its words
+    one_sided_outcome, non_inferiority_outcome   the plan's outcome rules, in its words (two-sided: reading's)
     primary_rows(plan, record)          every primary: fit-cluster difference, Holm over the plan's k, its outcome
     contrast_table(record, ...)         each fix against none and blog against fitm, per q and over q
     position_table(record, ...)         per arm, n and q: success and log p(answer) with two-level bootstrap bands
@@ -27,10 +27,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import yaml
 from scipy import stats
 
-from lostmid import manifest as run_manifest
 from lostmid.architectures import intervals
 from lostmid.architectures import retrieval_estimators as re
 from lostmid.architectures.fix_plan import (
@@ -49,21 +47,16 @@ from lostmid.errors import InputError
 from lostmid.stats import bootstrap
 from lostmid.stats.effects import MeanEffect
 from lostmid.study import reading
+from lostmid.study.study2_reading import DEFAULT_SIZE_LABEL, labelled
 
 ARM_ORDER = ("none", *ARMS)
 CONTRASTS = (("blog", "none"), ("fitm", "none"), ("blog", "fitm"))
 OUTCOMES = {"success": "success", "logprob": "log p(answer)"}
 
 INCONCLUSIVE = reading.INCONCLUSIVE
-ONE_SIDED_WORDS = {  # study/plan.yaml's four outcomes against OUR margin
-    reading.AT_LEAST: "at least our margin",
-    reading.SMALLER: "an effect smaller than our margin",
-    reading.NO_EFFECT: "no effect of our margin's size",
-    reading.INCONCLUSIVE: INCONCLUSIVE,
-}
+# study/plan.yaml's four outcomes against OUR margin, in the fix plan's words (outcomes.one_sided, two_sided)
+ONE_SIDED_WORDS = {outcome: labelled(outcome, DEFAULT_SIZE_LABEL) for outcome in reading.OUTCOMES}
 OTHER_WAY = " (the other way)"
-AN_EFFECT = "an effect"
-NO_EFFECT = ONE_SIDED_WORDS[reading.NO_EFFECT]
 NOT_LOWERED = "not lowered"
 LOWERED = "lowered"
 LOWERED_WITHIN = "lowered, by less than our margin"
@@ -152,25 +145,22 @@ def read_gate(plan: dict) -> pd.DataFrame:
 
 
 def read_fix_record(path, repo=".") -> FixRecord:
-    """The fix run's record folder ``path`` checked whole: its manifest, its overlay as run (lostmid.records), the
+    """The fix run's record folder ``path`` checked whole: its manifest, its overlay as run (record.read_record), the
     plan its overlay names (under ``repo``) passing the plan check and naming this folder as its record, the fits'
     records, the zero-bias check passed, the windows under their stamps; one line naming the problem otherwise."""
     from lostmid import records
     from lostmid.architectures.fix_jobs import retrieval_settings
-    from lostmid.study.record import plan_status
+    from lostmid.study.record import plan_status, read_record
 
     path, repo = Path(path), Path(repo)
-    if not path.is_dir():
-        raise InputError(f"{path}: no such fix run record folder")
-    manifest = run_manifest.read(path / run_manifest.FILE)
-    records.check_overlay(path / records.OVERLAY, manifest)
-    named = (yaml.safe_load((path / records.OVERLAY).read_text()) or {}).get("plan")
+    run = read_record(path, names=())
+    named = (run.overlay or {}).get("plan")
     if not named:
         raise InputError(f"{path / records.OVERLAY}: names no plan (its key plan)")
     plan = read_fix_plan(repo / named)
     if record(plan).resolve() != path.resolve():
         raise InputError(f"{path}: the plan {named} names another record folder ({record(plan)})")
-    primary, why = plan_status(repo, repo / named, manifest)
+    primary, why = plan_status(repo, repo / named, run.manifest)
     if not primary:
         raise InputError(f"{path}: the plan check failed ({why}): no page from this record")
     fits = read_fits(plan)
@@ -178,7 +168,7 @@ def read_fix_record(path, repo=".") -> FixRecord:
         raise InputError(f"{path / 'fits' / 'none_check.json'}: a zero bias did not give the none record's answers")
     settings = retrieval_settings(plan)
     examples = held_out_examples(plan, settings)
-    return FixRecord(path, plan, manifest, why, examples, fits, read_gate(plan), settings)
+    return FixRecord(path, plan, run.manifest, why, examples, fits, read_gate(plan), settings)
 
 
 # --------------------------------------------------------------------------- the gates
@@ -287,16 +277,6 @@ def one_sided_outcome(low: float, high: float, margin: float) -> str:
     return found + OTHER_WAY if found != INCONCLUSIVE and high < 0 else found
 
 
-def two_sided_outcome(low: float, high: float, margin: float) -> str:
-    """One fix against the other (no direction): an effect (its sign) where the interval excludes 0, no effect of
-    our margin's size where it lies inside (-margin, margin), else inconclusive."""
-    if math.isnan(low) or math.isnan(high):
-        return INCONCLUSIVE
-    if low > 0 or high < 0:
-        return f"{AN_EFFECT} ({'positive' if low > 0 else 'negative'})"
-    return NO_EFFECT if -margin < low and high < margin else INCONCLUSIVE
-
-
 def non_inferiority_outcome(low: float, high: float, margin: float) -> str:
     """Accuracy not lowered (direction not_lowered), read as study/plan.yaml's four outcomes of the claim
     "lowered" (``reading.outcome``, direction decrease) against our margin: at least it, lowered beyond our margin;
@@ -308,7 +288,7 @@ def non_inferiority_outcome(low: float, high: float, margin: float) -> str:
     return NON_INFERIORITY_WORDS[decided]
 
 
-RULES = {"increase": one_sided_outcome, "none": two_sided_outcome, "not_lowered": non_inferiority_outcome}
+RULES = {"increase": one_sided_outcome, "none": reading.two_sided_outcome, "not_lowered": non_inferiority_outcome}
 
 
 # --------------------------------------------------------------------------- the primaries

@@ -1,6 +1,6 @@
 """The plan's reading of a primary (study/plan.yaml, ``outcomes`` and ``multiplicity``): Holm's levels across
-the primaries, the four outcomes read off an interval against 0 and the source's size, and the words and numbers
-of an answer as the findings pages print them."""
+the primaries, the four outcomes read off an interval against 0 and the source's size (and the fix plan's two-sided
+one: an effect, or none of that size), and the words and numbers of an answer as the findings pages print them."""
 
 from __future__ import annotations
 
@@ -35,6 +35,17 @@ def outcome(low: float, high: float, direction: str, size: float) -> str:
     if hi < size:
         return SMALLER if lo > 0 else NO_EFFECT
     return INCONCLUSIVE
+
+
+def two_sided_outcome(low: float, high: float, size: float) -> str:
+    """The reading of [low, high] for a claim with no direction (study/fix_plan.yaml, outcomes.two_sided): an
+    effect, its sign named, where the interval excludes 0; no effect of that size where it lies inside (-size,
+    size); otherwise inconclusive. NaN bounds: inconclusive."""
+    if math.isnan(low) or math.isnan(high):
+        return INCONCLUSIVE
+    if low > 0 or high < 0:
+        return f"an effect ({'positive' if low > 0 else 'negative'})"
+    return NO_EFFECT if -size < low and high < size else INCONCLUSIVE
 
 
 # The answer's words: how a sentence of docs/findings.md opens for each outcome, and how its row of the findings'
@@ -85,9 +96,15 @@ def holm_levels(p_values, alpha: float = 0.05) -> list[float]:
     return levels
 
 
-def number(x: float) -> str:
-    """A number as the pages print it: three significant digits, "nan" where there is none."""
-    return "nan" if math.isnan(x) else f"{x:.3g}"
+def number(x: float, spec: str = ".3g") -> str:
+    """A number as the pages print it: three significant digits (or the format ``spec``, e.g. "+.2f": signed, two
+    decimals), "nan" where there is none."""
+    return "nan" if math.isnan(x) else f"{x:{spec}}"
+
+
+def bounded(estimate: float, low: float, high: float, spec: str = ".3g") -> str:
+    """ "estimate [low, high]", each a ``number`` in the format ``spec``."""
+    return f"{number(estimate, spec)} [{number(low, spec)}, {number(high, spec)}]"
 
 
 def text(value) -> str:
@@ -98,6 +115,6 @@ def text(value) -> str:
 def numbers(effect, low: float, high: float, primary: dict, confidence: float, units: str | None = None) -> str:
     """ "estimate [low, high] scale (confidence interval over n units: unit" (the caller closes the bracket)."""
     return (
-        f"{number(effect.estimate)} [{number(low)}, {number(high)}] {primary['scale']} ({confidence:.4g} interval "
+        f"{bounded(effect.estimate, low, high)} {primary['scale']} ({confidence:.4g} interval "
         f"over {effect.n} units: {units or text(primary['unit'])}"
     )

@@ -27,7 +27,7 @@ from lostmid.evidence.fit_checks import fit_reasons
 from lostmid.stats import study2
 from lostmid.study import estimators as est
 from lostmid.study import reading
-from lostmid.study.reading import number, numbers
+from lostmid.study.reading import bounded, numbers
 from lostmid.study.record import Record, read_record
 
 VARIANT_PREFIX = "study2_"
@@ -263,8 +263,7 @@ def sentence(primary: dict, plan: dict, found: Computed, step: int, level: float
     tail = ""
     if found.fits is not None:
         tail = "; " + ", ".join(
-            f"{name} {number(e.estimate)} [{number(e.interval(1 - level)[0])}, {number(e.interval(1 - level)[1])}]"
-            for name, e in found.fits.items()
+            f"{name} {bounded(e.estimate, *e.interval(1 - level))}" for name, e in found.fits.items()
         )
         tail += "; no effect stands only where all three read it"
     return f"{opening}: {words}: {said}; {label} {size:.3g}{tail})."
