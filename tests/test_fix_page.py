@@ -229,12 +229,12 @@ def test_the_outcome_rules_read_intervals_as_the_plan_words_them():
     assert reading.two_sided_outcome(-0.3, -0.1, 0.5) == "an effect (negative)"
     assert reading.two_sided_outcome(-0.3, 0.6, 0.5) == reading.INCONCLUSIVE
     assert fix_reading.non_inferiority_outcome(-0.015, -0.005, 0.02) == fix_reading.LOWERED_WITHIN
-    assert fix_reading.non_inferiority_outcome(-0.03, 0.01, 0.02) == fix_reading.INCONCLUSIVE
+    assert fix_reading.non_inferiority_outcome(-0.03, 0.01, 0.02) == reading.INCONCLUSIVE
     assert fix_reading.non_inferiority_outcome(-0.05, -0.01, 0.02) == fix_reading.LOWERED  # below 0, size undecided
     assert fix_reading.non_inferiority_outcome(-0.05, -0.02, 0.02) == fix_reading.LOWERED  # on -m: not beyond it
     assert fix_reading.non_inferiority_outcome(-0.05, -0.03, 0.02) == fix_reading.LOWERED_BEYOND
     assert fix_reading.non_inferiority_outcome(-0.01, 0.01, 0.02) == fix_reading.NOT_LOWERED
-    assert fix_reading.non_inferiority_outcome(float("nan"), -0.01, 0.02) == fix_reading.INCONCLUSIVE
+    assert fix_reading.non_inferiority_outcome(float("nan"), -0.01, 0.02) == reading.INCONCLUSIVE
     units = pd.Series([-0.01, 0.0, 0.01, -0.005])
     assert fix_reading.non_inferiority_p(units, 0.02) < 0.05 < fix_reading.non_inferiority_p(units, 0.0)
 

@@ -381,7 +381,7 @@ def test_the_retrieval_estimators_find_a_planted_dip_and_a_planted_share_effect_
     assert share.n == 12 and share.interval(0.95)[0] > 0.3 and share.p_value < 0.05
     none = est.share_beyond_position(planted_retrieval(share_effect=0.0, seed=4), n=1024, resamples=40)
     assert none.interval(0.95)[0] < 0 < none.interval(0.95)[1]
-    assert abs(est.last_minus_first(examples, 1024).estimate) < 0.15  # the planted ends are alike
+    assert abs(est.end_minus_start(examples, 1024).estimate) < 0.15  # the planted ends are alike
 
 
 def test_the_thermodynamic_limit_is_the_growth_of_log_first_over_last_per_doubling_of_L():

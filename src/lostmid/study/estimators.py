@@ -210,8 +210,10 @@ def middle_minus_ends(examples: pd.DataFrame, n: int = 4096) -> MeanEffect:
     )
 
 
-def last_minus_first(examples: pd.DataFrame, n: int) -> MeanEffect:
-    """Per window, success at q = 1 minus at q = 0 (retrieval_estimators.window_contrast); t over windows."""
+def end_minus_start(examples: pd.DataFrame, n: int) -> MeanEffect:
+    """Per window, success at q = 1 minus at q = 0 (retrieval_estimators.window_contrast); t over windows. Study 1's
+    secondaries smollm2_last_minus_first_* (their ids frozen in its plan) read this; it is not the retrieval
+    stage's ``last_minus_first``, whose ends are two fractions wide ({0.875, 1} minus {0, 0.125})."""
     return MeanEffect(
         retrieval.window_contrast(retrieval_rows(examples, n), (1.0,), (0.0,)),
         f"per window, success at q = 1 minus at q = 0, n = {n}; t over windows",

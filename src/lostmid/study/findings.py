@@ -193,7 +193,7 @@ ENDPOINTS = {
     "influence_beyond_position": _influence,
     "share_beyond_position": partial(_windows, est.share_beyond_position),
     "middle_minus_ends": partial(_windows, est.middle_minus_ends),
-    "last_minus_first": partial(_windows, est.last_minus_first),
+    "end_minus_start": partial(_windows, est.end_minus_start),
     "imbalance_growth": _growth,
 }
 

@@ -53,7 +53,6 @@ ARM_ORDER = ("none", *ARMS)
 CONTRASTS = (("blog", "none"), ("fitm", "none"), ("blog", "fitm"))
 OUTCOMES = {"success": "success", "logprob": "log p(answer)"}
 
-INCONCLUSIVE = reading.INCONCLUSIVE
 # study/plan.yaml's four outcomes against OUR margin, in the fix plan's words (outcomes.one_sided, two_sided)
 ONE_SIDED_WORDS = {outcome: labelled(outcome, DEFAULT_SIZE_LABEL) for outcome in reading.OUTCOMES}
 OTHER_WAY = " (the other way)"
@@ -239,10 +238,9 @@ def gate_of(plan: dict, gate: pd.DataFrame, arm: str, n: int, zero: int = 0) -> 
     what = "task-free profile's flatness" if arm == "blog" else "content-free attention's distance from uniform"
     expected = int(gates["windows_by_n"][at])
     ratios = gate_ratios(gate, at, arm, column)
-    empty = pd.Series(dtype=float)
     if len(ratios) < expected:
         words = f"{len(ratios)} of its {expected} gate windows"
-        return Gate(arm, at, None, math.nan, math.nan, 0, 0, empty, words)
+        return Gate(arm, at, None, math.nan, math.nan, 0, 0, pd.Series(dtype=float), words)
     means = fit_means(plan, ratios)
     effect = re.t_effect(means, gates["level"])
     margin = math.log(gates["ratio"])
@@ -274,7 +272,7 @@ def one_sided_outcome(low: float, high: float, margin: float) -> str:
     """A fix against none (direction increase): study/plan.yaml's four outcomes against our margin; a decided
     interval below 0 named "the other way"."""
     found = ONE_SIDED_WORDS[reading.outcome(low, high, "increase", margin)]
-    return found + OTHER_WAY if found != INCONCLUSIVE and high < 0 else found
+    return found + OTHER_WAY if found != reading.INCONCLUSIVE and high < 0 else found
 
 
 def non_inferiority_outcome(low: float, high: float, margin: float) -> str:
@@ -284,7 +282,7 @@ def non_inferiority_outcome(low: float, high: float, margin: float) -> str:
     upper bound lies below 0 (as where it lies exactly on -margin: not beyond it)."""
     decided = reading.outcome(low, high, "decrease", margin)
     if decided == reading.INCONCLUSIVE or high == -margin:
-        return LOWERED if low <= high < 0 else INCONCLUSIVE  # a NaN bound: inconclusive
+        return LOWERED if low <= high < 0 else reading.INCONCLUSIVE  # a NaN bound: inconclusive
     return NON_INFERIORITY_WORDS[decided]
 
 
