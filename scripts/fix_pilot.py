@@ -34,18 +34,7 @@ def pilot_fit(plan: dict, loaded, settings, k: int, check: list[int], steps: int
     n = fit["n"]
     context = fix_jobs.reserved_contexts(stream, tokenizer, settings, n, [k])
     start = time.process_time()
-    found = pb.fit_flat(
-        arch,
-        context,
-        forms=tuple(fit["forms"]),
-        buckets=fit["buckets"],
-        per_layer=fit["per_layer"],
-        steps=steps,
-        restarts=restarts,
-        lr=fit["lr"],
-        scale=fit["scale"],
-        seed=fit["seed"],
-    )
+    found = fix_jobs.fit_by_recipe(arch, context, fit, fit["seed"], steps=steps, restarts=restarts)
     fit_cpu = time.process_time() - start
     rows = []
     for c in check:

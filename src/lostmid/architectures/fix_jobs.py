@@ -144,14 +144,20 @@ def recorded_bias(plan: dict, arm: str, fit: int, recipe: dict, seed: int, devic
     return path
 
 
+def fit_by_recipe(arch, context: torch.Tensor, recipe: dict, seed: int, **changes) -> pb.Fit:
+    """``positional_bias.fit_flat`` on ``context`` with the plan's blog recipe (form, knots, steps, restarts, lr,
+    scale), any of them replaced by ``changes`` (the pilot's)."""
+    options = {k: recipe[k] for k in ("buckets", "per_layer", "steps", "restarts", "lr", "scale")} | changes
+    return pb.fit_flat(arch, context, forms=tuple(recipe["forms"]), seed=seed, **options)
+
+
 def fit_blog(plan: dict, fit: int, device) -> Path:
     """The blog's bias fit ``fit`` (``positional_bias.fit_flat``, seed: the plan's + fit) on its one reserved
     window (``recorded_bias``): its record holds the loss, none's loss, whether B is not 0 and the trace."""
     recipe = plan["arms"]["blog"]["fit"]
 
     def make(arch, tokenizer, settings, stream, context, seed):
-        options = {k: recipe[k] for k in ("buckets", "per_layer", "steps", "restarts", "lr", "scale")}
-        found = pb.fit_flat(arch, context, forms=tuple(recipe["forms"]), seed=seed, **options)
+        found = fit_by_recipe(arch, context, recipe, seed)
         fitted = any(bool(p.detach().abs().sum() > 0) for p in found.bias.parameters())  # B is not 0
         trace = [list(t) for t in found.trace]
         return found.bias, {"loss": found.loss, "none": found.none, "fitted": fitted, "trace": trace}
