@@ -324,3 +324,18 @@ def test_the_study_record_keeps_every_fit_s_convergence_trace_named_by_its_fit(t
     assert sorted(kept.variant.unique()) == ["study_fix_nores_2", "study_fix_res_1"]
     assert set(kept.L) == {16} and set(kept.depth) == {4} and len(kept) == 6
     assert kept.groupby("variant").objective.min().tolist() == [0.5, 0.5]
+
+
+def test_the_study_record_keeps_what_each_job_cost_from_its_own_log(tmp_path):
+    """The record holds the run's cost (issue 52: "its cost measured"): one row per job log, its CPU seconds and
+    peak memory from the log's last cost line, so a resumed job counts its completed attempt."""
+    results = copy_record("study", tmp_path / "results")
+    log = results / "logs" / "train" / "study_base_res" / "L16_M4_seeds0-3_step250.log"
+    log.parent.mkdir(parents=True)
+    killed = "INFO lostmid: training\n"  # an attempt killed before its cost line
+    log.write_text(killed + "INFO lostmid: job cpu 12.5 s (user 12.0 s, system 0.5 s), peak memory 300 MB\n")
+    out = tmp_path / "record"
+    argv = ["study-record", "--results", str(results), "--overlay", str(results / "overlay.yaml"), "--out", str(out)]
+    assert main(argv) == 0
+    cost = pd.read_parquet(out / "tables" / "job_cost.parquet")
+    assert cost[["stage", "cpu_s", "peak_mb"]].values.tolist() == [["train", 12.5, 300.0]]

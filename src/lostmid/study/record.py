@@ -25,6 +25,7 @@ from lostmid import io, records
 from lostmid import manifest as run_manifest
 from lostmid.errors import ConfigError, InputError
 from lostmid.tables.keys import read
+from lostmid.tables.run_cost import job_costs
 
 # Record name -> (the workflow's folder or file under results/, the per-run table's name for the column check).
 RECORD_TABLES = {
@@ -102,9 +103,10 @@ def retrieval_examples(record) -> pd.DataFrame:
 def write_record(results, plan: dict, out, overlay, retrieval=None, force: bool = False) -> list[str]:
     """Copy what the findings read from a run's ``results`` folder into the record folder ``out``: the manifest,
     the overlay, the tables of the plan's arms (``RECORD_TABLES``), their fits' convergence traces
-    (``fit_traces``: tables/bias_iterations.parquet) and, where a retrieval run's record folder is given, its
-    pretrained model's examples. Everything is read before anything is written, and a committed
-    record of another run (its manifest differs) is replaced only with ``force``. Returns what was written."""
+    (``fit_traces``: tables/bias_iterations.parquet), what each job cost (lostmid.tables.run_cost.job_costs:
+    tables/job_cost.parquet) and, where a retrieval run's record folder is given, its pretrained model's
+    examples. Everything is read before anything is written, and a committed record of another run (its manifest
+    differs) is replaced only with ``force``. Returns what was written."""
 
     out, results = Path(out), Path(results)
     manifest = run_manifest.read(results / run_manifest.FILE)  # one line when the run has none
@@ -117,6 +119,7 @@ def write_record(results, plan: dict, out, overlay, retrieval=None, force: bool 
         name: collected(results, source, table_name, variants) for name, (source, table_name) in RECORD_TABLES.items()
     }
     tables["bias_iterations"] = fit_traces(results, variants)
+    tables["job_cost"] = job_costs(results) if (results / "logs").is_dir() else None
     if retrieval is not None:
         tables["retrieval"] = retrieval_examples(retrieval)
     run_manifest.write(out / run_manifest.FILE, manifest)
