@@ -12,6 +12,7 @@ over the fit means, the exploratory ones a bootstrap over fits, then windows wit
     non_inferiority_p(units, margin)    one-sided Student t p of mean >= -margin
     one_sided_outcome, non_inferiority_outcome   the plan's outcome rules, in its words (two-sided: reading's)
     primary_rows(plan, record)          every primary: fit-cluster difference, Holm over the plan's k, its outcome
+                                        (lostmid.study.reading.read_primaries, its reading registered there)
     contrast_table(record, ...)         each fix against none and blog against fitm, per q and over q
     position_table(record, ...)         per arm, n and q: success and log p(answer) with two-level bootstrap bands
     gate_table(record, level)           each arm's profile flatness and content-free distance against none
@@ -47,7 +48,7 @@ from lostmid.errors import InputError
 from lostmid.stats import bootstrap
 from lostmid.stats.effects import MeanEffect
 from lostmid.study import reading
-from lostmid.study.study2_reading import DEFAULT_SIZE_LABEL, labelled
+from lostmid.study.reading import DEFAULT_SIZE_LABEL, READINGS, Missing, Read, labelled
 
 ARM_ORDER = ("none", *ARMS)
 CONTRASTS = (("blog", "none"), ("fitm", "none"), ("blog", "fitm"))
@@ -292,24 +293,6 @@ RULES = {"increase": one_sided_outcome, "none": reading.two_sided_outcome, "not_
 # --------------------------------------------------------------------------- the primaries
 
 
-@dataclass(frozen=True)
-class Primary:
-    """A primary as read: its effect over the fit means (None where it makes no decision, ``why`` saying why), the
-    held-out windows paired behind it, its Holm level, its interval at 1 - level, its outcome."""
-
-    id: str
-    n: int
-    margin: float
-    windows: int
-    effect: MeanEffect | None
-    p: float
-    level: float
-    low: float
-    high: float
-    outcome: str
-    why: str
-
-
 def primary_units(fix: FixRecord, primary: dict) -> pd.Series:
     """Per held-out window: the plan's paired difference (arms[0] minus arms[1]) of its outcome over its q."""
     first, second = primary["arms"]
@@ -370,33 +353,48 @@ def primary_p(effect: MeanEffect, primary: dict) -> float:
     return effect.p_value
 
 
-def primary_rows(plan: dict, fix: FixRecord) -> list[Primary]:
-    """Every primary of the plan: Holm's levels over all k of them (p = 1 where one makes no decision: it keeps
-    its place in k), each interval at 1 - its level, its outcome by its direction's rule."""
-    found = []
-    for name, primary in plan["primaries"].items():
-        units = primary_units(fix, primary)
-        why = stopped_by(plan, fix, primary, units)
-        effect = None if why else primary_effect(fix, primary)
-        found.append((name, primary, len(units), effect, why))
-    p_values = [1.0 if effect is None else primary_p(effect, primary) for _, primary, _, effect, _ in found]
-    levels = reading.holm_levels(p_values, plan["alpha"])
-    rows = []
-    for (name, primary, windows, effect, why), p, level in zip(found, p_values, levels):
-        margin = float(primary["margin"]["size"])
-        low, high = (math.nan, math.nan) if effect is None else effect.interval(1 - level)
-        outcome = NO_DECISION if effect is None else RULES[primary["direction"]](low, high, margin)
-        p = math.nan if effect is None else p
-        rows.append(Primary(name, int(primary["n"]), margin, windows, effect, p, level, low, high, outcome, why))
-    return rows
+def read_fit_cluster(fix: FixRecord, plan: dict, primary: dict) -> Read:
+    """A primary read by the plan's estimator (``primary_effect``) and its p (``primary_p``), with the held-out windows
+    paired behind it; no decision (Missing, p = 1) where ``stopped_by`` says why."""
+    units = primary_units(fix, primary)
+    why = stopped_by(plan, fix, primary, units)
+    if why:
+        return Read(primary, Missing(NO_DECISION, why), windows=len(units))
+    effect = primary_effect(fix, primary)
+    return Read(primary, effect, primary_p(effect, primary), windows=len(units))
 
 
-def primary_table(rows: list[Primary]) -> pd.DataFrame:
+READINGS["lostmid.architectures.retrieval_estimators.fit_cluster_difference"] = read_fit_cluster
+
+
+def margin(read: Read) -> float:
+    """The primary's margin (ours: the plan's ``margin.size``)."""
+    return float(read.primary["margin"]["size"])
+
+
+def outcome_by_rule(read: Read, plan: dict, level: float) -> tuple[float, float, str]:
+    """(low, high, outcome) at 1 - ``level``: the outcome by the rule of the primary's direction (``RULES``) against
+    its margin; no decision where it has no effect."""
+    if not read.decided:
+        return reading.interval_outcome(read, plan, level)
+    low, high = read.effect.interval(1 - level)
+    return low, high, RULES[read.primary["direction"]](low, high, margin(read))
+
+
+def primary_rows(plan: dict, fix: FixRecord) -> list[Read]:
+    """Every primary of the plan (``reading.read_primaries``, each named by its key): Holm's levels over all k of
+    them (p = 1 where one makes no decision: it keeps its place in k), each interval at 1 - its level, its outcome by
+    its direction's rule."""
+    primaries = [{"id": name, **primary} for name, primary in plan["primaries"].items()]
+    return reading.read_primaries({**plan, "primaries": primaries}, fix, rule=outcome_by_rule)
+
+
+def primary_table(rows: list[Read]) -> pd.DataFrame:
     return pd.DataFrame(
         [
-            dict(id=r.id, n=r.n, estimate=math.nan if r.effect is None else r.effect.estimate, low=r.low, high=r.high)
-            | dict(level=r.level, p=r.p, windows=r.windows, fits=0 if r.effect is None else r.effect.n)
-            | dict(margin=r.margin)
+            dict(id=r.id, n=int(r.primary["n"]), estimate=r.effect.estimate if r.decided else math.nan, low=r.low)
+            | dict(high=r.high, level=r.level, p=r.p if r.decided else math.nan, windows=r.windows)
+            | dict(fits=r.effect.n if r.decided else 0, margin=margin(r))
             | dict(outcome=r.outcome, why=r.why)
             for r in rows
         ]
