@@ -84,29 +84,24 @@ def _slope(record: Record, plan: dict, primary: dict, resamples: int = RESAMPLES
     return Read(primary, effect, effect.p_value, step=step)
 
 
-def _fix_pair(record: Record, plan: dict, primary: dict) -> Read:
-    """A paired fix-minus-baseline primary, the fit the unit: (d) by its speed, (e) by late minus early; the fits
-    that passed the arm's gate, all of them (exploratory, p = 1) where it failed."""
+def _fix_arm(record: Record, plan: dict, primary: dict) -> Read:
+    """A fix-arm primary, the fit the unit (seeds nested in fits): (d) by its speed and (e) by late minus early, fix
+    minus baseline on the same seed; an absence by the fix arm's late minus early, p by two one-sided tests. Over
+    the fits that passed the arm's gate, all of them (exploratory, p = 1) where it failed."""
     step, found = step_of(primary, plan), gate(record, primary["arms"][0])
-    fits, base = found.used, arm_variants(record.overlay, primary["arms"][1])
-    if isinstance(primary["checkpoint"], int):
-        per_seed = est.paired(
-            est.late_minus_early(record.failure, fits, step), est.late_minus_early(record.failure, base, step)
-        )
+    fits, failure = found.used, record.failure
+    if primary.get("reading") == "equivalence":
+        per_seed = est.late_minus_early(failure, fits, step)
+        what = f"per seed of the fix arm, late minus early failure at step {step}"
+    elif isinstance(primary["checkpoint"], int):
+        base = arm_variants(record.overlay, primary["arms"][1])
+        per_seed = est.paired(est.late_minus_early(failure, fits, step), est.late_minus_early(failure, base, step))
         what = f"per seed, late minus early failure at step {step}, fix minus baseline on the same seed"
     else:
-        per_seed = est.speed_differences(record.failure, fits, base, step)
+        per_seed = est.speed_differences(failure, fits, arm_variants(record.overlay, primary["arms"][1]), step)
         what = f"per seed, mean failure over steps 0-{step}, fix minus baseline on the same seed"
-    effect = study2.fit_cluster_effect(nested(per_seed, record.failure, fits), what)
-    return Read(primary, effect, effect.p_value if found.decided else 1.0, found, step=step)
-
-
-def _absence(record: Record, plan: dict, primary: dict) -> Read:
-    step, found = step_of(primary, plan), gate(record, primary["arms"][0])
-    per_seed = est.late_minus_early(record.failure, found.used, step)
-    what = f"per seed of the fix arm, late minus early failure at step {step}"
-    effect = study2.fit_cluster_effect(nested(per_seed, record.failure, found.used), what)
-    p = study2.equivalence(effect, primary["size"]).p
+    effect = study2.fit_cluster_effect(nested(per_seed, failure, fits), what)
+    p = study2.equivalence(effect, primary["size"]).p if primary.get("reading") == "equivalence" else effect.p_value
     return Read(primary, effect, p if found.decided else 1.0, found, step=step)
 
 
@@ -122,8 +117,8 @@ def _influence(record: Record, plan: dict, primary: dict) -> Read:
 READINGS.update(
     {
         SLOPE: _slope,
-        "lostmid.stats.study2.fit_cluster_effect": _fix_pair,
-        "lostmid.stats.study2.equivalence": _absence,
+        "lostmid.stats.study2.fit_cluster_effect": _fix_arm,
+        "lostmid.stats.study2.equivalence": _fix_arm,
         "lostmid.stats.study2.influence_fits": _influence,
     }
 )
