@@ -175,10 +175,11 @@ def read_fix_record(path, repo=".") -> FixRecord:
 
 
 @dataclass(frozen=True)
-class Gate:
-    """A gate's reading: ``passed`` None where it was not read; ``mean`` and ``upper`` the mean over the fits of
-    their mean log ratio and the upper bound of its Student t interval over the ``fits`` fit means; ``passing``
-    the fits whose own mean lies below the margin; ``per_fit`` the fit means (index: fit); ``why`` in words."""
+class GateReading:
+    """A fix plan's gate, read: not a count of fits that pass (the studies' ``reading.Gate``) but a bound over the
+    fit means of a measured ratio. ``passed`` None where it was not read; ``mean`` and ``upper`` the mean over the
+    fits of their mean log ratio and the upper bound of its Student t interval over the ``fits`` fit means;
+    ``passing`` the fits whose own mean lies below the margin; ``per_fit`` the fit means (index: fit); ``why``."""
 
     arm: str
     n: int
@@ -204,7 +205,7 @@ def fit_means(plan: dict, per_window: pd.Series) -> pd.Series:
     return per_window.groupby([fit_of(plan, k) for k in per_window.index]).mean().rename_axis("fit")
 
 
-def gate_reading(plan: dict, fix: FixRecord, arm: str, n: int) -> Gate:
+def gate_reading(plan: dict, fix: FixRecord, arm: str, n: int) -> GateReading:
     """The plan's gate of ``arm`` at n on the record's gate readings (``gate_of``), the blog fits that kept B = 0
     named."""
     zero = sum(not f.get("fitted", True) for f in fix.fits["blog"]) if arm == "blog" else 0
@@ -226,7 +227,7 @@ def gate_first_passed(plan: dict) -> bool:
     return gate.passed
 
 
-def gate_of(plan: dict, gate: pd.DataFrame, arm: str, n: int, zero: int = 0) -> Gate:
+def gate_of(plan: dict, gate: pd.DataFrame, arm: str, n: int, zero: int = 0) -> GateReading:
     """The plan's gate of ``arm`` at n on the gate readings ``gate``, at the fit level: per gate window the log
     ratio (blog: the task-free profile's flatness at n; fitm: the content-free attention's distance from uniform
     at the calibration's n, which stands for every n), per fit the mean over its gate windows; passed when the
@@ -241,7 +242,7 @@ def gate_of(plan: dict, gate: pd.DataFrame, arm: str, n: int, zero: int = 0) -> 
     ratios = gate_ratios(gate, at, arm, column)
     if len(ratios) < expected:
         words = f"{len(ratios)} of its {expected} gate windows"
-        return Gate(arm, at, None, math.nan, math.nan, 0, 0, pd.Series(dtype=float), words)
+        return GateReading(arm, at, None, math.nan, math.nan, 0, 0, pd.Series(dtype=float), words)
     means = fit_means(plan, ratios)
     effect = re.t_effect(means, gates["level"])
     margin = math.log(gates["ratio"])
@@ -252,7 +253,7 @@ def gate_of(plan: dict, gate: pd.DataFrame, arm: str, n: int, zero: int = 0) -> 
         f"at n = {at}; passes below {gates['ratio']:g}, our margin); {passing} of {len(means)} fits pass on their own"
         + (f"; {zero} kept B = 0" if zero else "")
     )
-    return Gate(arm, at, passed, effect.estimate, effect.high, len(means), passing, means, words)
+    return GateReading(arm, at, passed, effect.estimate, effect.high, len(means), passing, means, words)
 
 
 # --------------------------------------------------------------------------- the outcomes
