@@ -187,9 +187,9 @@ def test_a_failed_gate_makes_no_decision_and_says_so_and_at_4096_the_run_stopped
             (record / "windows" / f"{arm}_n4096_w{k}.parquet").unlink()
     rows = read(record, repo)
     for row in rows.values():  # every primary has the blog as an arm
-        assert row.effect is None and row.outcome == fix_reading.NO_DECISION
+        assert not row.decided and row.outcome == fix_reading.NO_DECISION
         at_4096 = "stopped by the gate: the blog gate at n = 4096"
-        assert row.why.startswith("the fix did not do what it is for" if row.n == 1024 else at_4096)
+        assert row.why.startswith("the fix did not do what it is for" if row.primary["n"] == 1024 else at_4096)
     text = page(record, repo)
     assert "At n = 1024, no decision on any of the three questions: the fix did not do what it is for" in text
     assert "- blog at n = 1024: FAILED" in text and "- fitm at n = 1024: passed" in text

@@ -244,7 +244,8 @@ def test_planted_effects_give_each_of_the_four_outcomes_and_a_changed_plan_demot
 
 
 def test_an_endpoint_without_data_reads_not_yet_run_and_counts_in_holm():
-    from lostmid.study.findings import NOT_YET_RUN, rows
+    from lostmid.study.findings import rows
+    from lostmid.study.reading import NOT_YET_RUN
     from lostmid.study.record import Record
 
     plan = planted_plan([0.69, 0.69])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -133,30 +134,29 @@ def test_a_planted_position_effect_is_decided_with_its_step_in_its_sentence(read
 
 def test_a_fix_arm_that_passes_its_gate_is_read_with_the_fit_as_the_unit(read_decided):
     speed = read_decided["d_speed_residual"]
-    assert speed.decided and speed.computed.effect.n == FITS  # the fit the unit: 3 fits, their seeds nested
+    assert speed.decided and speed.effect.n == FITS  # the fit the unit: 3 fits, their seeds nested
     assert speed.sentence.startswith("Over steps 0-1500: ") and "over 3 units: fits of B, 3 fits" in speed.sentence
     assert speed.outcome == "at least the source's size"  # the flat fix fails far less than the sloped baseline
 
 
 def test_a_flat_fix_arm_is_shown_absent_and_a_sloped_one_is_not(read_decided, tmp_path):
     from lostmid.stats.effects import MeanEffect
-    from lostmid.study.study2_reading import NOT_SHOWN_ABSENT, SHOWN_ABSENT, read_primary
+    from lostmid.study.reading import NOT_SHOWN_ABSENT, SHOWN_ABSENT
+    from lostmid.study.study2_reading import read_primary
 
     absent = read_decided["e_absence_residual"]
     assert absent.outcome == SHOWN_ABSENT and -0.05 < absent.low < absent.high < 0.05
     assert absent.sentence.startswith("At step 500: shown absent at our margin +-0.05: ")
     assert f"({1 - 2 * absent.level:.4g} interval" in absent.sentence  # two one-sided tests at alpha_i
-    sloped = absent.computed.effect.units + 0.2  # the same fits, each with a late-minus-early of 0.2 more
-    effect = MeanEffect(sloped, "shifted")
-    found = read_primary(
-        absent.primary, {"level": 0.95}, type(absent.computed)(effect, 1.0, absent.computed.gate), 0.005
-    )
+    sloped = absent.effect.units + 0.2  # the same fits, each with a late-minus-early of 0.2 more
+    found = read_primary(replace(absent, effect=MeanEffect(sloped, "shifted"), p=1.0), {"level": 0.95}, 0.005)
     assert found[2] == NOT_SHOWN_ABSENT and found[1] > 0.05
 
 
 def test_a_failed_gate_gives_exploratory_numbers_and_no_decision(tmp_path):
     from lostmid.study.plan import read_plan
-    from lostmid.study.study2_reading import GATED, read_plan2, read_record2
+    from lostmid.study.reading import GATED
+    from lostmid.study.study2_reading import read_plan2, read_record2
 
     repo = checkout(tmp_path)
     record = write_record(tmp_path / "study2", repo, {"fix_res": 1, "fix_nores": 3})  # 1 of 3 residual fits pass
@@ -164,10 +164,10 @@ def test_a_failed_gate_gives_exploratory_numbers_and_no_decision(tmp_path):
     found = {r.id: r for r in read_plan2(plan, read_record2(record), True, RESAMPLES)}
     for name in ("d_speed_residual", "e_difference_residual", "e_absence_residual"):
         row = found[name]
-        assert row.outcome == GATED and row.computed.p == 1.0 and not row.decided
+        assert row.outcome == GATED and row.p == 1.0 and not row.decided
         assert "undecided, the arm failed its gate (1 of 3 fits of fix_res pass the gate (at least 2)" in row.sentence
         assert "exploratory, over all its fits: " in row.sentence and "(0.95 interval over 3 units" in row.sentence
-        assert np.isfinite(row.computed.effect.estimate)  # the trained arm's numbers, never "not yet run"
+        assert np.isfinite(row.effect.estimate)  # the trained arm's numbers, never "not yet run"
     assert found["d_speed_noresidual"].decided and found["d_speed_noresidual"].outcome != GATED
 
 

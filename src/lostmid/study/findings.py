@@ -8,14 +8,14 @@ checked whole before anything is written (``read_record``); the page, its figure
 written only then, atomically, and never over a committed page of another record without ``force``
 (lostmid.records). An endpoint whose data are not in the record yet reads "not yet run"; a fix
 arm whose fits did not flatten the model it trains reads "the fix could not be built for this network".
-Neither has a p-value: both count in Holm's k with p = 1.
+Neither has a p-value: both count in Holm's k with p = 1. Its readings are registered in the one reading of a
+plan (``lostmid.study.reading.READINGS``) under the estimators' dotted paths the plan names.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -29,36 +29,11 @@ from lostmid.manifest import identity, stamp
 from lostmid.study import estimators as est
 from lostmid.study import reading
 from lostmid.study.plan import arm_variants, read_plan
-from lostmid.study.reading import number, text
+from lostmid.study.reading import NOT_BUILT, NOT_YET_RUN, READINGS, SOURCE, Gate, Missing, Read, number, step_of, text
 from lostmid.study.record import plan_line, plan_status, read_record
 
-NOT_YET_RUN = "not yet run"
-NOT_BUILT = "the fix could not be built for this network"
 MIN_PASSING_FITS = 2  # the plan's gate: an arm is decided when at least 2 of its fits pass
-
-
-@dataclass
-class Missing(Exception):
-    """An endpoint without an estimate: ``kind`` is NOT_YET_RUN, NOT_BUILT or "not evaluable"; ``why`` says more.
-    Raised where a reading finds it (``effect_of`` returns it as the endpoint's effect)."""
-
-    kind: str
-    why: str
-
-
-@dataclass(frozen=True)
-class Row:
-    """One endpoint as the page shows it."""
-
-    id: str
-    question: str
-    effect: object  # an effect of lostmid.stats.effects, or Missing
-    level: float  # Holm's error level (1 - confidence of the interval)
-    low: float
-    high: float
-    outcome: str
-    sentence: str
-    note: str = ""
+ESTIMATORS = "lostmid.study.estimators."  # the dotted path of the plan's estimators
 
 
 # --------------------------------------------------------------------------- the gate
@@ -73,15 +48,14 @@ def gate(record, plan: dict, arm: str) -> tuple[list[str], str]:
         raise Missing(NOT_YET_RUN, f"no bias_fit_summary of the arm {arm}")
     if not record.bias_summary.variant.isin(variants).any():
         raise Missing(NOT_YET_RUN, f"no fit of the arm {arm} in the record")
-    reasons = fit_reasons(record.bias_summary, variants)
-    passed = [v for v, why in reasons.items() if why is None]
-    failed = "; ".join(f"{v}: {why}" for v, why in reasons.items() if why)
-    note = f"{len(passed)} of {len(variants)} fits of {arm} flatten the model it trains" + (
+    found = Gate.of(arm, fit_reasons(record.bias_summary, variants), MIN_PASSING_FITS)
+    failed = "; ".join(f"{v}: {why}" for v, why in found.reasons.items() if why)
+    note = f"{len(found.passed)} of {len(variants)} fits of {arm} flatten the model it trains" + (
         f" ({failed})" if failed else ""
     )
-    if len(passed) < MIN_PASSING_FITS:
+    if not found.decided:
         raise Missing(NOT_BUILT, note)
-    return passed, note
+    return found.passed, note
 
 
 # --------------------------------------------------------------------------- each primary's effect
@@ -133,12 +107,12 @@ def _fix_effect(estimator, record, plan, row, step):
     return estimator(failure, fix, base, step), note
 
 
-def _interaction(per_seed, at, record, plan, row, step):
+def _interaction(per_seed, record, plan, row, step):
     """The Welch interaction of ``per_seed(failure, fix, base, step)`` (fix - baseline per seed) without the residual
-    path minus with it (the row's arms: the no-residual pair, then the residual pair), at ``at(plan, step)``."""
+    path minus with it (the row's arms: the no-residual pair, then the residual pair)."""
     failure = _failure(record)
     pairs = [_fix_pair(record, plan, row, i) for i in (0, 2)]
-    effect = est.speed_interaction(*(per_seed(failure, fix, base, at(plan, step)) for fix, base, _ in pairs))
+    effect = est.speed_interaction(*(per_seed(failure, fix, base, step) for fix, base, _ in pairs))
     return effect, "; ".join(note for _, _, note in pairs)
 
 
@@ -166,14 +140,6 @@ def _growth(record, plan, row, step):
     return est.imbalance_growth(part[part.residual == row["residual"]], "seed"), ""
 
 
-def _horizon(plan, step):
-    return plan["checkpoints"]["horizon"]
-
-
-def _step(plan, step):
-    return step
-
-
 def _preference_change(failure, fix, base, step):
     return est.preference_difference(failure, fix, base, step).units
 
@@ -183,13 +149,11 @@ ENDPOINTS = {
         est.position_slope(_failure(record), arm_variants(plan, row["arms"][0]), step),
         "",
     ),
-    "speed_difference": lambda record, plan, row, step: _fix_effect(
-        est.speed_difference, record, plan, row, _horizon(plan, step)
-    ),
+    "speed_difference": partial(_fix_effect, est.speed_difference),
     "preference_difference": partial(_fix_effect, est.preference_difference),
     "slope_difference": partial(_fix_effect, est.slope_difference),
-    "speed_interaction": partial(_interaction, est.speed_differences, _horizon),
-    "preference_interaction": partial(_interaction, _preference_change, _step),
+    "speed_interaction": partial(_interaction, est.speed_differences),
+    "preference_interaction": partial(_interaction, _preference_change),
     "influence_beyond_position": _influence,
     "share_beyond_position": partial(_windows, est.share_beyond_position),
     "middle_minus_ends": partial(_windows, est.middle_minus_ends),
@@ -198,15 +162,9 @@ ENDPOINTS = {
 }
 
 
-def step_of(row: dict, plan: dict):
-    """The row's checkpoint: a step, or the name of one of the plan's checkpoints."""
-    checkpoint = row.get("checkpoint")
-    return plan["checkpoints"].get(checkpoint, checkpoint) if isinstance(checkpoint, str) else checkpoint
-
-
 def effect_of(row: dict, record, plan: dict) -> tuple[object, str]:
     """(the endpoint's effect, a note) by the estimator the row names (``ENDPOINTS``), on the arms and step it
-    names; Missing where the record cannot give it."""
+    names (``reading.step_of``); Missing where the record cannot give it."""
     name = row["estimator"].rsplit(".", 1)[-1]
     if name not in ENDPOINTS:
         raise InputError(f"plan primary {row['id']}: no estimator {row['estimator']}")
@@ -227,37 +185,18 @@ def over_every_fit(row: dict, record, plan: dict, missing):
     return None if isinstance(effect, Missing) else effect
 
 
-# --------------------------------------------------------------------------- the reading
+def read_endpoint(record, plan: dict, primary: dict) -> Read:
+    """A primary of study/plan.yaml read by ``effect_of``: its effect (or Missing, p = 1) and its note."""
+    effect, note = effect_of(primary, record, plan)
+    return Read(primary, effect, 1.0 if isinstance(effect, Missing) else effect.p_value, note=note)
 
 
-def sentence(primary: dict, effect, low: float, high: float, outcome: str, level: float) -> str:
-    """The answer in one sentence: the outcome's words, the estimate, its interval and what it rests on."""
-    if isinstance(effect, Missing):
-        return f"No answer: {effect.kind}."
-    words = reading.answer(outcome, low, high, primary["direction"])
-    said = reading.numbers(effect, low, high, primary, 1 - level)
-    return f"{words}: {said}; the source's size {primary['size']:.3g})."
+READINGS.update({ESTIMATORS + name: read_endpoint for name in ENDPOINTS})
 
 
-def rows(plan: dict, record, primary_status: bool) -> list[Row]:
-    """Every primary, read: Holm's levels over all of them (p = 1 where there is no estimate), each interval at
-    its level, its outcome (none for a missing one) and its sentence."""
-    computed = [(p, *effect_of(p, record, plan)) for p in plan["primaries"]]
-    p_values = [1.0 if isinstance(e, Missing) else e.p_value for _, e, _ in computed]
-    levels = reading.holm_levels(p_values, plan["alpha"])
-    found = []
-    for (primary, effect, note), level in zip(computed, levels):
-        if isinstance(effect, Missing):
-            low = high = float("nan")
-            outcome = effect.kind if effect.kind != "not evaluable" else reading.INCONCLUSIVE
-        else:
-            low, high = effect.interval(1 - level)
-            outcome = reading.outcome(low, high, primary["direction"], primary["size"])
-        said = sentence(primary, effect, low, high, outcome, level)
-        if not primary_status:
-            outcome, said = reading.exploratory(outcome, said)
-        found.append(Row(primary["id"], text(primary["question"]), effect, level, low, high, outcome, said, note))
-    return found
+def rows(plan: dict, record, primary_status: bool) -> list[Read]:
+    """Every primary, read (``reading.read_primaries``), each size named as the source's."""
+    return reading.read_primaries(plan, record, primary_status, label=SOURCE)
 
 
 SECONDARIES = Path(__file__).with_name("secondaries.yaml")
@@ -304,7 +243,7 @@ def provenance(record, status: tuple[bool, str]) -> str:
     return "\n".join(lines)
 
 
-def answers(found: list[Row]) -> list[str]:
+def answers(found: list[Read]) -> list[str]:
     """Each question and its answer in one sentence, one line each (the README quotes them)."""
     return [f"- **{row.question}** {row.sentence}" for row in found]
 
@@ -313,8 +252,7 @@ README_START = "<!-- findings: lostmid findings --readme README.md -->"
 README_END = "<!-- /findings -->"
 
 
-def markdown(plan: dict, record, found: list[Row], secondaries: list[dict], status, figures: dict) -> str:
-    by_id = {p["id"]: p for p in plan["primaries"]}
+def markdown(plan: dict, record, found: list[Read], secondaries: list[dict], status, figures: dict) -> str:
     opening = (
         ["The project's questions, answered once by a run planned before it began (docs/study.md). Ten primary"]
         if status[0]
@@ -358,9 +296,8 @@ def markdown(plan: dict, record, found: list[Row], secondaries: list[dict], stat
     if "failure" in figures:
         out += ["", f"![failure by flag position of each flag-task arm at the fixed mid step]({figures['failure']})"]
     for row in found:
-        primary = by_id[row.id]
-        out += ["", f"## {row.question}", "", f"{row.sentence} (`{row.id}`, {text(primary['source'])})", ""]
-        out.append(f"The source's words: “{text(primary['words'])}”.")
+        out += ["", f"## {row.question}", "", f"{row.sentence} (`{row.id}`, {text(row.primary['source'])})", ""]
+        out.append(f"The source's words: “{text(row.primary['words'])}”.")
         if isinstance(row.effect, Missing):
             out += ["", f"{row.effect.kind}: {row.effect.why}"]
         else:
@@ -404,10 +341,11 @@ def readme_with(readme, page, lines: list[str]) -> str:
     return io.between_markers(Path(readme).read_text(), README_START, README_END, block, str(readme))
 
 
-def figure_row(row: Row, primary: dict) -> dict:
+def figure_row(row: Read) -> dict:
     """A row of ``lostmid.plots.findings.finding_figure``: the endpoint, its estimate and Holm-level interval, the
     source's size signed on the estimate's axis, its unit and its answer's words (``answer``; a missing one: its
     outcome)."""
+    primary = row.primary
     sign = 1 if primary["direction"] == "increase" else -1
     missing = isinstance(row.effect, Missing)
     outcome = row.outcome.removeprefix(f"{reading.EXPLORATORY}: ")
@@ -422,7 +360,7 @@ def figure_row(row: Row, primary: dict) -> dict:
     }
 
 
-def write_findings(plan_path, run, out, figures_dir, repo, readme=None, force: bool = False) -> list[Row]:
+def write_findings(plan_path, run, out, figures_dir, repo, readme=None, force: bool = False) -> list[Read]:
     """docs/findings.md (``out``) and its figures from the record ``run`` and the plan, and the answers into
     ``readme`` between its findings markers (where given); returns the rows. The record is checked whole and
     every text is made before anything is written; a committed ``out`` (or ``readme``) written from another
@@ -441,7 +379,6 @@ def write_findings(plan_path, run, out, figures_dir, repo, readme=None, force: b
                 "record (--out), or with --force"
             )
     found = rows(plan, record, status[0])
-    by_id = {p["id"]: p for p in plan["primaries"]}
     forest = Path(figures_dir) / "findings_primaries.png"  # one forest of every primary
     curves = Path(figures_dir) / "findings_failure.png"  # the blog's figure for the plan's flag-task arms
     drawn = {"primaries": forest, **({"failure": curves} if record.failure is not None else {})}
@@ -449,7 +386,7 @@ def write_findings(plan_path, run, out, figures_dir, repo, readme=None, force: b
     page = io.wrap_prose(markdown(plan, record, found, secondary_rows(plan, record), status, figures))
     if readme is not None:
         readme_text = readme_with(readme, out, answers(found))
-    finding_figure([figure_row(row, by_id[row.id]) for row in found], forest)
+    finding_figure([figure_row(row) for row in found], forest)
     if record.failure is not None:  # at the plan's fixed mid step
         arm_failure(record.failure, plan["run"]["arms"], plan["checkpoints"]["fixed_mid_step"], curves)
     io.write_text(page, out)

@@ -20,7 +20,7 @@ from lostmid import io
 from lostmid import manifest as run_manifest
 from lostmid.architectures.summary import to_markdown
 from lostmid.study import fix_reading as fr
-from lostmid.study.reading import bounded
+from lostmid.study.reading import Read, bounded
 
 PAGE = "README.md"
 FIGURE = "fix_by_position.png"
@@ -34,7 +34,7 @@ QUESTION = (
 SIGNED = "+.3f"  # a difference as the page's tables print it: signed, three decimals
 
 
-def interval(row: fr.Primary, digits: int = 2) -> str:
+def interval(row: Read, digits: int = 2) -> str:
     """The estimate, its interval at its Holm level and the fits and windows behind it."""
     return (
         f"{bounded(row.effect.estimate, row.low, row.high, f'+.{digits}f')} "
@@ -42,41 +42,41 @@ def interval(row: fr.Primary, digits: int = 2) -> str:
     )
 
 
-def worst_clause(row: fr.Primary, positions) -> str:
+def worst_clause(row: Read, positions) -> str:
     where = ", ".join(f"q = {q:g}" for q in positions)
-    if row.effect is None:
+    if not row.decided:
         return f"the blog's bias makes no decision at its worst position ({where}): {row.why}"
     return (
         f"the blog's bias changes the answer's log-probability at its worst position ({where}) by "
-        f"{interval(row)} nats against none: {row.outcome} (our margin {row.margin:g} nats)"
+        f"{interval(row)} nats against none: {row.outcome} (our margin {fr.margin(row):g} nats)"
     )
 
 
-def compare_clause(row: fr.Primary, strengths: str) -> str:
-    if row.effect is None:
+def compare_clause(row: Read, strengths: str) -> str:
+    if not row.decided:
         return f"against Found-in-the-Middle's calibration ({strengths}) no decision: {row.why}"
     return (
         f"against Found-in-the-Middle's calibration ({strengths}) blog minus fitm is {interval(row)} nats: "
-        f"{row.outcome} (our margin ±{row.margin:g})"
+        f"{row.outcome} (our margin ±{fr.margin(row):g})"
     )
 
 
-def overall_clause(row: fr.Primary) -> str:
-    if row.effect is None:
+def overall_clause(row: Read) -> str:
+    if not row.decided:
         return f"whether it lowers accuracy overall, no decision: {row.why}"
     plainly = "it LOWERS accuracy overall" if row.outcome.startswith(fr.LOWERED) else "overall accuracy"
-    return f"{plainly}: {interval(row, 3)} in success rate, {row.outcome} (our margin -{row.margin:g})"
+    return f"{plainly}: {interval(row, 3)} in success rate, {row.outcome} (our margin -{fr.margin(row):g})"
 
 
-def answer(plan: dict, rows: list[fr.Primary], n: int, strengths: str) -> str:
+def answer(rows: list[Read], n: int, strengths: str) -> str:
     """The question's answer at n in one sentence: the blog against none at the worst position, the blog against
     the calibration there, and whether the blog lowers overall accuracy (the plan's primaries at n)."""
-    by = {plan["primaries"][r.id]["direction"]: r for r in rows if r.n == n}  # one primary per direction at n
+    by = {r.primary["direction"]: r for r in rows if r.primary["n"] == n}  # one primary per direction at n
     whys = {r.why for r in by.values()}
     if len(whys) == 1 and "" not in whys:  # one reason stops all three: said once
         return f"At n = {n}, no decision on any of the three questions: {whys.pop()}."
     worst = by["increase"]
-    clauses = [worst_clause(worst, plan["primaries"][worst.id]["positions"]), compare_clause(by["none"], strengths)]
+    clauses = [worst_clause(worst, worst.primary["positions"]), compare_clause(by["none"], strengths)]
     return f"At n = {n}, {clauses[0]}; {clauses[1]}; {overall_clause(by['not_lowered'])}."
 
 
@@ -166,10 +166,10 @@ def fits_markdown(fix: fr.FixRecord, table: pd.DataFrame) -> str:
     return words + to_markdown(cells[["fit", "draw", "corpus_window", "flatness", "fitted", "strength", *gates]])
 
 
-def primaries_markdown(rows: list[fr.Primary], plan: dict) -> str:
+def primaries_markdown(rows: list[Read]) -> str:
     table = fr.primary_table(rows).assign(
-        question=[" ".join(plan["primaries"][r.id]["question"].split()) for r in rows],
-        interval=["–" if r.effect is None else bounded(r.effect.estimate, r.low, r.high, SIGNED) for r in rows],
+        question=[r.question for r in rows],
+        interval=[bounded(r.effect.estimate, r.low, r.high, SIGNED) if r.decided else "–" for r in rows],
         level=[f"{1 - r.level:.4g}" for r in rows],
         p=["–" if math.isnan(r.p) else f"{r.p:.3g}" for r in rows],
         outcome=[r.outcome + (f": {r.why}" if r.why else "") for r in rows],
@@ -218,7 +218,7 @@ def page(fix: fr.FixRecord, rows, tables: dict, repo: Path, model: str) -> str:
     plan, level = fix.plan, fix.plan["level"]
     strengths = strengths_words(fix)
     lengths = sorted(plan["run"]["windows_by_n"])
-    answers = "\n".join(f"- {answer(plan, rows, n, strengths)}" for n in lengths)
+    answers = "\n".join(f"- {answer(rows, n, strengths)}" for n in lengths)
     plain = "\n".join(f"- {plainly(tables['contrasts'], arm, n, level)}" for n in lengths for arm in fr.ARMS)
     return io.wrap_prose(
         f"# Fix run `{fix.path.name}`\n\n"
@@ -238,7 +238,7 @@ def page(fix: fr.FixRecord, rows, tables: dict, repo: Path, model: str) -> str:
         "(`retrieval_estimators.fit_cluster_difference`: the fitted bias a random draw, windows nested in fits), its "
         "outcome by the plan's rule for its direction; a primary stopped by its gate or short of its windows makes "
         "no decision and keeps its place in k (`tables/primaries.parquet`):\n\n"
-        + primaries_markdown(rows, plan)
+        + primaries_markdown(rows)
         + "\n\n## The gates: did each fix do what it is for?\n\n"
         + gates_markdown(plan, fix)
         + f"\n\n## Retrieval by needle position\n\n![accuracy and log p(answer) by q, a line per arm]({FIGURE})\n\n"

@@ -12,6 +12,7 @@ over the fit means, the exploratory ones a bootstrap over fits, then windows wit
     non_inferiority_p(units, margin)    one-sided Student t p of mean >= -margin
     one_sided_outcome, non_inferiority_outcome   the plan's outcome rules, in its words (two-sided: reading's)
     primary_rows(plan, record)          every primary: fit-cluster difference, Holm over the plan's k, its outcome
+                                        (lostmid.study.reading.read_primaries, its reading registered there)
     contrast_table(record, ...)         each fix against none and blog against fitm, per q and over q
     position_table(record, ...)         per arm, n and q: success and log p(answer) with two-level bootstrap bands
     gate_table(record, level)           each arm's profile flatness and content-free distance against none
@@ -47,7 +48,7 @@ from lostmid.errors import InputError
 from lostmid.stats import bootstrap
 from lostmid.stats.effects import MeanEffect
 from lostmid.study import reading
-from lostmid.study.study2_reading import DEFAULT_SIZE_LABEL, labelled
+from lostmid.study.reading import DEFAULT_SIZE_LABEL, READINGS, Missing, Read, labelled
 
 ARM_ORDER = ("none", *ARMS)
 CONTRASTS = (("blog", "none"), ("fitm", "none"), ("blog", "fitm"))
@@ -174,10 +175,11 @@ def read_fix_record(path, repo=".") -> FixRecord:
 
 
 @dataclass(frozen=True)
-class Gate:
-    """A gate's reading: ``passed`` None where it was not read; ``mean`` and ``upper`` the mean over the fits of
-    their mean log ratio and the upper bound of its Student t interval over the ``fits`` fit means; ``passing``
-    the fits whose own mean lies below the margin; ``per_fit`` the fit means (index: fit); ``why`` in words."""
+class GateReading:
+    """A fix plan's gate, read: not a count of fits that pass (the studies' ``reading.Gate``) but a bound over the
+    fit means of a measured ratio. ``passed`` None where it was not read; ``mean`` and ``upper`` the mean over the
+    fits of their mean log ratio and the upper bound of its Student t interval over the ``fits`` fit means;
+    ``passing`` the fits whose own mean lies below the margin; ``per_fit`` the fit means (index: fit); ``why``."""
 
     arm: str
     n: int
@@ -203,7 +205,7 @@ def fit_means(plan: dict, per_window: pd.Series) -> pd.Series:
     return per_window.groupby([fit_of(plan, k) for k in per_window.index]).mean().rename_axis("fit")
 
 
-def gate_reading(plan: dict, fix: FixRecord, arm: str, n: int) -> Gate:
+def gate_reading(plan: dict, fix: FixRecord, arm: str, n: int) -> GateReading:
     """The plan's gate of ``arm`` at n on the record's gate readings (``gate_of``), the blog fits that kept B = 0
     named."""
     zero = sum(not f.get("fitted", True) for f in fix.fits["blog"]) if arm == "blog" else 0
@@ -225,7 +227,7 @@ def gate_first_passed(plan: dict) -> bool:
     return gate.passed
 
 
-def gate_of(plan: dict, gate: pd.DataFrame, arm: str, n: int, zero: int = 0) -> Gate:
+def gate_of(plan: dict, gate: pd.DataFrame, arm: str, n: int, zero: int = 0) -> GateReading:
     """The plan's gate of ``arm`` at n on the gate readings ``gate``, at the fit level: per gate window the log
     ratio (blog: the task-free profile's flatness at n; fitm: the content-free attention's distance from uniform
     at the calibration's n, which stands for every n), per fit the mean over its gate windows; passed when the
@@ -240,7 +242,7 @@ def gate_of(plan: dict, gate: pd.DataFrame, arm: str, n: int, zero: int = 0) -> 
     ratios = gate_ratios(gate, at, arm, column)
     if len(ratios) < expected:
         words = f"{len(ratios)} of its {expected} gate windows"
-        return Gate(arm, at, None, math.nan, math.nan, 0, 0, pd.Series(dtype=float), words)
+        return GateReading(arm, at, None, math.nan, math.nan, 0, 0, pd.Series(dtype=float), words)
     means = fit_means(plan, ratios)
     effect = re.t_effect(means, gates["level"])
     margin = math.log(gates["ratio"])
@@ -251,7 +253,7 @@ def gate_of(plan: dict, gate: pd.DataFrame, arm: str, n: int, zero: int = 0) -> 
         f"at n = {at}; passes below {gates['ratio']:g}, our margin); {passing} of {len(means)} fits pass on their own"
         + (f"; {zero} kept B = 0" if zero else "")
     )
-    return Gate(arm, at, passed, effect.estimate, effect.high, len(means), passing, means, words)
+    return GateReading(arm, at, passed, effect.estimate, effect.high, len(means), passing, means, words)
 
 
 # --------------------------------------------------------------------------- the outcomes
@@ -290,24 +292,6 @@ RULES = {"increase": one_sided_outcome, "none": reading.two_sided_outcome, "not_
 
 
 # --------------------------------------------------------------------------- the primaries
-
-
-@dataclass(frozen=True)
-class Primary:
-    """A primary as read: its effect over the fit means (None where it makes no decision, ``why`` saying why), the
-    held-out windows paired behind it, its Holm level, its interval at 1 - level, its outcome."""
-
-    id: str
-    n: int
-    margin: float
-    windows: int
-    effect: MeanEffect | None
-    p: float
-    level: float
-    low: float
-    high: float
-    outcome: str
-    why: str
 
 
 def primary_units(fix: FixRecord, primary: dict) -> pd.Series:
@@ -370,33 +354,48 @@ def primary_p(effect: MeanEffect, primary: dict) -> float:
     return effect.p_value
 
 
-def primary_rows(plan: dict, fix: FixRecord) -> list[Primary]:
-    """Every primary of the plan: Holm's levels over all k of them (p = 1 where one makes no decision: it keeps
-    its place in k), each interval at 1 - its level, its outcome by its direction's rule."""
-    found = []
-    for name, primary in plan["primaries"].items():
-        units = primary_units(fix, primary)
-        why = stopped_by(plan, fix, primary, units)
-        effect = None if why else primary_effect(fix, primary)
-        found.append((name, primary, len(units), effect, why))
-    p_values = [1.0 if effect is None else primary_p(effect, primary) for _, primary, _, effect, _ in found]
-    levels = reading.holm_levels(p_values, plan["alpha"])
-    rows = []
-    for (name, primary, windows, effect, why), p, level in zip(found, p_values, levels):
-        margin = float(primary["margin"]["size"])
-        low, high = (math.nan, math.nan) if effect is None else effect.interval(1 - level)
-        outcome = NO_DECISION if effect is None else RULES[primary["direction"]](low, high, margin)
-        p = math.nan if effect is None else p
-        rows.append(Primary(name, int(primary["n"]), margin, windows, effect, p, level, low, high, outcome, why))
-    return rows
+def read_fit_cluster(fix: FixRecord, plan: dict, primary: dict) -> Read:
+    """A primary read by the plan's estimator (``primary_effect``) and its p (``primary_p``), with the held-out windows
+    paired behind it; no decision (Missing, p = 1) where ``stopped_by`` says why."""
+    units = primary_units(fix, primary)
+    why = stopped_by(plan, fix, primary, units)
+    if why:
+        return Read(primary, Missing(NO_DECISION, why), windows=len(units))
+    effect = primary_effect(fix, primary)
+    return Read(primary, effect, primary_p(effect, primary), windows=len(units))
 
 
-def primary_table(rows: list[Primary]) -> pd.DataFrame:
+READINGS["lostmid.architectures.retrieval_estimators.fit_cluster_difference"] = read_fit_cluster
+
+
+def margin(read: Read) -> float:
+    """The primary's margin (ours: the plan's ``margin.size``)."""
+    return float(read.primary["margin"]["size"])
+
+
+def outcome_by_rule(read: Read, plan: dict, level: float) -> tuple[float, float, str]:
+    """(low, high, outcome) at 1 - ``level``: the outcome by the rule of the primary's direction (``RULES``) against
+    its margin; no decision where it has no effect."""
+    if not read.decided:
+        return reading.interval_outcome(read, plan, level)
+    low, high = read.effect.interval(1 - level)
+    return low, high, RULES[read.primary["direction"]](low, high, margin(read))
+
+
+def primary_rows(plan: dict, fix: FixRecord) -> list[Read]:
+    """Every primary of the plan (``reading.read_primaries``, each named by its key): Holm's levels over all k of
+    them (p = 1 where one makes no decision: it keeps its place in k), each interval at 1 - its level, its outcome by
+    its direction's rule."""
+    primaries = [{"id": name, **primary} for name, primary in plan["primaries"].items()]
+    return reading.read_primaries({**plan, "primaries": primaries}, fix, rule=outcome_by_rule)
+
+
+def primary_table(rows: list[Read]) -> pd.DataFrame:
     return pd.DataFrame(
         [
-            dict(id=r.id, n=r.n, estimate=math.nan if r.effect is None else r.effect.estimate, low=r.low, high=r.high)
-            | dict(level=r.level, p=r.p, windows=r.windows, fits=0 if r.effect is None else r.effect.n)
-            | dict(margin=r.margin)
+            dict(id=r.id, n=int(r.primary["n"]), estimate=r.effect.estimate if r.decided else math.nan, low=r.low)
+            | dict(high=r.high, level=r.level, p=r.p if r.decided else math.nan, windows=r.windows)
+            | dict(fits=r.effect.n if r.decided else 0, margin=margin(r))
             | dict(outcome=r.outcome, why=r.why)
             for r in rows
         ]

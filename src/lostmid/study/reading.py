@@ -1,10 +1,15 @@
-"""The plan's reading of a primary (study/plan.yaml, ``outcomes`` and ``multiplicity``): Holm's levels across
-the primaries, the four outcomes read off an interval against 0 and the source's size (and the fix plan's two-sided
-one: an effect, or none of that size), and the words and numbers of an answer as the findings pages print them."""
+"""The one reading of a plan's primaries (study/plan.yaml, plan2.yaml, fix_plan.yaml: ``outcomes`` and
+``multiplicity``): each primary read by the reading function its plan module registers (``READINGS``, keyed by the
+dotted path of the estimator the plan names) into a ``Read``; Holm's levels across the primaries; the four outcomes
+read off an interval against 0 and the size (and the fix plan's two-sided one: an effect, or none of that size);
+a fix arm's ``Gate``; and the words and numbers of an answer as the findings pages print them, its size labelled."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, replace
+
+from lostmid.errors import InputError
 
 AT_LEAST = "at least the source's size"
 SMALLER = "an effect smaller than the source's"
@@ -12,6 +17,14 @@ NO_EFFECT = "no effect of that size"
 INCONCLUSIVE = "inconclusive"
 OUTCOMES = (AT_LEAST, SMALLER, NO_EFFECT, INCONCLUSIVE)
 EXPLORATORY = "exploratory"  # every outcome and answer of a run the plan check does not call primary
+NOT_YET_RUN = "not yet run"
+NOT_BUILT = "the fix could not be built for this network"
+GATED = "undecided: the arm failed its gate"
+SHOWN_ABSENT = "shown absent"  # plan2 outcomes.absent: an equivalence primary's two one-sided tests
+NOT_SHOWN_ABSENT = "not shown absent"  # plan2 outcomes.not_shown_absent
+SOURCE = "source"  # a size label: the source's own number
+DEFAULT_SIZE_LABEL = "our margin"  # the size label of a plan that labels none (study/plan.yaml)
+SOURCE_SIZE = "the source's size"  # how a sentence names the size, ``labelled``
 
 
 def oriented(low: float, high: float, direction: str) -> tuple[float, float]:
@@ -118,3 +131,202 @@ def numbers(effect, low: float, high: float, primary: dict, confidence: float, u
         f"{bounded(effect.estimate, low, high)} {primary['scale']} ({confidence:.4g} interval "
         f"over {effect.n} units: {units or text(primary['unit'])}"
     )
+
+
+# --------------------------------------------------------------------------- the gate and the read primary
+
+
+@dataclass
+class Missing(Exception):
+    """A primary without an estimate: ``kind`` its outcome (NOT_YET_RUN, NOT_BUILT, the fix plan's "no decision"),
+    ``why`` says more. Raised where a reading finds it; a read primary holds it as its effect, with p = 1."""
+
+    kind: str
+    why: str
+
+
+@dataclass(frozen=True)
+class Gate:
+    """A fix arm's gate: its fits, those that passed (the fit checks of lostmid.evidence.fit_checks on the model it
+    trains), how many it needs, and why each other one failed (None for one that passed)."""
+
+    arm: str
+    fits: list
+    passed: list
+    required: int
+    reasons: dict
+
+    @classmethod
+    def of(cls, arm: str, reasons: dict, required: int) -> Gate:
+        """The gate of ``arm`` from each of its fits' reasons (``fit_reasons``: None where the fit passed)."""
+        return cls(arm, list(reasons), [fit for fit, why in reasons.items() if why is None], required, reasons)
+
+    @property
+    def decided(self) -> bool:
+        return len(self.passed) >= self.required
+
+    @property
+    def used(self) -> list:
+        """The fits its primaries read: those that passed when the arm is decided, else all (exploratory)."""
+        return self.passed if self.decided else self.fits
+
+    def words(self) -> str:
+        said = f"{len(self.passed)} of {len(self.fits)} fits of {self.arm} pass the gate (at least {self.required})"
+        failed = sorted({why for why in self.reasons.values() if why})
+        return said + (f"; the others: {'; '.join(failed)}" if failed else "")
+
+
+@dataclass(frozen=True)
+class Read:
+    """One primary of a plan, read: what its reading found (the effect, or Missing; the p that enters Holm; a fix
+    arm's gate; a note the page prints beside; study 2's three influence fits; the fix plan's paired windows; the
+    step its sentence names, where it names one), then what the Holm loop adds (``read_primaries``: its level, the
+    interval at it, its outcome and its sentence)."""
+
+    primary: dict
+    effect: object
+    p: float = 1.0
+    gate: Gate | None = None
+    note: str = ""
+    fits: dict | None = None
+    windows: int = 0
+    step: int | None = None
+    level: float = math.nan
+    low: float = math.nan
+    high: float = math.nan
+    outcome: str = ""
+    sentence: str = ""
+
+    @property
+    def id(self) -> str:
+        return self.primary["id"]
+
+    @property
+    def question(self) -> str:
+        return text(self.primary["question"])
+
+    @property
+    def decided(self) -> bool:
+        """An estimate, and a gate (where it has one) that passed."""
+        return not isinstance(self.effect, Missing) and (self.gate is None or self.gate.decided)
+
+    @property
+    def why(self) -> str:
+        """Why it has no estimate ("" where it has one)."""
+        return self.effect.why if isinstance(self.effect, Missing) else ""
+
+
+def step_of(primary: dict, plan: dict):
+    """The primary's step: its checkpoint, the plan's checkpoint of that name, or the plan's horizon for an area over
+    training ("0-1500 (area)"); None where it names no step (the pretrained model)."""
+    checkpoint = primary.get("checkpoint")
+    if checkpoint is None or isinstance(checkpoint, int):
+        return checkpoint
+    named = plan["checkpoints"]
+    return named.get(checkpoint, named["horizon"] if "(area)" in checkpoint else None)
+
+
+def step_words(primary: dict, step: int) -> str:
+    """How a sentence names its step: at a checkpoint, or over training up to it."""
+    return f"At step {step}" if isinstance(primary["checkpoint"], int) else f"Over steps 0-{step}"
+
+
+# --------------------------------------------------------------------------- the Holm loop
+
+# Every plan's reading functions, by the dotted path of the estimator its plan names (each plan's module registers
+# its own): fn(record, plan, primary) -> Read, its effect and the p that enters Holm.
+READINGS = {}
+
+
+def interval_outcome(read: Read, plan: dict, level: float) -> tuple[float, float, str]:
+    """(low, high, outcome) of a read primary at its Holm ``level``: a missing one's kind, no interval; a gated one's
+    numbers over all its fits at the plan's level, GATED; else its interval at 1 - level read by the four outcomes."""
+    if isinstance(read.effect, Missing):
+        return math.nan, math.nan, read.effect.kind
+    if not read.decided:
+        return (*read.effect.interval(plan["level"]), GATED)
+    low, high = read.effect.interval(1 - level)
+    return low, high, outcome(low, high, read.primary["direction"], read.primary["size"])
+
+
+def read_primaries(
+    plan: dict, record, primary_status: bool = True, readers=READINGS, rule=interval_outcome, label=None
+) -> list[Read]:
+    """Every primary of ``plan``, read from ``record`` by the reading of the estimator it names (``readers``): Holm's
+    levels over all of them (p = 1 where there is no decision: each keeps its place in k), each interval and outcome
+    at its level (``rule``), its sentence (sizes by ``label``, else each primary's own; none for a primary without a
+    size: the fix plan's page words its margins); exploratory words everywhere unless ``primary_status``."""
+    found = []
+    for primary in plan["primaries"]:
+        name = primary.get("estimator_path", primary["estimator"])
+        if name not in readers:
+            raise InputError(f"plan primary {primary['id']}: no reading of the estimator {name}")
+        found.append(readers[name](record, plan, primary))
+    out = []
+    for read, level in zip(found, holm_levels([read.p for read in found], plan["alpha"])):
+        low, high, outcome = rule(read, plan, level)
+        read = replace(read, level=level, low=low, high=high, outcome=outcome)
+        said = sentence(read, plan, label) if "size" in read.primary else ""
+        if not primary_status:
+            outcome, said = exploratory(outcome, said)
+        out.append(replace(read, outcome=outcome, sentence=said))
+    return out
+
+
+# --------------------------------------------------------------------------- the sentence
+
+
+def size_label(primary: dict, plan: dict) -> str:
+    """The primary's size label: its own (plan2: ``size_label``), else the plan's, else our margin (study 1's plan
+    labels none, and none of its sizes is a number in a source's words)."""
+    return primary.get("size_label", plan.get("size_label", DEFAULT_SIZE_LABEL))
+
+
+# The words of an answer or an outcome for a size that is not the source's: each phrase in turn, replaced.
+MARGIN_WORDS = (
+    ("as large as the source says", "as large as {label}"),
+    ("smaller than the source says", "smaller than {label}"),
+    ("of the source's size", "as large as {label}"),
+    ("the source's size", "{label}"),
+    ("smaller than the source's", "smaller than {label}"),
+    ("the source's direction", "the claim's direction"),
+    ("against the source's", "against {label}"),
+)
+
+
+def labelled(words: str, label: str) -> str:
+    """Words of this module with the source's size named by its label where it is not the source's."""
+    if label != SOURCE:
+        for phrase, replacement in MARGIN_WORDS:
+            words = words.replace(phrase, replacement.format(label=label))
+    return words
+
+
+def sentence(read: Read, plan: dict, label: str | None = None) -> str:
+    """The answer in one sentence: its step where the reading names one, the outcome's words, the estimate, its
+    interval and what it rests on, the size by ``label`` (else the primary's own label); a gated arm's numbers over
+    all its fits, exploratory; an equivalence primary's interval at 1 - 2 alpha_i; study 2's three influence fits."""
+    primary, effect, low, high = read.primary, read.effect, read.low, read.high
+    opening = "" if read.step is None else f"{step_words(primary, read.step)}: "
+    if isinstance(effect, Missing):
+        return f"{opening}No answer: {effect.kind}."
+    label, size = label or size_label(primary, plan), primary["size"]
+    units = None if read.gate is None else f"fits of B, {len(read.gate.used)} fits x their seeds"
+    if not read.decided:
+        return (
+            f"{opening}undecided, the arm failed its gate ({read.gate.words()}); exploratory, over all its fits: "
+            f"{numbers(effect, low, high, primary, plan['level'], units)})."
+        )
+    outcome = read.outcome.removeprefix(f"{EXPLORATORY}: ")
+    absence = outcome in (SHOWN_ABSENT, NOT_SHOWN_ABSENT)
+    said = numbers(effect, low, high, primary, 1 - (2 * read.level if absence else read.level), units)
+    if absence:
+        past = [f"{sign}{size:.3g}" for sign, out in (("-", low <= -size), ("+", high >= size)) if out]
+        side = f"; it reaches past {' and '.join(past)}" if past else ""
+        return f"{opening}{outcome} at {label} +-{size:.3g}: {said}{side})."
+    words = labelled(answer(outcome, low, high, primary["direction"]), label)
+    tail = ""
+    if read.fits is not None:
+        each = ", ".join(f"{name} {bounded(e.estimate, *e.interval(1 - read.level))}" for name, e in read.fits.items())
+        tail = f"; {each}; no effect stands only where all three read it"
+    return f"{opening}{words}: {said}; {labelled(SOURCE_SIZE, label)} {size:.3g}{tail})."

@@ -6,7 +6,7 @@
 Each question once: a question the second study answers again (``REVISES``) shows the answer that now stands,
 the second study's, with the first study's beside it and why it was asked again (plan2's ``answers``). Every
 size is labelled: plan2 labels each (``size_label``); study/plan.yaml labels none, and none of its sizes is a
-number in a source's words, so the page reads each as ``study2_reading.DEFAULT_SIZE_LABEL`` and says so once. Every (a)
+number in a source's words, so the page reads each as ``reading.DEFAULT_SIZE_LABEL`` and says so once. Every (a)
 sentence names its step; the failure-by-position curves of each study-2 arm, with bands, follow the answers.
 """
 
@@ -17,12 +17,24 @@ from pathlib import Path
 from lostmid.errors import InputError
 from lostmid.study import findings
 from lostmid.study import study2_reading as s2
-from lostmid.study.reading import EXPLORATORY, exploratory, number, numbers, text
+from lostmid.study.reading import (
+    DEFAULT_SIZE_LABEL,
+    EXPLORATORY,
+    Missing,
+    Read,
+    exploratory,
+    labelled,
+    number,
+    numbers,
+    sentence,
+    size_label,
+    text,
+)
 
 SIZES_LINE = (
     "Every size below is our margin, not a source's number: study/plan2.yaml labels each size (size_label); "
     "study/plan.yaml labels none, and none of its sizes is a number in a source's words, so each reads as "
-    f"{s2.DEFAULT_SIZE_LABEL}."
+    f"{DEFAULT_SIZE_LABEL}."
 )
 CURVE_STEPS = (500, 1500)  # plan2 secondary failure_by_position_curves: the two named steps
 
@@ -41,9 +53,10 @@ REVISES = {
 }
 
 
-def ungated(row: findings.Row, primary: dict, plan: dict, record) -> str:
+def ungated(row: Read, plan: dict, record) -> str:
     """A gated first-study primary's sentence: undecided, and its trained arms' numbers over every fit,
     exploratory at the plan's level (never "not yet run" for a trained arm); another missing row keeps its own."""
+    primary = row.primary
     effect = findings.over_every_fit(primary, record, plan, row.effect)
     if effect is None:
         return row.sentence
@@ -54,28 +67,19 @@ def ungated(row: findings.Row, primary: dict, plan: dict, record) -> str:
     )
 
 
-def study1_sentence(row: findings.Row, primary: dict, plan: dict, record) -> str:
-    """A first-study row's sentence with its size labelled (``s2.DEFAULT_SIZE_LABEL`` where its plan has none)."""
-    if isinstance(row.effect, findings.Missing):
-        return ungated(row, primary, plan, record)
-    label = s2.size_label(primary, plan)
-    outcome = row.outcome.removeprefix(f"{EXPLORATORY}: ")
-    words = s2.answer_words(outcome, row.low, row.high, primary["direction"], label)
-    said = f"{words}: {numbers(row.effect, row.low, row.high, primary, 1 - row.level)}; {label} {primary['size']:.3g})."
-    return said if row.outcome == outcome else exploratory(outcome, said)[1]
+def study1_sentence(row: Read, plan: dict, record) -> str:
+    """A first-study row's sentence with its size labelled (``DEFAULT_SIZE_LABEL`` where its plan has none)."""
+    if isinstance(row.effect, Missing):
+        return ungated(row, plan, record)
+    said = sentence(row, plan, size_label(row.primary, plan))
+    return said if not row.outcome.startswith(EXPLORATORY) else exploratory(row.outcome, said)[1]
 
 
 def questions(plan1: dict, record1, rows1: list, rows2: list) -> list[dict]:
     """Each question once, in the first plan's order then the second's new ones: its words, the second study's
     readings of it and the first study's row (with its relabelled sentence), where each has one."""
-    by_id1 = {p["id"]: p for p in plan1["primaries"]}
     found = [
-        {
-            "question": row.question,
-            "study2": [],
-            "study1": row,
-            "said1": study1_sentence(row, by_id1[row.id], plan1, record1),
-        }
+        {"question": row.question, "study2": [], "study1": row, "said1": study1_sentence(row, plan1, record1)}
         for row in rows1
     ]
     index = {row.id: k for k, row in enumerate(rows1)}
@@ -84,7 +88,7 @@ def questions(plan1: dict, record1, rows1: list, rows2: list) -> list[dict]:
         if old in index:
             found[index[old]]["study2"].append(row)
         else:
-            found.append({"question": text(row.primary["question"]), "study2": [row], "study1": None})
+            found.append({"question": row.question, "study2": [row], "study1": None})
     return found
 
 
@@ -107,11 +111,9 @@ def table2(rows2: list) -> list[str]:
         "|---|---|---|---|---|---|---|---|",
     ]
     for row in rows2:
-        effect = row.computed.effect
         out.append(
-            f"| `{row.id}` | {row.step} | {number(effect.estimate)} | [{number(row.low)}, {number(row.high)}] "
-            f"| {row.level:.3g} | {row.computed.p:.3g} | {effect.n} | "
-            f"{s2.labelled(row.outcome, s2.size_label(row.primary, {}))} |"
+            f"| `{row.id}` | {row.step} | {number(row.effect.estimate)} | [{number(row.low)}, {number(row.high)}] "
+            f"| {row.level:.3g} | {row.p:.3g} | {row.effect.n} | {labelled(row.outcome, size_label(row.primary, {}))} |"
         )
     return out
 
@@ -124,23 +126,22 @@ def resolved(primary: dict, key: str, plan: dict) -> str:
     return text(by_id[named][key]) if named in by_id and named != primary["id"] else words
 
 
-def section(q: dict, plan1: dict, plan2: dict) -> list[str]:
+def section(q: dict, plan2: dict) -> list[str]:
     """One question's section: the second study's answers with their estimators and gates, then the first's."""
     out = ["", f"## {q['question']}", ""]
     for row in q["study2"]:
         primary = row.primary
         out += [f"{row.sentence} (`{row.id}`, study 2, {text(primary['source'])})", ""]
-        out.append(f"Estimator: {row.computed.effect.method}. Size: {resolved(primary, 'size_why', plan2)}.")
-        if row.computed.gate is not None:
-            out += ["", f"Gate: {row.computed.gate.words()}."]
+        out.append(f"Estimator: {row.effect.method}. Size: {resolved(primary, 'size_why', plan2)}.")
+        if row.gate is not None:
+            out += ["", f"Gate: {row.gate.words()}."]
         if q["study1"] is not None:
             out += ["", f"Asked again because: {text(primary['answers'])}."]
         out.append("")
     if q["study1"] is not None:
         row = q["study1"]
-        primary = {p["id"]: p for p in plan1["primaries"]}[row.id]
         heading = "Study 1 answered" if q["study2"] else "Answer"
-        out += [f"{heading}: {q['said1']} (`{row.id}`, study 1, {text(primary['source'])})"]
+        out += [f"{heading}: {q['said1']} (`{row.id}`, study 1, {text(row.primary['source'])})"]
         if row.note:
             out += ["", row.note + "."]
     return out
@@ -187,7 +188,7 @@ def markdown(plan1, record1, rows1, status1, plan2, record2, rows2, status2, fig
         f"![failure by flag position of each study-2 arm, with 95% bands over its units]({figures['curves']})",
     ]
     for q in asked:
-        out += section(q, plan1, plan2)
+        out += section(q, plan2)
     out += [
         "",
         "---",
