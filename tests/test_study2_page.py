@@ -172,6 +172,7 @@ def test_a_failed_gate_gives_exploratory_numbers_and_no_decision(tmp_path):
 
 
 def test_the_page_for_both_studies_answers_each_question_once_with_its_step_and_our_margin(decided, tmp_path):
+    from lostmid import io
     from lostmid.study.findings import README_END, README_START
     from lostmid.study.study2_page import SIZES_LINE, write_combined
 
@@ -179,6 +180,11 @@ def test_the_page_for_both_studies_answers_each_question_once_with_its_step_and_
     started = begun_under(copy_record("study", tmp_path), repo)  # study 1's record, begun under the plans' commit
     out, readme = repo / "docs" / "findings.md", repo / "README.md"
     readme.write_text(f"# x\n{README_START}\nold\n{README_END}\n")
+    costs = {"stage": ["bias_fit", "train", "train"], "job": ["f", "t1", "t2"], "cpu_s": [3600.0, 1800.0, 1800.0]}
+    io.write_parquet(
+        pd.DataFrame({**costs, "peak_mb": [500.0, 900.0, 800.0], "wall_s": [1.0, 1.0, 1.0]}),
+        record / "tables" / "job_cost.parquet",
+    )
     rows = write_combined(
         repo / "study" / "plan.yaml",
         tmp_path / "study",
@@ -199,6 +205,7 @@ def test_the_page_for_both_studies_answers_each_question_once_with_its_step_and_
     assert "exploratory, over every fit of its trained arm: " in page and "could not be built" not in page
     assert "Asked again because: (a) at the blog's step" in page
     assert "not yet run" not in page and len(rows) == 10
+    assert "Cost: 3 jobs, 2.00 CPU hours (bias_fit 1.00, train 1.00), at most 900 MB a job" in page  # its record's
     assert (repo / "docs" / "figures" / "findings_study2_failure.png").is_file()
     assert "](figures/findings_study2_failure.png)" in page
     assert f"`{started['commit'][:12]}`" in page and "Endpoints: primary" in page

@@ -147,7 +147,27 @@ def section(q: dict, plan2: dict) -> list[str]:
     return out
 
 
-def markdown(plan1, record1, rows1, status1, plan2, record2, rows2, status2, figures: dict) -> str:
+def cost_line(run) -> str:
+    """The run's cost from its record's ``tables/job_cost.parquet`` (``lostmid study-record``): the jobs, their
+    CPU hours by stage (each job's own log line) and the largest peak memory of a job."""
+    from lostmid import records
+    from lostmid.tables.run_cost import cost_by_stage
+
+    path = Path(run) / "tables" / "job_cost.parquet"
+    if not path.exists():
+        return "- Cost: the record holds no job costs."
+    jobs = records.read_table(path, ("job",), ("cpu_s", "peak_mb", "wall_s"))
+    stages = cost_by_stage(jobs).set_index("stage")
+    each = ", ".join(f"{stage} {row.cpu_s / 3600:.2f}" for stage, row in stages.drop("all").iterrows())
+    total = stages.loc["all"]
+    return (
+        f"- Cost: {int(jobs.cpu_s.notna().sum())} jobs, {total.cpu_s / 3600:.2f} CPU hours ({each}), at most "
+        f"{total.peak_mb:.0f} MB a job; each job's CPU seconds from its own log line ({Path(run).as_posix()}"
+        "/tables/job_cost.parquet)."
+    )
+
+
+def markdown(plan1, record1, rows1, status1, plan2, record2, rows2, status2, figures: dict, run2=None) -> str:
     asked = questions(plan1, record1, rows1, rows2)
     out = [
         "# Findings",
@@ -172,6 +192,7 @@ def markdown(plan1, record1, rows1, status1, plan2, record2, rows2, status2, fig
         "**Study 2.**",
         "",
         findings.provenance(record2, status2),
+        *(["", cost_line(run2)] if run2 is not None else []),
         "",
         "**Study 1.**",
         "",
@@ -226,7 +247,7 @@ def write_combined(
     rows2 = s2.read_plan2(plan2, record2, status2[0], resamples)
     curves = Path(figures_dir) / "findings_study2_failure.png"
     figures = {"curves": findings.relative(curves, out)}
-    page = io.wrap_prose(markdown(plan1, record1, rows1, status1, plan2, record2, rows2, status2, figures))
+    page = io.wrap_prose(markdown(plan1, record1, rows1, status1, plan2, record2, rows2, status2, figures, run2))
     if readme is not None:
         readme_text = findings.readme_with(readme, out, answer_lines(questions(plan1, record1, rows1, rows2)))
     arms = s2.with_variants(plan2, record2.overlay)["run"]["arms"]
