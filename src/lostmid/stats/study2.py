@@ -35,19 +35,49 @@ class FirthFit:
     iterations: int
 
 
+def _firth_newton(penalized, newton_step, start: np.ndarray, max_iter: int, tol: float):
+    """The maximum of a penalized log-likelihood by Newton steps, each halved until the penalized likelihood does
+    not fall: ``penalized(beta) -> (value, state)``, ``newton_step(state) -> step`` (the inverse information times
+    the modified score at that state). Returns (beta, state, iterations)."""
+    beta = start
+    value, state = penalized(beta)
+    iterations = 0
+    while iterations < max_iter:
+        iterations += 1
+        step = newton_step(state)
+        for _ in range(50):  # halve the step until the penalized likelihood does not fall
+            new_value, new_state = penalized(beta + step)
+            if new_value >= value - 1e-12:
+                break
+            step = step / 2
+        beta, value, state = beta + step, new_value, new_state
+        if np.max(np.abs(step)) < tol:
+            break
+    return beta, state, iterations
+
+
+def _counts(successes, n) -> tuple[np.ndarray, np.ndarray]:
+    y, n = np.asarray(successes, np.float64).ravel(), np.asarray(n, np.float64).ravel()
+    if n.shape != y.shape:
+        raise InputError(f"firth_logistic: counts {y.shape} and totals {n.shape} do not match")
+    if np.any(n <= 0) or np.any(y < 0) or np.any(y > n):
+        raise InputError("firth_logistic: every total must be positive and every count within 0..total")
+    return y, n
+
+
 def firth_logistic(successes, n, design, max_iter: int = 100, tol: float = 1e-10) -> FirthFit:
     """Firth's penalized logistic regression of binomial counts (``successes`` of ``n`` per row of ``design``):
     the maximum of l(beta) + 1/2 log det I(beta) (a Jeffreys prior), by Newton steps on the modified score
-    U*(beta) = X' (y - n pi + h (1/2 - pi)), h the diagonal of the weighted hat matrix, each step halved until the
-    penalized likelihood does not fall. Finite under complete or quasi-complete separation, where the maximum
-    likelihood estimate is not; with one binary covariate its slope is the log odds ratio of the counts each
-    +1/2 (the Haldane-Anscombe correction, which this penalty derives rather than adds)."""
-    y, n = np.asarray(successes, np.float64).ravel(), np.asarray(n, np.float64).ravel()
+    U*(beta) = X' (y - n pi + h (1/2 - pi)), h the diagonal of the weighted hat matrix (``_firth_newton``).
+    Finite under complete or quasi-complete separation, where the maximum likelihood estimate is not; with one
+    binary covariate its slope is the log odds ratio of the counts each +1/2 (the Haldane-Anscombe correction,
+    which this penalty derives rather than adds)."""
     X = np.asarray(design, np.float64)
-    if X.ndim != 2 or X.shape[0] != y.size or n.shape != y.shape:
-        raise InputError(f"firth_logistic: counts {y.shape}, totals {n.shape} and design {X.shape} do not match")
-    if np.any(n <= 0) or np.any(y < 0) or np.any(y > n):
-        raise InputError("firth_logistic: every total must be positive and every count within 0..total")
+    if X.ndim != 2 or X.shape[0] != np.size(successes) or np.shape(n) != np.shape(successes):
+        raise InputError(
+            f"firth_logistic: counts {np.shape(successes)}, totals {np.shape(n)} and design {X.shape} do not match"
+        )
+    y, n = _counts(successes, n)
 
     def penalized(beta):
         eta = X @ beta
@@ -55,26 +85,48 @@ def firth_logistic(successes, n, design, max_iter: int = 100, tol: float = 1e-10
         info = X.T @ (X * (n * pi * (1 - pi))[:, None])
         sign, logdet = np.linalg.slogdet(info)
         loglik = float(np.sum(y * eta - n * np.logaddexp(0, eta)))
-        return loglik + 0.5 * logdet if sign > 0 else -np.inf, pi, info
+        return (loglik + 0.5 * logdet if sign > 0 else -np.inf), (pi, info)
 
-    beta = np.zeros(X.shape[1])
-    value, pi, info = penalized(beta)
-    iterations = 0
-    while iterations < max_iter:
-        iterations += 1
+    def newton_step(state):
+        pi, info = state
         inverse = np.linalg.inv(info)
-        w = n * pi * (1 - pi)
-        h = w * np.sum((X @ inverse) * X, axis=1)  # the hat diagonal x_i' I^-1 x_i, by one matrix product
-        step = inverse @ (X.T @ (y - n * pi + h * (0.5 - pi)))
-        for _ in range(50):  # halve the step until the penalized likelihood does not fall
-            new_value, new_pi, new_info = penalized(beta + step)
-            if new_value >= value - 1e-12:
-                break
-            step = step / 2
-        beta, value, pi, info = beta + step, new_value, new_pi, new_info
-        if np.max(np.abs(step)) < tol:
-            break
+        h = n * pi * (1 - pi) * np.sum((X @ inverse) * X, axis=1)  # the hat diagonal by one matrix product
+        return inverse @ (X.T @ (y - n * pi + h * (0.5 - pi)))
+
+    beta, (_, info), iterations = _firth_newton(penalized, newton_step, np.zeros(X.shape[1]), max_iter, tol)
     return FirthFit(beta, np.sqrt(np.diag(np.linalg.inv(info))), iterations)
+
+
+def firth_common_slope(successes, n, p, group, max_iter: int = 100, tol: float = 1e-10) -> FirthFit:
+    """``firth_logistic`` of logit(pi) = a_group + b p (one intercept per ``group`` label 0..G-1, one shared slope
+    b), the same Newton steps solved through the information's arrow form: with D_g = sum w (the intercepts'
+    diagonal), c_g = sum w p and S = sum w p^2 - sum c_g^2 / D_g (the Schur complement), log det I = sum log D_g +
+    log S, the hat diagonal is w (1 / D_g + (p - c_g / D_g)^2 / S) and the step is solved by blocks, in O(rows)
+    where the dense design costs O(rows x G^2). Returns (a_0..a_G-1, b) and their standard errors."""
+    y, n = _counts(successes, n)
+    p, group = np.asarray(p, np.float64).ravel(), np.asarray(group).ravel()
+    groups = int(group.max()) + 1
+
+    def penalized(beta):
+        eta = beta[group] + beta[-1] * p
+        pi = 1 / (1 + np.exp(-eta))
+        w = n * pi * (1 - pi)
+        D, c = np.bincount(group, w, groups), np.bincount(group, w * p, groups)
+        S = float(np.sum(w * p * p) - np.sum(c * c / D)) if np.all(D > 0) else -1.0
+        loglik = float(np.sum(y * eta - n * np.logaddexp(0, eta)))
+        value = loglik + 0.5 * (np.sum(np.log(D)) + np.log(S)) if S > 0 else -np.inf
+        return value, (pi, w, D, c / D, S)
+
+    def newton_step(state):
+        pi, w, D, u, S = state
+        h = w * (1 / D[group] + (p - u[group]) ** 2 / S)
+        r = y - n * pi + h * (0.5 - pi)
+        score = np.bincount(group, r, groups)
+        slope = (np.sum(r * p) - np.sum(u * score)) / S
+        return np.append(score / D - u * slope, slope)
+
+    beta, (_, _, D, u, S), iterations = _firth_newton(penalized, newton_step, np.zeros(groups + 1), max_iter, tol)
+    return FirthFit(beta, np.sqrt(np.append(1 / D + u * u / S, 1 / S)), iterations)
 
 
 def firth_slope(failures, n, p) -> float:
@@ -95,35 +147,40 @@ def per_seed_firth_slopes(rows: pd.DataFrame) -> pd.Series:
     )
 
 
+def _common_slope(failures, n, p, seed) -> float:
+    """``common_slope`` on arrays (``seed`` labels, any integers)."""
+    labels = np.unique(seed, return_inverse=True)[1]
+    total_failures, total = np.bincount(labels, failures), np.bincount(labels, n)
+    informative = ((total_failures > 0) & (total_failures < total))[labels]
+    if not informative.any():
+        return float("nan")
+    kept = np.unique(labels[informative], return_inverse=True)[1]
+    return float(firth_common_slope(failures[informative], n[informative], p[informative], kept).coef[-1])
+
+
 def common_slope(rows: pd.DataFrame) -> float:
     """The position slope shared by the seeds (rows: seed, p, failures, n at one step of one arm): Firth's logistic
-    logit(failure) = a_seed + b p with one intercept per seed, b; nan when no seed has both failures and successes.
-    A seed that never fails (or always fails) carries no information about b (its own intercept would absorb it) and
-    is left out, where a mean of per-seed slopes counts it as a 0 and a seed with one late failure as a large slope."""
-    totals = rows.groupby("seed")[["failures", "n"]].transform("sum")
-    rows = rows[(totals.failures > 0) & (totals.failures < totals.n)]
-    if rows.empty:
-        return float("nan")
-    seeds = pd.factorize(rows.seed)[0]
-    design = np.column_stack([np.eye(seeds.max() + 1)[seeds], rows.p.to_numpy(np.float64)])
-    return float(firth_logistic(rows.failures, rows.n, design).coef[-1])
+    logit(failure) = a_seed + b p with one intercept per seed (``firth_common_slope``), b; nan when no seed has both
+    failures and successes. A seed that never fails (or always fails) carries no information about b (its own
+    intercept would absorb it) and is left out, where a mean of per-seed slopes counts it as a 0 and a seed with one
+    late failure as a large slope."""
+    return _common_slope(*(rows[c].to_numpy(np.float64) for c in ("failures", "n", "p")), rows.seed.to_numpy())
 
 
 def common_slope_effect(rows: pd.DataFrame, resamples: int = 2000, seed: int = 0) -> BootstrapEffect:
     """``common_slope`` with a cluster bootstrap over seeds (whole seeds drawn with replacement, each draw a
     seed of its own; percentile interval; a draw without an informative seed is left out). n counts every seed."""
-    groups = {s: g for s, g in rows.groupby("seed")}
-    names = list(groups)
+    seeds = [g[["failures", "n", "p"]].to_numpy(np.float64) for _, g in rows.groupby("seed")]
     rng = np.random.default_rng(seed)
     replicates = np.empty(resamples)
     for r in range(resamples):
-        drawn = rng.choice(len(names), size=len(names), replace=True)
-        sample = pd.concat([groups[names[k]].assign(seed=i) for i, k in enumerate(drawn)], ignore_index=True)
-        replicates[r] = common_slope(sample)
+        drawn = [seeds[k] for k in rng.choice(len(seeds), size=len(seeds), replace=True)]
+        failures, n, p = np.concatenate(drawn).T
+        replicates[r] = _common_slope(failures, n, p, np.repeat(np.arange(len(drawn)), [len(d) for d in drawn]))
     return BootstrapEffect(
         common_slope(rows),
         replicates[np.isfinite(replicates)],
-        len(names),
+        len(seeds),
         "Firth logistic of failure on p with one intercept per seed; cluster bootstrap over seeds, percentile",
     )
 
