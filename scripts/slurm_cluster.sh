@@ -61,7 +61,9 @@ start() {
 
     local node cpus mem_mb ctld_port slurmd_port
     node=$(hostname -s)
-    cpus=$(nproc)
+    # The CPUs this process may run on; nproc would also obey OMP_NUM_THREADS, which a caller pinned to one
+    # thread (lostmid's numerics, the tests) sets to 1: a one-CPU node runs one Slurm job at a time.
+    cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
     # Offer 80% of the available memory, so jobs' --mem fits without swapping the machine.
     mem_mb=$(awk '/MemAvailable/ {printf "%d", $2 / 1024 * 0.8}' /proc/meminfo)
     ctld_port=$(free_port)

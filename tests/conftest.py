@@ -62,19 +62,28 @@ SMOLLM2_FILES = ("test_api", "test_pretrained")
 # first: pyproject's --no-loadscope-reorder keeps this order.) Within each part, the long tests that are groups of
 # their own come first, so the workers end on short tests rather than one worker on a long one.
 SMOKE_FIRST, SMOKE_LONGEST = "test_fingerprint", "test_slurm"
+# Fixtures of these scopes are built once per worker that runs a test of their file: such a file is one group.
+SHARED_SCOPES = {"module", "class", "package"}
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups into the test ids
 def pytest_collection_modifyitems(items):
-    """Under pytest-xdist (`-n`, with pyproject's `--dist loadgroup`) a test file runs on one worker, so its
-    module fixtures are built once; the files that load SmolLM2 share one; a test that names its own group
+    """Under pytest-xdist (`-n`, with pyproject's `--dist loadgroup`) a test file with module fixtures runs on one
+    worker, so they are built once; the files that load SmolLM2 share one; a test that names its own group
     (``pytest.mark.xdist_group``: a long test that needs no module fixture) keeps it, so two long tests of one
-    file can run side by side. Files run in the order that keeps both workers busy while the smoke run is made
-    (SMOKE_FIRST)."""
+    file can run side by side; every other test is a group of its own, so the workers share a file's tests and
+    neither ends the run alone on the last file. Files run in the order that keeps both workers busy while the
+    smoke run is made (SMOKE_FIRST)."""
     reads_smoke = {item.path.stem for item in items if "smoke_run" in item.fixturenames}
     other = next((item.path.stem for item in items if item.path.stem not in reads_smoke), None)  # none: one file
 
     first = {SMOKE_FIRST: 0, other: 1, SMOKE_LONGEST: 2}
+    whole = set(first) | {
+        item.path.stem
+        for item in items
+        for definitions in item._fixtureinfo.name2fixturedefs.values()
+        if any(definition.scope in SHARED_SCOPES for definition in definitions)
+    }
 
     def rank(item) -> int:
         alone = item.get_closest_marker("xdist_group") is not None  # a long test, a group of its own
@@ -85,8 +94,11 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if item.get_closest_marker("xdist_group"):
             continue
-        group = "smollm2" if item.path.stem in SMOLLM2_FILES else item.path.stem
-        item.add_marker(pytest.mark.xdist_group(group))
+        if item.path.stem in SMOLLM2_FILES:
+            item.add_marker(pytest.mark.xdist_group("smollm2"))
+        elif item.path.stem in whole:
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
+        # else no group: pytest-xdist's loadgroup schedules the test by itself
 
 
 @pytest.fixture(autouse=True)

@@ -258,6 +258,18 @@ def cluster(tmp_path_factory):
             assert not (folder / f"{name}.pid").exists(), f"{name} was not stopped"
 
 
+def test_the_node_has_the_cpus_the_tests_may_run_on(cluster):
+    """The cluster's node has the CPUs this process may run on, whatever OMP_NUM_THREADS says (the tests' pinned
+    numerics set it to 1, which GNU nproc obeys): on a one-CPU node the Slurm jobs of a run would queue one
+    behind the other."""
+    _, env = cluster
+    found = subprocess.run(
+        ["sinfo", "--noheader", "--Node", "--format", "%c"], env=env, capture_output=True, text=True, timeout=30
+    )
+    assert os.environ.get("OMP_NUM_THREADS") == "1"  # as lostmid.numerics pins it: the case the node must survive
+    assert found.stdout.split() == [str(len(os.sched_getaffinity(0)))], found
+
+
 def slurm_jobs(env) -> pd.DataFrame:
     """Every job the cluster knows (finished ones stay listed for MinJobAge = 10 minutes)."""
     fields = "JobID:20,Name:60,State:20,tres-per-job:40,TimeLimit:20,Reason:40,Comment:200"
