@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -35,7 +34,7 @@ from lostmid.evidence.inputs import (
 )
 from lostmid.evidence.paper_claims import log_metric
 from lostmid.evidence.readings import (
-    at_matched_accuracy,
+    matched_pair,
     mean_accuracy_at,
     mid_training_step,
     paired,
@@ -162,15 +161,8 @@ def _accuracy_gap(inputs: Inputs, s: Setting, steps: tuple[int, int]) -> str:
 def interpolated_log_ratio(inputs: Inputs, ev: EvidenceSettings, s: Setting, column: str = "E_inf") -> Effects:
     """Per seed, log(column remedy / reference), each arm's log interpolated to where the seed's own
     accuracy crosses ``mid_accuracy`` (``readings.at_matched_accuracy``)."""
-    arms = [
-        at_matched_accuracy(
-            inputs.failure, v, s.L, s.depth, ev.mid_accuracy, partial(log_metric, inputs, ev, v, s, column=column)
-        )
-        for v in (s.variant, s.reference)
-    ]
+    arms = matched_pair(inputs, ev, s, lambda v, step: log_metric(inputs, ev, v, s, step, column))
     values = paired(arms[0][0], arms[1][0])
-    if values.empty:
-        raise NotRun(f"no seed reaches the accuracy {ev.mid_accuracy:g} in both {s.variant} and {s.reference}")
     method = (
         f"per-seed log({column} remedy / {column} baseline), each seed interpolated to accuracy {ev.mid_accuracy:g}"
     )
@@ -269,14 +261,11 @@ def shift_not_evaluable(inputs: Inputs, ev: EvidenceSettings, s: Setting, check_
 def uniform_counterpart(inputs: Inputs, name: str) -> str | None:
     """The variant with the same overrides as ``name`` but trained on the uniform flag law (seed_batch aside)."""
 
-    def key(block: dict) -> tuple:
-        train = {k: v for k, v in (block.get("train") or {}).items() if k not in ("seed_batch", "flag_law")}
-        return block.get("model") or {}, train, block.get("remedy") or {}
+    def key(v: str) -> tuple:
+        return *inputs.overrides(v, ("seed_batch", "flag_law")), inputs.variants[v].get("remedy") or {}
 
     same = [
-        other
-        for other in sorted(inputs.variants)
-        if flag_law(inputs, other) == "uniform" and key(inputs.variants[other]) == key(inputs.variants[name])
+        other for other in sorted(inputs.variants) if flag_law(inputs, other) == "uniform" and key(other) == key(name)
     ]
     return same[0] if same else None
 
