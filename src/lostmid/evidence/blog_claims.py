@@ -221,7 +221,8 @@ def debiased_speed_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Settin
 
 def debiased_trains_faster(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     """Blog (d), with (e)'s second half: the bias-corrected model trains faster than its baseline,
-    and recalls the late flags "even when the naive one was still confused".
+    and recalls the late flags "even when the naive one was still confused"; the controls' arms against their
+    baseline or the literal reading alike (the setting's variant against its reference).
 
     Per seed: the area under the failure curve (evaluation failure pooled over positions,
     trapezoid over the checkpoints from step 0 to the last checkpoint both variants have,
@@ -233,15 +234,15 @@ def debiased_trains_faster(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> 
     of its own.
     """
     debiased, baseline, horizon = training_speed_per_seed(inputs.failure, s)
-    note = f"mean failure over training: debiased {debiased.mean():.3f}, baseline {baseline.mean():.3f}"
+    note = f"mean failure over training: {s.variant} {debiased.mean():.3f}, {s.reference} {baseline.mean():.3f}"
     step, _ = mid_training_step(inputs.failure, s.reference, s.L, s.depth, ev.mid_accuracy)
     if step is not None:
         late = [late_failure_per_seed(inputs.failure, v, s.L, s.depth, step) for v in (s.variant, s.reference)]
         diff = st.paired_difference(*late, st.t_interval, level=ev.level)
         note += (
             f"; (e)'s second half, the same slowness at one checkpoint: failure on late flags (p > 1/2) at "
-            f"step {step} ({s.reference}'s mid-training), debiased - baseline {interval_words(diff)} over {diff.n} "
-            f"seeds (debiased {late[0].mean():.3f}, baseline {late[1].mean():.3f})"
+            f"step {step} ({s.reference}'s mid-training), {s.variant} - {s.reference} {interval_words(diff)} over "
+            f"{diff.n} seeds ({s.variant} {late[0].mean():.3f}, {s.reference} {late[1].mean():.3f})"
         )
     method = f"per-seed area under the failure curve, steps 0-{horizon}, divided by the span"
     return Effects((debiased, baseline), method, note)

@@ -20,7 +20,6 @@ from lostmid.evidence.fit_checks import fit_not_evaluable, fit_rows, gate
 from lostmid.evidence.inputs import Effects, Inputs, NotRun, Setting, pair_settings, runs_of
 from lostmid.evidence.readings import (
     never_learns,
-    training_speed_per_seed,
 )
 from lostmid.evidence.settings import EvidenceSettings
 
@@ -89,14 +88,6 @@ def literal_settings(checkpoint: str, inputs: Inputs, ev: EvidenceSettings) -> l
 
 
 # ----------------------------------------------------------------------------- per-seed effects
-
-
-def arm_speed_as_literal(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
-    """The arm's mean failure over training against the literal reading's (blog (d)'s statistic)."""
-    arm, literal, horizon = training_speed_per_seed(inputs.failure, s)
-    method = f"per-seed area under the failure curve, steps 0-{horizon}, divided by the span"
-    note = f"mean failure over training: {s.variant} {arm.mean():.3f}, {s.reference} {literal.mean():.3f}"
-    return Effects((arm, literal), method, note)
 
 
 def arm_flattens_trained_model_at_init(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:

@@ -24,12 +24,9 @@ from lostmid.evidence.inputs import (
 from lostmid.evidence.settings import EvidenceSettings
 
 
-def single_setting(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
-    return [Setting()]
-
-
-def conditions_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
-    return [Setting(checkpoint="every checkpoint")]
+def one_setting(checkpoint: str | None, inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
+    """The one setting of a claim on a table that is not per run (a closed form, a simulation, a count over rows)."""
+    return [Setting(checkpoint=checkpoint)]
 
 
 def structural_baseline_matches_closed_form(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
