@@ -109,10 +109,13 @@ def pooled_failure_rate(part: pd.DataFrame) -> pd.Series:
     return (pooled.failures / pooled.n).astype(np.float64)
 
 
-def late_failure_per_seed(failure: pd.DataFrame, variant: str, L: int, depth: int, step: int) -> pd.Series:
-    """Per seed: the failure rate at ``step`` pooled over the flags in the later half of the context (p > 1/2)."""
+def late_failure_per_seed(
+    failure: pd.DataFrame, variant: str, L: int, depth: int, step: int, late: bool = True
+) -> pd.Series:
+    """Per seed: the failure rate at ``step`` pooled over the flags in the later half of the context (p > 1/2), or
+    with ``late`` false over the others (p <= 1/2)."""
     part = rows_of(failure, "failure", variant, L, depth, step)
-    return pooled_failure_rate(part[part.p > 0.5])
+    return pooled_failure_rate(part[(part.p > 0.5) == late])
 
 
 def late_minus_early(part: pd.DataFrame) -> pd.Series:

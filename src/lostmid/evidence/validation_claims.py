@@ -34,11 +34,11 @@ from lostmid.evidence.inputs import (
 )
 from lostmid.evidence.paper_claims import log_metric
 from lostmid.evidence.readings import (
+    late_failure_per_seed,
     matched_pair,
     mean_accuracy_at,
     mid_training_step,
     paired,
-    pooled_failure_rate,
 )
 from lostmid.evidence.settings import EvidenceSettings
 from lostmid.stats import statistics as st
@@ -270,15 +270,6 @@ def uniform_counterpart(inputs: Inputs, name: str) -> str | None:
     return same[0] if same else None
 
 
-def untrained_failure_per_seed(
-    failure: pd.DataFrame, variant: str, law: str, L: int, depth: int, step: int
-) -> pd.Series:
-    """Per seed: the failure rate at ``step`` on the half of the flags a shifted law under-trains
-    (early law: p > 1/2; late law: p <= 1/2), on the uniform balanced evaluation set."""
-    part = rows_of(failure, "failure", variant, L, depth, step)
-    return pooled_failure_rate(part[(part.p > 0.5) if law == "early" else (part.p <= 0.5)])
-
-
 def shift_step(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> int:
     """The one checkpoint both arms of a position-shift setting are compared at: the last they share
     (SHIFT_LAST), or the mid-training checkpoint of the uniform-law counterpart of the reference (SHIFT_MID:
@@ -294,10 +285,11 @@ def shift_step(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> int:
 def shift(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     law = flag_law(inputs, s.variant)
     step = shift_step(inputs, ev, s)
+    late = law == "early"  # the half of the flags the shifted law under-trains, on the uniform balanced set
     values = paired(
-        *(untrained_failure_per_seed(inputs.failure, v, law, s.L, s.depth, step) for v in (s.variant, s.reference))
+        *(late_failure_per_seed(inputs.failure, v, s.L, s.depth, step, late) for v in (s.variant, s.reference))
     )
-    half = "p > 1/2" if law == "early" else "p <= 1/2"
+    half = "p > 1/2" if late else "p <= 1/2"
     note = ""
     if inputs.metrics is not None:
         e_inf = _log_ratio(lambda v, st_: log_metric(inputs, ev, v, s, st_), s, (step, step))
