@@ -12,7 +12,8 @@ import sys
 
 import pandas as pd
 
-from lostmid.evidence.report import NO_VERDICT, with_status
+from lostmid.evidence.inputs import STATUS_WORDS
+from lostmid.evidence.report import with_status
 
 COLUMNS = {
     "arm_flattens_trained_model_at_init": "trained model's E_inf at init, log(B / B = 0)",
@@ -28,7 +29,7 @@ COLUMNS = {
 
 def cell(row) -> str:
     if row.status in ("not_run", "not_evaluable"):
-        return NO_VERDICT[row.status]
+        return STATUS_WORDS[row.status]
     verdict = row.verdict + (f" / {row.adjusted_verdict}" if row.family_size else "")
     return f"{row.estimate:.3g} [{row.ci_low:.3g}, {row.ci_high:.3g}] {verdict}"
 

@@ -15,10 +15,9 @@ from lostmid.evidence.decisions import interval_words
 from lostmid.evidence.fit_checks import fit_not_evaluable, fit_rows, gate
 from lostmid.evidence.inputs import Effects, Estimate, EvidenceError, Inputs, NotRun, Setting, pair_settings, runs_of
 from lostmid.evidence.readings import (
-    at_matched_accuracy,
-    at_own_mid_training,
     late_failure_per_seed,
     late_minus_early_failure_per_seed,
+    matched_pair,
     mean_accuracy_at,
     mid_training_step,
     never_learns,
@@ -29,20 +28,42 @@ from lostmid.evidence.readings import (
 from lostmid.evidence.settings import EvidenceSettings
 from lostmid.stats import statistics as st
 
+# The per-seed statistics read at a mid-training checkpoint, by the names claims.yaml gives them: the function,
+# its words, and its name in a row's note.
+AT_MID_TRAINING = {
+    "slope": (slopes_at, "per-seed binomial logistic slope (Haldane +0.5)", "slopes at matched accuracy"),
+    "late_minus_early": (
+        late_minus_early_failure_per_seed,
+        "per-seed failure rate on late flags (p > 1/2) minus early (p < 1/2)",
+        "late minus early failure",
+    ),
+}
 
-def slope_at_mid_training(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects | Estimate:
-    """Blog (a): mid-training, failure rises with the flag position (baseline). Per seed: slope b of the binomial
-    GLM logit(failure) = a + b p at the variant's own mid-training checkpoint (``mid_training_step``; a "not
-    evaluable" estimate when it never gets there)."""
-    step, best = mid_training_step(inputs.failure, s.variant, s.L, s.depth, ev.mid_accuracy)
-    if step is None:
-        return not_reached(s.variant, best, ev)
-    slopes = slopes_at(inputs.failure, s.variant, s.L, s.depth, step)
-    return Effects(
-        (slopes.to_numpy(),),
-        f"per-seed binomial logistic slope (Haldane +0.5) at step {step}",
-        f"mid-training = first checkpoint with mean accuracy >= {ev.mid_accuracy:g} (best {best:.3f})",
+
+def at_mid_training(statistic: str, inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects | Estimate:
+    """Blog (a) and (e), each by the logistic slope of failure on p (the binomial GLM logit(failure) = a + b p) or
+    by the model-free late minus early failure rate (``AT_MID_TRAINING``), and the controls' arms: the per-seed
+    ``statistic`` of the setting's variant at its own mid-training checkpoint (``mid_training_step``), and where the
+    setting has a reference, of each arm at its *own* mid-training checkpoint, paired by seed (variant - reference:
+    (e)'s "does not have the previous preference" at matched accuracy). An arm that never reaches that level has no
+    mid-training checkpoint: the row is not evaluable (at an earlier step a model near chance is flat for the wrong
+    reason)."""
+    function, words, label = AT_MID_TRAINING[statistic]
+    arms = []
+    for v in (s.variant, s.reference) if s.reference else (s.variant,):
+        step, best = mid_training_step(inputs.failure, v, s.L, s.depth, ev.mid_accuracy)
+        if step is None:
+            return not_reached(v, best, ev)
+        arms.append((v, function(inputs.failure, v, s.L, s.depth, step), step, best))
+    if len(arms) == 1:
+        ((_, values, step, best),) = arms
+        note = f"mid-training = first checkpoint with mean accuracy >= {ev.mid_accuracy:g} (best {best:.3f})"
+        return Effects((values.to_numpy(),), f"{words} at step {step}", note)
+    each = ", ".join(
+        f"{v} {y.mean():.3g} at step {t} (mean accuracy {mean_accuracy_at(inputs.failure, v, s.L, s.depth, t):.3f})"
+        for v, y, t, _ in arms
     )
+    return Effects(tuple(y for _, y, _, _ in arms), f"{words}, each arm at its own mid-training", f"{label}: {each}")
 
 
 # =========================================================================== blog (a): failure rises with position
@@ -200,7 +221,8 @@ def debiased_speed_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Settin
 
 def debiased_trains_faster(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     """Blog (d), with (e)'s second half: the bias-corrected model trains faster than its baseline,
-    and recalls the late flags "even when the naive one was still confused".
+    and recalls the late flags "even when the naive one was still confused"; the controls' arms against their
+    baseline or the literal reading alike (the setting's variant against its reference).
 
     Per seed: the area under the failure curve (evaluation failure pooled over positions,
     trapezoid over the checkpoints from step 0 to the last checkpoint both variants have,
@@ -212,25 +234,30 @@ def debiased_trains_faster(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> 
     of its own.
     """
     debiased, baseline, horizon = training_speed_per_seed(inputs.failure, s)
-    note = f"mean failure over training: debiased {debiased.mean():.3f}, baseline {baseline.mean():.3f}"
+    note = f"mean failure over training: {s.variant} {debiased.mean():.3f}, {s.reference} {baseline.mean():.3f}"
     step, _ = mid_training_step(inputs.failure, s.reference, s.L, s.depth, ev.mid_accuracy)
     if step is not None:
         late = [late_failure_per_seed(inputs.failure, v, s.L, s.depth, step) for v in (s.variant, s.reference)]
         diff = st.paired_difference(*late, st.t_interval, level=ev.level)
         note += (
             f"; (e)'s second half, the same slowness at one checkpoint: failure on late flags (p > 1/2) at "
-            f"step {step} ({s.reference}'s mid-training), debiased - baseline {interval_words(diff)} over {diff.n} "
-            f"seeds (debiased {late[0].mean():.3f}, baseline {late[1].mean():.3f})"
+            f"step {step} ({s.reference}'s mid-training), {s.variant} - {s.reference} {interval_words(diff)} over "
+            f"{diff.n} seeds ({s.variant} {late[0].mean():.3f}, {s.reference} {late[1].mean():.3f})"
         )
     method = f"per-seed area under the failure curve, steps 0-{horizon}, divided by the span"
     return Effects((debiased, baseline), method, note)
 
 
-def debiased_preference_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
+def debiased_preference_settings(interpolated: bool, inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
+    """(e)'s settings: every bias variant against its reference, each at its own mid-training, or (``interpolated``)
+    at matched accuracy by interpolation rather than at a checkpoint."""
     found = []
     for s in pair_settings("bias", "failure", "", inputs, ev):
         checkpoint, why = "each at its own mid-training", None
-        if s.missing is None:
+        if s.missing is None and interpolated:
+            checkpoint = f"matched accuracy {ev.mid_accuracy:g}, interpolated between checkpoints"
+            why = fit_not_evaluable(inputs, ev, s.variant, s.L, s.depth)
+        elif s.missing is None:
             arms = (s.variant, s.reference)
             steps = [mid_training_step(inputs.failure, v, s.L, s.depth, ev.mid_accuracy)[0] for v in arms]
             unreached = " and ".join(v for v, t in zip(arms, steps) if t is None)
@@ -244,82 +271,24 @@ def debiased_preference_settings(inputs: Inputs, ev: EvidenceSettings) -> list[S
     return found
 
 
-def debiased_has_less_position_preference(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects | Estimate:
-    """Blog (e), its first half: the bias-corrected model "does not have the previous preference". At matched
-    accuracy: each arm's per-seed logistic slope of failure on p at its *own* mid-training checkpoint, paired by seed
-    (debiased - baseline). A variant that never reaches that level has no mid-training checkpoint: the row is not
-    evaluable (at an earlier step a model near chance is flat for the wrong reason)."""
-    arms = at_own_mid_training(inputs, ev, s, slopes_at)
-    if isinstance(arms, Estimate):
-        return arms
-    accuracy = [mean_accuracy_at(inputs.failure, v, s.L, s.depth, step) for v, _, step, _ in arms]
-    words = ", ".join(
-        f"{v} {y.mean():.3g} at step {t} (mean accuracy {a:.3f})" for (v, y, t, _), a in zip(arms, accuracy)
-    )
-    method = "per-seed binomial logistic slope (Haldane +0.5), each arm at its own mid-training"
-    return Effects(tuple(slopes for _, slopes, _, _ in arms), method, "slopes at matched accuracy: " + words)
-
-
-# ============================================= (a) and (e) read two more ways (estimator robustness)
-# With the model-free statistic (late minus early failure per seed), and with the arms compared at one accuracy by
-# interpolating between checkpoints (``readings.at_matched_accuracy``), so that a verdict does not rest on one
-# estimator or on the checkpoint grid.
-
-
-def failure_rises_with_position_model_free(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects | Estimate:
-    """Blog (a) with the model-free statistic: per seed, the failure rate on late flags minus that on early flags
-    at the mid-training checkpoint. Read beside the logistic-slope row (``Claim.beside``)."""
-    arms = at_own_mid_training(inputs, ev, s, late_minus_early_failure_per_seed, [s.variant])
-    if isinstance(arms, Estimate):
-        return arms
-    ((_, values, step, _),) = arms
-    method = f"per-seed failure rate on late flags (p > 1/2) minus early (p < 1/2) at step {step}"
-    return Effects((values.to_numpy(),), method)
-
-
-def debiased_has_less_position_preference_model_free(inputs, ev, s) -> Effects | Estimate:
-    """Blog (e) with the model-free statistic: the late minus early failure rate of each arm at its own
-    mid-training checkpoint, paired by seed (debiased - baseline). Read beside the logistic-slope row."""
-    arms = at_own_mid_training(inputs, ev, s, late_minus_early_failure_per_seed)
-    if isinstance(arms, Estimate):
-        return arms
-    method = "per-seed late (p > 1/2) minus early (p < 1/2) failure rate, each arm at its own mid-training"
-    return Effects(tuple(values for _, values, _, _ in arms), method)
-
-
-def interpolated_preference_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
-    """(e)'s settings, each read at matched accuracy by interpolation rather than at a checkpoint."""
-    return [
-        s
-        if s.missing
-        else replace(s, checkpoint=f"matched accuracy {ev.mid_accuracy:g}, interpolated between checkpoints")
-        for s in debiased_preference_settings(inputs, ev)
-    ]
+# ============================================= (e) at matched accuracy by interpolation (estimator robustness)
+# The arms compared at one accuracy by interpolating between checkpoints (``readings.at_matched_accuracy``), so that
+# a verdict does not rest on the checkpoint grid (the model-free statistic, ``at_mid_training``, is the other way).
 
 
 def debiased_has_less_position_preference_interpolated(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     """Blog (e) at matched accuracy by interpolation (``at_matched_accuracy``): per seed, each arm's logistic
     slope where its own accuracy crosses ``mid_accuracy``, paired (debiased - baseline). The note gives the
     accuracy gap the checkpoint reading (debiased_has_less_position_preference) leaves, which this one removes."""
-    per_arm, words, gaps = [], [], []
+    arms = matched_pair(inputs, ev, s, lambda v, step: slopes_at(inputs.failure, v, s.L, s.depth, step))
+    gaps = []
     for variant in (s.variant, s.reference):
-        values, crossing = at_matched_accuracy(
-            inputs.failure,
-            variant,
-            s.L,
-            s.depth,
-            ev.mid_accuracy,
-            lambda step, v=variant: slopes_at(inputs.failure, v, s.L, s.depth, step),
-        )
-        per_arm.append(values)
-        words.append(crossing)
         step, _ = mid_training_step(inputs.failure, variant, s.L, s.depth, ev.mid_accuracy)
         gaps.append(mean_accuracy_at(inputs.failure, variant, s.L, s.depth, step) if step is not None else math.nan)
-    if per_arm[0].index.intersection(per_arm[1].index).empty:
-        raise NotRun(f"no seed reaches the accuracy {ev.mid_accuracy:g} in both {s.variant} and {s.reference}")
     method = f"per-seed logistic slope interpolated to the seed's accuracy {ev.mid_accuracy:g}"
     note = (
-        "; ".join(words) + f"; the checkpoint reading compares mean accuracies {gaps[0]:.3f} and {gaps[1]:.3f} "
+        "; ".join(words for _, words in arms)
+        + f"; the checkpoint reading compares mean accuracies {gaps[0]:.3f} and {gaps[1]:.3f} "
         f"(gap {gaps[0] - gaps[1]:+.3f}); interpolated, the gap is 0 by construction"
     )
-    return Effects(tuple(per_arm), method, note)
+    return Effects(tuple(values for values, _ in arms), method, note)

@@ -29,7 +29,7 @@ from types import SimpleNamespace
 import pandas as pd
 
 from lostmid.evidence import decisions as dec
-from lostmid.evidence.deviations import deviations_of, first_written, rereads
+from lostmid.evidence.deviations import DEVIATIONS, first_written
 from lostmid.evidence.estimators import made_by
 from lostmid.evidence.inputs import (
     CHECK,
@@ -200,10 +200,10 @@ def family_wise(evaluations: list[Evaluation], ev: EvidenceSettings) -> None:
 def as_first_written(evaluations: list[Evaluation], inputs: Inputs, ev: EvidenceSettings) -> None:
     """Deviations on the record (``lostmid.evidence.deviations``): every row decided again with every rule as
     first written, from the estimates already made (``_evaluations`` given them); only a claim whose reading itself
-    reads a restored setting (``deviations.rereads``) is read again. A row whose claim a deviation names, or
+    reads a restored setting (``Deviation.rereads``) is read again. A row whose claim a deviation names, or
     whose verdict (or "not evaluable") the first rules change, gets that verdict in ``verdict_as_first_written``
     and the deviations in ``deviations``. Other rows leave both empty. In place."""
-    first, reread = first_written(ev), rereads()
+    first, reread = first_written(ev), {name for d in DEVIATIONS for name in d.rereads}
     made: dict[Claim, list[Evaluation]] = {}
     for e in evaluations:
         made.setdefault(e.claim, []).append(e)
@@ -214,7 +214,7 @@ def as_first_written(evaluations: list[Evaluation], inputs: Inputs, ev: Evidence
     }
     for e in evaluations:
         old = earlier.get((e.row["claim"], e.row["setting"]))
-        own = deviations_of(e.claim.name)
+        own = [d.name for d in DEVIATIONS if e.claim.name in d.claims]
         then = verdict_words(SimpleNamespace(**old)) if old is not None else "not evaluated under the first rules"
         if own or then != verdict_words(SimpleNamespace(**e.row)):
             e.row.update(

@@ -44,15 +44,6 @@ def first_written(ev: EvidenceSettings) -> EvidenceSettings:
     return replace(ev, **restored)
 
 
-def rereads() -> set[str]:
-    """The claims whose reading is made again under the rules as first written."""
-    return {name for d in DEVIATIONS for name in d.rereads}
-
-
-def deviations_of(claim: str) -> list[str]:
-    return [d.name for d in DEVIATIONS if claim in d.claims]
-
-
 def markdown() -> str:
     """The registry as a Markdown table (docs/evidence.md)."""
     lines = ["| deviation | date | now | first written | why | seen before the change |", "|---|---|---|---|---|---|"]

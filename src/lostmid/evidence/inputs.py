@@ -116,19 +116,15 @@ class _Config:
     def residual(self, name: str) -> bool:
         return bool({**self.model, **(self.variants[name].get("model") or {})}.get("residual", True))
 
+    def overrides(self, name: str, ignore: tuple[str, ...] = ("seed_batch",)) -> tuple[dict, dict]:
+        """The variant's model and train overrides, the train keys ``ignore`` left out (seed_batch changes float
+        rounding only, not what is trained)."""
+        block = self.variants[name]
+        return block.get("model") or {}, {k: v for k, v in (block.get("train") or {}).items() if k not in ignore}
+
     def reference(self, name: str) -> str | None:
         """The variant without a remedy and with the same model and train overrides (see the module doc)."""
-
-        def train(b: dict) -> dict:  # seed_batch changes float rounding only, not what is trained
-            return {k: v for k, v in (b.get("train") or {}).items() if k != "seed_batch"}
-
-        block = self.variants[name]
-        same = [
-            other
-            for other in self.of_kind("none")
-            if (self.variants[other].get("model") or {}) == (block.get("model") or {})
-            and train(self.variants[other]) == train(block)
-        ]
+        same = [other for other in self.of_kind("none") if self.overrides(other) == self.overrides(name)]
         if not same:
             return None
         return "baseline" if "baseline" in same else same[0]

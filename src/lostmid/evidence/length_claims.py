@@ -198,15 +198,6 @@ def _short_L(s: Setting) -> int:
     return int(re.search(r"against L (\d+)", s.checkpoint).group(1))
 
 
-def position_effect_grows_with_length(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
-    """Trained: the baseline's position effect (a), the logistic slope of failure on p at mid-training,
-    is larger at the longest L than at the shortest (Welch; seeds are independent runs at each L)."""
-    long = _at_mid(inputs, ev, s.variant, s.L, s.depth)
-    short = _at_mid(inputs, ev, s.reference, _short_L(s), s.depth)
-    note = f"(a) slope: {long.mean():.3g} at L {s.L}, {short.mean():.3g} at L {_short_L(s)}"
-    return Effects((long, short), note=note)
-
-
 def _bias_arm(inputs: Inputs, baseline: str, L: int, depth: int) -> str:
     """The one bias variant paired with ``baseline`` at (L, depth): (e)'s arm of the growth claims."""
     candidates = (v for v in inputs.of_kind("bias") if inputs.reference(v) == baseline)
@@ -230,16 +221,20 @@ def _fix_effect(inputs: Inputs, ev: EvidenceSettings, variant: str, baseline: st
     return paired(*(_at_mid(inputs, ev, v, L, depth, per_seed) for v in (variant, baseline)))
 
 
-def fix_effect_grows_with_length(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
-    """The interaction: (e)'s effect (debiased - baseline slope, each at its own mid-training) is more
-    negative at the longest L than at the shortest (the fix matters more as L grows)."""
+def grows_with_length(effect: str, inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
+    """Trained, the longest L against the shortest (Welch; seeds are independent runs at each L): the baseline's
+    position effect (``effect`` "(a) slope": the logistic slope of failure on p at mid-training) is larger, or the
+    interaction, (e)'s effect (``effect`` "(e) effect": debiased - baseline slope, each at its own mid-training) is
+    more negative (the fix matters more as L grows)."""
+
+    def at(baseline: str, L: int) -> pd.Series:
+        if effect == "(a) slope":
+            return _at_mid(inputs, ev, baseline, L, s.depth)
+        return _fix_effect(inputs, ev, _bias_arm(inputs, baseline, L, s.depth), baseline, L, s.depth, slopes_at)
+
     short_L = _short_L(s)
-    long = _fix_effect(inputs, ev, _bias_arm(inputs, s.variant, s.L, s.depth), s.variant, s.L, s.depth, slopes_at)
-    short = _fix_effect(
-        inputs, ev, _bias_arm(inputs, s.reference, short_L, s.depth), s.reference, short_L, s.depth, slopes_at
-    )
-    note = f"(e) effect: {long.mean():.3g} at L {s.L}, {short.mean():.3g} at L {short_L}"
-    return Effects((long, short), note=note)
+    long, short = at(s.variant, s.L), at(s.reference, short_L)
+    return Effects((long, short), note=f"{effect}: {long.mean():.3g} at L {s.L}, {short.mean():.3g} at L {short_L}")
 
 
 def model_free_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:

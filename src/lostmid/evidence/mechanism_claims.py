@@ -17,12 +17,9 @@ from dataclasses import replace
 import numpy as np
 
 from lostmid.evidence.fit_checks import fit_not_evaluable, fit_rows, gate
-from lostmid.evidence.inputs import Effects, Estimate, Inputs, NotRun, Setting, pair_settings, runs_of
+from lostmid.evidence.inputs import Effects, Inputs, NotRun, Setting, pair_settings, runs_of
 from lostmid.evidence.readings import (
-    at_own_mid_training,
-    late_minus_early_failure_per_seed,
     never_learns,
-    training_speed_per_seed,
 )
 from lostmid.evidence.settings import EvidenceSettings
 
@@ -91,25 +88,6 @@ def literal_settings(checkpoint: str, inputs: Inputs, ev: EvidenceSettings) -> l
 
 
 # ----------------------------------------------------------------------------- per-seed effects
-
-
-def paired_preference(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects | Estimate:
-    """Per seed, late minus early failure of the arm and of its reference, each at its own mid-training (the
-    statistic of arm_has_less_late_minus_early_failure and arm_preference_as_literal)."""
-    arms = at_own_mid_training(inputs, ev, s, late_minus_early_failure_per_seed)
-    if isinstance(arms, Estimate):
-        return arms
-    method = "per seed, failure on late flags (p > 1/2) minus early flags (p < 1/2), each arm at its own mid-training"
-    words = ", ".join(f"{v} {values.mean():.3g} at step {step}" for v, values, step, _ in arms)
-    return Effects(tuple(values for _, values, _, _ in arms), method, "late minus early failure: " + words)
-
-
-def arm_speed_as_literal(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
-    """The arm's mean failure over training against the literal reading's (blog (d)'s statistic)."""
-    arm, literal, horizon = training_speed_per_seed(inputs.failure, s)
-    method = f"per-seed area under the failure curve, steps 0-{horizon}, divided by the span"
-    note = f"mean failure over training: {s.variant} {arm.mean():.3f}, {s.reference} {literal.mean():.3f}"
-    return Effects((arm, literal), method, note)
 
 
 def arm_flattens_trained_model_at_init(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:

@@ -24,12 +24,9 @@ from lostmid.evidence.inputs import (
 from lostmid.evidence.settings import EvidenceSettings
 
 
-def single_setting(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
-    return [Setting()]
-
-
-def conditions_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
-    return [Setting(checkpoint="every checkpoint")]
+def one_setting(checkpoint: str | None, inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
+    """The one setting of a claim on a table that is not per run (a closed form, a simulation, a count over rows)."""
+    return [Setting(checkpoint=checkpoint)]
 
 
 def structural_baseline_matches_closed_form(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
@@ -150,34 +147,17 @@ def algebraic_baseline_left_right_middle(inputs: Inputs, ev: EvidenceSettings, s
     return Effects((value, 3, "min of two regional differences"))
 
 
-def algebraic_balance_e_inf_near_zero(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
-    """Paper Table 1: Algorithm 1 reaches E_inf close to 0: at most ``einf_zero``."""
-    return Effects((_row(inputs, "alg1").E_inf, 1, "E_inf of Alg. 1"))
+def algebraic_value(method: str, column: str, words: str, inputs: Inputs, ev: EvidenceSettings, s: Setting):
+    """Paper Table 1: one value, ``column`` of the row of ``method`` (E_inf of Algorithm 1 close to 0, LIM of
+    Algorithm 3 below 0)."""
+    return Effects((_row(inputs, method)[column], 1, words))
 
 
-def algebraic_balance_z_grows(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
-    """Paper Table 1: ... while Z grows: log(Z_alg1 / Z_baseline) greater than zero."""
-    value = math.log(_row(inputs, "alg1").Z / _row(inputs, "baseline").Z)
-    return Effects((value, 2, "log ratio of two totals"))
-
-
-def algebraic_reweight_moves_little(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
-    """Paper Table 1: Algorithm 2 moves the profile little: log(E_inf_alg2 / E_inf_baseline)
-    within +- ``log_ratio_margin``."""
-    value = math.log(_row(inputs, "alg2").E_inf / _row(inputs, "baseline").E_inf)
-    return Effects((value, 2, "log ratio"))
-
-
-def observability_lowers_trace_imbalance(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
-    """Paper Table 1: Algorithm 3 balances its trace surrogate: its trace imbalance is at most
-    ``imbalance_ratio`` of the baseline's."""
-    value = _row(inputs, "alg3").obs_imbalance / _row(inputs, "baseline").obs_imbalance
-    return Effects((value, 2, "ratio of trace imbalances"))
-
-
-def algebraic_observability_right_below_middle(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
-    """Paper Table 1: ... yet pushes the right region below the middle: LIM of Alg. 3 less than zero."""
-    return Effects((_row(inputs, "alg3").LIM, 1, "LIM of Alg. 3"))
+def algebraic_ratio(method: str, column: str, log: bool, words: str, inputs: Inputs, ev: EvidenceSettings, s: Setting):
+    """Paper Table 1: ``column`` of ``method`` over the baseline's, or its log with ``log`` (Algorithm 1's Z grows,
+    Algorithm 2 moves E_inf little, Algorithm 3 lowers its trace imbalance)."""
+    ratio = _row(inputs, method)[column] / _row(inputs, "baseline")[column]
+    return Effects((math.log(ratio) if log else ratio, 2, words))
 
 
 def probe_ratio_falls(column: str, inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:

@@ -6,6 +6,7 @@ never reaches mid-training or a reference never learns."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -63,19 +64,6 @@ def not_reached(variant: str, best: float, ev: EvidenceSettings) -> Estimate:
     )
 
 
-def at_own_mid_training(inputs: Inputs, ev: EvidenceSettings, s: Setting, statistic, arms=None):
-    """Per arm (the setting's variant and its reference, or ``arms``): ``statistic(failure, arm, L, depth, step)``
-    at the arm's own mid-training checkpoint, as (arm, values, step, best mean accuracy); the "not evaluable" estimate
-    (``not_reached``) of the first arm that never gets there."""
-    found = []
-    for variant in arms or (s.variant, s.reference):
-        step, best = mid_training_step(inputs.failure, variant, s.L, s.depth, ev.mid_accuracy)
-        if step is None:
-            return not_reached(variant, best, ev)
-        found.append((variant, statistic(inputs.failure, variant, s.L, s.depth, step), step, best))
-    return found
-
-
 def never_learns(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> str | None:
     step, best = mid_training_step(inputs.failure, s.reference, s.L, s.depth, ev.mid_accuracy)
     if step is not None:
@@ -121,10 +109,13 @@ def pooled_failure_rate(part: pd.DataFrame) -> pd.Series:
     return (pooled.failures / pooled.n).astype(np.float64)
 
 
-def late_failure_per_seed(failure: pd.DataFrame, variant: str, L: int, depth: int, step: int) -> pd.Series:
-    """Per seed: the failure rate at ``step`` pooled over the flags in the later half of the context (p > 1/2)."""
+def late_failure_per_seed(
+    failure: pd.DataFrame, variant: str, L: int, depth: int, step: int, late: bool = True
+) -> pd.Series:
+    """Per seed: the failure rate at ``step`` pooled over the flags in the later half of the context (p > 1/2), or
+    with ``late`` false over the others (p <= 1/2)."""
     part = rows_of(failure, "failure", variant, L, depth, step)
-    return pooled_failure_rate(part[part.p > 0.5])
+    return pooled_failure_rate(part[(part.p > 0.5) == late])
 
 
 def late_minus_early(part: pd.DataFrame) -> pd.Series:
@@ -193,3 +184,16 @@ def at_matched_accuracy(
         f" ({left_out} seed{'s' if left_out > 1 else ''} never do, left out)" if left_out else ""
     )
     return pd.Series(found, dtype=np.float64).sort_index(), words
+
+
+def matched_pair(inputs: Inputs, ev: EvidenceSettings, s: Setting, statistic) -> list[tuple[pd.Series, str]]:
+    """``at_matched_accuracy`` at ``evidence.mid_accuracy`` of the setting's variant and of its reference, with the
+    per-seed ``statistic(arm, step)``: per arm, the values and their words; NotRun where no seed reaches that
+    accuracy in both arms."""
+    arms = [
+        at_matched_accuracy(inputs.failure, v, s.L, s.depth, ev.mid_accuracy, partial(statistic, v))
+        for v in (s.variant, s.reference)
+    ]
+    if arms[0][0].index.intersection(arms[1][0].index).empty:
+        raise NotRun(f"no seed reaches the accuracy {ev.mid_accuracy:g} in both {s.variant} and {s.reference}")
+    return arms

@@ -33,15 +33,11 @@ def verdict_counts(table: pd.DataFrame) -> str:
     return ", ".join(f"{counts[verdict]} {verdict}" for verdict in sorted(counts.index))
 
 
-# A row without a verdict of its own, by its status (the column ``status``, lostmid.evidence.inputs.STATUSES):
-# a claim not evaluated on the run, one measured but not decidable, one with fewer replicates than the
-# run's plan (evidence.min_seeds, evidence.min_windows); in words as its method begins.
-NO_VERDICT = STATUS_WORDS
-
-
 def no_verdict(row) -> str:
-    """Why the row has no verdict of its own, in words ("" for a decided row)."""
-    return NO_VERDICT.get(row.status, "")
+    """Why the row has no verdict of its own, in words as its method begins ("" for a decided row): a claim not
+    evaluated on the run, one measured but not decidable, one with fewer replicates than the run's plan
+    (evidence.min_seeds, evidence.min_windows)."""
+    return STATUS_WORDS.get(row.status, "")
 
 
 def with_status(table: pd.DataFrame) -> pd.DataFrame:
@@ -49,7 +45,7 @@ def with_status(table: pd.DataFrame) -> pd.DataFrame:
     words its method began with then (the one place those words are read back: old tables only)."""
     if "status" in table:
         return table
-    words = {prefix: status for status, prefix in NO_VERDICT.items()}
+    words = {prefix: status for status, prefix in STATUS_WORDS.items()}
     method = table["method"].astype(str)
     status = pd.Series(DECIDED, index=table.index)
     for prefix, value in words.items():

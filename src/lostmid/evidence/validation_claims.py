@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -35,11 +34,11 @@ from lostmid.evidence.inputs import (
 )
 from lostmid.evidence.paper_claims import log_metric
 from lostmid.evidence.readings import (
-    at_matched_accuracy,
+    late_failure_per_seed,
+    matched_pair,
     mean_accuracy_at,
     mid_training_step,
     paired,
-    pooled_failure_rate,
 )
 from lostmid.evidence.settings import EvidenceSettings
 from lostmid.stats import statistics as st
@@ -162,15 +161,8 @@ def _accuracy_gap(inputs: Inputs, s: Setting, steps: tuple[int, int]) -> str:
 def interpolated_log_ratio(inputs: Inputs, ev: EvidenceSettings, s: Setting, column: str = "E_inf") -> Effects:
     """Per seed, log(column remedy / reference), each arm's log interpolated to where the seed's own
     accuracy crosses ``mid_accuracy`` (``readings.at_matched_accuracy``)."""
-    arms = [
-        at_matched_accuracy(
-            inputs.failure, v, s.L, s.depth, ev.mid_accuracy, partial(log_metric, inputs, ev, v, s, column=column)
-        )
-        for v in (s.variant, s.reference)
-    ]
+    arms = matched_pair(inputs, ev, s, lambda v, step: log_metric(inputs, ev, v, s, step, column))
     values = paired(arms[0][0], arms[1][0])
-    if values.empty:
-        raise NotRun(f"no seed reaches the accuracy {ev.mid_accuracy:g} in both {s.variant} and {s.reference}")
     method = (
         f"per-seed log({column} remedy / {column} baseline), each seed interpolated to accuracy {ev.mid_accuracy:g}"
     )
@@ -269,25 +261,13 @@ def shift_not_evaluable(inputs: Inputs, ev: EvidenceSettings, s: Setting, check_
 def uniform_counterpart(inputs: Inputs, name: str) -> str | None:
     """The variant with the same overrides as ``name`` but trained on the uniform flag law (seed_batch aside)."""
 
-    def key(block: dict) -> tuple:
-        train = {k: v for k, v in (block.get("train") or {}).items() if k not in ("seed_batch", "flag_law")}
-        return block.get("model") or {}, train, block.get("remedy") or {}
+    def key(v: str) -> tuple:
+        return *inputs.overrides(v, ("seed_batch", "flag_law")), inputs.variants[v].get("remedy") or {}
 
     same = [
-        other
-        for other in sorted(inputs.variants)
-        if flag_law(inputs, other) == "uniform" and key(inputs.variants[other]) == key(inputs.variants[name])
+        other for other in sorted(inputs.variants) if flag_law(inputs, other) == "uniform" and key(other) == key(name)
     ]
     return same[0] if same else None
-
-
-def untrained_failure_per_seed(
-    failure: pd.DataFrame, variant: str, law: str, L: int, depth: int, step: int
-) -> pd.Series:
-    """Per seed: the failure rate at ``step`` on the half of the flags a shifted law under-trains
-    (early law: p > 1/2; late law: p <= 1/2), on the uniform balanced evaluation set."""
-    part = rows_of(failure, "failure", variant, L, depth, step)
-    return pooled_failure_rate(part[(part.p > 0.5) if law == "early" else (part.p <= 0.5)])
 
 
 def shift_step(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> int:
@@ -305,10 +285,11 @@ def shift_step(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> int:
 def shift(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
     law = flag_law(inputs, s.variant)
     step = shift_step(inputs, ev, s)
+    late = law == "early"  # the half of the flags the shifted law under-trains, on the uniform balanced set
     values = paired(
-        *(untrained_failure_per_seed(inputs.failure, v, law, s.L, s.depth, step) for v in (s.variant, s.reference))
+        *(late_failure_per_seed(inputs.failure, v, s.L, s.depth, step, late) for v in (s.variant, s.reference))
     )
-    half = "p > 1/2" if law == "early" else "p <= 1/2"
+    half = "p > 1/2" if late else "p <= 1/2"
     note = ""
     if inputs.metrics is not None:
         e_inf = _log_ratio(lambda v, st_: log_metric(inputs, ev, v, s, st_), s, (step, step))
