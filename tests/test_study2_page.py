@@ -13,6 +13,8 @@ import pandas as pd
 import pytest
 import yaml
 
+from lostmid.study.study2_secondaries import PILOT
+
 from conftest import REPO, SLOW_PRIMARY, begun_under, copy_record, git
 
 STEPS = range(0, 1501, 250)
@@ -54,12 +56,13 @@ def synthetic_tables(passing: dict[str, int]) -> tuple[dict, dict]:
             template = PASSING if fit <= passing[f"fix_{name}"] else FAILING
             summary.append(study1[study1.variant == template].assign(variant=variant, fit_model=variant))
     failure = pd.DataFrame(rows)
-    base_res = failure[(failure.variant == "study2_base_res")].drop_duplicates(["seed", "step", "flag_pos"])
-    noise = np.random.default_rng(7).standard_normal(len(base_res))
-    influence = pd.DataFrame({"variant": base_res.variant, "L": 16, "depth": 4, "seed": base_res.seed,
-                              "step": base_res.step, "layer": 0, "position": base_res.flag_pos - 1,
-                              "p": (base_res.flag_pos - 1.5) / 16, "energy": 1.0,
-                              "density": np.exp(-0.2 * base_res.flag_pos + 0.3 * noise)})  # fmt: skip
+    base = failure[failure.variant.isin(["study2_base_res", "study2_base_nores"])]
+    base = base.drop_duplicates(["variant", "seed", "step", "flag_pos"])
+    noise = np.random.default_rng(7).standard_normal(len(base))
+    influence = pd.DataFrame({"variant": base.variant, "L": 16, "depth": 4, "seed": base.seed,
+                              "step": base.step, "layer": 0, "position": base.flag_pos - 1,
+                              "p": (base.flag_pos - 1.5) / 16, "energy": 1.0,
+                              "density": np.exp(-0.2 * base.flag_pos + 0.3 * noise)})  # fmt: skip
     overlay = {"plan": "study/plan2.yaml", "grid": grid}
     return overlay, {"failure": failure, "influence": influence, "bias_summary": pd.concat(summary)}
 
@@ -70,6 +73,8 @@ def checkout(tmp_path):
     repo = tmp_path / "repo"
     (repo / "study").mkdir(parents=True)
     shutil.copyfile(REPO / "study" / "plan2.yaml", repo / "study" / "plan2.yaml")
+    (repo / PILOT).parent.mkdir(parents=True)
+    shutil.copyfile(REPO / PILOT, repo / PILOT)  # the residual pilot's record, which the page reads
     plan = yaml.safe_load((REPO / "study" / "plan.yaml").read_text())
     plan["primaries"] = [p for p in plan["primaries"] if p["id"] != SLOW_PRIMARY]
     (repo / "study" / "plan.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
@@ -205,11 +210,82 @@ def test_the_page_for_both_studies_answers_each_question_once_with_its_step_and_
     assert "exploratory, over every fit of its trained arm: " in page and "could not be built" not in page
     assert "Asked again because: (a) at the blog's step" in page
     assert "not yet run" not in page and len(rows) == 10
+    flat = page.index("## What B can do to the residual network at initialization")
+    assert page.count("## What B can do to the residual network") == 1
+    residual = page.index("## Does the blog's fix, fitted on the residual network itself")
+    assert flat < residual  # before the first question on the residual arm
+    assert "**Exploratory rows of study 2**" in page and "| `fix_arms_mixed_model` | `d_speed_residual`" in page
     assert "Cost: 3 jobs, 2.00 CPU hours (bias_fit 1.00, train 1.00), at most 900 MB a job" in page  # its record's
     assert (repo / "docs" / "figures" / "findings_study2_failure.png").is_file()
     assert "](figures/findings_study2_failure.png)" in page
     assert f"`{started['commit'][:12]}`" in page and "Endpoints: primary" in page
     assert "old" not in readme.read_text() and "At step 1500: Yes" in " ".join(readme.read_text().split())
+
+
+def test_the_page_says_how_flat_the_pilot_and_the_runs_fits_make_the_residual_network(tmp_path):
+    from lostmid.evidence.fit_checks import fit_flatness
+    from lostmid.study.reading import number
+    from lostmid.study.study2_reading import read_record2
+    from lostmid.study.study2_secondaries import flatness_section, read_pilot
+
+    repo = checkout(tmp_path)
+    record = read_record2(write_record(tmp_path / "study2", repo, {"fix_res": 1, "fix_nores": 3}))
+    section = " ".join(" ".join(flatness_section(record, read_pilot(repo / PILOT))).split())
+    pilot = pd.read_csv(REPO / PILOT).set_index("form")
+    blog = pilot.loc["full"]  # the blog's form: one (L, L) B, which fails the gate
+    said = f"E_inf {number(blog.E_inf_b0)} -> {number(blog.E_inf_fit)}, log ratio {number(blog.log_ratio)} "
+    assert said + f"(upper bound {number(blog.log_ratio_upper)}): it fails" in section
+    assert (
+        f"at most {number(blog.gate)} (log(1/1.5))" in section and f"{number(blog.floor_fit)} at its best B" in section
+    )
+    rich = pilot.loc["layer_head"]
+    assert f"| pilot, one fit | {number(rich.log_ratio)} | {number(rich.log_ratio_upper)} | yes (flatness) |" in section
+    # the run's fits by their own fit checks: fit 1 flattens (study 1's passing rows), fits 2-3 do not
+    measured = fit_flatness(record.bias_summary, [f"study2_fix_res_{k}" for k in (1, 2, 3)])
+    best = measured["study2_fix_res_1"]
+    part = record.bias_summary[record.bias_summary.variant == "study2_fix_res_1"]
+    assert best.estimate == pytest.approx(np.log(part.imbalance_after / part.imbalance_before).mean())
+    assert best.estimate < min(measured[f"study2_fix_res_{k}"].estimate for k in (2, 3))
+    assert (
+        f"| run, best of 3 fits (`study2_fix_res_1`) | {number(best.estimate)} | {number(best.high)} | yes |" in section
+    )
+    median = np.median([i.estimate for i in measured.values()])
+    assert f"| run, median over 3 fits | {number(median)} |" in section and "| 1 of 3 |" in section
+
+
+def test_study_2s_secondaries_are_read_from_the_record_or_say_why_not(decided, read_decided, tmp_path):
+    from lostmid.study.plan import read_plan
+    from lostmid.study.study2_reading import read_record2
+    from lostmid.study.study2_secondaries import NOT_IN_RECORD, SECONDARIES, Context, secondary_rows
+
+    repo, run = decided
+    plan, record = read_plan(repo / "study" / "plan2.yaml"), read_record2(run)
+    rows = secondary_rows(plan, record, run, RESAMPLES)
+    by_id = {}
+    for row in rows:
+        by_id.setdefault(row["id"], []).append(row)
+    assert list(by_id) == [s["id"] for s in plan["secondaries"]]  # every secondary, in the plan's order
+    counts = {"a_position_noresidual_500": 1, "a_per_seed_slopes": 8, "fix_arms_mixed_model": 6,
+              "fix_arms_seeds_as_independent": 6, "d_residual_by_fix_interaction": 1,
+              "influence_beyond_position_noresidual": 3}  # fmt: skip
+    for name, n in counts.items():
+        assert len(by_id[name]) == n and all(
+            np.isfinite([r["estimate"], r["low"], r["high"]]).all() for r in by_id[name]
+        )
+    assert {r["n"] for r in by_id["fix_arms_mixed_model"]} == {FITS}  # fits the units
+    assert {r["n"] for r in by_id["fix_arms_seeds_as_independent"]} == {FITS * SEEDS_PER_FIT}  # seeds the units
+    speed = {name: read_decided[name].effect.estimate for name in ("d_speed_noresidual", "d_speed_residual")}
+    interaction = by_id["d_residual_by_fix_interaction"][0]["estimate"]
+    assert interaction == pytest.approx(speed["d_speed_noresidual"] - speed["d_speed_residual"])  # of fit means
+    for name in ("residual_fix_blog_form", "thermodynamic_limit", "fit_checks_and_traces"):
+        assert by_id[name][0]["note"].startswith(f"{NOT_IN_RECORD}: ")  # the synthetic record holds none of them
+    assert not any("not yet run" in row["note"] for row in rows)
+    (tmp_path / "tables").mkdir()  # a record with study 1's profiles at L = 8..128
+    shutil.copyfile(
+        REPO / "runs" / "study" / "tables" / "length_init.parquet", tmp_path / "tables" / "length_init.parquet"
+    )
+    growth = SECONDARIES["thermodynamic_limit"](Context(plan, record, tmp_path, RESAMPLES))
+    assert [r["n"] > 0 and np.isfinite(r["estimate"]) and "no interval" in r["note"] for r in growth] == [True] * 2
 
 
 def test_a_record_whose_plan_hash_differs_is_read_as_exploratory_everywhere(tmp_path):

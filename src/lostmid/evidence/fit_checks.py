@@ -14,9 +14,10 @@ import numpy as np
 import pandas as pd
 
 from lostmid.evidence import registry
-from lostmid.evidence.estimators import failed_check
+from lostmid.evidence.estimators import failed_check, made_by
 from lostmid.evidence.inputs import Effects, EvidenceError, Inputs, NotRun, Setting, runs_of
 from lostmid.evidence.settings import EvidenceSettings
+from lostmid.stats import statistics as st
 
 # The fit's checks (rows of claims.yaml) that gate every claim about a reading, by name.
 CHECKS = ("bias_fit_flattens_profile", "bias_fit_keeps_context_share")
@@ -146,19 +147,43 @@ def gate(*reasons: str | None) -> str | None:
     return "; ".join(found) if found else None
 
 
+def fit_inputs(summary: pd.DataFrame, fit: str) -> tuple[Inputs, Setting] | None:
+    """The inputs and setting of one fit's checks (``summary``: a study's bias_fit_summary rows; the fit's own, at
+    its L and depth); None where the summary holds no row of it."""
+    part = summary[summary.variant == fit]
+    if part.empty:
+        return None
+    setting = Setting(fit, int(part.L.iloc[0]), int(part.depth.iloc[0]))
+    return Inputs(variants={fit: {}}, model={}, bias_summary=part), setting
+
+
+def default_settings() -> EvidenceSettings:
+    """The evidence settings a study's gate reads its fit checks at: the defaults (config/config.yaml's level)."""
+    from lostmid.config import settings_from_section
+
+    return settings_from_section(EvidenceSettings, {}, "evidence")
+
+
 def fit_reasons(summary: pd.DataFrame, fits: list[str]) -> dict[str, str | None]:
     """Per fit of a study's fix arm (``summary``: its bias_fit_summary rows), why it fails the fit checks on the
     model it trains (``fit_not_evaluable``: the guard and ``CHECKS`` at the default evidence settings' level); None
     where it passes. A fit without rows in the summary fails: it has no check."""
-    from lostmid.config import settings_from_section
-
-    ev = settings_from_section(EvidenceSettings, {}, "evidence")
+    ev = default_settings()
     reasons = {}
     for fit in fits:
-        part = summary[summary.variant == fit]
-        if part.empty:
+        found = fit_inputs(summary, fit)
+        if found is None:
             reasons[fit] = "no fit check in the record"
             continue
-        inputs = Inputs(variants={fit: {}}, model={}, bias_summary=part)
-        reasons[fit] = fit_not_evaluable(inputs, ev, fit, int(part.L.iloc[0]), int(part.depth.iloc[0]))
+        inputs, s = found
+        reasons[fit] = fit_not_evaluable(inputs, ev, fit, s.L, s.depth)
     return reasons
+
+
+def fit_flatness(summary: pd.DataFrame, fits: list[str]) -> dict[str, st.Interval]:
+    """Per fit of a study's fix arm that the summary holds: the gate's measure as its check makes it
+    (``bias_fit_flattens_profile`` by its declared estimator, ``made_by``): the mean of log(E_inf with B / at B = 0)
+    over the fit's held-out initializations and its interval at the default evidence settings' level."""
+    ev, check = default_settings(), registry.CLAIMS_BY_NAME[CHECKS[0]]
+    found = {fit: fit_inputs(summary, fit) for fit in fits}
+    return {fit: made_by(check, pair[0], ev, pair[1]).interval for fit, pair in found.items() if pair is not None}

@@ -17,6 +17,7 @@ from pathlib import Path
 from lostmid.errors import InputError
 from lostmid.study import findings
 from lostmid.study import study2_reading as s2
+from lostmid.study import study2_secondaries as s2x
 from lostmid.study.reading import (
     DEFAULT_SIZE_LABEL,
     EXPLORATORY,
@@ -167,8 +168,15 @@ def cost_line(run) -> str:
     )
 
 
-def markdown(plan1, record1, rows1, status1, plan2, record2, rows2, status2, figures: dict, run2=None) -> str:
+def residual_arm(q: dict) -> bool:
+    """Whether a question is answered on the residual fix arm (where the page says what B can do to that network)."""
+    return any(row.primary["arms"][0] == s2x.RESIDUAL_FIX for row in q["study2"])
+
+
+def markdown(plan1, record1, rows1, status1, plan2, record2, rows2, status2, figures: dict, run2, added) -> str:
+    """The page; ``added``: (the flatness section's lines, study 2's secondary rows), ``study2_secondaries``."""
     asked = questions(plan1, record1, rows1, rows2)
+    flatness, secondaries2 = added
     out = [
         "# Findings",
         "",
@@ -209,10 +217,18 @@ def markdown(plan1, record1, rows1, status1, plan2, record2, rows2, status2, fig
         f"![failure by flag position of each study-2 arm, with 95% bands over its units]({figures['curves']})",
     ]
     for q in asked:
+        if residual_arm(q):
+            out, flatness = out + flatness, []  # once, before the first question on the residual arm
         out += section(q, plan2)
+    out += flatness  # where no question is on the residual arm: after them
     out += [
         "",
         "---",
+        "",
+        "**Exploratory rows of study 2** (study/plan2.yaml, secondaries). 95% intervals, no multiplicity correction,",
+        f"no outcome; a row the record cannot give says why ({s2x.NOT_IN_RECORD}).",
+        "",
+        *findings.secondaries_table(secondaries2),
         "",
         "**Exploratory rows of study 1.** 95% intervals, no multiplicity correction, no outcome.",
         "",
@@ -222,10 +238,21 @@ def markdown(plan1, record1, rows1, status1, plan2, record2, rows2, status2, fig
 
 
 def write_combined(
-    plan1_path, run1, plan2_path, run2, out, figures_dir, repo, readme=None, force=False, resamples: int = s2.RESAMPLES
+    plan1_path,
+    run1,
+    plan2_path,
+    run2,
+    out,
+    figures_dir,
+    repo,
+    readme=None,
+    force=False,
+    resamples: int = s2.RESAMPLES,
+    pilot=None,
 ) -> list:
     """The page for both studies (``out``), its curves and the README's answers block, from both records and
-    plans; every text is made before anything is written. A committed page written from neither record is
+    plans and the residual pilot's record (``pilot``, ``repo``'s ``study2_secondaries.PILOT`` unless given); every
+    text is made before anything is written. A committed page written from neither record is
     refused unless ``force``; a study-2 record whose manifest names no study-2 plan is one line."""
     from lostmid import io, records
     from lostmid.manifest import identity
@@ -245,9 +272,11 @@ def write_combined(
         records.refuse_other(out, lines[1], force)
     rows1 = findings.rows(plan1, record1, status1[0])
     rows2 = s2.read_plan2(plan2, record2, status2[0], resamples)
+    flatness = s2x.flatness_section(record2, s2x.read_pilot(pilot or Path(repo) / s2x.PILOT))
+    added = (flatness, s2x.secondary_rows(plan2, record2, run2, resamples))
     curves = Path(figures_dir) / "findings_study2_failure.png"
     figures = {"curves": findings.relative(curves, out)}
-    page = io.wrap_prose(markdown(plan1, record1, rows1, status1, plan2, record2, rows2, status2, figures, run2))
+    page = io.wrap_prose(markdown(plan1, record1, rows1, status1, plan2, record2, rows2, status2, figures, run2, added))
     if readme is not None:
         readme_text = findings.readme_with(readme, out, answer_lines(questions(plan1, record1, rows1, rows2)))
     arms = s2.with_variants(plan2, record2.overlay)["run"]["arms"]

@@ -76,7 +76,7 @@ def nested(per_seed: pd.Series, failure: pd.DataFrame, fits: list[str]) -> pd.Se
     return pd.Series(per_seed.to_numpy(), index=index)
 
 
-def _slope(record: Record, plan: dict, primary: dict, resamples: int = RESAMPLES) -> Read:
+def read_slope(record: Record, plan: dict, primary: dict, resamples: int = RESAMPLES) -> Read:
     step = step_of(primary, plan)
     variants = arm_variants(record.overlay, primary["arms"][0])
     rows = est.arm_rows(record.failure, variants, step=step)[["seed", "p", "failures", "n"]]
@@ -84,10 +84,10 @@ def _slope(record: Record, plan: dict, primary: dict, resamples: int = RESAMPLES
     return Read(primary, effect, effect.p_value, step=step)
 
 
-def _fix_arm(record: Record, plan: dict, primary: dict) -> Read:
-    """A fix-arm primary, the fit the unit (seeds nested in fits): (d) by its speed and (e) by late minus early, fix
-    minus baseline on the same seed; an absence by the fix arm's late minus early, p by two one-sided tests. Over
-    the fits that passed the arm's gate, all of them (exploratory, p = 1) where it failed."""
+def fix_arm_units(record: Record, plan: dict, primary: dict) -> tuple[pd.Series, str, Gate, int]:
+    """A fix-arm primary's per-seed values indexed by (fit, seed) over the fits its gate lets it read (``Gate.used``),
+    what they are in words, the gate and the step: (d) by its speed and (e) by late minus early, fix minus baseline
+    on the same seed; an absence by the fix arm's own late minus early."""
     step, found = step_of(primary, plan), gate(record, primary["arms"][0])
     fits, failure = found.used, record.failure
     if primary.get("reading") == "equivalence":
@@ -100,12 +100,19 @@ def _fix_arm(record: Record, plan: dict, primary: dict) -> Read:
     else:
         per_seed = est.speed_differences(failure, fits, arm_variants(record.overlay, primary["arms"][1]), step)
         what = f"per seed, mean failure over steps 0-{step}, fix minus baseline on the same seed"
-    effect = study2.fit_cluster_effect(nested(per_seed, failure, fits), what)
+    return nested(per_seed, failure, fits), what, found, step
+
+
+def _fix_arm(record: Record, plan: dict, primary: dict) -> Read:
+    """A fix-arm primary (``fix_arm_units``), the fit the unit (seeds nested in fits), p by two one-sided tests for
+    an absence. Over the fits that passed the arm's gate, all of them (exploratory, p = 1) where it failed."""
+    units, what, found, step = fix_arm_units(record, plan, primary)
+    effect = study2.fit_cluster_effect(units, what)
     p = study2.equivalence(effect, primary["size"]).p if primary.get("reading") == "equivalence" else effect.p_value
     return Read(primary, effect, p if found.decided else 1.0, found, step=step)
 
 
-def _influence(record: Record, plan: dict, primary: dict) -> Read:
+def read_influence(record: Record, plan: dict, primary: dict) -> Read:
     step = step_of(primary, plan)
     variants = arm_variants(record.overlay, primary["arms"][0])
     fits = study2.influence_fits(est.influence_and_failure(record.failure, record.influence, variants, step))
@@ -116,10 +123,10 @@ def _influence(record: Record, plan: dict, primary: dict) -> Read:
 # Each primary's reading by the estimator's dotted path the plan names.
 READINGS.update(
     {
-        SLOPE: _slope,
+        SLOPE: read_slope,
         "lostmid.stats.study2.fit_cluster_effect": _fix_arm,
         "lostmid.stats.study2.equivalence": _fix_arm,
-        "lostmid.stats.study2.influence_fits": _influence,
+        "lostmid.stats.study2.influence_fits": read_influence,
     }
 )
 
@@ -143,5 +150,5 @@ def read_plan2(plan: dict, record: Record, primary_status: bool, resamples: int 
     """Every primary of ``plan``, read from ``record`` (``reading.read_primaries``): p = 1 for a gated arm, each
     size by its label, exploratory words everywhere unless primary. ``resamples``: the (a) primaries' bootstrap
     resamples (the plan's 2000; fewer only in a test)."""
-    readers = {**READINGS, SLOPE: partial(_slope, resamples=resamples)}
+    readers = {**READINGS, SLOPE: partial(read_slope, resamples=resamples)}
     return reading.read_primaries(plan, record, primary_status, readers, read_primary)
