@@ -277,8 +277,13 @@ def test_study_2s_secondaries_are_read_from_the_record_or_say_why_not(decided, r
     speed = {name: read_decided[name].effect.estimate for name in ("d_speed_noresidual", "d_speed_residual")}
     interaction = by_id["d_residual_by_fix_interaction"][0]["estimate"]
     assert interaction == pytest.approx(speed["d_speed_noresidual"] - speed["d_speed_residual"])  # of fit means
-    for name in ("residual_fix_blog_form", "thermodynamic_limit", "fit_checks_and_traces"):
-        assert by_id[name][0]["note"].startswith(f"{NOT_IN_RECORD}: ")  # the synthetic record holds none of them
+    for name in ("thermodynamic_limit", "fit_checks_and_traces"):
+        assert by_id[name][0]["note"].startswith(f"{NOT_IN_RECORD}: ")  # the synthetic record holds neither
+    blog_form = by_id["residual_fix_blog_form"][0]  # the synthetic residual fits copy study 1's, of the blog's form
+    assert np.isfinite(blog_form["estimate"]) and blog_form["note"].startswith("the best of 3 fits")
+    per_head = record.bias_summary.assign(param="layer_head")  # a run whose residual fits are of another form
+    other = SECONDARIES["residual_fix_blog_form"](Context(plan, replace(record, bias_summary=per_head), run, 1))
+    assert other[0]["note"].startswith(f"{NOT_IN_RECORD}: the run's fits of fix_res are of the form one B per")
     assert not any("not yet run" in row["note"] for row in rows)
     (tmp_path / "tables").mkdir()  # a record with study 1's profiles at L = 8..128
     shutil.copyfile(

@@ -61,6 +61,7 @@ def flatness_section(record: Record, pilot: pd.DataFrame) -> list[str]:
     ).T
     bound = -default_settings().log_ratio_margin
     found = s2.gate(record, RESIDUAL_FIX)
+    form = " and ".join(PILOT_FORMS.get(f, f) for f in residual_forms(record)) or PILOT_FORMS["layer_head"]
     blog, rich = pilot.loc["full"], pilot.loc["layer_head"]
     out = ["", "## What B can do to the residual network at initialization", ""]
     out.append(
@@ -70,9 +71,9 @@ def flatness_section(record: Record, pilot: pd.DataFrame) -> list[str]:
         f"{number(blog.E_inf_b0)} -> {number(blog.E_inf_fit)}, log ratio {number(blog.log_ratio)} (upper bound "
         f"{number(blog.log_ratio_upper)}): it {'passes' if blog.passes else 'fails'}. What it leaves is the readout "
         f"position's own imbalance (its identity path), the floor (r - 1)^2 / (L - 1): {number(blog.floor_b0)} at "
-        f"B = 0, {number(blog.floor_fit)} at its best B. One B per attention step and head, the residual arm's fix:"
+        f"B = 0, {number(blog.floor_fit)} at its best B. One B per attention step and head:"
         f" {number(rich.log_ratio)} (upper bound {number(rich.log_ratio_upper)}) in the pilot; in the run, "
-        f"{len(fits)} fits of {RESIDUAL_FIX}, each on its own fit seed, measured by their fit checks."
+        f"{len(fits)} fits of {RESIDUAL_FIX} ({form}), each on its own fit seed, measured by their fit checks."
     )
     out += ["", "| B | record | log ratio | 95% upper bound | passes the gate |", "|---|---|---|---|---|"]
     for form, row in pilot.loc[list(PILOT_FORMS)].iterrows():
@@ -86,10 +87,10 @@ def flatness_section(record: Record, pilot: pd.DataFrame) -> list[str]:
         return out
     best = measured.log_ratio.idxmin()
     out += [
-        f"| {PILOT_FORMS['layer_head']} | run, best of {len(measured)} fits (`{best}`) | "
+        f"| {form} | run, best of {len(measured)} fits (`{best}`) | "
         f"{number(measured.log_ratio[best])} | {number(measured.upper[best])} | "
         f"{'yes' if found.reasons[best] is None else 'no'} |",
-        f"| {PILOT_FORMS['layer_head']} | run, median over {len(measured)} fits | "
+        f"| {form} | run, median over {len(measured)} fits | "
         f"{number(float(measured.log_ratio.median()))} | {number(float(measured.upper.median()))} | "
         f"{len(found.passed)} of {len(fits)} |",
     ]
@@ -215,12 +216,35 @@ def fit_checks_and_traces(c: Context) -> list[dict]:
 
 
 def residual_fix_blog_form(c: Context) -> list[dict]:
-    why = (
-        "the run fitted no B of the blog's form on the residual network (its residual fits are one B per attention "
-        "step and head); the pilot's one fit of that form is in the section on what B can do to the residual network"
-    )
+    """The blog's form (one (L, L) B, the fit summary's ``param`` "full") on the residual network, per fit of the
+    residual fix arm that has it: the best fit's gate measure (``fit_flatness``) and how many reach the gate's
+    bound; where the run's residual fits are of another form, that form, from the record."""
     what = "the blog's form at initialization, per fit"
-    return [words_row("residual_fix_blog_form", what, f"{NOT_IN_RECORD}: {why}")]
+    forms = residual_forms(c.record)
+    blog = forms.get("full", [])
+    if not blog:
+        named = ", ".join(PILOT_FORMS.get(form, form) for form in forms) or "no fit"
+        why = (
+            f"the run's fits of {RESIDUAL_FIX} are of the form {named}, none of the blog's one (L, L) B; the pilot's "
+            "one fit of that form is in the section on what B can do to the residual network"
+        )
+        return [words_row("residual_fix_blog_form", what, f"{NOT_IN_RECORD}: {why}")]
+    flat = fit_flatness(c.record.bias_summary, blog)
+    best = min(flat, key=lambda fit: flat[fit].estimate)
+    reached = sum(i.high <= -default_settings().log_ratio_margin for i in flat.values())
+    note = f"the best of {len(flat)} fits (`{best}`), its held-out initializations' interval; {reached} reach the bound"
+    found = flat[best]
+    return [{"id": "residual_fix_blog_form", "what": what, "estimate": found.estimate, "low": found.low,
+             "high": found.high, "n": found.n, "note": note}]  # fmt: skip
+
+
+def residual_forms(record: Record) -> dict[str, list[str]]:
+    """The residual fix arm's fits by the form of their B as the record's fit summary names it (``param``)."""
+    fits = s2.arm_variants(record.overlay, RESIDUAL_FIX)
+    if record.bias_summary is None:
+        return {}
+    held = record.bias_summary[record.bias_summary.variant.isin(fits)].drop_duplicates("variant")
+    return {form: sorted(group.variant, key=fits.index) for form, group in held.groupby("param")}
 
 
 def thermodynamic_limit(c: Context) -> list[dict]:
