@@ -113,16 +113,20 @@ class Context:
         return next(p for p in self.plan["primaries"] if p["id"] == name)
 
 
+def interval_row(sid: str, what: str, estimate: float, low: float, high: float, n: int, note: str) -> dict:
+    """One row as ``findings.secondaries_table`` prints it: an estimate, its 95% interval, its units, a note."""
+    return {"id": sid, "what": what, "estimate": estimate, "low": low, "high": high, "n": n, "note": note}
+
+
 def row(sid: str, what: str, effect, note: str = "") -> dict:
     """One exploratory row of ``effect``: its estimate and 95% interval, its units, its method (and ``note``)."""
-    low, high = effect.interval(LEVEL)
     said = effect.method + (f"; {note}" if note else "")
-    return {"id": sid, "what": what, "estimate": effect.estimate, "low": low, "high": high, "n": effect.n, "note": said}
+    return interval_row(sid, what, effect.estimate, *effect.interval(LEVEL), effect.n, said)
 
 
 def words_row(sid: str, what: str, note: str) -> dict:
     """A row without an estimate: where the page shows it, or why the record cannot give it."""
-    return {"id": sid, "what": what, "estimate": math.nan, "low": math.nan, "high": math.nan, "n": 0, "note": note}
+    return interval_row(sid, what, math.nan, math.nan, math.nan, 0, note)
 
 
 def a_position_noresidual_500(c: Context) -> list[dict]:
@@ -234,8 +238,7 @@ def residual_fix_blog_form(c: Context) -> list[dict]:
     reached = sum(i.high <= -default_settings().log_ratio_margin for i in flat.values())
     note = f"the best of {len(flat)} fits (`{best}`), its held-out initializations' interval; {reached} reach the bound"
     found = flat[best]
-    return [{"id": "residual_fix_blog_form", "what": what, "estimate": found.estimate, "low": found.low,
-             "high": found.high, "n": found.n, "note": note}]  # fmt: skip
+    return [interval_row("residual_fix_blog_form", what, found.estimate, found.low, found.high, found.n, note)]
 
 
 def residual_forms(record: Record) -> dict[str, list[str]]:
@@ -259,12 +262,11 @@ def thermodynamic_limit(c: Context) -> list[dict]:
     for residual in (True, False):
         units = est.imbalance_growth(profiles[profiles.residual == residual], "seed").units
         note = f"deterministic per init seed: range [{number(units.min())}, {number(units.max())}], no interval"
+        nan = math.nan
         found.append(
-            {
-                **words_row("thermodynamic_limit", f"{what}, residual {residual}", note),
-                "estimate": units.mean(),
-                "n": units.size,
-            }  # fmt: skip
+            interval_row(
+                "thermodynamic_limit", f"{what}, residual {residual}", units.mean(), nan, nan, units.size, note
+            )
         )
     return found
 
