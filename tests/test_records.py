@@ -44,6 +44,20 @@ def test_the_committed_records_stamp_without_a_warning_and_a_resume_after_an_err
     assert manifest.stamp(retrieval).startswith("Resumed: invocation 1 ended in error, each resumed by a later")
 
 
+def test_the_time_a_stamp_gives_is_that_of_the_invocations_that_finished_and_it_says_how_many_did_not():
+    """A run stopped twice and resumed: the stopped invocations' time was never stamped, so the stamp's wall-clock
+    and CPU are the finished one's, and the line says so rather than passing them off as the run's."""
+    found = manifest.read(REPO / "runs" / "study2")
+    stopped = sum(item["wall_s"] is None for item in found["invocations"])
+    assert stopped >= 1
+    line = next(line for line in manifest.stamp(found).splitlines() if "invocation(s)" in line)
+    assert line.endswith(f"({stopped} stopped before their time was stamped).")
+    finished = json.loads(json.dumps(found))
+    finished["invocations"] = [item for item in found["invocations"] if item["wall_s"] is not None]
+    line = next(line for line in manifest.stamp(finished).splitlines() if "invocation(s)" in line)
+    assert "stopped" not in line
+
+
 def resumed_after(record, change):
     """The record's manifest with a copy of its invocation, changed by ``change``, run before it."""
 

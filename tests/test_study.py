@@ -251,7 +251,7 @@ def test_an_endpoint_without_data_reads_not_yet_run_and_counts_in_holm():
     plan = planted_plan([0.69, 0.69])
     failure = planted_failure("v0", range(12), [3.0] * 12)
     found = rows(plan, Record(failure=failure), primary_status=True)
-    assert found[1].outcome == NOT_YET_RUN and found[1].sentence == f"No answer: {NOT_YET_RUN}."
+    assert found[1].outcome == NOT_YET_RUN and found[1].sentence == f"At step 500: No answer: {NOT_YET_RUN}."
     assert found[0].level == 0.05 / 2  # k = 2: the missing one keeps its place
 
 

@@ -140,7 +140,10 @@ def test_a_planted_position_effect_is_decided_with_its_step_in_its_sentence(read
 def test_a_fix_arm_that_passes_its_gate_is_read_with_the_fit_as_the_unit(read_decided):
     speed = read_decided["d_speed_residual"]
     assert speed.decided and speed.effect.n == FITS  # the fit the unit: 3 fits, their seeds nested
-    assert speed.sentence.startswith("Over steps 0-1500: ") and "over 3 units: fits of B, 3 fits" in speed.sentence
+    assert (
+        speed.sentence.startswith("Over steps 0-1500, fix_res minus base_res: ")
+        and "over 3 units: fits of B, 3 fits" in speed.sentence
+    )
     assert speed.outcome == "at least the source's size"  # the flat fix fails far less than the sloped baseline
 
 
@@ -151,7 +154,7 @@ def test_a_flat_fix_arm_is_shown_absent_and_a_sloped_one_is_not(read_decided, tm
 
     absent = read_decided["e_absence_residual"]
     assert absent.outcome == SHOWN_ABSENT and -0.05 < absent.low < absent.high < 0.05
-    assert absent.sentence.startswith("At step 500: shown absent at our margin +-0.05: ")
+    assert absent.sentence.startswith("At step 500, fix_res alone: shown absent at our margin +-0.05: ")
     assert f"({1 - 2 * absent.level:.4g} interval" in absent.sentence  # two one-sided tests at alpha_i
     sloped = absent.effect.units + 0.2  # the same fits, each with a late-minus-early of 0.2 more
     found = read_primary(replace(absent, effect=MeanEffect(sloped, "shifted"), p=1.0), {"level": 0.95}, 0.005)
@@ -205,9 +208,14 @@ def test_the_page_for_both_studies_answers_each_question_once_with_its_step_and_
     assert " ".join(SIZES_LINE.split()) in page and "the source's size" not in page
     assert page.count("## Does the residual baseline fail more often as the flag moves towards the end") == 1
     assert "At step 1500: Yes, at least as large as our margin" in page and "At step 500: Yes" in page
-    assert "(Study 1, revised: Yes, at least as large as our margin: 1.73 [" in page  # both, and why
-    assert "Undecided: the arm failed its gate (0 of 4 fits of fix_res flatten" in page  # study 1's trained arm
+    assert "(Study 1, revised: At step 500: Yes, at least as large as our margin: 1.73 [" in page  # both, its step
+    gated = "Over steps 0-1500, fix_res minus base_res: Undecided: the arm failed its gate (0 of 4 fits of fix_res"
+    assert gated in page  # study 1's trained arm, at its steps
     assert "exploratory, over every fit of its trained arm: " in page and "could not be built" not in page
+    # a first-study question that study 2 reads again only as an exploratory row: both, under that question
+    interaction = page.index("## Does the fix speed up training more without the residual path than with it?")
+    again = "Study 2, exploratory (95% interval, no Holm; `d_residual_by_fix_interaction`): "
+    assert page.index(again, interaction) < page.index("## ", interaction + 3)
     assert "Asked again because: (a) at the blog's step" in page
     assert "not yet run" not in page and len(rows) == 10
     flat = page.index("## What B can do to the residual network at initialization")
@@ -219,14 +227,15 @@ def test_the_page_for_both_studies_answers_each_question_once_with_its_step_and_
     assert (repo / "docs" / "figures" / "findings_study2_failure.png").is_file()
     assert "](figures/findings_study2_failure.png)" in page
     assert f"`{started['commit'][:12]}`" in page and "Endpoints: primary" in page
-    assert "old" not in readme.read_text() and "At step 1500: Yes" in " ".join(readme.read_text().split())
+    said = " ".join(readme.read_text().split())  # the README quotes the standing answers, not the revised ones
+    assert "\nold\n" not in readme.read_text() and "At step 1500: Yes" in said and "Study 1, revised" not in said
 
 
 def test_the_page_says_how_flat_the_pilot_and_the_runs_fits_make_the_residual_network(tmp_path):
     from lostmid.evidence.fit_checks import fit_flatness
     from lostmid.study.reading import number
     from lostmid.study.study2_reading import read_record2
-    from lostmid.study.study2_secondaries import flatness_section, read_pilot
+    from lostmid.study.study2_secondaries import PILOT_FORMS, flatness_section, read_pilot
 
     repo = checkout(tmp_path)
     record = read_record2(write_record(tmp_path / "study2", repo, {"fix_res": 1, "fix_nores": 3}))
@@ -246,8 +255,11 @@ def test_the_page_says_how_flat_the_pilot_and_the_runs_fits_make_the_residual_ne
     part = record.bias_summary[record.bias_summary.variant == "study2_fix_res_1"]
     assert best.estimate == pytest.approx(np.log(part.imbalance_after / part.imbalance_before).mean())
     assert best.estimate < min(measured[f"study2_fix_res_{k}"].estimate for k in (2, 3))
+    (param,) = record.bias_summary[record.bias_summary.variant.str.startswith("study2_fix_res")].param.unique()
+    label = PILOT_FORMS.get(param, param)  # each run row names its fits' form as the record gives it
     assert (
-        f"| run, best of 3 fits (`study2_fix_res_1`) | {number(best.estimate)} | {number(best.high)} | yes |" in section
+        f"| {label} | run, best of 3 fits (`study2_fix_res_1`) | {number(best.estimate)} | {number(best.high)} | yes |"
+        in section
     )
     median = np.median([i.estimate for i in measured.values()])
     assert f"| run, median over 3 fits | {number(median)} |" in section and "| 1 of 3 |" in section

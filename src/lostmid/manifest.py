@@ -315,8 +315,10 @@ def stamp(manifest: dict) -> str:
     A run that cannot be reproduced as stamped says so on the first line."""
     computed = manifest["numerics"]
     machine_line = manifest["machine"]
-    wall = sum(item.get("wall_s") or 0 for item in manifest["invocations"])
-    cpu = sum(item.get("cpu_s") or 0 for item in manifest["invocations"])
+    timed = [item for item in manifest["invocations"] if item.get("wall_s") is not None]
+    wall, cpu = sum(item["wall_s"] for item in timed), sum(item.get("cpu_s") or 0 for item in timed)
+    untimed = len(manifest["invocations"]) - len(timed)
+    over = f" over the {len(timed)} that finished ({untimed} stopped before their time was stamped)" if untimed else ""
     lines = []
     problems = warnings(manifest)
     if problems:
@@ -331,7 +333,7 @@ def stamp(manifest: dict) -> str:
         f"{computed.get('torch_threads', '?')} thread a job);",
         f"machine {machine_line['cpu']}, {machine_line['cores']} cores, {machine_line['architecture']}; "
         f"torch {manifest['versions'].get('torch')};",
-        f"{len(manifest['invocations'])} invocation(s), {_hours(wall)} wall-clock, {_hours(cpu)} CPU.",
+        f"{len(manifest['invocations'])} invocation(s), {_hours(wall)} wall-clock, {_hours(cpu)} CPU{over}.",
     ]
     for item in manifest.get("records", []):
         lines.append(

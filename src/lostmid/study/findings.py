@@ -24,7 +24,7 @@ import yaml
 
 from lostmid import io, records
 from lostmid.errors import InputError
-from lostmid.evidence.fit_checks import fit_reasons
+from lostmid.evidence.fit_checks import fit_flatness, fit_reasons
 from lostmid.manifest import identity, stamp
 from lostmid.study import estimators as est
 from lostmid.study import reading
@@ -49,10 +49,14 @@ def gate(record, plan: dict, arm: str) -> tuple[list[str], str]:
     if not record.bias_summary.variant.isin(variants).any():
         raise Missing(NOT_YET_RUN, f"no fit of the arm {arm} in the record")
     found = Gate.of(arm, fit_reasons(record.bias_summary, variants), MIN_PASSING_FITS)
-    failed = "; ".join(f"{v}: {why}" for v, why in found.reasons.items() if why)
-    note = f"{len(found.passed)} of {len(variants)} fits of {arm} flatten the model it trains" + (
-        f" ({failed})" if failed else ""
-    )
+    note = f"{len(found.passed)} of {len(variants)} fits of {arm} flatten the model it trains"
+    if failed := [fit for fit, why in found.reasons.items() if why]:
+        flat = fit_flatness(record.bias_summary, failed)
+        best = min(flat, key=lambda fit: flat[fit].estimate)
+        note += (
+            f" (the flattest that fails, `{best}`: log(E_inf with B / at B = 0) {number(flat[best].estimate)} "
+            f"[{number(flat[best].low)}, {number(flat[best].high)}])"
+        )
     if not found.decided:
         raise Missing(NOT_BUILT, note)
     return found.passed, note
@@ -188,7 +192,8 @@ def over_every_fit(row: dict, record, plan: dict, missing):
 def read_endpoint(record, plan: dict, primary: dict) -> Read:
     """A primary of study/plan.yaml read by ``effect_of``: its effect (or Missing, p = 1) and its note."""
     effect, note = effect_of(primary, record, plan)
-    return Read(primary, effect, 1.0 if isinstance(effect, Missing) else effect.p_value, note=note)
+    p = 1.0 if isinstance(effect, Missing) else effect.p_value
+    return Read(primary, effect, p, note=note, step=step_of(primary, plan))
 
 
 READINGS.update({ESTIMATORS + name: read_endpoint for name in ENDPOINTS})

@@ -227,8 +227,14 @@ def step_of(primary: dict, plan: dict):
 
 
 def step_words(primary: dict, step: int) -> str:
-    """How a sentence names its step: at a checkpoint, or over training up to it."""
-    return f"At step {step}" if isinstance(primary["checkpoint"], int) else f"Over steps 0-{step}"
+    """How a sentence names its step (at a checkpoint, or over training up to it) and, where the primary reads a
+    fix against its baseline or a fix arm alone (an equivalence), the arms it reads: two estimands of one scale
+    ("failure rate (late minus early)") are then told apart in the sentence itself."""
+    when = f"At step {step}" if isinstance(primary["checkpoint"], int) else f"Over steps 0-{step}"
+    arms = primary.get("arms", [])
+    if len(arms) == 2:
+        return f"{when}, {arms[0]} minus {arms[1]}"
+    return f"{when}, {arms[0]} alone" if primary.get("reading") == "equivalence" else when
 
 
 # --------------------------------------------------------------------------- the Holm loop

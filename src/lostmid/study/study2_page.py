@@ -29,6 +29,7 @@ from lostmid.study.reading import (
     numbers,
     sentence,
     size_label,
+    step_words,
     text,
 )
 
@@ -62,9 +63,10 @@ def ungated(row: Read, plan: dict, record) -> str:
     if effect is None:
         return row.sentence
     low, high = effect.interval(plan["level"])
+    opening = "" if row.step is None else f"{step_words(primary, row.step)}: "
     return (
-        f"Undecided: the arm failed its gate ({row.effect.why}); exploratory, over every fit of its trained arm: "
-        f"{numbers(effect, low, high, primary, plan['level'])})."
+        f"{opening}Undecided: the arm failed its gate ({row.effect.why}); exploratory, over every fit of its trained "
+        f"arm: {numbers(effect, low, high, primary, plan['level'])})."
     )
 
 
@@ -76,11 +78,18 @@ def study1_sentence(row: Read, plan: dict, record) -> str:
     return said if not row.outcome.startswith(EXPLORATORY) else exploratory(row.outcome, said)[1]
 
 
-def questions(plan1: dict, record1, rows1: list, rows2: list) -> list[dict]:
+def questions(plan1: dict, record1, rows1: list, rows2: list, secondaries2: list = ()) -> list[dict]:
     """Each question once, in the first plan's order then the second's new ones: its words, the second study's
-    readings of it and the first study's row (with its relabelled sentence), where each has one."""
+    readings of it and the first study's row (with its relabelled sentence), where each has one; and study 2's
+    exploratory rows of a first-study primary it reads again only as a secondary of the same id (``again``)."""
     found = [
-        {"question": row.question, "study2": [], "study1": row, "said1": study1_sentence(row, plan1, record1)}
+        {
+            "question": row.question,
+            "study2": [],
+            "study1": row,
+            "said1": study1_sentence(row, plan1, record1),
+            "again": [r for r in secondaries2 if r["id"] == row.id],
+        }
         for row in rows1
     ]
     index = {row.id: k for k, row in enumerate(rows1)}
@@ -89,19 +98,29 @@ def questions(plan1: dict, record1, rows1: list, rows2: list) -> list[dict]:
         if old in index:
             found[index[old]]["study2"].append(row)
         else:
-            found.append({"question": row.question, "study2": [row], "study1": None})
+            found.append({"question": row.question, "study2": [row], "study1": None, "again": []})
     return found
 
 
-def answer_lines(asked: list[dict]) -> list[str]:
-    """Each question and its answer, one bullet each (the README quotes them): the answer that now stands first."""
+def again_words(rows: list[dict]) -> str:
+    """Study 2's exploratory rows of a first-study question, in one sentence (95% intervals, no Holm)."""
+    each = "; ".join(
+        f"{r['what']}: {number(r['estimate'])} [{number(r['low'])}, {number(r['high'])}] over {r['n']} units"
+        for r in rows
+    )
+    return f"Study 2, exploratory (95% interval, no Holm; `{rows[0]['id']}`): {each}."
+
+
+def answer_lines(asked: list[dict], revised: bool = True) -> list[str]:
+    """Each question and its answer, one bullet each: the answer that now stands first, and where ``revised`` the
+    first study's answer that the second revised (the page has it; the README quotes the standing answers only)."""
     lines = []
     for q in asked:
         said = " ".join(row.sentence for row in q["study2"])
         if q["study1"] is not None and q["study2"]:
-            said += f" (Study 1, revised: {q['said1']})"
+            said += f" (Study 1, revised: {q['said1']})" if revised else ""
         elif q["study1"] is not None:
-            said = q["said1"]
+            said = q["said1"] + (f" ({again_words(q['again'])})" if q["again"] else "")
         lines.append(f"- **{q['question']}** {said}")
     return lines
 
@@ -145,6 +164,8 @@ def section(q: dict, plan2: dict) -> list[str]:
         out += [f"{heading}: {q['said1']} (`{row.id}`, study 1, {text(row.primary['source'])})"]
         if row.note:
             out += ["", row.note + "."]
+        if q["again"]:
+            out += ["", again_words(q["again"])]
     return out
 
 
@@ -175,8 +196,8 @@ def residual_arm(q: dict) -> bool:
 
 def markdown(plan1, record1, rows1, status1, plan2, record2, rows2, status2, figures: dict, run2, added) -> str:
     """The page; ``added``: (the flatness section's lines, study 2's secondary rows), ``study2_secondaries``."""
-    asked = questions(plan1, record1, rows1, rows2)
     flatness, secondaries2 = added
+    asked = questions(plan1, record1, rows1, rows2, secondaries2)
     out = [
         "# Findings",
         "",
@@ -278,7 +299,8 @@ def write_combined(
     figures = {"curves": findings.relative(curves, out)}
     page = io.wrap_prose(markdown(plan1, record1, rows1, status1, plan2, record2, rows2, status2, figures, run2, added))
     if readme is not None:
-        readme_text = findings.readme_with(readme, out, answer_lines(questions(plan1, record1, rows1, rows2)))
+        standing = answer_lines(questions(plan1, record1, rows1, rows2, added[1]), revised=False)
+        readme_text = findings.readme_with(readme, out, standing)
     arms = s2.with_variants(plan2, record2.overlay)["run"]["arms"]
     failure_curves(record2.failure, arms, CURVE_STEPS, curves)
     io.write_text(page, out)

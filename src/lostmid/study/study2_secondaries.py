@@ -76,10 +76,10 @@ def flatness_section(record: Record, pilot: pd.DataFrame) -> list[str]:
         f"{len(fits)} fits of {RESIDUAL_FIX} ({form}), each on its own fit seed, measured by their fit checks."
     )
     out += ["", "| B | record | log ratio | 95% upper bound | passes the gate |", "|---|---|---|---|---|"]
-    for form, row in pilot.loc[list(PILOT_FORMS)].iterrows():
+    for tried, row in pilot.loc[list(PILOT_FORMS)].iterrows():
         passes = "yes" if row.passes else "no"
         out.append(
-            f"| {PILOT_FORMS[form]} | pilot, one fit | {number(row.log_ratio)} | {number(row.log_ratio_upper)} | "
+            f"| {PILOT_FORMS[tried]} | pilot, one fit | {number(row.log_ratio)} | {number(row.log_ratio_upper)} | "
             f"{passes} (flatness) |"
         )
     if measured.empty:
