@@ -347,3 +347,16 @@ def test_the_run_variants_of_each_arm_of_the_second_plan_are_read_from_its_overl
     assert arms["base_res"]["variants"] == ["study2_base_res"]
     assert arms["fix_res"]["variants"] == [f"study2_fix_res_{k}" for k in range(1, 25)]  # one per fit, by k
     assert len(arms["fix_nores"]["variants"]) == 24 and arms["base_nores"]["variants"] == ["study2_base_nores"]
+
+
+def test_each_primarys_reached_precision_stands_beside_the_half_width_its_plan_simulated(read_decided):
+    from lostmid.study.reading import number
+    from lostmid.study.study2_page import precision_table
+
+    table = precision_table(list(read_decided.values()))
+    assert len(table) == 2 + len(read_decided)  # every primary read has its row
+    speed = read_decided["d_speed_residual"]
+    power = speed.primary["power"]
+    low, high = speed.effect.interval(power["level"])  # the plan's level, not the Holm level
+    row = f"| `d_speed_residual` | {power['units']} | {FITS} | {power['level']:.3g} | {number(power['half_width'])} |"
+    assert f"{row} {number((high - low) / 2)} |" in table

@@ -138,6 +138,25 @@ def table2(rows2: list) -> list[str]:
     return out
 
 
+def precision_table(rows2: list) -> list[str]:
+    """Each study-2 primary's precision against its plan's power (``power``: the half-width simulated before the
+    run, at its level, over its planned units): the half-width the run reached at that level, same estimator."""
+    out = [
+        "| endpoint | planned units | units read | level | planned half-width | reached half-width |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in rows2:
+        power = row.primary["power"]
+        if isinstance(row.effect, Missing):
+            continue
+        low, high = row.effect.interval(power["level"])
+        out.append(
+            f"| `{row.id}` | {power['units']} | {row.effect.n} | {power['level']:.3g} | "
+            f"{number(power['half_width'])} | {number((high - low) / 2)} |"
+        )
+    return out
+
+
 def resolved(primary: dict, key: str, plan: dict) -> str:
     """The primary's ``key`` in words, where the plan says "as <another primary>" that primary's."""
     words = text(primary[key])
@@ -234,6 +253,11 @@ def markdown(plan1, record1, rows1, status1, plan2, record2, rows2, status2, fig
         "Study 2's primaries:",
         "",
         *table2(rows2),
+        "",
+        "Their precision against the plan's power (simulated before the run; each half-width at the level the plan",
+        "gave it, by the same estimator):",
+        "",
+        *precision_table(rows2),
         "",
         f"![failure by flag position of each study-2 arm, with 95% bands over its units]({figures['curves']})",
     ]
