@@ -123,12 +123,15 @@ def planted(a):
     return pb.apply(a.model, bias)
 
 
-def test_the_fitted_bias_flattens_the_influence_profile_on_held_out_windows():
+def test_the_fitted_bias_flattens_the_influence_profile_on_held_out_windows(caplog):
     a = arch()
     planted(a)
     fitting, held_out = windows(3), windows(4, first=3)
-    fit = pb.fit_flat(a, fitting, steps=25, restarts=2, lr=0.2)
+    with caplog.at_level("INFO", logger=pb.__name__):
+        fit = pb.fit_flat(a, fitting, steps=25, restarts=2, lr=0.2)
     assert len(fit.trace) == 2 * 25 and fit.trace[0][2] == pytest.approx(fit.none)  # restart 0 starts at B = 0
+    progress = [r.getMessage() for r in caplog.records if r.getMessage().startswith("fit: ")]
+    assert len(progress) == 2 * 25 and progress[-1].startswith("fit: restart 2 of 2, step 25 of 25, flatness ")
     assert fit.loss < 0.5 * fit.none
     none, fixed = pb.profile_flatness(a, held_out), pb.profile_flatness(a, held_out, fit.bias)
     assert fixed < 0.5 * none, (none, fixed)

@@ -42,6 +42,7 @@ Example (a tiny random Llama; the real use loads SmolLM2 with ``models.load_pret
 from __future__ import annotations
 
 import contextlib
+import logging
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -51,6 +52,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from lostmid.architectures import measure, models
 from lostmid.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 FORMS = ("distance", "key")  # B as a function of the distance i - j, and of the key position j
 
@@ -283,6 +286,9 @@ def fit_flat(
                     loss.backward()
                     value += float(loss.detach())
                 trace.append((restart, step, value))
+                log.info(
+                    "fit: restart %d of %d, step %d of %d, flatness %.4g", restart + 1, restarts, step + 1, steps, value
+                )
                 if best is None or value < best[0]:
                     best = (value, {k: v.detach().clone() for k, v in bias.state_dict().items()})
                 optimizer.step()
