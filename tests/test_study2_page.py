@@ -247,6 +247,7 @@ def test_the_page_says_how_flat_the_pilot_and_the_runs_fits_make_the_residual_ne
     assert (
         f"at most {number(blog.gate)} (log(1/1.5))" in section and f"{number(blog.floor_fit)} at its best B" in section
     )
+    assert "`debiased_literal`, the blog's literal reading" in section  # why the default run's table differs
     rich = pilot.loc["layer_head"]
     assert f"| pilot, one fit | {number(rich.log_ratio)} | {number(rich.log_ratio_upper)} | yes (flatness) |" in section
     # the run's fits by their own fit checks: fit 1 flattens (study 1's passing rows), fits 2-3 do not

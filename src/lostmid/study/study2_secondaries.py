@@ -34,6 +34,14 @@ LEVEL = 0.95  # plan2 secondaries: 95%, no multiplicity correction
 FIX_READINGS = ("lostmid.stats.study2.fit_cluster_effect", "lostmid.stats.study2.equivalence")
 INTERACTION = ("d_speed_noresidual", "d_speed_residual")  # d_residual_by_fix_interaction: without minus with
 INFLUENCE = ("influence_beyond_position_residual", "base_nores")  # its primary, read on this arm
+# Why the default run's evidence table decides (d) and (e) on the residual network where this section's arm differs.
+OTHER_PAGE = (
+    "The default run's evidence table (runs/default/results.md) decides (d) and (e) on the residual network for "
+    "`debiased_literal`, the blog's literal reading: one (L, L) B fitted on the no-residual network and trained in "
+    "the residual one, its fit check read on the network it was fitted on. That is another intervention than this "
+    "study's residual arm, whose B is fitted on the residual network and flattens it: the two pages answer "
+    "different questions, and neither row stands for the other."
+)
 
 
 # --------------------------------------------------------------------------- the residual network's flatness
@@ -75,6 +83,7 @@ def flatness_section(record: Record, pilot: pd.DataFrame) -> list[str]:
         f" {number(rich.log_ratio)} (upper bound {number(rich.log_ratio_upper)}) in the pilot; in the run, "
         f"{len(fits)} fits of {RESIDUAL_FIX} ({form}), each on its own fit seed, measured by their fit checks."
     )
+    out += ["", OTHER_PAGE]
     out += ["", "| B | record | log ratio | 95% upper bound | passes the gate |", "|---|---|---|---|---|"]
     for tried, row in pilot.loc[list(PILOT_FORMS)].iterrows():
         passes = "yes" if row.passes else "no"
