@@ -308,12 +308,17 @@ def labelled(words: str, label: str) -> str:
     return words
 
 
+def sentence_opening(read: Read) -> str:
+    """How a read primary's sentence opens: its step and arms (``step_words``) and a colon; "" where it names none."""
+    return "" if read.step is None else f"{step_words(read.primary, read.step)}: "
+
+
 def sentence(read: Read, plan: dict, label: str | None = None) -> str:
     """The answer in one sentence: its step where the reading names one, the outcome's words, the estimate, its
     interval and what it rests on, the size by ``label`` (else the primary's own label); a gated arm's numbers over
     all its fits, exploratory; an equivalence primary's interval at 1 - 2 alpha_i; study 2's three influence fits."""
     primary, effect, low, high = read.primary, read.effect, read.low, read.high
-    opening = "" if read.step is None else f"{step_words(primary, read.step)}: "
+    opening = sentence_opening(read)
     if isinstance(effect, Missing):
         return f"{opening}No answer: {effect.kind}."
     label, size = label or size_label(primary, plan), primary["size"]

@@ -28,8 +28,8 @@ from lostmid.study.reading import (
     number,
     numbers,
     sentence,
+    sentence_opening,
     size_label,
-    step_words,
     text,
 )
 
@@ -63,10 +63,9 @@ def ungated(row: Read, plan: dict, record) -> str:
     if effect is None:
         return row.sentence
     low, high = effect.interval(plan["level"])
-    opening = "" if row.step is None else f"{step_words(primary, row.step)}: "
     return (
-        f"{opening}Undecided: the arm failed its gate ({row.effect.why}); exploratory, over every fit of its trained "
-        f"arm: {numbers(effect, low, high, primary, plan['level'])})."
+        f"{sentence_opening(row)}Undecided: the arm failed its gate ({row.effect.why}); exploratory, over every fit "
+        f"of its trained arm: {numbers(effect, low, high, primary, plan['level'])})."
     )
 
 
