@@ -617,6 +617,39 @@ def test_claims_about_a_fit_that_did_not_do_what_it_is_for_are_not_evaluable(sum
     assert good["verdict"] == "supported"
 
 
+LITERAL = {  # the blog's literal reading: B fitted on the network without the residual path, trained with it
+    "baseline": {},
+    "baseline_nores": {"model": {"residual": False}},
+    "debiased_literal": {"remedy": {"kind": "bias", "fit": {"fit_model": "baseline_nores"}}},
+}
+
+
+def test_a_b_fitted_on_another_network_must_also_flatten_the_network_it_trains_before_d_and_e_are_decided():
+    rng = np.random.default_rng(5)
+    base = failure_table("baseline", {0: CHANCE, 100: (-3.5, 3.0), 200: (-4.0, 0.0)}, range(5), rng=rng)
+    fast = failure_table("debiased_literal", {0: CHANCE, 100: (-2.0, 0.0), 200: (-3.0, 0.0)}, range(5), rng=rng)
+    # Flat on its fit network (E_inf 4 -> 0.05), all but unchanged in the residual network it trains (6 -> 5.5).
+    fit = summary_table("debiased_literal").assign(inserted_imbalance_before=6.0, inserted_imbalance_after=5.5)
+    tables = {"failure": pd.concat([base, fast]), "bias_summary": fit}
+    (check,) = run_claim("bias_fit_flattens_trained_model", LITERAL, **tables)
+    assert check["verdict"] == "contradicted" and check["estimate"] == pytest.approx(math.log(5.5 / 6.0))
+    assert check["note"].startswith("E_inf in the trained model 6 -> 5.5 (geometric means over 4 held-out inits)")
+    (flat,) = run_claim("bias_fit_flattens_profile", LITERAL, **tables)
+    assert flat["verdict"] == "supported"  # the fit model's check alone would let (d) and (e) be decided
+    for name in ("debiased_trains_faster", "debiased_has_less_position_preference"):
+        (row,) = run_claim(name, LITERAL, **tables)
+        assert "bias_fit_flattens_trained_model is contradicted" in row["method"], name
+        assert row["verdict"] == "inconclusive", name
+    # The rule as first written (evidence.fit_gate: fit_model) decides them: a deviation, on the row.
+    table = claims.evidence_table(claims.Inputs(variants=LITERAL, model=MODEL, **tables), EV).set_index("claim")
+    speed = table.loc["debiased_trains_faster"]
+    assert speed.verdict == "inconclusive" and speed.verdict_as_first_written == "supported"
+    assert "trained_model_fit_gate" in speed.deviations
+    # A B fitted on the network it trains has no second check: its fit model is the trained one.
+    (own,) = run_claim("bias_fit_flattens_trained_model", bias_summary=FLATTENED)
+    assert own["method"] == "not run: no bias variant trains in a model other than its fit's"
+
+
 def test_without_a_bias_fit_summary_the_checks_are_not_run_and_the_claims_not_evaluable_per_reading():
     variants = {**VARIANTS, "debiased_literal": {"remedy": {"kind": "bias"}}}
     failure = pd.concat([failure_table(v, {0: CHANCE, 100: (-3.0, 0.0)}, range(3)) for v in variants])

@@ -213,7 +213,7 @@ def debiased_speed_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Settin
         why = (
             None
             if s.missing
-            else gate(fit_not_evaluable(inputs, ev, s.variant, s.L, s.depth), never_learns(inputs, ev, s))
+            else gate(fit_not_evaluable(inputs, ev, s.variant, s.L, s.depth, trained=True), never_learns(inputs, ev, s))
         )
         found.append(replace(s, reading=s.variant, not_evaluable=why))
     return found
@@ -256,7 +256,7 @@ def debiased_preference_settings(interpolated: bool, inputs: Inputs, ev: Evidenc
         checkpoint, why = "each at its own mid-training", None
         if s.missing is None and interpolated:
             checkpoint = f"matched accuracy {ev.mid_accuracy:g}, interpolated between checkpoints"
-            why = fit_not_evaluable(inputs, ev, s.variant, s.L, s.depth)
+            why = fit_not_evaluable(inputs, ev, s.variant, s.L, s.depth, trained=True)
         elif s.missing is None:
             arms = (s.variant, s.reference)
             steps = [mid_training_step(inputs.failure, v, s.L, s.depth, ev.mid_accuracy)[0] for v in arms]
@@ -266,7 +266,7 @@ def debiased_preference_settings(interpolated: bool, inputs: Inputs, ev: Evidenc
                 if not unreached
                 else f"mid-training not reached by {unreached}"
             )
-            why = fit_not_evaluable(inputs, ev, s.variant, s.L, s.depth)
+            why = fit_not_evaluable(inputs, ev, s.variant, s.L, s.depth, trained=True)
         found.append(replace(s, checkpoint=checkpoint, reading=s.variant, not_evaluable=why))
     return found
 

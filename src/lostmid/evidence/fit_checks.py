@@ -19,8 +19,11 @@ from lostmid.evidence.inputs import Effects, EvidenceError, Inputs, NotRun, Sett
 from lostmid.evidence.settings import EvidenceSettings
 from lostmid.stats import statistics as st
 
-# The fit's checks (rows of claims.yaml) that gate every claim about a reading, by name.
+# The fit's checks (rows of claims.yaml) that gate every claim about a reading, by name: on the fit model's
+# held-out initializations; and, for the claims about training with B (``fit_not_evaluable(trained=True)``), in the
+# model B trains in where that is another (``Inputs.trains_elsewhere``; ``evidence.fit_gate``).
 CHECKS = ("bias_fit_flattens_profile", "bias_fit_keeps_context_share")
+TRAINED_CHECK = "bias_fit_flattens_trained_model"
 
 
 def fit_rows(inputs: Inputs, s: Setting) -> pd.DataFrame:
@@ -43,6 +46,20 @@ def fit_rows(inputs: Inputs, s: Setting) -> pd.DataFrame:
             "share is not positive and finite"
         )
     return part.sort_values("heldout_init")
+
+
+def inserted_rows(inputs: Inputs, s: Setting) -> pd.DataFrame:
+    """``fit_rows`` with the measures in the model B is inserted into (``inserted_*``); NotRun without them."""
+    part = fit_rows(inputs, s)
+    if not {"inserted_imbalance_before", "inserted_imbalance_after"} <= set(part.columns):
+        raise NotRun("bias_fit_summary has no inserted_imbalance columns")
+    return part
+
+
+def geometric_change(part: pd.DataFrame, quantity: str) -> str:
+    """ "before -> after": the geometric means over the held-out inits of ``quantity`` at B = 0 and with B."""
+    before, after = (float(np.exp(np.log(part[f"{quantity}_{stage}"]).mean())) for stage in ("before", "after"))
+    return f"{before:.3g} -> {after:.3g}"
 
 
 def log_change_per_init(part: pd.DataFrame, quantity: str) -> pd.Series:
@@ -102,9 +119,27 @@ def bias_fit_flattens_profile(inputs: Inputs, ev: EvidenceSettings, s: Setting) 
     to the fitted B. Per held-out initialization: log(E_inf after / E_inf before)."""
     part = fit_rows(inputs, s)
     change = log_change_per_init(part, "imbalance")
-    before, after = (float(np.exp(np.log(part[f"imbalance_{stage}"]).mean())) for stage in ("before", "after"))
-    note = f"E_inf {before:.3g} -> {after:.3g} (geometric means over {len(part)} held-out inits); "
+    note = f"E_inf {geometric_change(part, 'imbalance')} (geometric means over {len(part)} held-out inits); "
     return over_inits(change.to_numpy(), "log(E_inf with the fitted B / at B = 0)", note + _fit_words(part))
+
+
+def trained_model_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:
+    """The readings whose B trains in a model other than its fit's (``Inputs.trains_elsewhere``), one setting each
+    where the run fitted or trained it."""
+    found = [s for s in reading_settings(inputs, ev) if inputs.trains_elsewhere(s.variant)]
+    return NotRun.unless(found, "no bias variant trains in a model other than its fit's")
+
+
+def bias_fit_flattens_trained_model(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
+    """The fit flattens the model B *trains* in, not only its fit model: on the fit's held-out initializations drawn
+    in the model B is inserted into (``inserted_imbalance_*``), log(E_inf with B / at B = 0) of the fit target's
+    profile. For a B fitted on another model (the blog's literal reading: fitted without the residual path,
+    trained with it) a flat fit model says nothing about the model the claims are about."""
+    part = inserted_rows(inputs, s)
+    change = log_change_per_init(part, "inserted_imbalance")
+    means = f"(geometric means over {len(part)} held-out inits)"
+    note = f"E_inf in the trained model {geometric_change(part, 'inserted_imbalance')} {means}; "
+    return over_inits(change.to_numpy(), "log(E_inf with B / at B = 0) in the trained model", note + _fit_words(part))
 
 
 def bias_fit_keeps_context_share(inputs: Inputs, ev: EvidenceSettings, s: Setting) -> Effects:
@@ -121,11 +156,19 @@ def bias_fit_keeps_context_share(inputs: Inputs, ev: EvidenceSettings, s: Settin
 
 
 def fit_not_evaluable(
-    inputs: Inputs, ev: EvidenceSettings, variant: str | None, L: int, depth: int, checks: bool = True
+    inputs: Inputs,
+    ev: EvidenceSettings,
+    variant: str | None,
+    L: int,
+    depth: int,
+    checks: bool = True,
+    trained: bool = False,
 ) -> str | None:
     """Why the claims about a reading cannot be decided because of its fit (None: the fit did what it
     is for): no report of the fit, a failed guard, or one of its checks (``CHECKS``) not supported at
-    the row's level (``checks=False``: the guard alone)."""
+    the row's level (``checks=False``: the guard alone). ``trained``: a claim about training with B, which is
+    also gated on ``TRAINED_CHECK`` where B trains in a model other than its fit's (``evidence.fit_gate``
+    trained_model; fit_model, the rule as first written, does not)."""
     if variant is None:
         return "the bias matrix names no variant, so its fit cannot be checked"
     s = Setting(variant, L, depth)
@@ -134,7 +177,10 @@ def fit_not_evaluable(
     except NotRun as why:
         return f"the fit's effect is unchecked ({why})"
     problems = [] if part.accepted.astype(bool).all() else ["the fit failed its own guard (accepted false)"]
-    for check in (registry.CLAIMS_BY_NAME[name] for name in CHECKS) if checks else ():
+    names = CHECKS if checks else ()
+    if checks and trained and ev.fit_gate == "trained_model" and inputs.trains_elsewhere(variant):
+        names += (TRAINED_CHECK,)
+    for check in (registry.CLAIMS_BY_NAME[name] for name in names):
         failed = failed_check(check, inputs, ev, s)
         if failed:
             problems.append(f"{check.name} is {failed}")

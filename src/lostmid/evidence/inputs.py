@@ -116,6 +116,15 @@ class _Config:
     def residual(self, name: str) -> bool:
         return bool({**self.model, **(self.variants[name].get("model") or {})}.get("residual", True))
 
+    def trains_elsewhere(self, name: str) -> bool:
+        """Whether a bias variant's B is fitted on a model other than the one it trains in: its fit block's
+        ``fit_model`` names another variant with other model overrides (the blog's literal reading), or one these
+        variants do not define."""
+        fit_model = ((self.variants[name].get("remedy") or {}).get("fit") or {}).get("fit_model", name)
+        if fit_model not in self.variants:
+            return True
+        return (self.variants[fit_model].get("model") or {}) != (self.variants[name].get("model") or {})
+
     def overrides(self, name: str, ignore: tuple[str, ...] = ("seed_batch",)) -> tuple[dict, dict]:
         """The variant's model and train overrides, the train keys ``ignore`` left out (seed_batch changes float
         rounding only, not what is trained)."""

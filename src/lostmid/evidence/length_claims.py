@@ -215,7 +215,7 @@ def _fix_effect(inputs: Inputs, ev: EvidenceSettings, variant: str, baseline: st
     not do what it is for (``fit_not_evaluable``; ``evidence.length_gate: none``, the rule as first
     written, skips this)."""
     if ev.length_gate == "fit_checks":
-        why = fit_not_evaluable(inputs, ev, variant, L, depth)
+        why = fit_not_evaluable(inputs, ev, variant, L, depth, trained=True)
         if why:
             raise NotEvaluable(f"{variant} at L {L}: {why}")
     return paired(*(_at_mid(inputs, ev, v, L, depth, per_seed) for v in (variant, baseline)))

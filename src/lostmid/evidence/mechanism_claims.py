@@ -14,9 +14,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import numpy as np
-
-from lostmid.evidence.fit_checks import fit_not_evaluable, fit_rows, gate
+from lostmid.evidence.fit_checks import fit_not_evaluable, gate, geometric_change, inserted_rows, log_change_per_init
 from lostmid.evidence.inputs import Effects, Inputs, NotRun, Setting, pair_settings, runs_of
 from lostmid.evidence.readings import (
     never_learns,
@@ -94,20 +92,16 @@ def arm_flattens_trained_model_at_init(inputs: Inputs, ev: EvidenceSettings, s: 
     """Whether the arm's B flattens the model it trains, at initialization: per held-out initialization of
     the (source's) fit, log(E_inf with B / at B = 0) of the fit target's profile in the model B is inserted
     into (``inserted_imbalance_*``). A measured property of the arm, not a gate."""
-    part = fit_rows(inputs, s)
-    if not {"inserted_imbalance_before", "inserted_imbalance_after"} <= set(part.columns):
-        raise NotRun("bias_fit_summary has no inserted_imbalance columns")
-    before, after = (part[f"inserted_imbalance_{stage}"].to_numpy(np.float64) for stage in ("before", "after"))
+    part = inserted_rows(inputs, s)
     first = part.iloc[0]
     note = (
-        f"E_inf in the trained model {np.exp(np.log(before).mean()):.3g} -> {np.exp(np.log(after).mean()):.3g}, "
-        f"on the fit model {np.exp(np.log(part.imbalance_before).mean()):.3g} -> "
-        f"{np.exp(np.log(part.imbalance_after).mean()):.3g} (geometric means over {len(part)} held-out inits); "
+        f"E_inf in the trained model {geometric_change(part, 'inserted_imbalance')}, on the fit model "
+        f"{geometric_change(part, 'imbalance')} (geometric means over {len(part)} held-out inits); "
         f"B: {first.param}, fit model {first.fit_model}, c0 {first.c0:.3g}, lag slope {first.lag_slope:.3g}, "
         f"self-attention at init {first.self_attention_init_b0:.3g} -> {first.self_attention_init:.3g}"
     )
     method = "per held-out initialization of the fit (n_seeds counts them), log ratio of the inserted model's imbalance"
-    return Effects((np.log(after / before),), method, note, unit="held-out init")
+    return Effects((log_change_per_init(part, "inserted_imbalance").to_numpy(),), method, note, unit="held-out init")
 
 
 def flatness_settings(inputs: Inputs, ev: EvidenceSettings) -> list[Setting]:

@@ -31,6 +31,7 @@ class EvidenceSettings:
     # The rules changed after data were seen (their first form: lostmid.evidence.deviations).
     share_reference: str
     mechanism_gate: str
+    fit_gate: str
     length_gate: str
     influence_failure_margin: float
     retrieval_auc_margin: float
