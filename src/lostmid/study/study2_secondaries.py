@@ -36,11 +36,11 @@ INTERACTION = ("d_speed_noresidual", "d_speed_residual")  # d_residual_by_fix_in
 INFLUENCE = ("influence_beyond_position_residual", "base_nores")  # its primary, read on this arm
 # Why the default run's evidence table decides (d) and (e) on the residual network where this section's arm differs.
 OTHER_PAGE = (
-    "The default run's evidence table (runs/default/results.md) decides (d) and (e) on the residual network for "
-    "`debiased_literal`, the blog's literal reading: one (L, L) B fitted on the no-residual network and trained in "
-    "the residual one, its fit check read on the network it was fitted on. That is another intervention than this "
-    "study's residual arm, whose B is fitted on the residual network and flattens it: the two pages answer "
-    "different questions, and neither row stands for the other."
+    "The default run's evidence table (runs/default/results.md) leaves (d) and (e) undecided on the residual network "
+    "for `debiased_literal`, the blog's literal reading: one (L, L) B fitted on the no-residual network and trained "
+    "in the residual one, which that B does not flatten (its check `bias_fit_flattens_trained_model` there). That is "
+    "another intervention than this study's residual arm, whose B is fitted on the residual network and flattens it: "
+    "neither row stands for the other."
 )
 
 
