@@ -52,6 +52,23 @@ def test_a_dirty_or_resumed_run_says_so_on_the_first_line(tmp_path, monkeypatch)
     assert first.startswith("**Not reproducible as stamped") and "uncommitted changes" in first
 
 
+def test_two_workflow_processes_on_one_results_folder_each_complete_their_own_invocation(tmp_path, monkeypatch):
+    root = checkout(tmp_path)
+    monkeypatch.chdir(root)
+    monkeypatch.setattr(manifest.os, "getpid", lambda: 101)
+    manifest.start(root / "results", root, ["config/run.yaml"])
+    monkeypatch.setattr(manifest.os, "getpid", lambda: 202)  # a second process, started while the first runs
+    manifest.start(root / "results", root, ["config/run.yaml"])
+    monkeypatch.setattr(manifest.os, "getpid", lambda: 101)  # the first ends: its own invocation, not the last
+    first = manifest.finish(root / "results", "success")["invocations"]
+    assert [i["status"] if i["finished"] else None for i in first] == ["success", None]
+    monkeypatch.setattr(manifest.os, "getpid", lambda: 202)
+    both = manifest.finish(root / "results", "error")
+    assert [i["status"] for i in both["invocations"]] == ["success", "error"] and both["status"] == "error"
+    with pytest.raises(ValueError, match="completed already"):
+        manifest.finish(root / "results", "error")
+
+
 def test_a_missing_or_broken_manifest_is_one_line(tmp_path):
     with pytest.raises(InputError, match="no manifest"):
         manifest.read(tmp_path)

@@ -163,6 +163,7 @@ def start(results: Path, root: Path, configs: list[str], records: list[str] = ()
         "versions": versions(),
         "started": _now(),
         "started_monotonic": time.monotonic(),
+        "controller": os.getpid(),  # the process whose ``finish`` completes this invocation
         "finished": None,
         "wall_s": None,
         "cpu_s": None,
@@ -173,22 +174,39 @@ def start(results: Path, root: Path, configs: list[str], records: list[str] = ()
 
 
 def finish(results: Path, status: str) -> dict:
-    """Complete the last invocation: its end, status, wall-clock and the CPU seconds of its jobs
+    """Complete this process's invocation (``own``): its end, status, wall-clock and the CPU seconds of its jobs
     (the workflow process's children, getrusage) and of the workflow process itself."""
     path = Path(results) / FILE
     manifest = read(path)
-    last = dict(manifest["invocations"][-1])
+    invocations = list(manifest["invocations"])
+    index = own(invocations)
+    item = dict(invocations[index])
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    last.update(
+    own_use = resource.getrusage(resource.RUSAGE_SELF)
+    item.update(
         finished=_now(),
         status=status,
-        wall_s=round(time.monotonic() - last.pop("started_monotonic"), 1),
-        cpu_s=round(children.ru_utime + children.ru_stime + own.ru_utime + own.ru_stime, 1),
+        wall_s=round(time.monotonic() - item.pop("started_monotonic"), 1),
+        cpu_s=round(children.ru_utime + children.ru_stime + own_use.ru_utime + own_use.ru_stime, 1),
     )
-    manifest = {**last, "invocations": [*manifest["invocations"][:-1], last]}
+    invocations[index] = item
+    manifest = {**invocations[-1], "invocations": invocations}
     write(path, manifest)
     return manifest
+
+
+def own(invocations: list[dict]) -> int:
+    """The index of this process's invocation: the last unfinished one it started (its ``controller`` pid), so
+    that a second workflow process on the same results folder, started later, does not have its invocation
+    completed by the first's end; the last invocation where none names this process (a manifest written before
+    invocations named their controller). ValueError where that one has finished already."""
+    pid = os.getpid()
+    for index in range(len(invocations) - 1, -1, -1):
+        if invocations[index].get("controller") == pid and invocations[index].get("finished") is None:
+            return index
+    if invocations[-1].get("finished") is not None:
+        raise ValueError("no unfinished invocation of this process in the manifest: it was completed already")
+    return len(invocations) - 1
 
 
 def write(path: Path, manifest: dict) -> None:
