@@ -42,18 +42,13 @@ LAYERS = [
     {"lostmid.stats"},
     {"lostmid.training"},
     {"lostmid.analysis"},
-    # the study's plan and reading are data the plots draw; its estimators and pages are above them
-    {
-        "lostmid.algebraic",
-        "lostmid.architectures",
-        "lostmid.evidence",
-        "lostmid.study.reading",
-        "lostmid.study.plan",
-        "lostmid.stats.study2",  # the second study's estimators: they word their outcomes as study.reading does
-    },
+    {"lostmid.algebraic", "lostmid.architectures", "lostmid.evidence"},
+    # the studies' plans, readings and estimators: the data the plots draw
+    {"lostmid.study"},
     {"lostmid.jobs", "lostmid.catalogue"},
     {"lostmid.plots"},
-    {"lostmid.study", "lostmid.front"},
+    # the pages that draw figures, above the plots they call
+    {"lostmid.pages", "lostmid.front"},
     {"lostmid.cli"},
     # the public API: the package's own functions (lostmid.api), which import everything they need when called
     {"lostmid", "lostmid.api"},

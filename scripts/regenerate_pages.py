@@ -48,13 +48,14 @@ def _results(out: Path) -> None:
     io.write_text(page(Path("runs/default"), out=target), out / target)
 
 
-# The second study's record: once committed, the findings page answers both studies (study2_page.write_combined).
+# The second study's record: once committed, the findings page answers both studies
+# (lostmid.pages.study2.write_combined).
 STUDY2 = "runs/study2"
 
 
 def _findings(out: Path) -> None:
-    from lostmid.study.findings import write_findings
-    from lostmid.study.study2_page import write_combined
+    from lostmid.pages.findings import write_findings
+    from lostmid.pages.study2 import write_combined
 
     if out != REPO:  # the README's findings block is written into a copy of the README
         shutil.copyfile(REPO / "README.md", out / "README.md")

@@ -1,4 +1,4 @@
-"""The fix run's page (`lostmid fix-page`; lostmid.study.fix_reading, fix_page) on small synthetic records
+"""The fix run's page (`lostmid fix-page`; lostmid.study.fix_reading, lostmid.pages.fix) on small synthetic records
 written directly as the run's files: a plan committed in a throwaway checkout (study/fix_plan.yaml with few fits
 and windows), the none arm's record, the fits, each fix arm's held-out windows under its fit's stamp, the gates'
 readings and the run's manifest. Planted effects must be read as the plan words them; the fits are the unit (the
@@ -20,6 +20,7 @@ from lostmid.architectures import positional_bias as pb
 from lostmid.architectures import retrieval_estimators as re
 from lostmid.cli.main import main
 from lostmid.plots import fix as fix_plots
+from lostmid.stats import outcomes
 from lostmid.study import fix_reading, reading
 
 from conftest import REPO, git
@@ -226,8 +227,8 @@ def test_a_record_whose_plan_changed_is_refused_and_nothing_is_written(tmp_path,
 def test_the_outcome_rules_read_intervals_as_the_plan_words_them():
     assert fix_reading.one_sided_outcome(-0.9, -0.6, 0.5) == "no effect of that size (the other way)"
     assert fix_reading.one_sided_outcome(0.1, 0.4, 0.5) == "an effect smaller than our margin"
-    assert reading.two_sided_outcome(-0.3, -0.1, 0.5) == "an effect (negative)"
-    assert reading.two_sided_outcome(-0.3, 0.6, 0.5) == reading.INCONCLUSIVE
+    assert outcomes.two_sided_outcome(-0.3, -0.1, 0.5) == "an effect (negative)"
+    assert outcomes.two_sided_outcome(-0.3, 0.6, 0.5) == reading.INCONCLUSIVE
     assert fix_reading.non_inferiority_outcome(-0.015, -0.005, 0.02) == fix_reading.LOWERED_WITHIN
     assert fix_reading.non_inferiority_outcome(-0.03, 0.01, 0.02) == reading.INCONCLUSIVE
     assert fix_reading.non_inferiority_outcome(-0.05, -0.01, 0.02) == fix_reading.LOWERED  # below 0, size undecided

@@ -326,7 +326,7 @@ def test_speed_and_preference_are_paired_by_seed_over_the_fix_arms_blocks():
 def test_the_findings_page_names_both_commits_and_puts_its_answers_into_the_readme(tmp_path):
     """A copy of runs/study whose run began under a copy of the plan committed in a checkout (less its slowest
     primary): primary, the plan's commit beside the run's, one figure per answered question."""
-    from lostmid.study.findings import README_END, README_START, write_findings
+    from lostmid.pages.findings import README_END, README_START, write_findings
 
     repo = plan_repo(tmp_path)
     started = begun_under(copy_record("study", tmp_path), repo)

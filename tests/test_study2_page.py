@@ -181,8 +181,8 @@ def test_a_failed_gate_gives_exploratory_numbers_and_no_decision(tmp_path):
 
 def test_the_page_for_both_studies_answers_each_question_once_with_its_step_and_our_margin(decided, tmp_path):
     from lostmid import io
-    from lostmid.study.findings import README_END, README_START
-    from lostmid.study.study2_page import SIZES_LINE, write_combined
+    from lostmid.pages.study2 import SIZES_LINE, write_combined
+    from lostmid.pages.findings import README_END, README_START
 
     repo, record = decided
     started = begun_under(copy_record("study", tmp_path), repo)  # study 1's record, begun under the plans' commit
@@ -324,7 +324,7 @@ def test_a_record_whose_plan_hash_differs_is_read_as_exploratory_everywhere(tmp_
 
 def test_a_record_of_another_plan_is_refused_in_one_line(decided, tmp_path):
     from lostmid.errors import InputError
-    from lostmid.study.study2_page import write_combined
+    from lostmid.pages.study2 import write_combined
 
     repo, _ = decided
     with pytest.raises(InputError, match="records no plan study/plan2.yaml: not a run of the second study"):
@@ -351,8 +351,8 @@ def test_the_run_variants_of_each_arm_of_the_second_plan_are_read_from_its_overl
 
 
 def test_each_primarys_reached_precision_stands_beside_the_half_width_its_plan_simulated(read_decided):
+    from lostmid.pages.study2 import precision_table
     from lostmid.study.reading import number
-    from lostmid.study.study2_page import precision_table
 
     table = precision_table(list(read_decided.values()))
     assert len(table) == 2 + len(read_decided)  # every primary read has its row

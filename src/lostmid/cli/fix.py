@@ -60,6 +60,6 @@ def _page_args(parser):
 
 @command("fix-page", "the fix run's page, tables and figure from its record", _page_args)
 def fix_page(args):
-    from lostmid.study.fix_page import write_fix_page
+    from lostmid.pages.fix import write_fix_page
 
     log.info("wrote %s", write_fix_page(args.record, args.repo, args.force))

@@ -65,8 +65,8 @@ the README's answers only beside such a page; --force replaces another record's.
 
 @command("findings", "docs/findings.md from the study's record and its plan", _findings_args)
 def findings(args):
-    from lostmid.study.findings import write_findings
-    from lostmid.study.study2_page import write_combined
+    from lostmid.pages.findings import write_findings
+    from lostmid.pages.study2 import write_combined
 
     if args.study2_run:
         found = write_combined(

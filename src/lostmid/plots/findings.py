@@ -29,7 +29,8 @@ import pandas as pd
 from matplotlib.lines import Line2D
 
 from lostmid.plots.style import PALETTE, REFERENCE, figure, save
-from lostmid.study.reading import ANSWERS, AT_LEAST, IN_DIRECTION, INCONCLUSIVE, NO_EFFECT, OTHER_SIDE, SMALLER
+from lostmid.stats.outcomes import AT_LEAST, INCONCLUSIVE, NO_EFFECT, SMALLER
+from lostmid.study.reading import ANSWERS, IN_DIRECTION, OTHER_SIDE
 
 # The answers' words (the sentences' openings) and how their rows are drawn: colour-blind safe, and a marker
 # each, so that the rows read in greyscale too. A word "... (on the other side of 0)" is drawn as OTHER_SIDE.

@@ -25,7 +25,7 @@ from statsmodels.tools.sm_exceptions import ConvergenceWarning
 
 from lostmid.errors import InputError
 from lostmid.stats.effects import BootstrapEffect, MeanEffect, WaldEffect
-from lostmid.study.reading import INCONCLUSIVE, NO_EFFECT, outcome
+from lostmid.stats.outcomes import INCONCLUSIVE, NO_EFFECT, outcome
 
 
 @dataclass(frozen=True)

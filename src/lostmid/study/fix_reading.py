@@ -45,7 +45,7 @@ from lostmid.architectures.fix_plan import (
     window_path,
 )
 from lostmid.errors import InputError
-from lostmid.stats import bootstrap
+from lostmid.stats import bootstrap, outcomes
 from lostmid.stats.effects import MeanEffect
 from lostmid.study import reading
 from lostmid.study.reading import DEFAULT_SIZE_LABEL, READINGS, Missing, Read, labelled
@@ -55,7 +55,7 @@ CONTRASTS = (("blog", "none"), ("fitm", "none"), ("blog", "fitm"))
 OUTCOMES = {"success": "success", "logprob": "log p(answer)"}
 
 # study/plan.yaml's four outcomes against OUR margin, in the fix plan's words (outcomes.one_sided, two_sided)
-ONE_SIDED_WORDS = {outcome: labelled(outcome, DEFAULT_SIZE_LABEL) for outcome in reading.OUTCOMES}
+ONE_SIDED_WORDS = {outcome: labelled(outcome, DEFAULT_SIZE_LABEL) for outcome in outcomes.OUTCOMES}
 OTHER_WAY = " (the other way)"
 NOT_LOWERED = "not lowered"
 LOWERED = "lowered"
@@ -288,7 +288,7 @@ def non_inferiority_outcome(low: float, high: float, margin: float) -> str:
     return NON_INFERIORITY_WORDS[decided]
 
 
-RULES = {"increase": one_sided_outcome, "none": reading.two_sided_outcome, "not_lowered": non_inferiority_outcome}
+RULES = {"increase": one_sided_outcome, "none": outcomes.two_sided_outcome, "not_lowered": non_inferiority_outcome}
 
 
 # --------------------------------------------------------------------------- the primaries

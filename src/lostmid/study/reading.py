@@ -1,8 +1,9 @@
 """The one reading of a plan's primaries (study/plan.yaml, plan2.yaml, fix_plan.yaml: ``outcomes`` and
 ``multiplicity``): each primary read by the reading function its plan module registers (``READINGS``, keyed by the
-dotted path of the estimator the plan names) into a ``Read``; Holm's levels across the primaries; the four outcomes
-read off an interval against 0 and the size (and the fix plan's two-sided one: an effect, or none of that size);
-a fix arm's ``Gate``; and the words and numbers of an answer as the findings pages print them, its size labelled."""
+dotted path of the estimator the plan names) into a ``Read``; Holm's levels across the primaries; a primary's
+outcome read off its interval (``lostmid.stats.outcomes``: against 0 and the size, or the fix plan's two-sided
+one); a fix arm's ``Gate``; and the words and numbers of an answer as the findings pages print them, its size
+labelled."""
 
 from __future__ import annotations
 
@@ -10,12 +11,8 @@ import math
 from dataclasses import dataclass, replace
 
 from lostmid.errors import InputError
+from lostmid.stats.outcomes import AT_LEAST, INCONCLUSIVE, NO_EFFECT, SMALLER, oriented, outcome
 
-AT_LEAST = "at least the source's size"
-SMALLER = "an effect smaller than the source's"
-NO_EFFECT = "no effect of that size"
-INCONCLUSIVE = "inconclusive"
-OUTCOMES = (AT_LEAST, SMALLER, NO_EFFECT, INCONCLUSIVE)
 EXPLORATORY = "exploratory"  # every outcome and answer of a run the plan check does not call primary
 NOT_YET_RUN = "not yet run"
 NOT_BUILT = "the fix could not be built for this network"
@@ -25,40 +22,6 @@ NOT_SHOWN_ABSENT = "not shown absent"  # plan2 outcomes.not_shown_absent
 SOURCE = "source"  # a size label: the source's own number
 DEFAULT_SIZE_LABEL = "our margin"  # the size label of a plan that labels none (study/plan.yaml)
 SOURCE_SIZE = "the source's size"  # how a sentence names the size, ``labelled``
-
-
-def oriented(low: float, high: float, direction: str) -> tuple[float, float]:
-    """The interval in the claim's direction: as it is for an increase, negated and swapped for a decrease."""
-    if direction not in ("increase", "decrease"):
-        raise ValueError(f"direction must be increase or decrease, got {direction!r}")
-    return (low, high) if direction == "increase" else (-high, -low)
-
-
-def outcome(low: float, high: float, direction: str, size: float) -> str:
-    """The four-outcome reading of the interval [low, high] against 0 and the source's size (> 0, in the claim's
-    direction): the bound nearer 0 beyond the size; 0 and the size both excluded (an effect, smaller); the size
-    excluded and 0 not (or the interval on the other side of 0); otherwise inconclusive. NaN bounds: inconclusive."""
-    if not size > 0:
-        raise ValueError(f"the source's size must be positive, got {size}")
-    if math.isnan(low) or math.isnan(high):
-        return INCONCLUSIVE
-    lo, hi = oriented(low, high, direction)
-    if lo >= size:
-        return AT_LEAST
-    if hi < size:
-        return SMALLER if lo > 0 else NO_EFFECT
-    return INCONCLUSIVE
-
-
-def two_sided_outcome(low: float, high: float, size: float) -> str:
-    """The reading of [low, high] for a claim with no direction (study/fix_plan.yaml, outcomes.two_sided): an
-    effect, its sign named, where the interval excludes 0; no effect of that size where it lies inside (-size,
-    size); otherwise inconclusive. NaN bounds: inconclusive."""
-    if math.isnan(low) or math.isnan(high):
-        return INCONCLUSIVE
-    if low > 0 or high < 0:
-        return f"an effect ({'positive' if low > 0 else 'negative'})"
-    return NO_EFFECT if -size < low and high < size else INCONCLUSIVE
 
 
 # The answer's words: how a sentence of docs/findings.md opens for each outcome, and how its row of the findings'

@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from lostmid.errors import InputError
+from lostmid.pages import findings as page1
 from lostmid.study import findings
 from lostmid.study import study2_reading as s2
 from lostmid.study import study2_secondaries as s2x
@@ -238,12 +239,12 @@ def markdown(plan1, record1, rows1, status1, plan2, record2, rows2, status2, fig
         "",
         "**Study 2.**",
         "",
-        findings.provenance(record2, status2),
+        page1.provenance(record2, status2),
         *(["", cost_line(run2)] if run2 is not None else []),
         "",
         "**Study 1.**",
         "",
-        findings.provenance(record1, status1),
+        page1.provenance(record1, status1),
         "",
         "**The answers.**",
         "",
@@ -272,11 +273,11 @@ def markdown(plan1, record1, rows1, status1, plan2, record2, rows2, status2, fig
         "**Exploratory rows of study 2** (study/plan2.yaml, secondaries). 95% intervals, no multiplicity correction,",
         f"no outcome; a row the record cannot give says why ({s2x.NOT_IN_RECORD}).",
         "",
-        *findings.secondaries_table(secondaries2),
+        *page1.secondaries_table(secondaries2),
         "",
         "**Exploratory rows of study 1.** 95% intervals, no multiplicity correction, no outcome.",
         "",
-        *findings.secondaries_table(findings.secondary_rows(plan1, record1, every_fit=True)),
+        *page1.secondaries_table(findings.secondary_rows(plan1, record1, every_fit=True)),
     ]
     return "\n".join(out) + "\n"
 
@@ -319,11 +320,11 @@ def write_combined(
     flatness = s2x.flatness_section(record2, s2x.read_pilot(pilot or Path(repo) / s2x.PILOT))
     added = (flatness, s2x.secondary_rows(plan2, record2, run2, resamples))
     curves = Path(figures_dir) / "findings_study2_failure.png"
-    figures = {"curves": findings.relative(curves, out)}
+    figures = {"curves": page1.relative(curves, out)}
     page = io.wrap_prose(markdown(plan1, record1, rows1, status1, plan2, record2, rows2, status2, figures, run2, added))
     if readme is not None:
         standing = answer_lines(questions(plan1, record1, rows1, rows2, added[1]), revised=False)
-        readme_text = findings.readme_with(readme, out, standing)
+        readme_text = page1.readme_with(readme, out, standing)
     arms = s2.with_variants(plan2, record2.overlay)["run"]["arms"]
     failure_curves(record2.failure, arms, CURVE_STEPS, curves)
     io.write_text(page, out)
