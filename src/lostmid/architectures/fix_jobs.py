@@ -26,6 +26,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
+import time
 from pathlib import Path
 
 import numpy as np
@@ -49,6 +51,8 @@ from lostmid.architectures.fix_plan import (
 from lostmid.architectures.retrieval import leading_ids, window_order
 from lostmid.architectures.retrieval_jobs import recorded, window_examples
 from lostmid.errors import ConfigError, InputError
+
+log = logging.getLogger(__name__)
 
 
 def retrieval_settings(plan: dict):
@@ -306,7 +310,8 @@ def gate_block(plan: dict, n: int, device) -> list[Path]:
     arch, tokenizer, stream = loaded(settings, device)
     layers = [layer for layer, _ in models.layers(arch)] if n >= settings.checkpoint_from else []
     lead = len(leading_ids(tokenizer, settings.bos))
-    for k, path in missing:
+    for done, (k, path) in enumerate(missing, 1):
+        start = time.perf_counter()
         context = reserved_contexts(stream, tokenizer, settings, n, [k]).to(device)
         fit = fit_of(plan, k)
         biases = {"none": None, **{arm: load_bias(*arm_bias(plan, arm, fit)).to(device) for arm in ARMS}}
@@ -322,4 +327,7 @@ def gate_block(plan: dict, n: int, device) -> list[Path]:
             rows.append({"arm": arm, "n": n, "draw": k, "fit": fit, "flatness": flatness})
             rows[-1]["content_free_distance"] = distance
         io.write_parquet(pd.DataFrame(rows).assign(window=corpus_windows(stream, settings, n, [k])[0]), path)
+        flat = ", ".join(f"{row['arm']} {row['flatness']:.3f}" for row in rows)
+        log.info("gate n=%d window %d (%d of the %d missing): flatness %s, %.1f s", n, k, done, len(missing), flat,
+                 time.perf_counter() - start)  # fmt: skip
     return paths
