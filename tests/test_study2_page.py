@@ -181,8 +181,8 @@ def test_a_failed_gate_gives_exploratory_numbers_and_no_decision(tmp_path):
 
 def test_the_page_for_both_studies_answers_each_question_once_with_its_step_and_our_margin(decided, tmp_path):
     from lostmid import io
-    from lostmid.pages.study2 import SIZES_LINE, write_combined
     from lostmid.pages.findings import README_END, README_START
+    from lostmid.pages.study2 import SIZES_LINE, write_combined
 
     repo, record = decided
     started = begun_under(copy_record("study", tmp_path), repo)  # study 1's record, begun under the plans' commit
