@@ -15,7 +15,7 @@ seeds nested in fits), and then resampled at the second study's sizes:
 
 Each interval is read at the Holm worst case, level 1 - alpha / k (k = 10 primaries: 0.995; an equivalence test
 at alpha / k reads its 1 - 2 alpha / k interval, 0.99). The simulated truth is the pilot's own mean: p_decided is
-the share of simulated runs whose outcome (lostmid.study.reading.outcome) is not inconclusive (for an equivalence
+the share of simulated runs whose outcome (lostmid.stats.outcomes.outcome) is not inconclusive (for an equivalence
 primary: the share that shows equivalence). The pilot's readings (each primary's pilot estimate with the new
 estimators, and the referee's checks of the first study) are written beside.
 
@@ -35,7 +35,7 @@ from scipy import stats
 from lostmid.stats import study2
 from lostmid.study import estimators as est
 from lostmid.stats.effects import BootstrapEffect
-from lostmid.study.reading import INCONCLUSIVE, outcome
+from lostmid.stats.outcomes import INCONCLUSIVE, outcome
 
 ALPHA, PRIMARIES = 0.05, 10
 LEVEL = 1 - ALPHA / PRIMARIES  # the Holm worst case: the last primary's level

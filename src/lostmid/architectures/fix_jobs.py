@@ -328,6 +328,8 @@ def gate_block(plan: dict, n: int, device) -> list[Path]:
             rows[-1]["content_free_distance"] = distance
         io.write_parquet(pd.DataFrame(rows).assign(window=corpus_windows(stream, settings, n, [k])[0]), path)
         flat = ", ".join(f"{row['arm']} {row['flatness']:.3f}" for row in rows)
-        log.info("gate n=%d window %d (%d of the %d missing): flatness %s, %.1f s", n, k, done, len(missing), flat,
-                 time.perf_counter() - start)  # fmt: skip
+        seconds = time.perf_counter() - start
+        log.info(
+            "gate n=%d window %d (%d of the %d missing): flatness %s, %.1f s", n, k, done, len(missing), flat, seconds
+        )
     return paths

@@ -1,7 +1,7 @@
 """The outcomes of an interval read against 0 and a size: the plans' four (study/plan.yaml, ``outcomes``: at least
 the size, smaller, no effect of that size, inconclusive) in a claim's direction, and the fix plan's two-sided one (an
-effect, or none of that size). Below the studies, so that an estimator of ``stats`` may read its own outcome; the
-studies read them through ``lostmid.study.reading``."""
+effect, or none of that size). Below the studies, so that an estimator of ``stats`` may read its own outcome; every
+reader imports them from here."""
 
 from __future__ import annotations
 

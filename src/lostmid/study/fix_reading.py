@@ -10,7 +10,7 @@ over the fit means, the exploratory ones a bootstrap over fits, then windows wit
     gate_of(plan, gate, arm, n)         whether a fix did what it is for (the plan's gates, over the fit means)
     gate_reading(plan, record, arm, n)  the same on a record; gate_first_passed(plan): the gate-first order's gate
     non_inferiority_p(units, margin)    one-sided Student t p of mean >= -margin
-    one_sided_outcome, non_inferiority_outcome   the plan's outcome rules, in its words (two-sided: reading's)
+    one_sided_outcome, non_inferiority_outcome   the plan's outcome rules, in its words (two-sided: stats.outcomes')
     primary_rows(plan, record)          every primary: fit-cluster difference, Holm over the plan's k, its outcome
                                         (lostmid.study.reading.read_primaries, its reading registered there)
     contrast_table(record, ...)         each fix against none and blog against fitm, per q and over q
@@ -64,9 +64,9 @@ LOWERED_BEYOND = "lowered, beyond our margin"
 NO_DECISION = "no decision"
 STOPPED_BY_GATE = "stopped by the gate"
 NON_INFERIORITY_WORDS = {  # the claim "lowered" read against our margin: study/plan.yaml's outcomes, in its words
-    reading.AT_LEAST: LOWERED_BEYOND,
-    reading.SMALLER: LOWERED_WITHIN,
-    reading.NO_EFFECT: NOT_LOWERED,
+    outcomes.AT_LEAST: LOWERED_BEYOND,
+    outcomes.SMALLER: LOWERED_WITHIN,
+    outcomes.NO_EFFECT: NOT_LOWERED,
 }
 
 
@@ -273,18 +273,18 @@ def non_inferiority_p(units: pd.Series, margin: float) -> float:
 def one_sided_outcome(low: float, high: float, margin: float) -> str:
     """A fix against none (direction increase): study/plan.yaml's four outcomes against our margin; a decided
     interval below 0 named "the other way"."""
-    found = ONE_SIDED_WORDS[reading.outcome(low, high, "increase", margin)]
-    return found + OTHER_WAY if found != reading.INCONCLUSIVE and high < 0 else found
+    found = ONE_SIDED_WORDS[outcomes.outcome(low, high, "increase", margin)]
+    return found + OTHER_WAY if found != outcomes.INCONCLUSIVE and high < 0 else found
 
 
 def non_inferiority_outcome(low: float, high: float, margin: float) -> str:
     """Accuracy not lowered (direction not_lowered), read as study/plan.yaml's four outcomes of the claim
-    "lowered" (``reading.outcome``, direction decrease) against our margin: at least it, lowered beyond our margin;
+    "lowered" (``outcomes.outcome``, direction decrease) against our margin: at least it, lowered beyond our margin;
     smaller, lowered by less than it; no effect of its size, not lowered; inconclusive, but "lowered" where the
     upper bound lies below 0 (as where it lies exactly on -margin: not beyond it)."""
-    decided = reading.outcome(low, high, "decrease", margin)
-    if decided == reading.INCONCLUSIVE or high == -margin:
-        return LOWERED if low <= high < 0 else reading.INCONCLUSIVE  # a NaN bound: inconclusive
+    decided = outcomes.outcome(low, high, "decrease", margin)
+    if decided == outcomes.INCONCLUSIVE or high == -margin:
+        return LOWERED if low <= high < 0 else outcomes.INCONCLUSIVE  # a NaN bound: inconclusive
     return NON_INFERIORITY_WORDS[decided]
 
 
