@@ -26,11 +26,11 @@ import pandas as pd
 from lostmid.tables.compare import checkpoint_kind
 
 COLUMNS = ["claim", "setting", "estimate", "verdict"]  # what both kinds of input carry
-HEADER = "| # | claim |"  # the evidence table's header (claims.markdown)
+HEADER = "| # | claim |"  # the evidence table's header (lostmid.pages.evidence.markdown)
 
 
 def from_markdown(text: str, source: str) -> pd.DataFrame:
-    """The rows of every evidence table of the page (the layout of ``claims.markdown``)."""
+    """The rows of every evidence table of the page (the layout of ``lostmid.pages.evidence.markdown``)."""
     lines = [line.rstrip() for line in text.splitlines()]
     headers = [i for i, line in enumerate(lines) if line.startswith(HEADER)]
     if not headers:

@@ -47,7 +47,7 @@ LAYERS = [
     {"lostmid.study"},
     {"lostmid.jobs", "lostmid.catalogue"},
     {"lostmid.plots"},
-    # the pages that draw figures, above the plots they call
+    # the pages (Markdown and the figures they draw), above the rows and plots they call
     {"lostmid.pages", "lostmid.front"},
     {"lostmid.cli"},
     # the public API: the package's own functions (lostmid.api), which import everything they need when called

@@ -82,10 +82,14 @@ def _retrieval(out: Path) -> None:
 
 def _evidence(out: Path) -> None:
     from lostmid import io
-    from lostmid.evidence import deviations, registry, report
+    from lostmid.evidence import registry
+    from lostmid.pages import evidence
 
     page = (REPO / "docs" / "evidence.md").read_text()
-    for name, block in (("claims", report.declarations(registry.CLAIMS)), ("deviations", deviations.markdown())):
+    for name, block in (
+        ("claims", evidence.declarations(registry.CLAIMS)),
+        ("deviations", evidence.deviations_markdown()),
+    ):
         page = io.between_markers(page, f"<!-- {name}: begin -->", f"<!-- {name}: end -->", block, "docs/evidence.md")
     io.write_text(page, out / "docs" / "evidence.md")
 
@@ -128,7 +132,7 @@ PAGES = [
     ),
     Page(
         "evidence",
-        "lostmid.evidence.report.declarations() and lostmid.evidence.deviations.markdown() (the page's two blocks)",
+        "lostmid.pages.evidence.declarations() and deviations_markdown() (the page's two blocks)",
         ("docs/evidence.md",),
         _evidence,
     ),

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from lostmid.cli.evidence import PAGE_MARKERS
-from lostmid.evidence import claims
+from lostmid.pages.evidence import markdown
 
 from conftest import REPO
 
@@ -21,8 +21,7 @@ def test_a_docs_page_and_the_parquet_table_it_quotes_give_the_same_verdicts(smok
     table = pd.read_parquet(workdir / "results" / "evidence")
     page = tmp_path / "page.md"
     page.write_text(
-        f"# A page\n\nProse may quote {PAGE_MARKERS[0]}.\n\n"
-        f"{PAGE_MARKERS[0]}\n\n{claims.markdown(table)}\n{PAGE_MARKERS[1]}\n"
+        f"# A page\n\nProse may quote {PAGE_MARKERS[0]}.\n\n{PAGE_MARKERS[0]}\n\n{markdown(table)}\n{PAGE_MARKERS[1]}\n"
     )
     matched, changed, alone = compare_verdicts.differences(
         compare_verdicts.read(page), compare_verdicts.read(workdir / "results" / "evidence")

@@ -21,6 +21,7 @@ from lostmid.evidence import blog_claims, claims, decisions, readings
 from lostmid.evidence.estimators import ESTIMATORS
 from lostmid.evidence.inputs import Effects
 from lostmid.evidence.settings import EvidenceSettings
+from lostmid.pages.evidence import deviations_markdown, markdown
 from lostmid.stats import statistics
 
 from conftest import REPO, model_config
@@ -761,7 +762,7 @@ def test_the_blog_rows_are_decided_family_wise_on_bonferroni_intervals():
     outside = rows.loc["outside"]
     assert outside.family_size == 0 and outside.adjusted_verdict == outside.verdict
     assert outside.adjusted_low == outside.ci_low
-    assert "| **inconclusive** |" in claims.markdown(rows.reset_index()).splitlines()[2]
+    assert "| **inconclusive** |" in markdown(rows.reset_index()).splitlines()[2]
 
 
 # --------------------------------------------------------------------------- paper claims
@@ -1102,7 +1103,7 @@ def test_the_deviations_registry_is_on_the_page_and_every_rule_changed_after_the
 
     page = (REPO / "docs" / "evidence.md").read_text()
     block = page.split("<!-- deviations: begin -->")[1].split("<!-- deviations: end -->")[0]
-    assert block.strip() == deviations.markdown().strip()
+    assert block.strip() == deviations_markdown().strip()
     first = deviations.first_written(EV)
     assert (first.slope_margin, first.speed_margin, first.share_reference) == (0.5, 0.02, "unbiased")
     # A row decided under the margin from the blog's words and not under the first one carries both.

@@ -13,6 +13,7 @@ from scipy import stats
 from lostmid.errors import InputError
 from lostmid.evidence import pooled
 from lostmid.manifest import sha256
+from lostmid.pages.evidence import pooled_markdown
 from lostmid.stats import meta
 
 CLAIM = "balance_lowers_e_inf_at_matched_accuracy"
@@ -114,7 +115,7 @@ def test_three_run_records_pool_by_hand(tmp_path):
     assert row.tau2 == pytest.approx(0.09) and row.random == pytest.approx(-0.5)
     assert (row.random_low, row.random_high) == pytest.approx((-0.5 - z * 0.3, -0.5 + z * 0.3))
     assert row.verdict == "inconclusive" and row.rule.startswith("less_than_zero, margin 0.05")
-    assert "| 0-3 (2 runs); 10-15 (1 run) | 10 |" in pooled.markdown(runs, pooled.pooled_rows(runs))
+    assert "| 0-3 (2 runs); 10-15 (1 run) | 10 |" in pooled_markdown(runs, pooled.pooled_rows(runs))
 
 
 @pytest.mark.parametrize(

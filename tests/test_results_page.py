@@ -11,7 +11,7 @@ import pytest
 
 from lostmid import jobs, manifest
 from lostmid.cli.main import main
-from lostmid.evidence.report import headline, verdict_summary
+from lostmid.pages.evidence import headline, verdict_summary
 from lostmid.tables.run_cost import cost_by_stage, job_costs
 
 
@@ -210,7 +210,7 @@ def test_the_page_holds_every_section_of_the_run_stamped_from_its_manifest(smoke
 
 
 def test_a_confirmatory_runs_rows_stand_beside_the_default_runs():
-    from lostmid.evidence.report import side_by_side
+    from lostmid.pages.evidence import side_by_side
 
     confirm = pd.DataFrame([row("debiased_trains_faster", "blog (d)", "literal vs baseline", 0.01, "contradicted", 24)])
     default = pd.DataFrame(

@@ -1,7 +1,7 @@
 """The report's first screen: what the run found, in sentences, before any run spec or graph.
 
 docs/findings.md's questions and answers where the run has the page (each ``## `` section: its heading
-and its first paragraph of prose); otherwise the run's headline (lostmid.evidence.report.headline: one
+and its first paragraph of prose); otherwise the run's headline (lostmid.pages.evidence.headline: one
 line per claim family). Written as an HTML fragment that workflow/report/workflow.rst includes first.
 """
 
@@ -74,8 +74,8 @@ def endpoint_table(markdown: str) -> str:
 
 
 def run_headline(evidence: pd.DataFrame) -> str:
-    """The run's evidence headline (lostmid.evidence.report.headline) as an HTML list."""
-    from lostmid.evidence.report import headline
+    """The run's evidence headline (lostmid.pages.evidence.headline) as an HTML list."""
+    from lostmid.pages.evidence import headline
 
     items = [line.removeprefix("- ") for line in headline(evidence).splitlines() if line.strip()]
     return "<ul>" + "".join(f"<li>{inline(item)}</li>" for item in items) + "</ul>"

@@ -99,6 +99,7 @@ def evidence(args):
     from lostmid.config import read_merged, settings_from_section
     from lostmid.evidence import claims
     from lostmid.evidence.settings import EvidenceSettings
+    from lostmid.pages.evidence import markdown
 
     if args.table:
         import pandas as pd
@@ -108,7 +109,7 @@ def evidence(args):
         table = with_status(pd.read_parquet(args.table))
         if args.claims_matching:
             table = table[table.claim.str.contains(args.claims_matching, regex=True)]
-        show(claims.markdown(table), args.into)
+        show(markdown(table), args.into)
         return
     blocks = read_merged(args.config or [])  # no files: an empty config
     settings = settings_from_section(
@@ -136,6 +137,6 @@ def evidence(args):
 
         plots_evidence.write_page(table, args.page)
     if args.markdown:
-        show(claims.markdown(table), args.into)
+        show(markdown(table), args.into)
     counts = table.verdict.value_counts().to_dict()
     log.info("%d rows: %s", len(table), ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))

@@ -31,6 +31,7 @@ def _args(parser):
 @command("pooled", "pooled evidence: fixed and random effects over disjoint seed sets, with heterogeneity", _args)
 def pooled(args):
     from lostmid.evidence import pooled as pool
+    from lostmid.pages.evidence import pooled_markdown
 
     runs = pool.read_runs(args.runs, args.claim, args.setting)
     rows = pool.pooled_rows(runs)
@@ -38,7 +39,7 @@ def pooled(args):
         log.warning("the runs hold claim %s on one seed set: no pooled row", args.claim)
     if args.out:
         io.write_parquet(rows, args.out)
-    text = pool.markdown(runs, rows)
+    text = pooled_markdown(runs, rows)
     if args.into:
         io.write_between_markers(args.into, *POOLED_MARKERS, "\n" + text.rstrip("\n") + "\n\n")
         log.info("wrote %d pooled rows into %s", len(rows), args.into)

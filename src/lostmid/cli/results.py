@@ -176,7 +176,7 @@ def _evidence(results: Path):
 
 def beside_section(evidence, label: str, beside: list[str]) -> list[str]:
     """The section with this run's evidence rows beside other runs' (``--beside LABEL=RESULTS``)."""
-    from lostmid.evidence.report import side_by_side
+    from lostmid.pages.evidence import side_by_side
 
     if not beside:
         return []
@@ -199,12 +199,11 @@ def page(
     beside: list[str] = (),
     out: Path | None = None,
 ) -> str:
-    from lostmid.evidence import claims
-    from lostmid.evidence.report import headline, split_kinds, verdict_summary
+    from lostmid.pages.evidence import headline, markdown, rule_ids, split_kinds, verdict_summary
 
     evidence = _evidence(results)
     sources, checks = split_kinds(evidence)
-    ids = claims.rule_ids(evidence)  # one numbering of the rules for both tables of the page
+    ids = rule_ids(evidence)  # one numbering of the rules for both tables of the page
     sections = [
         "# Results of a run\n",
         stamp(results, page_command(results, label, list(beside), out)),
@@ -217,11 +216,11 @@ def page(
         "## Evidence: every claim of the blog and the paper\n",
         "`lostmid evidence --markdown --table results/evidence` (the table: `results/evidence`; how each statistic, "
         "interval and decision rule is defined: docs/evidence.md). The sources' claims (`kind` claim):\n",
-        claims.markdown(sources, ids),
+        markdown(sources, ids),
         "## Checks of the instrument\n",
         "The rows of `kind` check: closed forms, the flow error, the probes, an intervention's own check "
         "(not counted among the claims):\n",
-        claims.markdown(checks, ids) if len(checks) else "None in this table.\n",
+        markdown(checks, ids) if len(checks) else "None in this table.\n",
         *beside_section(evidence, label, beside),
         "## Remedies\n",
         remedies_section(results),
@@ -239,7 +238,7 @@ def page(
 @command("results-page", "a run's results.md from its tables (or only its headline verdicts)", _args)
 def results_page(args):
     from lostmid import records
-    from lostmid.evidence.report import headline
+    from lostmid.pages.evidence import headline
 
     run = manifest.read(args.results)  # before this command writes anything: no page from an unrecorded run
     if (args.results / records.OVERLAY).exists():  # a run record keeps its overlay: the one the run ran

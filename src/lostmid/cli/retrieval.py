@@ -126,8 +126,8 @@ def retrieval_tables(args):
     if evidence.exists():
         import pandas as pd
 
-        from lostmid.evidence.claims import markdown as evidence_markdown
         from lostmid.evidence.report import with_status
+        from lostmid.pages.evidence import markdown as evidence_markdown
 
         text += (
             "\nThe claims (`lostmid evidence --markdown --table results/evidence/retrieval.parquet`; rules: "

@@ -50,7 +50,7 @@ from lostmid.evidence.inputs import (
 )
 from lostmid.evidence.readings import mid_training_step
 from lostmid.evidence.registry import CLAIMS, CLAIMS_BY_NAME
-from lostmid.evidence.report import cell, estimate_words, verdict_words
+from lostmid.evidence.report import verdict_words
 from lostmid.evidence.settings import EvidenceSettings
 
 
@@ -257,50 +257,6 @@ def evidence_table(inputs: Inputs, ev: EvidenceSettings, claims: list[Claim] | N
     )
 
 
-def rule_ids(table: pd.DataFrame) -> dict[str, str]:
-    """Each distinct decision rule of ``table`` in words, keyed by its id (R1, R2, ... in order of first use)."""
-    return {rule: f"R{i}" for i, rule in enumerate(dict.fromkeys(table.rule), 1)}
-
-
-def markdown(table: pd.DataFrame, ids: dict[str, str] | None = None) -> str:
-    """The evidence table as Markdown: one line per row, then each row's method, then the decision rules,
-    each printed once and cited by its id in the table's ``rule`` column.
-
-    The family-wise column is the verdict of the rows in a family (with the adjusted interval in the
-    methods below), "–" for the rows outside one; a table written before the correction existed has none.
-    ``ids``: the rules' ids of a larger table that this one is part of (``rule_ids``), so that two parts printed
-    on one page cite one legend's ids; each part's legend lists the rules it uses."""
-    used = set(table.rule)
-    ids = {rule: rule_id for rule, rule_id in (ids or rule_ids(table)).items() if rule in used}
-    lines = [
-        "| # | claim | source | setting | statistic (unit) | estimate [interval] | seeds | rule | verdict "
-        "| family-wise | as first written |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    methods = []
-    for i, row in enumerate(table.itertuples(index=False), 1):
-        family = getattr(row, "family_size", 0) or 0
-        adjusted = f"**{row.adjusted_verdict}**" if family else "–"
-        statistic = f"{cell(row.statistic)} ({row.unit})"
-        first = getattr(row, "verdict_as_first_written", "") or "–"
-        name = row.claim + (" (check)" if getattr(row, "kind", "claim") == "check" else "")
-        lines.append(
-            f"| {i} | {name} | {cell(row.source)} | {cell(row.setting)} | {statistic} | {estimate_words(row)} | "
-            f"{row.n_seeds or '–'} | {ids[row.rule]} | **{verdict_words(row)}** | {adjusted} | {first} |"
-        )
-        correction = (
-            f" Family-wise (Bonferroni over the {family} rows of its family): {row.adjusted_level:.2%} "
-            f"interval [{row.adjusted_low:.3g}, {row.adjusted_high:.3g}], {row.adjusted_verdict}."
-            if family
-            else ""
-        )
-        deviation = f" As first written ({row.deviations}): {first}." if first != "–" else ""
-        methods.append(f"{i}. {row.method}.{correction}{deviation}" + (f" Note: {row.note}." if row.note else ""))
-    legend = [f"- **{rule_id}**: {rule}" for rule, rule_id in ids.items()]
-    text = "\n".join(lines) + "\n\nMethods, by row:\n\n" + "\n".join(methods)
-    return text + "\n\nDecision rules (the table's `rule` column):\n\n" + "\n".join(legend) + "\n"
-
-
 __all__ = [
     "CHECK",
     "CLAIM",
@@ -315,6 +271,5 @@ __all__ = [
     "Setting",
     "evaluate_claim",
     "evidence_table",
-    "markdown",
     "mid_training_step",
 ]

@@ -42,11 +42,3 @@ def first_written(ev: EvidenceSettings) -> EvidenceSettings:
     """The evidence settings with every deviation undone: the rules as first written."""
     restored = {key: value for d in DEVIATIONS for key, value in d.restore.items()}
     return replace(ev, **restored)
-
-
-def markdown() -> str:
-    """The registry as a Markdown table (docs/evidence.md)."""
-    lines = ["| deviation | date | now | first written | why | seen before the change |", "|---|---|---|---|---|---|"]
-    for d in DEVIATIONS:
-        lines.append(f"| `{d.name}` | {d.date} | {d.what} | {d.first_written} | {d.why} | {d.seen} |")
-    return "\n".join(lines) + "\n"

@@ -5,7 +5,7 @@ Every claim declares one by name (``lostmid.evidence.inputs.Claim.estimator``), 
 rule. A reading returns ``Effects``, never an interval; ``made_by`` applies the declared recipe at the run's level,
 and keeps the per-unit sample from which ``decisions.decide`` takes the family-wise interval again. The gates that
 read a check's verdict (the fit's checks, the position shift's) make its estimate the same way.
-``docs/evidence.md`` lists the claims with their estimators (``report.declarations``).
+``docs/evidence.md`` lists the claims with their estimators (``lostmid.pages.evidence.declarations``).
 """
 
 from __future__ import annotations

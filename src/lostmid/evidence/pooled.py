@@ -201,29 +201,3 @@ def pooled_rows(runs: pd.DataFrame) -> pd.DataFrame:
             | {"rule": f"{rule.kind}, margin {rule.margin:.3g}, on the random-effects interval"}
         )
     return pd.DataFrame(rows)
-
-
-def markdown(runs: pd.DataFrame, pooled: pd.DataFrame) -> str:
-    """Each run's row, then the pooled row of its claim, as Markdown."""
-    lines = [
-        "| claim | setting | checkpoint | seed set | run | seeds | estimate [interval] |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for r in runs.itertuples():
-        lines.append(
-            f"| {r.claim} | {r.setting} | {r.checkpoint} | {r.seed_set} | {r.run} | {r.n_seeds} | "
-            f"{r.estimate:.3g} [{r.ci_low:.3g}, {r.ci_high:.3g}] ({r.level:.0%}) |"
-        )
-    lines += [
-        "",
-        "| claim | seed sets (runs) | seeds | fixed effect [95%] | random effects (DL) [95%] | Q (df, p) | I² | τ² "
-        "| verdict |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for p in pooled.itertuples():
-        lines.append(
-            f"| {p.claim} | {p.seed_sets} | {p.n_seeds} | {p.fixed:.3g} [{p.fixed_low:.3g}, {p.fixed_high:.3g}] | "
-            f"{p.random:.3g} [{p.random_low:.3g}, {p.random_high:.3g}] | {p.Q:.3g} ({p.df}, {p.p_Q:.2g}) | "
-            f"{p.I2:.0%} | {p.tau2:.3g} | **{p.verdict}** ({p.rule}) |"
-        )
-    return "\n".join(lines) + "\n"
