@@ -2,9 +2,10 @@
 
 What is checked: a zero bias and a removed bias leave the logits bit for bit; a bias changes layer 0's
 attention by exactly B (up to a constant per query), with or without a key-value cache (the retrieval
-stage's prefix reuse included); the gradient reaches its parameters; the blog's fitted bias flattens the
-influence profile on held-out windows; Found-in-the-Middle's calibration makes the content-free attention
-flatter and is undone; bad input is one line; the docstring example runs.
+stage's prefix reuse included); the mask built without gradients is the differentiable one bit for bit;
+the gradient reaches its parameters; the blog's fitted bias flattens the influence profile on held-out
+windows; Found-in-the-Middle's calibration makes the content-free attention flatter and is undone; bad
+input is one line; the docstring example runs.
 """
 
 from __future__ import annotations
@@ -103,6 +104,35 @@ def test_the_retrieval_stage_runs_under_a_bias_and_its_prefix_reuse_still_change
     assert (reused.prefix > 0).any()
     torch.testing.assert_close(torch.tensor(reused.logprob.values), torch.tensor(whole.logprob.values))
     assert not torch.allclose(torch.tensor(reused.logprob.values), torch.tensor(plain.logprob.values))
+
+
+@pytest.mark.parametrize("forms", [("distance",), ("key",), ("distance", "key")])
+@pytest.mark.parametrize("per_layer", [True, False])
+def test_without_gradients_the_mask_is_the_differentiable_grids_bit_for_bit(forms, per_layer):
+    """Retrieval builds B's mask in two passes over the (q, k) grid (``PositionalBias.causal``); a fit or a
+    profile builds it as a differentiable grid. Same values, -inf above the diagonal, sign bits included, with
+    and without a cache's past and with the model's own boolean mask."""
+    bias = random_bias(arch(), forms=forms, per_layer=per_layer)
+    for past, q in ((0, 40), (25, 15), (0, 1), (39, 1)):
+        hidden = torch.zeros(1, q, 8, dtype=torch.float64)
+        for mask in (None, torch.ones(q, past + q, dtype=torch.bool).tril(past)[None, None]):
+            with torch.enable_grad():
+                grid = pb.biased_mask(bias, 1, hidden, mask, past)
+            with torch.no_grad():
+                causal = pb.biased_mask(bias, 1, hidden, mask, past)
+            assert grid.requires_grad and not causal.requires_grad
+            assert torch.equal(grid, causal) and torch.equal(grid.signbit(), causal.signbit())
+            assert torch.isinf(causal[..., :, past + 1 :].diagonal(dim1=-2, dim2=-1)).all()
+
+
+def test_a_biased_forward_pass_gives_the_same_logits_with_and_without_gradients():
+    a, ids = arch(), windows(1)
+    with pb.applied(a.model, random_bias(a)):
+        with torch.no_grad():
+            without = a.model(ids).logits
+        with torch.enable_grad():
+            with_gradients = a.model(ids).logits.detach()
+    assert torch.equal(without, with_gradients)
 
 
 def test_the_gradient_reaches_every_parameter_of_the_bias():
