@@ -121,7 +121,12 @@ def test_each_fit_on_its_window_then_each_held_out_window_under_its_fit_are_reco
     assert job("block", plan, "--arm", "blog", "--n", str(N), "--block", "0", "--size", "2") == 0
     assert fix_plan.window_path(loaded, "blog", N, 0).stat().st_mtime_ns == written  # recorded: skipped
 
-    assert job("gate", plan, "--n", str(N)) == 0
+    assert job("gate-window", plan, "--n", str(N), "--window", "1") == 0  # one window, as the workflow runs them
+    one = (record / "gate" / f"n{N}_w1.parquet").stat().st_mtime_ns
+    assert not (record / "gate" / f"n{N}_w0.parquet").exists()
+    assert job("gate", plan, "--n", str(N)) == 0  # the gate's job: the windows not yet recorded, window 1 kept
+    assert (record / "gate" / f"n{N}_w0.parquet").exists()
+    assert (record / "gate" / f"n{N}_w1.parquet").stat().st_mtime_ns == one
     gate = pd.read_parquet(record / "gate" / f"n{N}_w1.parquet").set_index("arm")
     assert list(gate.index) == ["none", "blog", "fitm"] and (gate.flatness > 0).all() and (gate.fit == 1).all()
     context = fix_jobs.reserved_contexts(stream, tok, settings, N, [1])  # BOS, then text
@@ -150,6 +155,8 @@ def test_bad_plans_and_blocks_are_one_line(plan, capsys):
     assert "error: fix: block 1 of 2 windows at n = 48 is beyond the plan's held-out windows" in capsys.readouterr().err
     assert job("fit", plan, "--fit", "2") == 2
     assert "error: fix: fit 2 is beyond the plan's 2 fits" in capsys.readouterr().err
+    assert job("gate-window", plan, "--n", str(N), "--window", "2") == 2
+    assert "error: fix gate: window 2 at n = 48; the gate windows there are range(0, 2)" in capsys.readouterr().err
     good = plan.read_text()
     for change, words in (
         ({"windows": [5, 5]}, "fits.windows must be 2 distinct windows, one per fit"),
@@ -236,8 +243,10 @@ def test_the_workflow_asks_the_gate_checkpoint_before_it_lists_the_blocks_beyond
 
     out, blocks = planned()
     assert "checkpoint fix_gate" in out and blocks == []  # the gate first: its reading decides the blocks
-    for name in ("fit_0", "fit_1", "calibrate_0", "calibrate_1", f"gate_n{N}"):  # the fits and the gate have run
-        (work / "results" / "fix").mkdir(parents=True, exist_ok=True)
+    assert len(re.findall(r"gate/n48_w(\d+)\.json", out)) >= 2  # its windows first, one job each
+    done = ("fit_0", "fit_1", "calibrate_0", "calibrate_1", f"gate/n{N}_w0", f"gate/n{N}_w1", f"gate_n{N}")
+    for name in done:  # the fits, the gate's window jobs and the gate have run, in that order
+        (work / "results" / "fix" / "gate").mkdir(parents=True, exist_ok=True)
         (work / "results" / "fix" / f"{name}.json").write_text("[]")
     (record / "gate").mkdir(parents=True)
     with pytest.raises(InputError, match="the blog gate at n = 48 is not read .0 of its 2 gate windows."):

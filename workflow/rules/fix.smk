@@ -125,11 +125,44 @@ if FIX_PLAN is not None:
                 " --done {output}"
             )
 
-    # The gates: each arm's task-free profile on the gate windows at n, each under its fit. A checkpoint: the run's
-    # target asks its reading at the gate-first n before it lists the held-out windows (common.smk, fix_blocks).
-    checkpoint fix_gate:
+    # The gates: each arm's task-free profile on one gate window at n, under its fit; one job a window, so that
+    # they run side by side (mem_mb: one window at 4096, runs/notebook.md "The gate at 4096 in window jobs").
+    rule fix_gate_window:
         input:
             expand("results/fix/{job}_{fit}.json", job=["fit", "calibrate"], fit=FIX_FITS),
+        output:
+            "results/fix/gate/n{n}_w{window}.json",
+        log:
+            "results/logs/fix/gate_n{n}_w{window}.log",
+        benchmark:
+            "results/benchmarks/fix/gate_n{n}_w{window}.tsv"
+        wildcard_constraints:
+            n=r"\d+",
+            window=r"\d+",
+        conda:
+            LOSTMID_ENV
+        threads: 1
+        resources:
+            attempt=attempt_number,
+            mem_mb=10000,
+            runtime=60,
+            gpu=GPU,
+        params:
+            device=config["device"],
+            plan=config["plan"],
+            arguments=ARGUMENTS_FILE,
+        shell:
+            fix_rule("gate-window", "n", "window")
+
+    # The gate at n once its windows are recorded (it computes none of them again). A checkpoint: the run's target
+    # asks its reading at the gate-first n before it lists the held-out windows (common.smk, fix_blocks).
+    checkpoint fix_gate:
+        input:
+            lambda wildcards: expand(
+                "results/fix/gate/n{n}_w{window}.json",
+                n=wildcards.n,
+                window=fix_plan.gate_windows(FIX_PLAN, int(wildcards.n)),
+            ),
         output:
             "results/fix/gate_n{n}.json",
         log:
@@ -143,8 +176,8 @@ if FIX_PLAN is not None:
         threads: 1
         resources:
             attempt=attempt_number,
-            mem_mb=8000,
-            runtime=240,
+            mem_mb=2000,
+            runtime=10,
             gpu=GPU,
         params:
             device=config["device"],

@@ -43,6 +43,7 @@ from lostmid.architectures.fix_plan import (
     block_draws,
     fit_of,
     fit_window,
+    gate_windows,
     none_path,
     record,
     selection_path,
@@ -294,14 +295,23 @@ def gate_path(plan: dict, n: int, k: int) -> Path:
     return record(plan) / "gate" / f"n{n}_w{k}.parquet"
 
 
-def gate_block(plan: dict, n: int, device) -> list[Path]:
-    """The gates' readings on the plan's gate windows at n (the first 2F held-out windows: each fit's first two),
-    one file per window (resumable), gate window k under its fit k mod F (column ``fit``): the flatness
-    (``positional_bias.flatness``) of the task-free profile of BOS + the window's first n - 1 tokens under each arm
-    (layers recomputed from ``checkpoint_from``), and at the calibration's n the content-free attention's distance
-    from uniform (``content_free_distance``) of the window shuffled, without and with the calibration."""
+def gate_window(plan: dict, n: int, window: int, device) -> list[Path]:
+    """The gates' readings on one gate window at n (``gate_block``'s, for that window alone): one job a window,
+    so that they run side by side; the gate's job then finds them all recorded and computes nothing."""
+    if window not in gate_windows(plan, n):
+        raise ConfigError(f"fix gate: window {window} at n = {n}; the gate windows there are {gate_windows(plan, n)}")
+    return gate_block(plan, n, device, [window])
+
+
+def gate_block(plan: dict, n: int, device, windows=None) -> list[Path]:
+    """The gates' readings on the plan's gate windows at n (the first 2F held-out windows: each fit's first two;
+    ``windows``: only those), one file per window (resumable), gate window k under its fit k mod F (column
+    ``fit``): the flatness (``positional_bias.flatness``) of the task-free profile of BOS + the window's first
+    n - 1 tokens under each arm (layers recomputed from ``checkpoint_from``), and at the calibration's n the
+    content-free attention's distance from uniform (``content_free_distance``) of the window shuffled, without and
+    with the calibration."""
     gates, calibration = plan["run"]["gates"], plan["arms"]["fitm"]["calibration"]
-    draws = range(gates["windows_by_n"][n])
+    draws = gate_windows(plan, n) if windows is None else windows
     paths = [gate_path(plan, n, k) for k in draws]
     missing = [(k, path) for k, path in zip(draws, paths) if not path.exists()]
     if not missing:

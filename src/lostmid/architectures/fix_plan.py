@@ -116,6 +116,11 @@ def gate_jobs(plan: dict) -> list[int]:
     return [int(n) for n in plan["run"].get("gates", {}).get("windows_by_n", {})]
 
 
+def gate_windows(plan: dict, n: int) -> range:
+    """The gate windows at n: the first 2F held-out windows (each fit's first two), one job each."""
+    return range(int(plan["run"]["gates"]["windows_by_n"][n]))
+
+
 def record(plan: dict) -> Path:
     """The fix run's record folder (fits/, selection/, windows/, gate/)."""
     return Path(plan["run"]["record"])

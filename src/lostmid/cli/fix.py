@@ -19,7 +19,8 @@ JOBS = {
     "calibrate": ("calibration i and its strength on its window (fits/fitm_<i>.pt, .json)", "calibrate_fitm", ("fit",)),
     "none-check": ("a zero bias gives the none record's answers on a held-out window", "none_check", ()),
     "block": ("one block of held-out windows of a fix arm", "fix_block", ("arm", "n", "block", "size")),
-    "gate": ("the gates' readings on the gate windows at n", "gate_block", ("n",)),
+    "gate": ("the gates' readings on the gate windows at n (those not yet recorded)", "gate_block", ("n",)),
+    "gate-window": ("the gates' readings on one gate window at n", "gate_window", ("n", "window")),
 }
 
 
@@ -33,6 +34,7 @@ def _args(parser):
     parser.add_argument("--arm", default=None, help="blog or fitm (block)")
     parser.add_argument("--block", type=int, default=None, help="b: held-out windows b*size .. (b+1)*size - 1 (block)")
     parser.add_argument("--size", type=int, default=None, help="held-out windows per job (block)")
+    parser.add_argument("--window", type=int, default=None, help="k: one gate window, 0 .. 2F - 1 (gate-window)")
 
 
 @command("fix", "issue 55's fix run: one job (--job) of the fit, the calibration or the held-out windows", _args)
