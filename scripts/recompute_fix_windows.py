@@ -5,7 +5,7 @@ answer, and that the record repeats here.
     python scripts/recompute_fix_windows.py --n 1024 blog:0 fitm:0
 
 Each ``ARM:K`` is held-out window k of that arm at n, under its fit (k mod F) with its recorded bias file and
-strength, computed as the fix's job computes it (``fix_jobs.window_examples`` under ``positional_bias.applied``,
+strength, computed as the fix's job computes it (``fix_jobs.held_out_window`` under ``positional_bias.applied``,
 one thread, the jobs' numerics) and compared with ``runs/fix/windows/<arm>_n<n>_w<k>.parquet`` (every column but
 the stamp). Prints one line per window with its CPU seconds; exits 1 if any differs (and shows where).
 """
@@ -43,7 +43,7 @@ def main() -> int:
         bias_file, strength = fix_jobs.arm_bias(plan, arm, fix_plan.fit_of(plan, k))
         start = time.process_time()
         with pb.applied(arch.model, fix_jobs.load_bias(bias_file, strength)):
-            new = fix_jobs.window_examples(arch, tokenizer, settings, stream, args.n, k, arm, k + 1, 0)
+            new = fix_jobs.held_out_window(arch, tokenizer, stream, settings, args.n, k, arm)
         seconds = time.process_time() - start
         old = pd.read_parquet(fix_plan.window_path(plan, arm, args.n, k)).drop(columns=["draw", "config_hash"])
         old, new = old.reset_index(drop=True), new[old.columns].reset_index(drop=True)

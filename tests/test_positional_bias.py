@@ -81,9 +81,10 @@ def test_layer_0_attention_changes_by_exactly_b_up_to_a_constant_per_query(forms
     assert (changed[:, ~causal] == 0).all()
 
 
-def test_with_a_key_value_cache_the_biased_model_gives_the_same_logits():
+@pytest.mark.parametrize("per_layer", [True, False])
+def test_with_a_key_value_cache_the_biased_model_gives_the_same_logits(per_layer):
     a, ids = arch(), windows(1)
-    with pb.applied(a.model, random_bias(a)), torch.no_grad():
+    with pb.applied(a.model, random_bias(a, per_layer=per_layer)), torch.no_grad():
         whole = a.model(ids).logits
         past = a.model(ids[:, :30], use_cache=True).past_key_values
         rest = a.model(ids[:, 30:], past_key_values=past, use_cache=True).logits
@@ -125,11 +126,19 @@ def test_without_gradients_the_mask_is_the_differentiable_grids_bit_for_bit(form
             assert torch.isinf(causal[..., :, past + 1 :].diagonal(dim1=-2, dim2=-1)).all()
 
 
-def test_a_biased_forward_pass_gives_the_same_logits_with_and_without_gradients():
+@pytest.mark.parametrize("per_layer", [True, False])
+def test_a_biased_forward_pass_gives_the_same_logits_with_and_without_gradients(per_layer, monkeypatch):
+    """Without gradients a bias shared by the layers is built once a pass and handed to each layer (a per-layer bias:
+    once a layer); with gradients, once a layer. The logits are the same bit for bit."""
     a, ids = arch(), windows(1)
-    with pb.applied(a.model, random_bias(a)):
+    built, build = [], pb.biased_mask
+    monkeypatch.setattr(pb, "biased_mask", lambda *args: built.append(args[1]) or build(*args))
+    with pb.applied(a.model, random_bias(a, per_layer=per_layer)):
         with torch.no_grad():
             without = a.model(ids).logits
+            assert built == ([0, 1] if per_layer else [0])
+            a.model(ids[:, :20])  # another pass, another length: built again
+            assert built == ([0, 1, 0, 1] if per_layer else [0, 0])
         with torch.enable_grad():
             with_gradients = a.model(ids).logits.detach()
     assert torch.equal(without, with_gradients)

@@ -211,13 +211,19 @@ def window_hash(settings, arm: str, bias_file: Path, strength: float) -> str:
     return hashlib.sha256(json.dumps(chosen).encode()).hexdigest()[:12]
 
 
+def held_out_window(arch, tokenizer, stream, settings, n: int, k: int, weights: str) -> pd.DataFrame:
+    """The examples of held-out window k at n with whatever bias the model has on, as the none record's rows (the
+    model named as there, ``weights`` the arm), without the share (the fix reads accuracy only)."""
+    return window_examples(arch, tokenizer, settings, stream, n, k, weights, k + 1, 0)
+
+
 def biased_windows(arch, tokenizer, stream, settings, n: int, draws, bias, stamp: str, paths, weights: str) -> None:
-    """Each drawn window's examples with ``bias`` on, stamped, written to its path, unless recorded; rows as the
-    none record's (model named as there, ``weights`` the arm)."""
+    """Each drawn window's examples (``held_out_window``) with ``bias`` on, stamped, written to its path, unless
+    recorded."""
     missing = [(k, path) for k, path in zip(draws, paths) if not recorded(path, stamp)]
     with pb.applied(arch.model, bias.to(next(arch.model.parameters()).device)):
         for k, path in missing:
-            examples = window_examples(arch, tokenizer, settings, stream, n, k, weights, k + 1, 0)  # no share
+            examples = held_out_window(arch, tokenizer, stream, settings, n, k, weights)
             io.write_parquet(examples.assign(draw=k, config_hash=stamp), path)
 
 

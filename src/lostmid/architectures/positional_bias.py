@@ -182,23 +182,35 @@ def apply(model, bias: PositionalBias) -> Handle:
     an ``Arch``) until the returned handle's ``remove``. Each attention module gets a forward pre-hook that
     replaces its ``attention_mask`` argument by ``biased_mask``: the sdpa and eager attention functions add a
     float mask to the logits before the softmax. Works with a key-value cache (queries at their absolute
-    positions)."""
+    positions). A bias shared by the layers, in a pass without gradients, is built once per forward pass and handed
+    to every layer (a pre-hook on the decoder clears it); with gradients each layer builds its own, so that a fit's
+    gradients are what they were."""
     model = model.model if isinstance(model, models.Arch) else model
     modules = attention_modules(model)
     if bias.per_layer and bias.layers != len(modules):
         raise ConfigError(f"positional bias: fitted for {bias.layers} layers, the model has {len(modules)}")
+
+    built = {}  # this forward pass's mask of a shared bias, by the layer's query offset
 
     def hook_of(layer: int):
         def hook(module, args, kwargs):
             hidden = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]
             cache = kwargs.get("past_key_values")
             past = cache.get_seq_length(layer) if cache is not None else 0
-            kwargs["attention_mask"] = biased_mask(bias, layer, hidden, kwargs.get("attention_mask"), past)
+            mask = kwargs.get("attention_mask")
+            if bias.per_layer or torch.is_grad_enabled():
+                kwargs["attention_mask"] = biased_mask(bias, layer, hidden, mask, past)
+            else:
+                if past not in built:
+                    built[past] = biased_mask(bias, layer, hidden, mask, past)
+                kwargs["attention_mask"] = built[past]
             return args, kwargs
 
         return hook
 
-    return Handle([m.register_forward_pre_hook(hook_of(k), with_kwargs=True) for k, m in enumerate(modules)])
+    decoder = getattr(model, "model", model)  # the layers' parent: every pass (and a gradient's base pass) enters it
+    hooks = [decoder.register_forward_pre_hook(lambda module, args: built.clear())]
+    return Handle(hooks + [m.register_forward_pre_hook(hook_of(k), with_kwargs=True) for k, m in enumerate(modules)])
 
 
 @contextlib.contextmanager

@@ -38,6 +38,7 @@ from lostmid.architectures.fix_plan import (
     fit_count,
     fit_of,
     gate_first,
+    gate_windows,
     held_out_count,
     none_path,
     read_fix_plan,
@@ -238,7 +239,7 @@ def gate_of(plan: dict, gate: pd.DataFrame, arm: str, n: int, zero: int = 0) -> 
     calibrated = int(plan["arms"]["fitm"]["calibration"]["n"])
     column, at = ("flatness", n) if arm == "blog" else ("content_free_distance", calibrated)
     what = "task-free profile's flatness" if arm == "blog" else "content-free attention's distance from uniform"
-    expected = int(gates["windows_by_n"][at])
+    expected = len(gate_windows(plan, at))
     ratios = gate_ratios(gate, at, arm, column)
     if len(ratios) < expected:
         words = f"{len(ratios)} of its {expected} gate windows"
